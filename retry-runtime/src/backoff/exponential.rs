@@ -1,0 +1,129 @@
+use std::time::Duration;
+
+use rand::Rng;
+
+use super::{Backoff, check_range, from_nanos_f64};
+use crate::ConfigError;
+
+/// Exponential backoff: `v_x = min(max, base * m^x)`.
+///
+/// The default (also the attribute's default) is `base = 100 ms`, `max = 20 s`, `m = 2`.
+///
+/// ```
+/// use std::time::Duration;
+/// use retry_runtime::{Backoff, Exponential};
+/// # use rand::SeedableRng;
+/// let b = Exponential::new(Duration::from_secs(1), Duration::from_secs(60), 2.0)?;
+/// let mut rng = rand::rngs::SmallRng::seed_from_u64(0);
+/// let v: Vec<u64> = (0..8).map(|x| b.delay(x, &mut rng).as_secs()).collect();
+/// assert_eq!(v, [1, 2, 4, 8, 16, 32, 60, 60]);
+/// # Ok::<(), retry_runtime::ConfigError>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Exponential {
+    base: Duration,
+    max: Duration,
+    m: f64,
+}
+
+impl Default for Exponential {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+impl Exponential {
+    /// `base = 100 ms`, `max = 20 s`, `m = 2`.
+    pub const DEFAULT: Self = Self {
+        base: Duration::from_millis(100),
+        max: Duration::from_secs(20),
+        m: 2.0,
+    };
+
+    /// A new exponential backoff. Errors: `base > max`; `m` below 1, NaN or infinite.
+    pub fn new(base: Duration, max: Duration, m: f64) -> Result<Self, ConfigError> {
+        check_range(base, max)?;
+        if !(m.is_finite() && m >= 1.0) {
+            return Err(ConfigError::new("m", "must be a finite number >= 1"));
+        }
+        Ok(Self { base, max, m })
+    }
+
+    /// The multiplier `m`.
+    pub const fn multiplier(&self) -> f64 {
+        self.m
+    }
+}
+
+impl Backoff for Exponential {
+    fn delay(&self, x: u32, _rng: &mut dyn Rng) -> Duration {
+        if self.base.is_zero() {
+            return Duration::ZERO;
+        }
+        // base > 0 and m >= 1: the product is >= base, possibly +inf, never NaN.
+        let factor = self.m.powf(f64::from(x));
+        from_nanos_f64(self.base.as_nanos() as f64 * factor, self.max)
+    }
+    fn base(&self) -> Duration {
+        self.base
+    }
+    fn max(&self) -> Duration {
+        self.max
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_util::*;
+    use super::*;
+
+    #[test]
+    fn hand_computed_sequence() {
+        let b = Exponential::new(Duration::from_secs(1), Duration::from_secs(60), 2.0).unwrap();
+        assert_eq!(
+            seq(&b, 8),
+            secs(&[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 60.0, 60.0])
+        );
+    }
+
+    #[test]
+    fn default_sequence_in_millis() {
+        let v: Vec<u128> = seq(&Exponential::default(), 10)
+            .iter()
+            .map(|d| d.as_millis())
+            .collect();
+        assert_eq!(
+            v,
+            [100, 200, 400, 800, 1600, 3200, 6400, 12800, 20000, 20000]
+        );
+    }
+
+    #[test]
+    fn fractional_multiplier() {
+        let b = Exponential::new(Duration::from_secs(1), Duration::from_secs(10), 1.5).unwrap();
+        assert_eq!(seq(&b, 4), secs(&[1.0, 1.5, 2.25, 3.375]));
+    }
+
+    #[test]
+    fn saturates_at_extreme_exponents() {
+        let b = Exponential::new(Duration::from_nanos(1), Duration::MAX, 2.0).unwrap();
+        assert_eq!(b.delay(u32::MAX, &mut rng()), Duration::MAX);
+        let z = Exponential::new(Duration::ZERO, Duration::MAX, 2.0).unwrap();
+        assert_eq!(z.delay(u32::MAX, &mut rng()), Duration::ZERO);
+    }
+
+    #[test]
+    fn rejects_bad_parameters() {
+        let s = Duration::from_secs(1);
+        assert_eq!(Exponential::new(s, s, 0.99).unwrap_err().parameter(), "m");
+        assert_eq!(Exponential::new(s, s, f64::NAN).unwrap_err().parameter(), "m");
+        assert_eq!(
+            Exponential::new(s, s, f64::INFINITY).unwrap_err().parameter(),
+            "m"
+        );
+        assert_eq!(
+            Exponential::new(s * 2, s, 2.0).unwrap_err().parameter(),
+            "base"
+        );
+    }
+}

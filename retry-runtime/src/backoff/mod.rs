@@ -1,0 +1,176 @@
+//! Backoff strategies: the delay `v_x` before retry number `x + 1`.
+//!
+//! Every strategy implements [`Backoff`]. Constructors validate their parameters and return
+//! [`ConfigError`](crate::ConfigError) on a broken rule; once built, a strategy never panics,
+//! overflows or produces NaN for any `x` up to `u32::MAX`: values saturate at `max`.
+
+use std::time::Duration;
+
+use rand::Rng;
+
+mod constant;
+mod exponential;
+mod fibonacci;
+mod linear;
+mod polynomial;
+mod random;
+
+pub use constant::{Constant, NoBackoff};
+pub use exponential::Exponential;
+pub use fibonacci::Fibonacci;
+pub use linear::Linear;
+pub use polynomial::Polynomial;
+pub use random::Random;
+
+use crate::ConfigError;
+
+/// A backoff strategy: maps the backoff exponent `x` to a delay `v_x`.
+///
+/// Implement it for a custom strategy (`backoff = custom(EXPR)` in the attribute,
+/// [`PolicyBuilder::backoff`](crate::PolicyBuilder::backoff) in the builder). `base` and `max`
+/// are read by jitter algorithms that need them (`aws_decorrelated`); their defaults are zero and
+/// [`Duration::MAX`].
+///
+/// ```
+/// use std::time::Duration;
+/// use retry_runtime::Backoff;
+///
+/// /// 10 ms, 20 ms, 30 ms, ... capped at one second.
+/// struct Steps;
+/// impl Backoff for Steps {
+///     fn delay(&self, x: u32, _rng: &mut dyn rand::Rng) -> Duration {
+///         Duration::from_millis(10).saturating_mul(x.saturating_add(1)).min(self.max())
+///     }
+///     fn max(&self) -> Duration { Duration::from_secs(1) }
+/// }
+/// let mut rng = rand::rngs::SmallRng::seed_from_u64(0);
+/// # use rand::SeedableRng;
+/// assert_eq!(Steps.delay(2, &mut rng), Duration::from_millis(30));
+/// assert_eq!(Steps.delay(u32::MAX, &mut rng), Duration::from_secs(1));
+/// ```
+pub trait Backoff {
+    /// The delay for backoff exponent `x` (0 before the first retry).
+    fn delay(&self, x: u32, rng: &mut dyn Rng) -> Duration;
+
+    /// The smallest delay this strategy returns (`v_base`).
+    fn base(&self) -> Duration {
+        Duration::ZERO
+    }
+
+    /// The largest delay this strategy returns (`v_max`).
+    fn max(&self) -> Duration {
+        Duration::MAX
+    }
+}
+
+impl<B: Backoff + ?Sized> Backoff for &B {
+    fn delay(&self, x: u32, rng: &mut dyn Rng) -> Duration {
+        (**self).delay(x, rng)
+    }
+    fn base(&self) -> Duration {
+        (**self).base()
+    }
+    fn max(&self) -> Duration {
+        (**self).max()
+    }
+}
+
+impl<B: Backoff + ?Sized> Backoff for Box<B> {
+    fn delay(&self, x: u32, rng: &mut dyn Rng) -> Duration {
+        (**self).delay(x, rng)
+    }
+    fn base(&self) -> Duration {
+        (**self).base()
+    }
+    fn max(&self) -> Duration {
+        (**self).max()
+    }
+}
+
+impl<B: Backoff + ?Sized> Backoff for std::sync::Arc<B> {
+    fn delay(&self, x: u32, rng: &mut dyn Rng) -> Duration {
+        (**self).delay(x, rng)
+    }
+    fn base(&self) -> Duration {
+        (**self).base()
+    }
+    fn max(&self) -> Duration {
+        (**self).max()
+    }
+}
+
+const NANOS_PER_SEC: u128 = 1_000_000_000;
+
+/// Converts nanoseconds to a `Duration`, saturating at [`Duration::MAX`].
+pub(crate) fn from_nanos(n: u128) -> Duration {
+    let secs = n / NANOS_PER_SEC;
+    match u64::try_from(secs) {
+        // The remainder is below one billion, so it fits a u32.
+        Ok(secs) => Duration::new(secs, (n % NANOS_PER_SEC) as u32),
+        Err(_) => Duration::MAX,
+    }
+}
+
+/// Converts a non-negative float number of nanoseconds to a `Duration`, capped at `cap`.
+/// NaN maps to zero; infinity and anything at or past `cap` map to `cap`.
+pub(crate) fn from_nanos_f64(n: f64, cap: Duration) -> Duration {
+    if n.is_nan() || n <= 0.0 {
+        return Duration::ZERO;
+    }
+    let cap_n = cap.as_nanos();
+    if n >= cap_n as f64 {
+        return cap;
+    }
+    // `as` saturates; `n` is finite and below `cap_n` here.
+    from_nanos((n.round() as u128).min(cap_n))
+}
+
+/// Checks `base <= max`.
+pub(crate) fn check_range(base: Duration, max: Duration) -> Result<(), ConfigError> {
+    if base > max {
+        Err(ConfigError::new("base", "must not exceed `max`"))
+    } else {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod test_util {
+    use rand::SeedableRng;
+    use rand::rngs::SmallRng;
+    use std::time::Duration;
+
+    pub fn rng() -> SmallRng {
+        SmallRng::seed_from_u64(7)
+    }
+
+    pub fn secs(v: &[f64]) -> Vec<Duration> {
+        v.iter().map(|s| Duration::from_secs_f64(*s)).collect()
+    }
+
+    pub fn seq(b: &dyn super::Backoff, n: u32) -> Vec<Duration> {
+        let mut r = rng();
+        (0..n).map(|x| b.delay(x, &mut r)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nanos_conversion_saturates() {
+        assert_eq!(from_nanos(1_500_000_000), Duration::from_millis(1500));
+        assert_eq!(from_nanos(u128::MAX), Duration::MAX);
+        assert_eq!(from_nanos_f64(f64::NAN, Duration::MAX), Duration::ZERO);
+        assert_eq!(from_nanos_f64(f64::INFINITY, Duration::MAX), Duration::MAX);
+        assert_eq!(
+            from_nanos_f64(2.0e9, Duration::from_secs(1)),
+            Duration::from_secs(1)
+        );
+        assert_eq!(
+            from_nanos_f64(2.5e8, Duration::from_secs(1)),
+            Duration::from_millis(250)
+        );
+    }
+}

@@ -1,0 +1,112 @@
+use std::time::Duration;
+
+use rand::Rng;
+
+use super::{Backoff, check_range, from_nanos, from_nanos_f64};
+use crate::ConfigError;
+
+/// Polynomial backoff: `v_x = min(max, base + (x^p1 + ... + x^pN) * unit)`, every `p > 1`,
+/// `unit = 1 s` by default. The exponents are stored inline (`N` is a const generic), so a
+/// strategy never allocates.
+///
+/// ```
+/// use std::time::Duration;
+/// use retry_runtime::{Backoff, Polynomial};
+/// # use rand::SeedableRng;
+/// let b = Polynomial::new(Duration::from_secs(1), Duration::from_secs(60), [2.0])?;
+/// let mut rng = rand::rngs::SmallRng::seed_from_u64(0);
+/// let v: Vec<u64> = (0..9).map(|x| b.delay(x, &mut rng).as_secs()).collect();
+/// assert_eq!(v, [1, 2, 5, 10, 17, 26, 37, 50, 60]);
+/// # Ok::<(), retry_runtime::ConfigError>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Polynomial<const N: usize = 1> {
+    base: Duration,
+    max: Duration,
+    p: [f64; N],
+    unit: Duration,
+}
+
+impl<const N: usize> Polynomial<N> {
+    /// `unit = 1 s`. Errors: `base > max`; no exponent; an exponent `<= 1`, NaN or infinite.
+    pub fn new(base: Duration, max: Duration, p: [f64; N]) -> Result<Self, ConfigError> {
+        Self::with_unit(base, max, p, Duration::from_secs(1))
+    }
+
+    /// Polynomial backoff counting in `unit`s. Errors as for [`Polynomial::new`].
+    pub fn with_unit(
+        base: Duration,
+        max: Duration,
+        p: [f64; N],
+        unit: Duration,
+    ) -> Result<Self, ConfigError> {
+        check_range(base, max)?;
+        if N == 0 {
+            return Err(ConfigError::new("p", "must list at least one exponent"));
+        }
+        if p.iter().any(|p| !(p.is_finite() && *p > 1.0)) {
+            return Err(ConfigError::new("p", "every exponent must be a finite number > 1"));
+        }
+        Ok(Self { base, max, p, unit })
+    }
+}
+
+impl<const N: usize> Backoff for Polynomial<N> {
+    fn delay(&self, x: u32, _rng: &mut dyn Rng) -> Duration {
+        let x = f64::from(x);
+        // Each term is finite or +inf (x >= 0, p > 1): the sum is never NaN.
+        let sum: f64 = self.p.iter().map(|p| x.powf(*p)).sum();
+        let term = from_nanos_f64(sum * self.unit.as_nanos() as f64, self.max);
+        from_nanos(self.base.as_nanos().saturating_add(term.as_nanos())).min(self.max)
+    }
+    fn base(&self) -> Duration {
+        self.base
+    }
+    fn max(&self) -> Duration {
+        self.max
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_util::*;
+    use super::*;
+
+    #[test]
+    fn square_sequence() {
+        let b = Polynomial::new(Duration::from_secs(1), Duration::from_secs(60), [2.0]).unwrap();
+        assert_eq!(
+            seq(&b, 10),
+            secs(&[1.0, 2.0, 5.0, 10.0, 17.0, 26.0, 37.0, 50.0, 60.0, 60.0])
+        );
+    }
+
+    #[test]
+    fn several_exponents_add_up() {
+        let b = Polynomial::with_unit(
+            Duration::ZERO,
+            Duration::from_secs(1000),
+            [2.0, 3.0],
+            Duration::from_millis(1),
+        )
+        .unwrap();
+        // x^2 + x^3 ms: 0, 2, 12, 36
+        let ms: Vec<u128> = seq(&b, 4).iter().map(|d| d.as_millis()).collect();
+        assert_eq!(ms, [0, 2, 12, 36]);
+    }
+
+    #[test]
+    fn saturates() {
+        let b = Polynomial::new(Duration::ZERO, Duration::MAX, [9.0]).unwrap();
+        assert_eq!(b.delay(u32::MAX, &mut rng()), Duration::MAX);
+    }
+
+    #[test]
+    fn rejects_bad_exponents() {
+        let s = Duration::from_secs(1);
+        assert_eq!(Polynomial::new(s, s, [1.0]).unwrap_err().parameter(), "p");
+        assert_eq!(Polynomial::new(s, s, [2.0, 0.5]).unwrap_err().parameter(), "p");
+        assert_eq!(Polynomial::new(s, s, [f64::NAN]).unwrap_err().parameter(), "p");
+        assert_eq!(Polynomial::new(s, s, []).unwrap_err().parameter(), "p");
+    }
+}

@@ -1,0 +1,69 @@
+use std::time::Duration;
+
+use rand::{Rng, RngExt};
+
+use super::{Backoff, check_range, from_nanos};
+use crate::ConfigError;
+
+/// Random backoff: `v_x` uniform in `[base, max]`, whatever `x`.
+///
+/// ```
+/// use std::time::Duration;
+/// use retry_runtime::{Backoff, Random};
+/// # use rand::SeedableRng;
+/// let b = Random::new(Duration::from_secs(1), Duration::from_secs(60))?;
+/// let mut rng = rand::rngs::SmallRng::seed_from_u64(0);
+/// let v = b.delay(3, &mut rng);
+/// assert!(v >= Duration::from_secs(1) && v <= Duration::from_secs(60));
+/// # Ok::<(), retry_runtime::ConfigError>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Random {
+    base: Duration,
+    max: Duration,
+}
+
+impl Random {
+    /// A new random backoff. Error: `base > max`.
+    pub fn new(base: Duration, max: Duration) -> Result<Self, ConfigError> {
+        check_range(base, max)?;
+        Ok(Self { base, max })
+    }
+}
+
+impl Backoff for Random {
+    fn delay(&self, _x: u32, rng: &mut dyn Rng) -> Duration {
+        from_nanos(rng.random_range(self.base.as_nanos()..=self.max.as_nanos()))
+    }
+    fn base(&self) -> Duration {
+        self.base
+    }
+    fn max(&self) -> Duration {
+        self.max
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_util::*;
+    use super::*;
+
+    #[test]
+    fn stays_in_range_and_spreads() {
+        let b = Random::new(Duration::from_secs(1), Duration::from_secs(3)).unwrap();
+        let mut r = rng();
+        let v: Vec<f64> = (0..10_000u32)
+            .map(|x| b.delay(x, &mut r).as_secs_f64())
+            .collect();
+        assert!(v.iter().all(|s| (1.0..=3.0).contains(s)));
+        let mean = v.iter().sum::<f64>() / v.len() as f64;
+        // Uniform on [1, 3]: mean 2, standard error of the mean ~0.006.
+        assert!((mean - 2.0).abs() < 0.03, "mean {mean}");
+    }
+
+    #[test]
+    fn degenerate_range() {
+        let b = Random::new(Duration::from_secs(2), Duration::from_secs(2)).unwrap();
+        assert_eq!(b.delay(0, &mut rng()), Duration::from_secs(2));
+    }
+}

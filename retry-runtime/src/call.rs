@@ -1,0 +1,321 @@
+//! The retry loop: per-call state ([`Call`]), the attempt context ([`Attempt`]) and the
+//! blocking and async entry points.
+
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use rand::SeedableRng;
+use rand::rngs::SmallRng;
+
+use crate::hooks::{OnError, OnSuccess};
+use crate::jitter::JitterState;
+use crate::kind::{Classify, Failure};
+use crate::policy::{AttemptTimeout, Policy};
+use crate::rules::Rules;
+use crate::settings::Plan;
+use crate::time::{Clock, Env};
+
+/// What the body of a retried function can know about the attempt it runs in (SPEC section 9).
+///
+/// ```
+/// use std::time::Duration;
+/// use retry_runtime::Policy;
+///
+/// let policy = Policy::builder().timeout(Duration::from_secs(5)).build()?;
+/// let r: Result<(), std::io::Error> = policy.call(|attempt| {
+///     assert_eq!(attempt.retries(), 0);
+///     assert_eq!(attempt.timeout(), Some(Duration::from_secs(5)));
+///     // A blocking body hands the time left to its socket:
+///     let left = attempt.remaining().unwrap();
+///     assert!(left <= Duration::from_secs(5));
+///     Ok(())
+/// });
+/// # r.unwrap();
+/// # Ok::<(), retry_runtime::ConfigError>(())
+/// ```
+#[derive(Clone, Copy)]
+pub struct Attempt<'a> {
+    retries: u32,
+    timeout: Option<Duration>,
+    started: Instant,
+    first: Instant,
+    clock: &'a (dyn Clock + Sync),
+}
+
+impl fmt::Debug for Attempt<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Attempt")
+            .field("retries", &self.retries)
+            .field("timeout", &self.timeout)
+            .field("started", &self.started)
+            .field("first", &self.first)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Attempt<'_> {
+    /// Retries made so far in this call: 0 in the first attempt.
+    pub const fn retries(&self) -> u32 {
+        self.retries
+    }
+
+    /// The 1-based number of this attempt.
+    pub const fn number(&self) -> u32 {
+        self.retries.saturating_add(1)
+    }
+
+    /// This attempt's timeout, `None` for infinite.
+    pub const fn timeout(&self) -> Option<Duration> {
+        self.timeout
+    }
+
+    /// When this attempt started.
+    pub const fn started(&self) -> Instant {
+        self.started
+    }
+
+    /// This attempt's deadline, `None` without a timeout.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.timeout.and_then(|t| self.started.checked_add(t))
+    }
+
+    /// Time left before the deadline (zero once past it), `None` without a timeout.
+    pub fn remaining(&self) -> Option<Duration> {
+        let deadline = self.deadline()?;
+        Some(deadline.saturating_duration_since(self.clock.now()))
+    }
+
+    /// Whether the deadline has passed.
+    pub fn is_expired(&self) -> bool {
+        self.remaining().is_some_and(|r| r.is_zero())
+    }
+
+    /// Time since the first attempt of this call started.
+    pub fn elapsed(&self) -> Duration {
+        self.clock.now().saturating_duration_since(self.first)
+    }
+}
+
+/// What to do after an attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step<T, E> {
+    /// The call is over: return this (the success, or the last error unchanged).
+    Return(Result<T, E>),
+    /// Sleep this long, then run the next attempt.
+    Retry(Duration),
+}
+
+/// The state of one call of a retried function: retry count, backoff exponent, previous
+/// delay, start time and random generator. It lives on the caller's stack and is never shared.
+///
+/// The closure-based [`Policy::call`] and [`Policy::call_async`] drive it; the `#[robust]`
+/// attribute writes the same loop inline around the function body:
+///
+/// ```
+/// use retry_runtime::{Policy, NoBackoff, Step};
+/// use retry_runtime::time::Sleep;
+///
+/// let policy = Policy::builder().retries(2).backoff(NoBackoff).build()?;
+/// let mut call = policy.start();
+/// let mut attempts = 0;
+/// let result: Result<(), &str> = loop {
+///     let _attempt = call.attempt();
+///     attempts += 1;
+///     match call.settle(Err("down"), false) {
+///         Step::Return(r) => break r,
+///         Step::Retry(delay) => policy.env().sleep(delay),
+///     }
+/// };
+/// assert_eq!((result, attempts), (Err("down"), 3));
+/// # Ok::<(), retry_runtime::ConfigError>(())
+/// ```
+#[derive(Debug)]
+pub struct Call<'p, P> {
+    policy: &'p P,
+    retries: u32,
+    jitter: JitterState,
+    first: Instant,
+    deadline: Option<Instant>,
+    rng: Option<SmallRng>,
+}
+
+impl<W, K, B, J, T, S, F, C> Policy<W, K, B, J, T, S, F, C>
+where
+    T: AttemptTimeout,
+    C: Clock + Sync,
+{
+    /// Starts a call: a fresh retry count and clock reading.
+    pub fn start(&self) -> Call<'_, Self> {
+        Call {
+            policy: self,
+            retries: 0,
+            jitter: JitterState::default(),
+            first: self.env.now(),
+            deadline: None,
+            rng: None,
+        }
+    }
+
+    /// Runs `body` under this policy, blocking the thread while backing off.
+    ///
+    /// A configured timeout is cooperative here (a running thread cannot be cancelled): the
+    /// body reads its deadline through the [`Attempt`]; an error returned after the deadline
+    /// counts as a `Timeout`; a late success is still returned.
+    pub fn call<'p, R, E, G>(&'p self, mut body: G) -> Result<R, E>
+    where
+        G: FnMut(Attempt<'p>) -> Result<R, E>,
+        W: Rules<E>,
+        K: Classify<E>,
+        B: crate::Backoff,
+        J: crate::Jitter,
+        S: OnSuccess,
+        F: OnError<E>,
+        C: Env,
+    {
+        let mut call = self.start();
+        loop {
+            let attempt = call.attempt();
+            match call.settle(body(attempt), false) {
+                Step::Return(r) => return r,
+                Step::Retry(delay) => self.env.sleep(delay),
+            }
+        }
+    }
+}
+
+#[cfg(feature = "tokio")]
+impl<W, K, B, J, T, S, F, C> Policy<W, K, B, J, T, S, F, C>
+where
+    C: Clock + Sync,
+{
+    /// Runs the future `body` makes under this policy, on the tokio timer.
+    ///
+    /// With a timeout, each attempt runs under `tokio::time::timeout`: on expiry its future
+    /// is dropped (cancelled) and the attempt fails with `E::from(Elapsed)`, which counts as
+    /// a `Timeout`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use retry_runtime::Policy;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let policy = Policy::builder().timeout(Duration::from_millis(50)).retries(1).build()?;
+    /// let r: std::io::Result<()> = policy
+    ///     .call_async(|attempt| async move {
+    ///         if attempt.retries() == 0 {
+    ///             tokio::time::sleep(Duration::from_secs(1)).await; // cancelled after 50 ms
+    ///         }
+    ///         Ok(())
+    ///     })
+    ///     .await;
+    /// assert!(r.is_ok());
+    /// # Ok(()) }
+    /// ```
+    pub async fn call_async<'p, R, E, G, Fut>(&'p self, mut body: G) -> Result<R, E>
+    where
+        G: FnMut(Attempt<'p>) -> Fut,
+        Fut: Future<Output = Result<R, E>>,
+        W: Rules<E>,
+        K: Classify<E>,
+        B: crate::Backoff,
+        J: crate::Jitter,
+        T: crate::policy::AsyncTimeout<E>,
+        S: OnSuccess,
+        F: OnError<E>,
+        C: crate::time::AsyncSleep,
+    {
+        let mut call = self.start();
+        loop {
+            let attempt = call.attempt();
+            let (result, fired) = crate::__private::run_attempt(&self.timeout, body(attempt)).await;
+            match call.settle(result, fired) {
+                Step::Return(r) => return r,
+                Step::Retry(delay) => self.env.sleep_async(delay).await,
+            }
+        }
+    }
+}
+
+impl<'p, W, K, B, J, T, S, F, C> Call<'p, Policy<W, K, B, J, T, S, F, C>>
+where
+    T: AttemptTimeout,
+    C: Clock + Sync,
+{
+    /// Marks the start of an attempt and returns its context.
+    pub fn attempt(&mut self) -> Attempt<'p> {
+        let started = self.policy.env.now();
+        let timeout = self.policy.timeout.limit();
+        self.deadline = timeout.and_then(|t| started.checked_add(t));
+        Attempt {
+            retries: self.retries,
+            timeout,
+            started,
+            first: self.first,
+            clock: &self.policy.env,
+        }
+    }
+
+    /// Retries made so far.
+    pub const fn retries(&self) -> u32 {
+        self.retries
+    }
+
+    /// Decides what follows an attempt's `result` (SPEC section 6). `timed_out` says the
+    /// attempt was cancelled by its timeout; an error returned at or after the attempt's
+    /// deadline also counts as timed out.
+    ///
+    /// On success, `on_success()` is called and the value returned. On error, `on_error(&e,
+    /// retries)` is called; then the first matching rule decides: no rule, its retry limit
+    /// reached, or its `max_delay` budget unable to fit the next delay returns the error
+    /// unchanged; otherwise the delay (strategy, jitter, scale) is returned for sleeping.
+    pub fn settle<R, E>(&mut self, result: Result<R, E>, timed_out: bool) -> Step<R, E>
+    where
+        W: Rules<E>,
+        K: Classify<E>,
+        B: crate::Backoff,
+        J: crate::Jitter,
+        S: OnSuccess,
+        F: OnError<E>,
+    {
+        let error = match result {
+            Ok(value) => {
+                self.policy.on_success.on_success();
+                return Step::Return(Ok(value));
+            }
+            Err(e) => e,
+        };
+        let p = self.policy;
+        let now = p.env.now();
+        let timed_out = timed_out || self.deadline.is_some_and(|d| now >= d);
+        p.on_error.on_error(&error, self.retries);
+
+        let failure = Failure::new(&error, timed_out);
+        let plan: &dyn Plan = match p.whens.select(&failure) {
+            Some(plan) => plan,
+            None if p.on.matches(&failure) => &p.settings,
+            None => return Step::Return(Err(error)),
+        };
+        if !plan.retry_limit().allows(self.retries) {
+            return Step::Return(Err(error));
+        }
+        if plan.budget().is_some_and(|b| b.is_zero()) {
+            return Step::Return(Err(error));
+        }
+        let seed = p.seed;
+        let rng = self.rng.get_or_insert_with(|| match seed {
+            Some(s) => SmallRng::seed_from_u64(s),
+            None => rand::make_rng(),
+        });
+        let delay = plan.next_delay(&mut self.jitter, rng);
+        if let Some(budget) = plan.budget() {
+            let elapsed = now.saturating_duration_since(self.first);
+            if elapsed.saturating_add(delay) >= budget {
+                return Step::Return(Err(error));
+            }
+        }
+        self.retries = self.retries.saturating_add(1);
+        self.jitter.exponent = self.jitter.exponent.saturating_add(1);
+        Step::Retry(delay)
+    }
+}

@@ -1,0 +1,95 @@
+//! Durations as the reference design writes them: humantime strings or numbers of seconds,
+//! with "negative means infinite" where a setting allows it.
+
+use std::time::Duration;
+
+use crate::ConfigError;
+
+/// Parses a duration written as a humantime string (`"2s"`, `"150ms"`, `"1m 30s"`) or a
+/// number of seconds (`"1"`, `"0.5"`). Negative, NaN and infinite values are rejected.
+///
+/// ```
+/// use std::time::Duration;
+/// use retry_runtime::parse_duration;
+/// assert_eq!(parse_duration("1m 30s")?, Duration::from_secs(90));
+/// assert_eq!(parse_duration("0.25")?, Duration::from_millis(250));
+/// assert!(parse_duration("-1").is_err());
+/// assert!(parse_duration("soon").is_err());
+/// # Ok::<(), retry_runtime::ConfigError>(())
+/// ```
+pub fn parse_duration(s: &str) -> Result<Duration, ConfigError> {
+    let t = s.trim();
+    if let Ok(secs) = t.parse::<f64>() {
+        return duration_from_secs("duration", secs);
+    }
+    humantime::parse_duration(t).map_err(|_| {
+        ConfigError::new(
+            "duration",
+            "must be a humantime string like \"2s\", \"150ms\" or \"1m 30s\", or a number of seconds",
+        )
+    })
+}
+
+/// A duration of `secs` seconds for `parameter`. Errors: negative, NaN, infinite, or too large
+/// for a [`Duration`].
+///
+/// ```
+/// use std::time::Duration;
+/// use retry_runtime::duration_from_secs;
+/// assert_eq!(duration_from_secs("base", 1.5)?, Duration::from_millis(1500));
+/// assert_eq!(duration_from_secs("base", -1.0).unwrap_err().parameter(), "base");
+/// # Ok::<(), retry_runtime::ConfigError>(())
+/// ```
+pub fn duration_from_secs(parameter: &'static str, secs: f64) -> Result<Duration, ConfigError> {
+    if secs.is_nan() || secs.is_infinite() {
+        return Err(ConfigError::new(parameter, "must be a finite number of seconds"));
+    }
+    if secs < 0.0 {
+        return Err(ConfigError::new(parameter, "must not be negative"));
+    }
+    Duration::try_from_secs_f64(secs)
+        .map_err(|_| ConfigError::new(parameter, "is too large for a duration"))
+}
+
+/// A limit of `secs` seconds where a negative number means "infinite" (`None`), as `timeout` and
+/// `max_delay` read it. Errors: NaN, infinite, or too large.
+///
+/// ```
+/// use std::time::Duration;
+/// use retry_runtime::limit_from_secs;
+/// assert_eq!(limit_from_secs("max_delay", -1.0)?, None);
+/// assert_eq!(limit_from_secs("max_delay", 2.0)?, Some(Duration::from_secs(2)));
+/// assert!(limit_from_secs("max_delay", f64::NAN).is_err());
+/// # Ok::<(), retry_runtime::ConfigError>(())
+/// ```
+pub fn limit_from_secs(
+    parameter: &'static str,
+    secs: f64,
+) -> Result<Option<Duration>, ConfigError> {
+    if secs < 0.0 && secs.is_finite() {
+        return Ok(None);
+    }
+    duration_from_secs(parameter, secs).map(Some)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_both_forms() {
+        assert_eq!(parse_duration("2s").unwrap(), Duration::from_secs(2));
+        assert_eq!(parse_duration("150ms").unwrap(), Duration::from_millis(150));
+        assert_eq!(parse_duration(" 3 ").unwrap(), Duration::from_secs(3));
+        assert_eq!(parse_duration("1e-3").unwrap(), Duration::from_millis(1));
+    }
+
+    #[test]
+    fn rejects_non_finite_and_huge() {
+        for s in ["NaN", "inf", "-inf", "1e300", "-0.5", "", "2 parsecs"] {
+            assert!(parse_duration(s).is_err(), "{s:?} accepted");
+        }
+        assert!(limit_from_secs("t", f64::NEG_INFINITY).is_err());
+        assert!(limit_from_secs("t", f64::INFINITY).is_err());
+    }
+}

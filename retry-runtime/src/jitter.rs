@@ -1,0 +1,194 @@
+//! Jitter algorithms: how a backoff value is randomised before it is slept.
+//!
+//! A jitter algorithm receives the strategy and the per-call [`JitterState`] (the backoff
+//! exponent and the previous delay), so that algorithms like [`Decorrelated`] can move the
+//! exponent and [`AwsDecorrelated`] can read the previous delay.
+
+use std::time::Duration;
+
+use rand::{Rng, RngExt};
+
+use crate::backoff::{Backoff, from_nanos};
+
+/// Per-call state that jitter algorithms read and change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct JitterState {
+    /// The backoff exponent: starts at 0, grows by one after every retry; only
+    /// [`Decorrelated`] resets it. It is distinct from the retry count, which never resets.
+    pub exponent: u32,
+    /// The previous jittered delay of this call (before scaling), `None` before the first retry.
+    pub previous: Option<Duration>,
+}
+
+/// A jitter algorithm.
+///
+/// Implement it for custom jitter (`jitter = custom(EXPR)` in the attribute).
+///
+/// ```
+/// use std::time::Duration;
+/// use retry_runtime::{Backoff, Constant, Jitter, JitterState};
+/// # use rand::SeedableRng;
+/// /// Adds a fixed 5 ms to every delay.
+/// struct Pad;
+/// impl Jitter for Pad {
+///     fn jitter(&self, b: &dyn Backoff, s: &mut JitterState, rng: &mut dyn rand::Rng) -> Duration {
+///         b.delay(s.exponent, rng).saturating_add(Duration::from_millis(5))
+///     }
+/// }
+/// let mut rng = rand::rngs::SmallRng::seed_from_u64(0);
+/// let d = Pad.jitter(&Constant::new(Duration::from_millis(10)), &mut JitterState::default(), &mut rng);
+/// assert_eq!(d, Duration::from_millis(15));
+/// ```
+pub trait Jitter {
+    /// The jittered delay for `state.exponent` under `backoff`.
+    fn jitter(&self, backoff: &dyn Backoff, state: &mut JitterState, rng: &mut dyn Rng)
+    -> Duration;
+}
+
+impl<J: Jitter + ?Sized> Jitter for &J {
+    fn jitter(&self, b: &dyn Backoff, s: &mut JitterState, rng: &mut dyn Rng) -> Duration {
+        (**self).jitter(b, s, rng)
+    }
+}
+
+impl<J: Jitter + ?Sized> Jitter for Box<J> {
+    fn jitter(&self, b: &dyn Backoff, s: &mut JitterState, rng: &mut dyn Rng) -> Duration {
+        (**self).jitter(b, s, rng)
+    }
+}
+
+impl<J: Jitter + ?Sized> Jitter for std::sync::Arc<J> {
+    fn jitter(&self, b: &dyn Backoff, s: &mut JitterState, rng: &mut dyn Rng) -> Duration {
+        (**self).jitter(b, s, rng)
+    }
+}
+
+/// No jitter: the backoff value `v_x` unchanged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct NoJitter;
+
+impl Jitter for NoJitter {
+    fn jitter(&self, b: &dyn Backoff, s: &mut JitterState, rng: &mut dyn Rng) -> Duration {
+        b.delay(s.exponent, rng)
+    }
+}
+
+/// Full jitter (the default): uniform in `[0, v_x]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FullJitter;
+
+impl Jitter for FullJitter {
+    fn jitter(&self, b: &dyn Backoff, s: &mut JitterState, rng: &mut dyn Rng) -> Duration {
+        let v = b.delay(s.exponent, rng).as_nanos();
+        from_nanos(rng.random_range(0..=v))
+    }
+}
+
+/// Equal jitter: `v_x / 2 + uniform in [0, v_x / 2]`, so always within `[v_x / 2, v_x]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct EqualJitter;
+
+impl Jitter for EqualJitter {
+    fn jitter(&self, b: &dyn Backoff, s: &mut JitterState, rng: &mut dyn Rng) -> Duration {
+        let v = b.delay(s.exponent, rng).as_nanos();
+        let half = v / 2;
+        from_nanos(half + rng.random_range(0..=v - half))
+    }
+}
+
+/// Decorrelated jitter, as the reference design defines it: with probability 1/2 the backoff
+/// exponent is reset to 0; then `v` of that exponent is returned unchanged.
+///
+/// It resets only the exponent, never the retry count that `retries` limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Decorrelated;
+
+impl Jitter for Decorrelated {
+    fn jitter(&self, b: &dyn Backoff, s: &mut JitterState, rng: &mut dyn Rng) -> Duration {
+        if rng.random_bool(0.5) {
+            s.exponent = 0;
+        }
+        b.delay(s.exponent, rng)
+    }
+}
+
+/// AWS "decorrelated jitter": `min(max, uniform in [base, 3 * previous])`, the previous delay
+/// starting at `base`. It reads only the strategy's `base` and `max`, not `v_x`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct AwsDecorrelated;
+
+impl Jitter for AwsDecorrelated {
+    fn jitter(&self, b: &dyn Backoff, s: &mut JitterState, rng: &mut dyn Rng) -> Duration {
+        let base = b.base().as_nanos();
+        let previous = s.previous.map_or(base, |d| d.as_nanos());
+        let high = previous.saturating_mul(3).max(base);
+        from_nanos(rng.random_range(base..=high)).min(b.max())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backoff::test_util::rng;
+    use crate::{Constant, Exponential};
+
+    fn exp() -> Exponential {
+        Exponential::new(Duration::from_secs(1), Duration::from_secs(60), 2.0).unwrap()
+    }
+
+    #[test]
+    fn none_is_identity() {
+        let mut s = JitterState {
+            exponent: 3,
+            previous: None,
+        };
+        assert_eq!(
+            NoJitter.jitter(&exp(), &mut s, &mut rng()),
+            Duration::from_secs(8)
+        );
+    }
+
+    #[test]
+    fn full_and_equal_bounds_on_zero() {
+        let z = Constant::new(Duration::ZERO);
+        let mut s = JitterState::default();
+        assert_eq!(FullJitter.jitter(&z, &mut s, &mut rng()), Duration::ZERO);
+        assert_eq!(EqualJitter.jitter(&z, &mut s, &mut rng()), Duration::ZERO);
+    }
+
+    #[test]
+    fn decorrelated_only_moves_the_exponent_to_zero() {
+        let mut r = rng();
+        let mut resets = 0;
+        for _ in 0..1000 {
+            let mut s = JitterState {
+                exponent: 4,
+                previous: None,
+            };
+            let d = Decorrelated.jitter(&exp(), &mut s, &mut r);
+            match s.exponent {
+                0 => {
+                    resets += 1;
+                    assert_eq!(d, Duration::from_secs(1));
+                }
+                4 => assert_eq!(d, Duration::from_secs(16)),
+                other => panic!("exponent moved to {other}"),
+            }
+        }
+        assert!((400..600).contains(&resets), "{resets} resets out of 1000");
+    }
+
+    #[test]
+    fn aws_decorrelated_grows_from_base_and_caps() {
+        let b = exp();
+        let mut r = rng();
+        let mut s = JitterState::default();
+        let first = AwsDecorrelated.jitter(&b, &mut s, &mut r);
+        assert!(first >= Duration::from_secs(1) && first <= Duration::from_secs(3));
+        s.previous = Some(Duration::from_secs(50));
+        for _ in 0..100 {
+            let d = AwsDecorrelated.jitter(&b, &mut s, &mut r);
+            assert!(d >= Duration::from_secs(1) && d <= Duration::from_secs(60));
+        }
+    }
+}

@@ -1,0 +1,295 @@
+//! Error kinds: which failures a rule applies to.
+//!
+//! A kind implements [`Classify`]. The built-in kinds are [`AnyError`], [`Timeout`], [`Io`]
+//! (optionally restricted to some [`std::io::ErrorKind`]s) and [`Predicate`] (a closure over
+//! `&E`); [`ClassifyExt::or`] combines them.
+//!
+//! `Timeout` and `Io` look for a [`std::io::Error`] in the error and its `source()` chain, which
+//! needs the error type to implement [`Inspect`]: it is implemented for `std::io::Error`,
+//! [`Elapsed`], `Box<dyn Error [+ Send [+ Sync]]>` and, with the `anyhow` feature,
+//! `anyhow::Error`; [`inspect_error!`](crate::inspect_error) implements it for your own error
+//! types. (The `#[robust]` attribute finds the chain of any `E: Error` by itself.)
+
+use std::error::Error;
+use std::io;
+
+use crate::Elapsed;
+
+/// The failure of one attempt, as rules see it.
+#[derive(Debug, Clone, Copy)]
+pub struct Failure<'a, E> {
+    error: &'a E,
+    timed_out: bool,
+}
+
+impl<'a, E> Failure<'a, E> {
+    /// A failure with `error`; `timed_out` is true when the attempt ran out of its timeout.
+    pub const fn new(error: &'a E, timed_out: bool) -> Self {
+        Self { error, timed_out }
+    }
+    /// The error the attempt returned.
+    pub const fn error(&self) -> &'a E {
+        self.error
+    }
+    /// Whether the attempt ran out of its timeout.
+    pub const fn timed_out(&self) -> bool {
+        self.timed_out
+    }
+}
+
+/// Gives access to an error as `&dyn Error`, so that [`Timeout`] and [`Io`] can walk its
+/// `source()` chain.
+#[diagnostic::on_unimplemented(
+    message = "the `Io` and `Timeout` kinds cannot look inside `{Self}`",
+    label = "`{Self}` does not implement `retry_runtime::Inspect`",
+    note = "if `{Self}` implements `std::error::Error`, add `retry_runtime::inspect_error!({Self});`"
+)]
+pub trait Inspect {
+    /// The error as a trait object, or `None` if it has no `std::error::Error` view.
+    fn as_error(&self) -> Option<&(dyn Error + 'static)>;
+}
+
+/// Implements [`Inspect`] for error types that implement [`std::error::Error`].
+///
+/// ```
+/// #[derive(Debug)]
+/// struct MyError(std::io::Error);
+/// impl std::fmt::Display for MyError {
+///     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result { f.write_str("my error") }
+/// }
+/// impl std::error::Error for MyError {
+///     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> { Some(&self.0) }
+/// }
+/// retry_runtime::inspect_error!(MyError);
+///
+/// use retry_runtime::kind::{Classify, Failure, Io};
+/// let e = MyError(std::io::ErrorKind::ConnectionRefused.into());
+/// assert!(Io::ANY.matches(&Failure::new(&e, false)));
+/// ```
+#[macro_export]
+macro_rules! inspect_error {
+    ($($t:ty),+ $(,)?) => {$(
+        impl $crate::Inspect for $t {
+            fn as_error(&self) -> ::core::option::Option<&(dyn ::std::error::Error + 'static)> {
+                ::core::option::Option::Some(self)
+            }
+        }
+    )+};
+}
+
+inspect_error!(io::Error, Elapsed, crate::ConfigError);
+
+impl Inspect for Box<dyn Error> {
+    fn as_error(&self) -> Option<&(dyn Error + 'static)> {
+        Some(&**self)
+    }
+}
+impl Inspect for Box<dyn Error + Send> {
+    fn as_error(&self) -> Option<&(dyn Error + 'static)> {
+        Some(&**self)
+    }
+}
+impl Inspect for Box<dyn Error + Send + Sync> {
+    fn as_error(&self) -> Option<&(dyn Error + 'static)> {
+        Some(&**self)
+    }
+}
+#[cfg(feature = "anyhow")]
+impl Inspect for anyhow::Error {
+    fn as_error(&self) -> Option<&(dyn Error + 'static)> {
+        let e: &(dyn Error + Send + Sync + 'static) = self.as_ref();
+        Some(e)
+    }
+}
+
+/// The longest `source()` chain walked: a cyclic chain must not hang the loop.
+const MAX_CHAIN: usize = 64;
+
+/// The error and its `source()` chain, at most 64 links.
+pub fn chain<'a>(
+    root: Option<&'a (dyn Error + 'static)>,
+) -> impl Iterator<Item = &'a (dyn Error + 'static)> {
+    std::iter::successors(root, |e: &&'a (dyn Error + 'static)| (*e).source()).take(MAX_CHAIN)
+}
+
+/// Whether the chain holds an `std::io::Error` whose kind is in `kinds` (any kind if empty).
+pub fn chain_has_io(root: Option<&(dyn Error + 'static)>, kinds: &[io::ErrorKind]) -> bool {
+    chain(root)
+        .filter_map(|e| e.downcast_ref::<io::Error>())
+        .any(|io| kinds.is_empty() || kinds.contains(&io.kind()))
+}
+
+/// Whether the chain holds an [`Elapsed`] or an `std::io::Error` of kind `TimedOut`.
+pub fn chain_has_timeout(root: Option<&(dyn Error + 'static)>) -> bool {
+    chain(root).any(|e| {
+        e.is::<Elapsed>()
+            || e.downcast_ref::<io::Error>()
+                .is_some_and(|io| io.kind() == io::ErrorKind::TimedOut)
+    })
+}
+
+/// Decides whether a rule applies to a failure.
+pub trait Classify<E> {
+    /// True if the rule applies to `failure`.
+    fn matches(&self, failure: &Failure<'_, E>) -> bool;
+}
+
+impl<E, K: Classify<E> + ?Sized> Classify<E> for &K {
+    fn matches(&self, f: &Failure<'_, E>) -> bool {
+        (**self).matches(f)
+    }
+}
+
+/// Combinators for kinds.
+pub trait ClassifyExt: Sized {
+    /// A kind that matches when `self` or `other` does.
+    fn or<K>(self, other: K) -> Or<Self, K> {
+        Or(self, other)
+    }
+}
+impl<K> ClassifyExt for K {}
+
+/// Every error (the default `on` list).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct AnyError;
+
+impl<E> Classify<E> for AnyError {
+    fn matches(&self, _: &Failure<'_, E>) -> bool {
+        true
+    }
+}
+
+/// The attempt ran out of its timeout, or an `std::io::Error` of kind `TimedOut` (or an
+/// [`Elapsed`]) is in the error's `source()` chain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Timeout;
+
+impl<E: Inspect> Classify<E> for Timeout {
+    fn matches(&self, f: &Failure<'_, E>) -> bool {
+        f.timed_out || chain_has_timeout(f.error.as_error())
+    }
+}
+
+/// An `std::io::Error` is in the error's `source()` chain; [`Io::of`] restricts it to some
+/// kinds. `N` is the number of kinds (0 = any kind).
+///
+/// ```
+/// use std::io::ErrorKind::{ConnectionRefused, ConnectionReset};
+/// use retry_runtime::kind::{Classify, Failure, Io};
+/// let refused = std::io::Error::from(ConnectionRefused);
+/// assert!(Io::of([ConnectionRefused, ConnectionReset]).matches(&Failure::new(&refused, false)));
+/// assert!(!Io::of([ConnectionReset]).matches(&Failure::new(&refused, false)));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Io<const N: usize = 0> {
+    kinds: [io::ErrorKind; N],
+}
+
+impl Io {
+    /// Any `std::io::Error`.
+    pub const ANY: Io<0> = Io { kinds: [] };
+}
+
+impl<const N: usize> Io<N> {
+    /// An `std::io::Error` of one of `kinds`.
+    pub const fn of(kinds: [io::ErrorKind; N]) -> Self {
+        Self { kinds }
+    }
+    /// The kinds this matches (empty = any).
+    pub const fn kinds(&self) -> &[io::ErrorKind] {
+        &self.kinds
+    }
+}
+
+impl<E: Inspect, const N: usize> Classify<E> for Io<N> {
+    fn matches(&self, f: &Failure<'_, E>) -> bool {
+        chain_has_io(f.error.as_error(), &self.kinds)
+    }
+}
+
+/// A closure over `&E`: `Predicate(|e: &MyError| e.is_transient())`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Predicate<F>(pub F);
+
+impl<E, F: Fn(&E) -> bool> Classify<E> for Predicate<F> {
+    fn matches(&self, f: &Failure<'_, E>) -> bool {
+        (self.0)(f.error)
+    }
+}
+
+/// Matches when either kind does (see [`ClassifyExt::or`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Or<A, B>(pub A, pub B);
+
+impl<E, A: Classify<E>, B: Classify<E>> Classify<E> for Or<A, B> {
+    fn matches(&self, f: &Failure<'_, E>) -> bool {
+        self.0.matches(f) || self.1.matches(f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fmt;
+
+    #[derive(Debug)]
+    struct Wrap(Option<Box<dyn Error + Send + Sync>>);
+    impl fmt::Display for Wrap {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("wrap")
+        }
+    }
+    impl Error for Wrap {
+        fn source(&self) -> Option<&(dyn Error + 'static)> {
+            self.0.as_deref().map(|e| e as &(dyn Error + 'static))
+        }
+    }
+    inspect_error!(Wrap);
+
+    fn failure<E>(e: &E) -> Failure<'_, E> {
+        Failure::new(e, false)
+    }
+
+    #[test]
+    fn io_found_deep_in_the_chain() {
+        let e = Wrap(Some(Box::new(Wrap(Some(Box::new(io::Error::from(
+            io::ErrorKind::ConnectionReset,
+        )))))));
+        assert!(Io::ANY.matches(&failure(&e)));
+        assert!(Io::of([io::ErrorKind::ConnectionReset]).matches(&failure(&e)));
+        assert!(!Io::of([io::ErrorKind::NotFound]).matches(&failure(&e)));
+        assert!(!Timeout.matches(&failure(&e)));
+        assert!(!Io::ANY.matches(&failure(&Wrap(None))));
+    }
+
+    #[test]
+    fn timeout_from_flag_kind_or_elapsed() {
+        let plain = Wrap(None);
+        assert!(Timeout.matches(&Failure::new(&plain, true)));
+        let timed = io::Error::from(io::ErrorKind::TimedOut);
+        assert!(Timeout.matches(&failure(&timed)));
+        let boxed: Box<dyn Error + Send + Sync> = Box::new(Elapsed::new());
+        assert!(Timeout.matches(&failure(&boxed)));
+        let via_io: io::Error = Elapsed::new().into();
+        assert!(Timeout.matches(&failure(&via_io)));
+        let other: Box<dyn Error> = "nope".into();
+        assert!(!Timeout.matches(&failure(&other)));
+    }
+
+    #[test]
+    fn predicates_and_or() {
+        let k = Predicate(|e: &i32| *e > 3).or(Predicate(|e: &i32| *e < 0));
+        assert!(k.matches(&failure(&5)));
+        assert!(k.matches(&failure(&-1)));
+        assert!(!k.matches(&failure(&2)));
+        assert!(AnyError.matches(&failure(&2)));
+    }
+
+    #[cfg(feature = "anyhow")]
+    #[test]
+    fn anyhow_chain() {
+        let e = anyhow::Error::new(io::Error::from(io::ErrorKind::TimedOut)).context("fetching");
+        assert!(Timeout.matches(&failure(&e)));
+        assert!(Io::ANY.matches(&failure(&e)));
+    }
+}

@@ -1,0 +1,81 @@
+//! # retry_runtime
+//!
+//! Resilient calls for Rust: per-attempt timeouts, retry policies, backoff strategies, jitter,
+//! scaling, per-error-kind rules and callbacks, for blocking and async (tokio) code. This is the
+//! runtime behind the `#[robust(...)]` attribute, and a builder API of its own.
+//!
+//! ```
+//! use std::time::Duration;
+//! use retry_runtime::{Exponential, FullJitter, Policy};
+//!
+//! let policy = Policy::builder()
+//!     .backoff(Exponential::new(Duration::from_millis(1), Duration::from_millis(8), 2.0)?)
+//!     .jitter(FullJitter)
+//!     .retries(5)
+//!     .build()?;
+//!
+//! let mut calls = 0;
+//! let value: Result<&str, std::io::Error> = policy.call(|_attempt| {
+//!     calls += 1;
+//!     if calls < 3 { Err(std::io::ErrorKind::ConnectionReset.into()) } else { Ok("done") }
+//! });
+//! assert_eq!(value.unwrap(), "done");
+//! # Ok::<(), retry_runtime::ConfigError>(())
+//! ```
+//!
+//! ## What is where
+//! - Strategies ([`Backoff`]): [`Exponential`], [`Linear`], [`Fibonacci`], [`Polynomial`],
+//!   [`Random`], [`Constant`], [`NoBackoff`], or your own.
+//! - Jitter ([`Jitter`]): [`NoJitter`], [`FullJitter`], [`EqualJitter`], [`Decorrelated`],
+//!   [`AwsDecorrelated`], or your own.
+//! - Kinds ([`kind`]): [`AnyError`](kind::AnyError), [`Timeout`](kind::Timeout),
+//!   [`Io`](kind::Io), [`Predicate`](kind::Predicate).
+//! - [`Policy`] and [`PolicyBuilder`]: every setting; [`Policy::call`] and
+//!   [`Policy::call_async`] run a call; [`Call`] is the loop's state for hand-written loops.
+//! - [`time`]: the clock and sleepers, and [`VirtualTime`](time::VirtualTime) for tests.
+//!
+//! ## Cost
+//! A policy is a plain value (no boxes); a call keeps its state on the stack. The blocking
+//! loop allocates nothing, on success or per retry; the async loop allocates nothing either
+//! beyond what tokio's timer does (see the README).
+//!
+//! ## Features
+//! - `tokio` (default): [`Policy::call_async`] and async timeouts.
+//! - `macros` (default): re-exports the `#[robust]` attribute.
+//! - `anyhow`: the `Io` and `Timeout` kinds look inside `anyhow::Error`.
+
+#![warn(missing_docs)]
+
+pub mod backoff;
+mod call;
+mod duration;
+mod error;
+mod hooks;
+pub mod jitter;
+pub mod kind;
+mod policy;
+mod rules;
+mod settings;
+pub mod time;
+
+#[doc(hidden)]
+#[path = "private.rs"]
+pub mod __private;
+
+pub use backoff::{
+    Backoff, Constant, Exponential, Fibonacci, Linear, NoBackoff, Polynomial, Random,
+};
+pub use call::{Attempt, Call, Step};
+pub use duration::{duration_from_secs, limit_from_secs, parse_duration};
+pub use error::{ConfigError, Elapsed};
+pub use hooks::{Noop, OnError, OnSuccess};
+pub use jitter::{
+    AwsDecorrelated, Decorrelated, EqualJitter, FullJitter, Jitter, JitterState, NoJitter,
+};
+pub use kind::Inspect;
+pub use policy::{AsyncTimeout, AttemptTimeout, NoTimeout, PerAttempt, Policy, PolicyBuilder};
+pub use rules::{Rule, Rules};
+pub use settings::{Plan, Retries, Settings};
+
+#[cfg(feature = "macros")]
+pub use retry_macros::robust;

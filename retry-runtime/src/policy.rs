@@ -1,0 +1,447 @@
+//! [`Policy`]: every setting of one retried function, and [`PolicyBuilder`] to make one.
+
+use std::time::Duration;
+
+use crate::backoff::Exponential;
+use crate::hooks::Noop;
+use crate::jitter::FullJitter;
+use crate::kind::AnyError;
+use crate::rules::Rule;
+use crate::settings::{Retries, Settings};
+use crate::time::DefaultEnv;
+use crate::{ConfigError, Elapsed, limit_from_secs};
+
+/// No per-attempt timeout (the default).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct NoTimeout;
+
+/// A per-attempt timeout; `None` inside means infinite (a negative number in the SPEC).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PerAttempt(pub(crate) Option<Duration>);
+
+/// A timeout setting, read by the loop before each attempt.
+pub trait AttemptTimeout {
+    /// The limit for one attempt, `None` for infinite.
+    fn limit(&self) -> Option<Duration>;
+}
+
+impl AttemptTimeout for NoTimeout {
+    #[inline]
+    fn limit(&self) -> Option<Duration> {
+        None
+    }
+}
+
+impl AttemptTimeout for PerAttempt {
+    #[inline]
+    fn limit(&self) -> Option<Duration> {
+        self.0
+    }
+}
+
+/// A timeout setting usable by async calls returning errors of type `E`: a timed-out attempt
+/// fails with `E::from(Elapsed)`.
+#[diagnostic::on_unimplemented(
+    message = "a per-attempt timeout needs `{E}: From<retry_runtime::Elapsed>`",
+    label = "the timed-out attempt must fail with a `{E}` built from `retry_runtime::Elapsed`",
+    note = "implement `From<retry_runtime::Elapsed>` for `{E}` (it is provided for `std::io::Error`, boxed errors and `anyhow::Error`)"
+)]
+pub trait AsyncTimeout<E>: AttemptTimeout {
+    /// The limit and how to turn its expiry into an `E`, when there is a limit.
+    fn expiry(&self) -> Option<(Duration, fn(Elapsed) -> E)>;
+}
+
+impl<E> AsyncTimeout<E> for NoTimeout {
+    #[inline]
+    fn expiry(&self) -> Option<(Duration, fn(Elapsed) -> E)> {
+        None
+    }
+}
+
+impl<E: From<Elapsed>> AsyncTimeout<E> for PerAttempt {
+    #[inline]
+    fn expiry(&self) -> Option<(Duration, fn(Elapsed) -> E)> {
+        self.0.map(|d| (d, E::from as fn(Elapsed) -> E))
+    }
+}
+
+/// Every setting of a retried function: rules, timeout, callbacks, clock and sleeper, seed.
+///
+/// Build one with [`Policy::builder`]; run calls with [`Policy::call`] (blocking) or
+/// [`Policy::call_async`] (tokio). A policy holds no per-call state: one policy can serve any
+/// number of concurrent calls, and every call starts from a fresh retry count.
+///
+/// The type parameters are the rules added with `when` (`W`), the `on` kind (`K`), the backoff
+/// (`B`) and jitter (`J`) of the `on` rule, the timeout (`T`), the callbacks (`S`, `F`) and the
+/// environment (`C`); they are all inferred from the builder calls.
+///
+/// ```
+/// use std::time::Duration;
+/// use retry_runtime::{Constant, NoJitter, Policy};
+///
+/// let policy = Policy::builder()
+///     .retries(2)
+///     .backoff(Constant::new(Duration::from_millis(1)))
+///     .jitter(NoJitter)
+///     .build()?;
+/// let mut attempts = 0;
+/// let result: Result<u32, &str> = policy.call(|_| {
+///     attempts += 1;
+///     if attempts < 3 { Err("busy") } else { Ok(attempts) }
+/// });
+/// assert_eq!(result, Ok(3));
+/// # Ok::<(), retry_runtime::ConfigError>(())
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct Policy<
+    W = (),
+    K = AnyError,
+    B = Exponential,
+    J = FullJitter,
+    T = NoTimeout,
+    S = Noop,
+    F = Noop,
+    C = DefaultEnv,
+> {
+    pub(crate) whens: W,
+    pub(crate) on: K,
+    pub(crate) settings: Settings<B, J>,
+    pub(crate) timeout: T,
+    pub(crate) on_success: S,
+    pub(crate) on_error: F,
+    pub(crate) env: C,
+    pub(crate) seed: Option<u64>,
+}
+
+impl Policy {
+    /// A builder with the SPEC defaults: 3 retries, no timeout, no `max_delay`,
+    /// `exponential(base = 100 ms, max = 20 s, m = 2)`, full jitter, scale 1, every error
+    /// retried, no callbacks, real time.
+    pub const fn builder() -> PolicyBuilder {
+        PolicyBuilder {
+            policy: Policy {
+                whens: (),
+                on: AnyError,
+                settings: Settings::new(),
+                timeout: NoTimeout,
+                on_success: Noop,
+                on_error: Noop,
+                env: DefaultEnv,
+                seed: None,
+            },
+            error: None,
+        }
+    }
+}
+
+impl<W, K, B, J, T, S, F, C> Policy<W, K, B, J, T, S, F, C> {
+    /// The environment (clock and sleepers) of this policy.
+    pub const fn env(&self) -> &C {
+        &self.env
+    }
+
+    /// The settings of the `on` rule.
+    pub const fn settings(&self) -> &Settings<B, J> {
+        &self.settings
+    }
+
+    /// The per-attempt timeout setting.
+    pub const fn timeout(&self) -> &T {
+        &self.timeout
+    }
+
+    /// The fixed RNG seed, if one was set.
+    pub const fn seed(&self) -> Option<u64> {
+        self.seed
+    }
+}
+
+/// Builds a [`Policy`], validating every value; [`build`](Self::build) reports the first
+/// invalid one as a [`ConfigError`].
+///
+/// ```
+/// use std::io::ErrorKind::ConnectionRefused;
+/// use std::time::Duration;
+/// use retry_runtime::kind::{ClassifyExt, Io, Timeout};
+/// use retry_runtime::{Constant, Exponential, FullJitter, NoJitter, Policy};
+///
+/// let policy = Policy::builder()
+///     .timeout(Duration::from_secs(2))
+///     .backoff(Exponential::new(Duration::from_secs(1), Duration::from_secs(60), 2.0)?)
+///     .jitter(FullJitter)
+///     .retries(5)
+///     .on(Timeout.or(Io::ANY))
+///     .when(Io::of([ConnectionRefused]), |s| s.retries(0))
+///     .when(Timeout, |s| s.retries(10).backoff(Constant::new(Duration::from_millis(200))).jitter(NoJitter))
+///     .on_error(|e: &std::io::Error, retries| eprintln!("retry {retries}: {e}"))
+///     .build()?;
+/// # let _ = policy;
+/// # Ok::<(), retry_runtime::ConfigError>(())
+/// ```
+#[derive(Debug, Clone, Copy)]
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct PolicyBuilder<
+    W = (),
+    K = AnyError,
+    B = Exponential,
+    J = FullJitter,
+    T = NoTimeout,
+    S = Noop,
+    F = Noop,
+    C = DefaultEnv,
+> {
+    policy: Policy<W, K, B, J, T, S, F, C>,
+    error: Option<ConfigError>,
+}
+
+impl<W, K, B, J, T, S, F, C> PolicyBuilder<W, K, B, J, T, S, F, C> {
+    fn fail(mut self, e: ConfigError) -> Self {
+        self.error.get_or_insert(e);
+        self
+    }
+
+    fn map_settings<B2, J2>(
+        self,
+        f: impl FnOnce(Settings<B, J>) -> Settings<B2, J2>,
+    ) -> PolicyBuilder<W, K, B2, J2, T, S, F, C> {
+        let p = self.policy;
+        PolicyBuilder {
+            policy: Policy {
+                whens: p.whens,
+                on: p.on,
+                settings: f(p.settings),
+                timeout: p.timeout,
+                on_success: p.on_success,
+                on_error: p.on_error,
+                env: p.env,
+                seed: p.seed,
+            },
+            error: self.error,
+        }
+    }
+
+    /// At most `n` retries of the `on` rule (default 3); negative = forever, 0 = never.
+    pub fn retries(self, n: impl Into<Retries>) -> Self {
+        let n = n.into();
+        self.map_settings(|s| s.retries(n))
+    }
+
+    /// The `max_delay` budget of the `on` rule: total time since the first attempt; a retry
+    /// is made only if it can start before the budget is spent. Default: infinite.
+    pub fn max_delay(self, budget: Duration) -> Self {
+        self.map_settings(|s| s.max_delay(budget))
+    }
+
+    /// `max_delay` in seconds, negative = infinite. NaN or infinite is an error.
+    pub fn max_delay_secs(self, secs: f64) -> Self {
+        self.map_settings(|s| s.max_delay_secs(secs))
+    }
+
+    /// Multiplies every delay of the `on` rule by `factor` (finite, > 0), applied last.
+    pub fn scale(self, factor: f64) -> Self {
+        self.map_settings(|s| s.scale(factor))
+    }
+
+    /// The backoff strategy of the `on` rule (default `exponential(100 ms, 20 s, 2)`).
+    pub fn backoff<B2>(self, backoff: B2) -> PolicyBuilder<W, K, B2, J, T, S, F, C> {
+        self.map_settings(|s| s.backoff(backoff))
+    }
+
+    /// The jitter algorithm of the `on` rule (default [`FullJitter`]).
+    pub fn jitter<J2>(self, jitter: J2) -> PolicyBuilder<W, K, B, J2, T, S, F, C> {
+        self.map_settings(|s| s.jitter(jitter))
+    }
+
+    /// Seeds the per-call random number generator: every call then draws the same jitter
+    /// sequence. For tests and simulations; by default each call is seeded from the thread's
+    /// random generator.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.policy.seed = Some(seed);
+        self
+    }
+
+    /// Which errors the `on` rule retries (default: every error). Combine kinds with
+    /// [`ClassifyExt::or`](crate::kind::ClassifyExt::or).
+    pub fn on<K2>(self, kind: K2) -> PolicyBuilder<W, K2, B, J, T, S, F, C> {
+        let p = self.policy;
+        PolicyBuilder {
+            policy: Policy {
+                whens: p.whens,
+                on: kind,
+                settings: p.settings,
+                timeout: p.timeout,
+                on_success: p.on_success,
+                on_error: p.on_error,
+                env: p.env,
+                seed: p.seed,
+            },
+            error: self.error,
+        }
+    }
+
+    /// Adds a rule: failures matching `kind` use the settings `f` makes from the current
+    /// `on` settings. Rules are tried in the order added, before the `on` rule.
+    pub fn when<K2, B2, J2>(
+        self,
+        kind: K2,
+        f: impl FnOnce(Settings<B, J>) -> Settings<B2, J2>,
+    ) -> PolicyBuilder<(W, Rule<K2, Settings<B2, J2>>), K, B, J, T, S, F, C>
+    where
+        B: Clone,
+        J: Clone,
+    {
+        let p = self.policy;
+        let settings = f(p.settings.clone());
+        let mut error = self.error;
+        if let Some(e) = settings.error {
+            error.get_or_insert(e);
+        }
+        PolicyBuilder {
+            policy: Policy {
+                whens: (p.whens, Rule::new(kind, settings)),
+                on: p.on,
+                settings: p.settings,
+                timeout: p.timeout,
+                on_success: p.on_success,
+                on_error: p.on_error,
+                env: p.env,
+                seed: p.seed,
+            },
+            error,
+        }
+    }
+
+    /// A per-attempt timeout. `Duration::ZERO` is an error (an attempt could never succeed).
+    pub fn timeout(self, limit: Duration) -> PolicyBuilder<W, K, B, J, PerAttempt, S, F, C> {
+        let zero = limit.is_zero();
+        let b = self.with_timeout(PerAttempt(Some(limit)));
+        if zero {
+            b.fail(ConfigError::new("timeout", "must be > 0 (use a negative value for none)"))
+        } else {
+            b
+        }
+    }
+
+    /// A per-attempt timeout in seconds; negative = infinite; 0, NaN or infinite is an error.
+    pub fn timeout_secs(self, secs: f64) -> PolicyBuilder<W, K, B, J, PerAttempt, S, F, C> {
+        match limit_from_secs("timeout", secs) {
+            Ok(Some(d)) => self.timeout(d),
+            Ok(None) => self.with_timeout(PerAttempt(None)),
+            Err(e) => self.with_timeout(PerAttempt(None)).fail(e),
+        }
+    }
+
+    fn with_timeout<T2>(self, timeout: T2) -> PolicyBuilder<W, K, B, J, T2, S, F, C> {
+        let p = self.policy;
+        PolicyBuilder {
+            policy: Policy {
+                whens: p.whens,
+                on: p.on,
+                settings: p.settings,
+                timeout,
+                on_success: p.on_success,
+                on_error: p.on_error,
+                env: p.env,
+                seed: p.seed,
+            },
+            error: self.error,
+        }
+    }
+
+    /// Called once when an attempt succeeds: any `Fn()`.
+    pub fn on_success<S2: Fn()>(self, callback: S2) -> PolicyBuilder<W, K, B, J, T, S2, F, C> {
+        let p = self.policy;
+        PolicyBuilder {
+            policy: Policy {
+                whens: p.whens,
+                on: p.on,
+                settings: p.settings,
+                timeout: p.timeout,
+                on_success: callback,
+                on_error: p.on_error,
+                env: p.env,
+                seed: p.seed,
+            },
+            error: self.error,
+        }
+    }
+
+    /// Called after every failed attempt (the last one too), before the retry decision, with
+    /// the error and the number of retries made so far: any `Fn(&E, u32)`.
+    pub fn on_error<E, F2: Fn(&E, u32)>(
+        self,
+        callback: F2,
+    ) -> PolicyBuilder<W, K, B, J, T, S, F2, C> {
+        let p = self.policy;
+        PolicyBuilder {
+            policy: Policy {
+                whens: p.whens,
+                on: p.on,
+                settings: p.settings,
+                timeout: p.timeout,
+                on_success: p.on_success,
+                on_error: callback,
+                env: p.env,
+                seed: p.seed,
+            },
+            error: self.error,
+        }
+    }
+
+    /// The clock and sleepers (default [`DefaultEnv`]); tests pass a
+    /// [`VirtualTime`](crate::time::VirtualTime).
+    pub fn env<C2>(self, env: C2) -> PolicyBuilder<W, K, B, J, T, S, F, C2> {
+        let p = self.policy;
+        PolicyBuilder {
+            policy: Policy {
+                whens: p.whens,
+                on: p.on,
+                settings: p.settings,
+                timeout: p.timeout,
+                on_success: p.on_success,
+                on_error: p.on_error,
+                env,
+                seed: p.seed,
+            },
+            error: self.error,
+        }
+    }
+
+    /// The policy, or the first invalid value given to the builder.
+    pub fn build(self) -> Result<Policy<W, K, B, J, T, S, F, C>, ConfigError> {
+        match self.error.or(self.policy.settings.error) {
+            Some(e) => Err(e),
+            None => Ok(self.policy),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn build_reports_the_first_error() {
+        let e = Policy::builder().scale(0.0).build().unwrap_err();
+        assert_eq!(e.parameter(), "scale");
+        let e = Policy::builder()
+            .timeout(Duration::ZERO)
+            .build()
+            .unwrap_err();
+        assert_eq!(e.parameter(), "timeout");
+        let e = Policy::builder()
+            .timeout_secs(f64::NAN)
+            .build()
+            .unwrap_err();
+        assert_eq!(e.parameter(), "timeout");
+        let e = Policy::builder()
+            .when(AnyError, |s| s.scale(-2.0))
+            .build()
+            .unwrap_err();
+        assert_eq!(e.parameter(), "scale");
+        assert_eq!(
+            Policy::builder().timeout_secs(-1.0).build().unwrap().timeout,
+            PerAttempt(None)
+        );
+    }
+}
