@@ -42,7 +42,10 @@ pub fn parse_duration(s: &str) -> Result<Duration, ConfigError> {
 /// ```
 pub fn duration_from_secs(parameter: &'static str, secs: f64) -> Result<Duration, ConfigError> {
     if secs.is_nan() || secs.is_infinite() {
-        return Err(ConfigError::new(parameter, "must be a finite number of seconds"));
+        return Err(ConfigError::new(
+            parameter,
+            "must be a finite number of seconds",
+        ));
     }
     if secs < 0.0 {
         return Err(ConfigError::new(parameter, "must not be negative"));

@@ -1,5 +1,8 @@
 //! [`Policy`]: every setting of one retried function, and [`PolicyBuilder`] to make one.
 
+// The builder changes one type parameter per call; spelling those types out is the design.
+#![allow(clippy::type_complexity)]
+
 use std::time::Duration;
 
 use crate::backoff::Exponential;
@@ -316,7 +319,10 @@ impl<W, K, B, J, T, S, F, C> PolicyBuilder<W, K, B, J, T, S, F, C> {
         let zero = limit.is_zero();
         let b = self.with_timeout(PerAttempt(Some(limit)));
         if zero {
-            b.fail(ConfigError::new("timeout", "must be > 0 (use a negative value for none)"))
+            b.fail(ConfigError::new(
+                "timeout",
+                "must be > 0 (use a negative value for none)",
+            ))
         } else {
             b
         }
@@ -440,7 +446,11 @@ mod tests {
             .unwrap_err();
         assert_eq!(e.parameter(), "scale");
         assert_eq!(
-            Policy::builder().timeout_secs(-1.0).build().unwrap().timeout,
+            Policy::builder()
+                .timeout_secs(-1.0)
+                .build()
+                .unwrap()
+                .timeout,
             PerAttempt(None)
         );
     }

@@ -250,7 +250,10 @@ mod tests {
             exponent: 2,
             previous: None,
         };
-        assert_eq!(s.next_delay(&mut st, &mut rng()), Duration::from_millis(200));
+        assert_eq!(
+            s.next_delay(&mut st, &mut rng()),
+            Duration::from_millis(200)
+        );
         assert_eq!(st.previous, Some(Duration::from_millis(400)));
         assert_eq!(scale(Duration::MAX, 1e300), Duration::MAX);
     }
@@ -258,7 +261,10 @@ mod tests {
     #[test]
     fn invalid_values_are_remembered() {
         for f in [0.0, -1.0, f64::NAN, f64::INFINITY] {
-            assert_eq!(Settings::new().scale(f).error().unwrap().parameter(), "scale");
+            assert_eq!(
+                Settings::new().scale(f).error().unwrap().parameter(),
+                "scale"
+            );
         }
         let e = Settings::new().max_delay_secs(f64::NAN).error().unwrap();
         assert_eq!(e.parameter(), "max_delay");

@@ -116,9 +116,14 @@ mod tests {
     fn rejects_bad_parameters() {
         let s = Duration::from_secs(1);
         assert_eq!(Exponential::new(s, s, 0.99).unwrap_err().parameter(), "m");
-        assert_eq!(Exponential::new(s, s, f64::NAN).unwrap_err().parameter(), "m");
         assert_eq!(
-            Exponential::new(s, s, f64::INFINITY).unwrap_err().parameter(),
+            Exponential::new(s, s, f64::NAN).unwrap_err().parameter(),
+            "m"
+        );
+        assert_eq!(
+            Exponential::new(s, s, f64::INFINITY)
+                .unwrap_err()
+                .parameter(),
             "m"
         );
         assert_eq!(

@@ -77,7 +77,9 @@ mod tests {
         let b = Fibonacci::new(Duration::from_secs(1), Duration::from_secs(60)).unwrap();
         assert_eq!(
             seq(&b, 12),
-            secs(&[1.0, 2.0, 2.0, 3.0, 4.0, 6.0, 9.0, 14.0, 22.0, 35.0, 56.0, 60.0])
+            secs(&[
+                1.0, 2.0, 2.0, 3.0, 4.0, 6.0, 9.0, 14.0, 22.0, 35.0, 56.0, 60.0
+            ])
         );
     }
 
@@ -95,9 +97,11 @@ mod tests {
 
     #[test]
     fn saturates() {
-        let b = Fibonacci::with_unit(Duration::ZERO, Duration::MAX, Duration::from_nanos(1)).unwrap();
+        let b =
+            Fibonacci::with_unit(Duration::ZERO, Duration::MAX, Duration::from_nanos(1)).unwrap();
         assert_eq!(b.delay(u32::MAX, &mut rng()), Duration::MAX);
-        let z = Fibonacci::with_unit(Duration::from_secs(3), Duration::MAX, Duration::ZERO).unwrap();
+        let z =
+            Fibonacci::with_unit(Duration::from_secs(3), Duration::MAX, Duration::ZERO).unwrap();
         assert_eq!(z.delay(u32::MAX, &mut rng()), Duration::from_secs(3));
     }
 }

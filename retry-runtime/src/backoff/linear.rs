@@ -91,8 +91,12 @@ mod tests {
 
     #[test]
     fn zero_interval_is_constant() {
-        let b = Linear::with_interval(Duration::from_secs(2), Duration::from_secs(9), Duration::ZERO)
-            .unwrap();
+        let b = Linear::with_interval(
+            Duration::from_secs(2),
+            Duration::from_secs(9),
+            Duration::ZERO,
+        )
+        .unwrap();
         assert_eq!(b.delay(1000, &mut rng()), Duration::from_secs(2));
     }
 

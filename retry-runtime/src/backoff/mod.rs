@@ -1,7 +1,7 @@
 //! Backoff strategies: the delay `v_x` before retry number `x + 1`.
 //!
 //! Every strategy implements [`Backoff`]. Constructors validate their parameters and return
-//! [`ConfigError`](crate::ConfigError) on a broken rule; once built, a strategy never panics,
+//! [`crate::ConfigError`] on a broken rule; once built, a strategy never panics,
 //! overflows or produces NaN for any `x` up to `u32::MAX`: values saturate at `max`.
 
 use std::time::Duration;

@@ -45,7 +45,10 @@ impl<const N: usize> Polynomial<N> {
             return Err(ConfigError::new("p", "must list at least one exponent"));
         }
         if p.iter().any(|p| !(p.is_finite() && *p > 1.0)) {
-            return Err(ConfigError::new("p", "every exponent must be a finite number > 1"));
+            return Err(ConfigError::new(
+                "p",
+                "every exponent must be a finite number > 1",
+            ));
         }
         Ok(Self { base, max, p, unit })
     }
@@ -105,8 +108,14 @@ mod tests {
     fn rejects_bad_exponents() {
         let s = Duration::from_secs(1);
         assert_eq!(Polynomial::new(s, s, [1.0]).unwrap_err().parameter(), "p");
-        assert_eq!(Polynomial::new(s, s, [2.0, 0.5]).unwrap_err().parameter(), "p");
-        assert_eq!(Polynomial::new(s, s, [f64::NAN]).unwrap_err().parameter(), "p");
+        assert_eq!(
+            Polynomial::new(s, s, [2.0, 0.5]).unwrap_err().parameter(),
+            "p"
+        );
+        assert_eq!(
+            Polynomial::new(s, s, [f64::NAN]).unwrap_err().parameter(),
+            "p"
+        );
         assert_eq!(Polynomial::new(s, s, []).unwrap_err().parameter(), "p");
     }
 }

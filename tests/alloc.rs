@@ -1,0 +1,206 @@
+//! Heap allocations made by the retry loop, counted by a global allocator.
+//!
+//! The counter is per thread, so other test threads do not disturb it.
+#![allow(unsafe_code)] // a GlobalAlloc implementation is unsafe by definition
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::io::{self, ErrorKind};
+use std::time::Duration;
+
+use retry_runtime::kind::{Io, Timeout};
+use retry_runtime::{FullJitter, NoBackoff, Policy};
+
+struct Counting;
+
+thread_local! {
+    static ALLOCS: Cell<usize> = const { Cell::new(0) };
+}
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCS.with(|c| c.set(c.get() + 1));
+        // SAFETY: forwarded unchanged to the system allocator.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: forwarded unchanged to the system allocator.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCS.with(|c| c.set(c.get() + 1));
+        // SAFETY: forwarded unchanged to the system allocator.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn allocations<R>(f: impl FnOnce() -> R) -> (R, usize) {
+    let before = ALLOCS.with(Cell::get);
+    let r = f();
+    (r, ALLOCS.with(Cell::get) - before)
+}
+
+#[test]
+fn the_counter_sees_allocations() {
+    let (_, n) = allocations(|| std::hint::black_box(vec![1u8; 16]));
+    assert!(n >= 1, "the counting allocator is not installed");
+}
+
+#[test]
+fn sync_success_path_does_not_allocate() {
+    let p = Policy::builder()
+        .timeout(Duration::from_secs(2))
+        .retries(5)
+        .on(Timeout)
+        .when(Io::of([ErrorKind::ConnectionRefused]), |s| s.retries(0))
+        .on_success(|| {})
+        .on_error(|_: &io::Error, _| {})
+        .build()
+        .unwrap();
+    let (r, n) = allocations(|| p.call(|_| Ok::<_, io::Error>(42)));
+    assert_eq!(r.unwrap(), 42);
+    assert_eq!(n, 0);
+}
+
+#[derive(Debug)]
+struct Busy;
+
+#[test]
+fn sync_retry_path_does_not_allocate() {
+    let p = Policy::builder()
+        .retries(3)
+        .backoff(NoBackoff)
+        .jitter(FullJitter)
+        .build()
+        .unwrap();
+    let run = || {
+        let mut n = 0;
+        p.call(|_| {
+            n += 1;
+            if n < 4 { Err(Busy) } else { Ok(n) }
+        })
+    };
+    // The first call on a thread initialises the thread's random generator (one allocation
+    // per thread, by `rand`); every call after that allocates nothing.
+    let _ = run();
+    for _ in 0..10 {
+        let (r, n) = allocations(run);
+        assert_eq!(r.unwrap(), 4);
+        assert_eq!(n, 0);
+    }
+
+    // With a fixed seed even the first call allocates nothing.
+    let seeded = Policy::builder()
+        .retries(3)
+        .backoff(NoBackoff)
+        .seed(9)
+        .build()
+        .unwrap();
+    let (r, n) = allocations(|| {
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                allocations(|| {
+                    let mut k = 0;
+                    seeded.call(|_| {
+                        k += 1;
+                        if k < 4 { Err(Busy) } else { Ok(k) }
+                    })
+                })
+            })
+            .join()
+            .unwrap()
+        })
+    });
+    let _ = n; // spawning the thread allocates; only the inner count matters
+    let (r, inner) = r;
+    assert_eq!(r.unwrap(), 4);
+    assert_eq!(inner, 0);
+}
+
+/// The async loop: measured on a current-thread runtime, inside one task.
+#[test]
+fn async_paths_allocations() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    let plain = Policy::builder()
+        .retries(3)
+        .backoff(NoBackoff)
+        .build()
+        .unwrap();
+    let timed = Policy::builder()
+        .retries(3)
+        .backoff(NoBackoff)
+        .timeout(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        // Warm up the thread's random generator and tokio's timer wheel.
+        let _ = timed
+            .call_async(|a| async move {
+                if a.retries() < 1 {
+                    Err(io::Error::from(ErrorKind::Other))
+                } else {
+                    Ok(())
+                }
+            })
+            .await;
+
+        let before = ALLOCS.with(Cell::get);
+        let r: io::Result<u32> = plain.call_async(|_| async { Ok(1) }).await;
+        let success_plain = ALLOCS.with(Cell::get) - before;
+        assert_eq!(r.unwrap(), 1);
+        assert_eq!(success_plain, 0, "async success path without timeout");
+
+        let before = ALLOCS.with(Cell::get);
+        let r: io::Result<u32> = timed.call_async(|_| async { Ok(1) }).await;
+        let success_timed = ALLOCS.with(Cell::get) - before;
+        assert_eq!(r.unwrap(), 1);
+        assert_eq!(success_timed, 0, "async success path with a timeout");
+
+        let before = ALLOCS.with(Cell::get);
+        let r: io::Result<u32> = plain
+            .call_async(|a| async move {
+                if a.retries() < 3 {
+                    Err(io::Error::from(ErrorKind::Other))
+                } else {
+                    Ok(2)
+                }
+            })
+            .await;
+        let retry_plain = ALLOCS.with(Cell::get) - before;
+        assert_eq!(r.unwrap(), 2);
+        assert_eq!(
+            retry_plain, 0,
+            "async retry path (zero delay) without timeout"
+        );
+
+        let sleeping = Policy::builder()
+            .retries(3)
+            .backoff(retry_runtime::Constant::new(Duration::from_millis(5)))
+            .timeout(Duration::from_secs(2))
+            .build()
+            .unwrap();
+        let before = ALLOCS.with(Cell::get);
+        let r: io::Result<u32> = sleeping
+            .call_async(|a| async move {
+                if a.retries() < 3 {
+                    Err(io::Error::from(ErrorKind::Other))
+                } else {
+                    Ok(3)
+                }
+            })
+            .await;
+        let retry_sleeping = ALLOCS.with(Cell::get) - before;
+        assert_eq!(r.unwrap(), 3);
+        assert_eq!(
+            retry_sleeping, 0,
+            "async retry path with timer sleeps and a timeout"
+        );
+    });
+}
