@@ -75,8 +75,20 @@ fn jitter() -> impl Strategy<Value = Arc<dyn DJitter>> {
     ]
 }
 
+/// 2000 cases per property; `PROPTEST_CASES` overrides it for longer searches.
+fn cases() -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2000)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(2000))]
+    #![proptest_config(ProptestConfig {
+        cases: cases(),
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn every_strategy_stays_within_base_and_max(b in any_strategy(), x in exponent(), seed: u64) {

@@ -62,7 +62,8 @@ impl Backoff for Exponential {
         }
         // base > 0 and m >= 1: the product is >= base, possibly +inf, never NaN.
         let factor = self.m.powf(f64::from(x));
-        from_nanos_f64(self.base.as_nanos() as f64 * factor, self.max)
+        // Float rounding of very large bases (> 2^53 ns) must not fall below `base`.
+        from_nanos_f64(self.base.as_nanos() as f64 * factor, self.max).max(self.base)
     }
     fn base(&self) -> Duration {
         self.base
