@@ -39,6 +39,11 @@ pub struct JitterState {
 /// let d = Pad.jitter(&Constant::new(Duration::from_millis(10)), &mut JitterState::default(), &mut rng);
 /// assert_eq!(d, Duration::from_millis(15));
 /// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a jitter algorithm",
+    label = "expected a value implementing `retry_runtime::Jitter`",
+    note = "built-in algorithms: `NoJitter`, `FullJitter`, `EqualJitter`, `Decorrelated`, `AwsDecorrelated`"
+)]
 pub trait Jitter {
     /// The jittered delay for `state.exponent` under `backoff`.
     fn jitter(&self, backoff: &dyn Backoff, state: &mut JitterState, rng: &mut dyn Rng)

@@ -3,11 +3,13 @@
 //! The loop never calls `Instant::now()` or sleeps directly; it asks its [`Env`]. The default,
 //! [`DefaultEnv`], uses the tokio clock when the `tokio` feature is on (so tokio's paused clock
 //! drives it in tests) and `std::thread::sleep` / `tokio::time::sleep` to wait. Tests and
-//! simulations use [`VirtualTime`], where sleeping only advances a counter.
+//! simulations use [`VirtualTime`], where sleeping only advances a counter; installed with
+//! [`VirtualTime::install`], it also replaces the real clock of [`DefaultEnv`] on one thread.
 
 use std::future::Future;
-use std::sync::Arc;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
 /// A source of the current time.
@@ -45,6 +47,9 @@ pub struct DefaultEnv;
 impl Clock for DefaultEnv {
     #[inline]
     fn now(&self) -> Instant {
+        if let Some(t) = installed() {
+            return t.now();
+        }
         #[cfg(feature = "tokio")]
         {
             tokio::time::Instant::now().into_std()
@@ -58,6 +63,9 @@ impl Clock for DefaultEnv {
 
 impl Sleep for DefaultEnv {
     fn sleep(&self, d: Duration) {
+        if let Some(t) = installed() {
+            return Sleep::sleep(&t, d);
+        }
         if !d.is_zero() {
             std::thread::sleep(d);
         }
@@ -67,7 +75,52 @@ impl Sleep for DefaultEnv {
 #[cfg(feature = "tokio")]
 impl AsyncSleep for DefaultEnv {
     fn sleep_async(&self, d: Duration) -> impl Future<Output = ()> + Send {
-        tokio::time::sleep(d)
+        let installed = installed();
+        if let Some(t) = &installed {
+            Sleep::sleep(t, d);
+        }
+        let real = installed.is_none().then(|| tokio::time::sleep(d));
+        async move {
+            if let Some(sleep) = real {
+                sleep.await;
+            }
+        }
+    }
+}
+
+/// Whether any thread has a [`VirtualTime`] installed: one relaxed load on the real-time path.
+static ANY_INSTALLED: AtomicUsize = AtomicUsize::new(0);
+/// The virtual clocks installed with [`VirtualTime::install`], by thread.
+static INSTALLED: Mutex<Vec<(ThreadId, VirtualTime)>> = Mutex::new(Vec::new());
+
+fn installed() -> Option<VirtualTime> {
+    if ANY_INSTALLED.load(Ordering::Relaxed) == 0 {
+        return None;
+    }
+    let me = std::thread::current().id();
+    let list = INSTALLED.lock().unwrap_or_else(|e| e.into_inner());
+    list.iter()
+        .rev()
+        .find(|(t, _)| *t == me)
+        .map(|(_, v)| v.clone())
+}
+
+/// Keeps a [`VirtualTime`] installed for [`DefaultEnv`] on this thread; uninstalls it when
+/// dropped.
+#[derive(Debug)]
+#[must_use = "the virtual clock is uninstalled when the guard is dropped"]
+pub struct InstallGuard {
+    thread: ThreadId,
+    _not_send: std::marker::PhantomData<*const ()>,
+}
+
+impl Drop for InstallGuard {
+    fn drop(&mut self) {
+        let mut list = INSTALLED.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(i) = list.iter().rposition(|(t, _)| *t == self.thread) {
+            list.remove(i);
+            ANY_INSTALLED.fetch_sub(1, Ordering::Relaxed);
+        }
     }
 }
 
@@ -102,6 +155,34 @@ impl Default for VirtualTime {
 }
 
 impl VirtualTime {
+    /// Makes [`DefaultEnv`] read and sleep on this virtual clock, on the current thread,
+    /// until the guard is dropped. This is how tests drive code that uses the default
+    /// environment (such as functions under `#[robust]`) without real waiting.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use retry_runtime::time::{Clock, DefaultEnv, Sleep, VirtualTime};
+    ///
+    /// let time = VirtualTime::new();
+    /// let _guard = time.install();
+    /// let before = DefaultEnv.now();
+    /// DefaultEnv.sleep(Duration::from_secs(3600)); // returns at once
+    /// assert_eq!(DefaultEnv.now() - before, Duration::from_secs(3600));
+    /// assert_eq!(time.sleeps(), [Duration::from_secs(3600)]);
+    /// ```
+    pub fn install(&self) -> InstallGuard {
+        let thread = std::thread::current().id();
+        INSTALLED
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((thread, self.clone()));
+        ANY_INSTALLED.fetch_add(1, Ordering::Relaxed);
+        InstallGuard {
+            thread,
+            _not_send: std::marker::PhantomData,
+        }
+    }
+
     /// A new virtual clock, starting at the current real instant.
     pub fn new() -> Self {
         Self {

@@ -49,6 +49,12 @@ impl Exponential {
         Ok(Self { base, max, m })
     }
 
+    /// No validation: for parameters already checked (by the attribute, at compile time).
+    #[doc(hidden)]
+    pub const fn new_unchecked(base: Duration, max: Duration, m: f64) -> Self {
+        Self { base, max, m }
+    }
+
     /// The multiplier `m`.
     pub const fn multiplier(&self) -> f64 {
         self.m

@@ -31,6 +31,12 @@ impl Fibonacci {
         Self::with_unit(base, max, Duration::from_secs(1))
     }
 
+    /// No validation: for parameters already checked (by the attribute, at compile time).
+    #[doc(hidden)]
+    pub const fn new_unchecked(base: Duration, max: Duration, unit: Duration) -> Self {
+        Self { base, max, unit }
+    }
+
     /// Fibonacci backoff counting in `unit`s. Error: `base > max`.
     pub fn with_unit(base: Duration, max: Duration, unit: Duration) -> Result<Self, ConfigError> {
         check_range(base, max)?;

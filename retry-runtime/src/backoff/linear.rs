@@ -32,6 +32,16 @@ impl Linear {
         Self::with_interval(base, max, base)
     }
 
+    /// No validation: for parameters already checked (by the attribute, at compile time).
+    #[doc(hidden)]
+    pub const fn new_unchecked(base: Duration, max: Duration, interval: Duration) -> Self {
+        Self {
+            base,
+            max,
+            interval,
+        }
+    }
+
     /// `v_x = min(max, base + interval * x)`. Error: `base > max`. (A `Duration` interval is
     /// never negative; the attribute rejects `interval < 0` at compile time.)
     pub fn with_interval(

@@ -48,6 +48,11 @@ use crate::ConfigError;
 /// assert_eq!(Steps.delay(2, &mut rng), Duration::from_millis(30));
 /// assert_eq!(Steps.delay(u32::MAX, &mut rng), Duration::from_secs(1));
 /// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a backoff strategy",
+    label = "expected a value implementing `retry_runtime::Backoff`",
+    note = "built-in strategies: `Exponential`, `Linear`, `Fibonacci`, `Polynomial`, `Random`, `Constant`, `NoBackoff`"
+)]
 pub trait Backoff {
     /// The delay for backoff exponent `x` (0 before the first retry).
     fn delay(&self, x: u32, rng: &mut dyn Rng) -> Duration;

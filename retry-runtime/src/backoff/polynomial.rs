@@ -33,6 +33,12 @@ impl<const N: usize> Polynomial<N> {
         Self::with_unit(base, max, p, Duration::from_secs(1))
     }
 
+    /// No validation: for parameters already checked (by the attribute, at compile time).
+    #[doc(hidden)]
+    pub const fn new_unchecked(base: Duration, max: Duration, p: [f64; N], unit: Duration) -> Self {
+        Self { base, max, p, unit }
+    }
+
     /// Polynomial backoff counting in `unit`s. Errors as for [`Polynomial::new`].
     pub fn with_unit(
         base: Duration,

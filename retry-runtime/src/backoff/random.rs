@@ -24,6 +24,12 @@ pub struct Random {
 }
 
 impl Random {
+    /// No validation: for parameters already checked (by the attribute, at compile time).
+    #[doc(hidden)]
+    pub const fn new_unchecked(base: Duration, max: Duration) -> Self {
+        Self { base, max }
+    }
+
     /// A new random backoff. Error: `base > max`.
     pub fn new(base: Duration, max: Duration) -> Result<Self, ConfigError> {
         check_range(base, max)?;

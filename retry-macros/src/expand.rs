@@ -1,0 +1,395 @@
+//! Expansion: the function with its body run as a plain loop over the attempts, calling into
+//! `retry_runtime::__private`. No box, no allocation: the policy is a stack value.
+
+use std::time::Duration;
+
+use proc_macro2::{Literal, Span, TokenStream};
+use quote::{format_ident, quote, quote_spanned};
+use syn::spanned::Spanned;
+use syn::{FnArg, Ident, ItemFn, Pat, ReturnType, Type};
+
+use crate::ast::Kind;
+use crate::valid::{Config, JitterSpec, Limit, Overrides, Strategy};
+
+fn dur(p: &TokenStream, d: Duration) -> TokenStream {
+    let secs = Literal::u64_suffixed(d.as_secs());
+    let nanos = Literal::u32_suffixed(d.subsec_nanos());
+    quote!(#p::Dur::new(#secs, #nanos))
+}
+
+fn float(v: f64) -> Literal {
+    // Validated values are finite.
+    Literal::f64_suffixed(v)
+}
+
+fn limit(p: &TokenStream, l: Option<Limit>) -> TokenStream {
+    match l {
+        Some(Limit::Finite(d)) => {
+            let d = dur(p, d);
+            quote!(::core::option::Option::Some(#d))
+        }
+        Some(Limit::Infinite) | None => quote!(::core::option::Option::None),
+    }
+}
+
+fn strategy(p: &TokenStream, s: &Strategy) -> TokenStream {
+    match s {
+        Strategy::Exponential { base, max, m } => {
+            let (b, x, m) = (dur(p, *base), dur(p, *max), float(*m));
+            quote!(#p::Exponential::new_unchecked(#b, #x, #m))
+        }
+        Strategy::Linear {
+            base,
+            max,
+            interval,
+        } => {
+            let (b, x, i) = (dur(p, *base), dur(p, *max), dur(p, *interval));
+            quote!(#p::Linear::new_unchecked(#b, #x, #i))
+        }
+        Strategy::Fibonacci { base, max, unit } => {
+            let (b, x, u) = (dur(p, *base), dur(p, *max), dur(p, *unit));
+            quote!(#p::Fibonacci::new_unchecked(#b, #x, #u))
+        }
+        Strategy::Polynomial {
+            base,
+            max,
+            p: exps,
+            unit,
+        } => {
+            let (b, x, u) = (dur(p, *base), dur(p, *max), dur(p, *unit));
+            let exps = exps.iter().map(|e| float(*e));
+            quote!(#p::Polynomial::new_unchecked(#b, #x, [#(#exps),*], #u))
+        }
+        Strategy::Random { base, max } => {
+            let (b, x) = (dur(p, *base), dur(p, *max));
+            quote!(#p::Random::new_unchecked(#b, #x))
+        }
+        Strategy::Constant { base } => {
+            let b = dur(p, *base);
+            quote!(#p::Constant::new(#b))
+        }
+        Strategy::None => quote!(#p::NoBackoff),
+        Strategy::Custom(e) => quote_spanned!(e.span()=> #p::custom_backoff(#e)),
+    }
+}
+
+fn jitter(p: &TokenStream, j: &JitterSpec) -> TokenStream {
+    match j {
+        JitterSpec::None => quote!(#p::NoJitter),
+        JitterSpec::Full => quote!(#p::FullJitter),
+        JitterSpec::Equal => quote!(#p::EqualJitter),
+        JitterSpec::Decorrelated => quote!(#p::Decorrelated),
+        JitterSpec::AwsDecorrelated => quote!(#p::AwsDecorrelated),
+        JitterSpec::Custom(e) => quote_spanned!(e.span()=> #p::custom_jitter(#e)),
+    }
+}
+
+fn retries(p: &TokenStream, r: Option<i64>) -> TokenStream {
+    match r.unwrap_or(3) {
+        n if n < 0 => quote!(#p::Retries::Forever),
+        n => {
+            let n = Literal::u32_suffixed(u32::try_from(n).unwrap_or(u32::MAX));
+            quote!(#p::Retries::Limited(#n))
+        }
+    }
+}
+
+/// The names the generated code uses; mixed-site hygiene hides them from the user's body.
+struct Names {
+    policy: Ident,
+    call: Ident,
+    attempt: Ident,
+    result: Ident,
+    fired: Ident,
+    inspect: Ident,
+    backoff: Ident,
+    jitter: Ident,
+    e: Ident,
+}
+
+impl Names {
+    fn new() -> Self {
+        let n = |s: &str| Ident::new(s, Span::mixed_site());
+        Names {
+            policy: n("__robust_policy"),
+            call: n("__robust_call"),
+            attempt: n("__robust_attempt"),
+            result: n("__robust_result"),
+            fired: n("__robust_fired"),
+            inspect: n("__robust_inspect"),
+            backoff: n("__robust_backoff"),
+            jitter: n("__robust_jitter"),
+            e: n("__robust_e"),
+        }
+    }
+}
+
+fn kind(p: &TokenStream, err: &TokenStream, names: &Names, k: &Kind) -> TokenStream {
+    let inspect = &names.inspect;
+    match k {
+        Kind::Timeout(i) => quote_spanned!(i.span()=> #p::TimeoutKind::<#err>(#inspect)),
+        Kind::Io { ident, kinds, .. } => {
+            let n = kinds.len();
+            let kinds = kinds
+                .iter()
+                .map(|k| quote_spanned!(k.span()=> #p::ErrorKind::#k));
+            quote_spanned!(ident.span()=> #p::IoKind::<#err, #n>(#inspect, [#(#kinds),*]))
+        }
+        Kind::Closure(c) => quote_spanned!(c.span()=> #p::predicate::<#err, _>(#c)),
+        Kind::Pattern(pat) => {
+            let e = &names.e;
+            quote_spanned!(pat.span()=>
+                #p::predicate::<#err, _>(|#e: &#err| ::core::matches!(#e, #pat)))
+        }
+    }
+}
+
+fn kinds(p: &TokenStream, err: &TokenStream, names: &Names, ks: &[Kind]) -> TokenStream {
+    match ks.split_first() {
+        None => quote!(#p::AnyError),
+        Some((first, [])) => kind(p, err, names, first),
+        Some((first, rest)) => {
+            let a = kind(p, err, names, first);
+            let b = kinds(p, err, names, rest);
+            quote!(#p::Or(#a, #b))
+        }
+    }
+}
+
+fn uses_inspector(c: &Config) -> bool {
+    let is = |k: &Kind| matches!(k, Kind::Timeout(_) | Kind::Io { .. });
+    c.on.as_ref().is_some_and(|on| on.value.iter().any(is)) || c.whens.iter().any(|w| is(&w.kind))
+}
+
+/// Settings tokens: `o` overrides `top` (the top-level settings, whose strategy and jitter live
+/// in the locals `backoff` and `jitter`).
+fn settings(p: &TokenStream, names: &Names, top: &Overrides, o: Option<&Overrides>) -> TokenStream {
+    let pick = |f: fn(&Overrides) -> bool| o.filter(|o| f(o)).unwrap_or(top);
+    let r = pick(|o| o.retries.is_some());
+    let retries = retries(p, r.retries.as_ref().map(|s| s.value));
+    let m = pick(|o| o.max_delay.is_some());
+    let max_delay = limit(p, m.max_delay.as_ref().map(|s| s.value));
+    let s = pick(|o| o.scale.is_some());
+    let scale = float(s.scale.as_ref().map_or(1.0, |s| s.value));
+    let (b, j) = (&names.backoff, &names.jitter);
+    let backoff = match o.and_then(|o| o.backoff.as_ref()) {
+        Some(s) => strategy(p, &s.value),
+        None => quote!(&#b),
+    };
+    let jitter = match o.and_then(|o| o.jitter.as_ref()) {
+        Some(s) => jitter(p, &s.value),
+        None => quote!(&#j),
+    };
+    quote!(#p::settings(#retries, #max_delay, #backoff, #jitter, #scale))
+}
+
+/// Rewrites the parameters: owned ones are cloned for each attempt, `&mut` ones reborrowed.
+/// Returns the statements that start each attempt, or an error for an owned `self`.
+fn rebind_args(p: &TokenStream, f: &mut ItemFn) -> syn::Result<Vec<TokenStream>> {
+    let mut prelude = Vec::new();
+    for (i, arg) in f.sig.inputs.iter_mut().enumerate() {
+        match arg {
+            FnArg::Receiver(r) => {
+                if r.reference.is_none() {
+                    return Err(syn::Error::new_spanned(
+                        &*r,
+                        "`#[robust]` needs `&self` or `&mut self`: an owned `self` is consumed by the first attempt and cannot be retried",
+                    ));
+                }
+            }
+            FnArg::Typed(pt) => {
+                let is_ref = matches!(&*pt.ty, Type::Reference(_));
+                let is_mut_ref = matches!(&*pt.ty, Type::Reference(r) if r.mutability.is_some());
+                let ty_span = pt.ty.span();
+                match &mut *pt.pat {
+                    Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {
+                        let ident = pi.ident.clone();
+                        if is_mut_ref {
+                            let m = pi.mutability.take();
+                            prelude.push(quote!(let #m #ident = &mut *#ident;));
+                        } else if !is_ref {
+                            let m = pi.mutability.take();
+                            let clone = quote_spanned!(ty_span=> #p::clone_arg(&#ident));
+                            prelude.push(quote!(let #m #ident = #clone;));
+                        }
+                    }
+                    pat => {
+                        let name = format_ident!("__robust_arg{}", i, span = Span::mixed_site());
+                        let original = std::mem::replace(
+                            pat,
+                            Pat::Ident(syn::PatIdent {
+                                attrs: Vec::new(),
+                                by_ref: None,
+                                mutability: None,
+                                ident: name.clone(),
+                                subpat: None,
+                            }),
+                        );
+                        if is_mut_ref {
+                            prelude.push(quote!(let #original = &mut *#name;));
+                        } else if is_ref {
+                            prelude.push(quote!(let #original = #name;));
+                        } else {
+                            let clone = quote_spanned!(ty_span=> #p::clone_arg(&#name));
+                            prelude.push(quote!(let #original = #clone;));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok(prelude)
+}
+
+/// The function under the attribute, expanded.
+pub fn expand(config: Config, mut f: ItemFn) -> syn::Result<TokenStream> {
+    let p = match &config.krate {
+        Some(path) => quote!(#path::__private),
+        None => quote!(::retry_runtime::__private),
+    };
+    let ret = match &f.sig.output {
+        ReturnType::Type(_, ty) => (**ty).clone(),
+        ReturnType::Default => {
+            return Err(syn::Error::new_spanned(
+                &f.sig.ident,
+                "`#[robust]` needs a function that returns a `Result`: failures are recognised by their `Err` value",
+            ));
+        }
+    };
+    let is_async = f.sig.asyncness.is_some();
+    let prelude = rebind_args(&p, &mut f)?;
+    let names = Names::new();
+    let Names {
+        policy,
+        call,
+        attempt,
+        result,
+        fired,
+        inspect,
+        backoff,
+        jitter: jitter_name,
+        ..
+    } = &names;
+
+    let ret_span = ret.span();
+    let err = quote_spanned!(ret_span=> <#ret as #p::IsResult>::Err);
+
+    let inspector = if uses_inspector(&config) {
+        quote! {
+            let #inspect: #p::Inspector<#err> = {
+                #[allow(unused_imports)]
+                use #p::{ViaInspect as _, ViaError as _, ViaNothing as _};
+                (&&&#p::Probe::<#err>::new()).inspector()
+            };
+        }
+    } else {
+        quote!()
+    };
+
+    let top = &config.settings;
+    let top_backoff = strategy(
+        &p,
+        top.backoff.as_ref().map_or(
+            &Strategy::Exponential {
+                base: Duration::from_millis(100),
+                max: Duration::from_secs(20),
+                m: 2.0,
+            },
+            |s| &s.value,
+        ),
+    );
+    let top_jitter = jitter(
+        &p,
+        top.jitter.as_ref().map_or(&JitterSpec::Full, |s| &s.value),
+    );
+
+    let mut whens = quote!(());
+    for w in &config.whens {
+        let k = kind(&p, &err, &names, &w.kind);
+        let s = settings(&p, &names, top, Some(&w.overrides));
+        whens = quote!(#p::when(#whens, #k, #s));
+    }
+    let on = kinds(
+        &p,
+        &err,
+        &names,
+        config.on.as_ref().map_or(&[][..], |o| &o.value),
+    );
+    let top_settings = settings(&p, &names, top, None);
+
+    let timeout = match &config.timeout {
+        Some(t) => match t.value {
+            Limit::Finite(d) => {
+                let d = dur(&p, d);
+                if is_async {
+                    quote_spanned!(t.span=> #p::async_timeout::<#err>(#d))
+                } else {
+                    quote_spanned!(t.span=> #p::sync_timeout(#d))
+                }
+            }
+            Limit::Infinite => quote!(#p::NoTimeout),
+        },
+        None => quote!(#p::NoTimeout),
+    };
+    let on_success = match &config.on_success {
+        Some(e) => quote_spanned!(e.span()=> #p::on_success(#e)),
+        None => quote!(#p::Noop),
+    };
+    let on_error = match &config.on_error {
+        Some(e) => quote_spanned!(e.span()=> #p::on_error::<#err, _>(#e)),
+        None => quote!(#p::Noop),
+    };
+    let ctx = config.attempt.as_ref().map(|ctx| {
+        let krate = match &config.krate {
+            Some(path) => quote!(#path),
+            None => quote!(::retry_runtime),
+        };
+        quote!(let #ctx: &#krate::Attempt<'_> = &#attempt;)
+    });
+
+    let stmts = &f.block.stmts;
+    let body = quote! {{
+        #ctx
+        #(#prelude)*
+        #(#stmts)*
+    }};
+
+    let run_attempt = if is_async {
+        quote! {
+            let (#result, #fired) = #p::run_attempt(
+                #policy.timeout(),
+                #p::async_attempt::<#ret, _>(async #body),
+            ).await;
+        }
+    } else {
+        quote! {
+            let #result = #p::sync_attempt::<#ret, _>(|| #body);
+            let #fired = false;
+        }
+    };
+    let delay = Ident::new("__robust_delay", Span::mixed_site());
+    let returned = Ident::new("__robust_returned", Span::mixed_site());
+    let sleep = if is_async {
+        quote!(#p::sleep_async(#policy.env(), #delay).await)
+    } else {
+        quote!(#p::sleep(#policy.env(), #delay))
+    };
+
+    let new_block = quote! {{
+        #inspector
+        let #backoff = #top_backoff;
+        let #jitter_name = #top_jitter;
+        let #policy = #p::policy(#whens, #on, #top_settings, #timeout, #on_success, #on_error);
+        let mut #call = #policy.start();
+        loop {
+            let #attempt = #call.attempt();
+            #run_attempt
+            match #call.settle(#result, #fired) {
+                #p::Step::Return(#returned) => return #returned,
+                #p::Step::Retry(#delay) => #sleep,
+            }
+        }
+    }};
+    f.block = syn::parse2(new_block)?;
+    Ok(quote!(#f))
+}
