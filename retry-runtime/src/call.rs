@@ -302,7 +302,7 @@ where
         if plan.budget().is_some_and(|b| b.is_zero()) {
             return Step::Return(Err(error));
         }
-        let seed = p.seed;
+        let seed = p.seed.or_else(|| p.env.seed());
         let rng = self.rng.get_or_insert_with(|| match seed {
             Some(s) => SmallRng::seed_from_u64(s),
             None => rand::make_rng(),

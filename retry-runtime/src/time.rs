@@ -16,6 +16,13 @@ use std::time::{Duration, Instant};
 pub trait Clock {
     /// The current instant.
     fn now(&self) -> Instant;
+
+    /// A fixed seed for the random generator of calls made in this environment, if the
+    /// environment fixes one (a [`VirtualTime`] made with [`VirtualTime::seeded`] does). A seed
+    /// set on the policy takes precedence.
+    fn seed(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// A way to wait in blocking code.
@@ -58,6 +65,16 @@ impl Clock for DefaultEnv {
         {
             Instant::now()
         }
+    }
+
+    fn seed(&self) -> Option<u64> {
+        Self::installed_seed()
+    }
+}
+
+impl DefaultEnv {
+    fn installed_seed() -> Option<u64> {
+        installed().and_then(|t| t.seed())
     }
 }
 
@@ -146,6 +163,7 @@ pub struct VirtualTime {
 struct VirtualState {
     now: Instant,
     sleeps: Vec<Duration>,
+    seed: Option<u64>,
 }
 
 impl Default for VirtualTime {
@@ -189,8 +207,17 @@ impl VirtualTime {
             inner: Arc::new(Mutex::new(VirtualState {
                 now: Instant::now(),
                 sleeps: Vec::new(),
+                seed: None,
             })),
         }
+    }
+
+    /// A new virtual clock that also fixes the seed of every call's random generator, so
+    /// jitter is reproducible.
+    pub fn seeded(seed: u64) -> Self {
+        let t = Self::new();
+        t.state().seed = Some(seed);
+        t
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, VirtualState> {
@@ -221,6 +248,10 @@ impl VirtualTime {
 impl Clock for VirtualTime {
     fn now(&self) -> Instant {
         self.state().now
+    }
+
+    fn seed(&self) -> Option<u64> {
+        self.state().seed
     }
 }
 

@@ -1,0 +1,225 @@
+//! `#[robust]` on async functions, on tokio's paused clock: virtual time, no real waiting.
+
+use std::io::{self, ErrorKind};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use retry_runtime::{Elapsed, robust};
+use tokio::time::Instant;
+
+fn ms(m: u64) -> Duration {
+    Duration::from_millis(m)
+}
+
+/// A scripted server: each call takes the next step (a delay, then an outcome).
+#[derive(Default)]
+struct Script {
+    steps: Mutex<Vec<(Duration, Result<&'static str, ErrorKind>)>>,
+    calls: AtomicU32,
+    starts: Mutex<Vec<Duration>>,
+}
+
+impl Script {
+    fn new(mut steps: Vec<(Duration, Result<&'static str, ErrorKind>)>) -> Self {
+        steps.reverse();
+        Script {
+            steps: Mutex::new(steps),
+            ..Default::default()
+        }
+    }
+
+    async fn serve(&self, epoch: Instant) -> io::Result<String> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        self.starts.lock().unwrap().push(epoch.elapsed());
+        let step = self.steps.lock().unwrap().pop();
+        let (delay, outcome) = step.unwrap_or((Duration::ZERO, Ok("late")));
+        tokio::time::sleep(delay).await;
+        outcome.map(str::to_owned).map_err(io::Error::from)
+    }
+
+    fn calls(&self) -> u32 {
+        self.calls.load(Ordering::SeqCst)
+    }
+
+    fn starts(&self) -> Vec<Duration> {
+        self.starts.lock().unwrap().clone()
+    }
+}
+
+/// The example of the issue, with jitter left out where delays are checked exactly.
+#[robust(timeout = "2s", backoff = exponential(base = 1, max = 60, m = 2),
+         jitter = full, retries = 5, on = [Timeout, Io],
+         when(Io(ConnectionRefused), retries = 0),
+         when(Timeout, retries = 10, backoff = constant(base = "200ms"), jitter = none))]
+async fn fetch(server: &Script, epoch: Instant) -> io::Result<String> {
+    server.serve(epoch).await
+}
+
+#[tokio::test(start_paused = true)]
+async fn example_timeouts_use_their_own_rule() {
+    // Eleven attempts time out (10 retries of 200 ms), the twelfth is not made.
+    let server = Script::new(vec![(Duration::from_secs(3), Ok("slow")); 20]);
+    let epoch = Instant::now();
+    let e = fetch(&server, epoch).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::TimedOut);
+    assert!(e.get_ref().is_some_and(|i| i.is::<Elapsed>()));
+    assert_eq!(server.calls(), 11);
+    let expected: Vec<Duration> = (0..11).map(|i| ms(2200 * i)).collect();
+    assert_eq!(server.starts(), expected);
+}
+
+#[tokio::test(start_paused = true)]
+async fn example_connection_refused_is_not_retried() {
+    let server = Script::new(vec![(ms(5), Err(ErrorKind::ConnectionRefused))]);
+    let e = fetch(&server, Instant::now()).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::ConnectionRefused);
+    assert_eq!(server.calls(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn example_other_io_errors_use_the_top_level_settings() {
+    let server = Script::new(vec![(ms(0), Err(ErrorKind::ConnectionReset)); 10]);
+    let epoch = Instant::now();
+    assert!(fetch(&server, epoch).await.is_err());
+    assert_eq!(server.calls(), 6, "retries = 5");
+    // Full jitter on 1, 2, 4, 8, 16 s: each gap is at most the un-jittered value.
+    let starts = server.starts();
+    for (x, w) in starts.windows(2).enumerate() {
+        assert!(
+            w[1] - w[0] <= Duration::from_secs(1 << x),
+            "gap {x}: {:?}",
+            w[1] - w[0]
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn example_recovers_and_non_io_errors_are_not_in_the_on_list() {
+    let server = Script::new(vec![
+        (Duration::from_secs(5), Ok("slow")),
+        (ms(1), Err(ErrorKind::ConnectionReset)),
+        (ms(1), Ok("hello")),
+    ]);
+    assert_eq!(fetch(&server, Instant::now()).await.unwrap(), "hello");
+    assert_eq!(server.calls(), 3);
+}
+
+struct Guard(Arc<AtomicBool>);
+impl Drop for Guard {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+#[robust(timeout = "100ms", retries = 1, backoff = none, attempt = ctx)]
+async fn cancellable(dropped: Arc<AtomicBool>, finished: Arc<AtomicBool>) -> io::Result<u32> {
+    let _guard = Guard(dropped.clone());
+    if ctx.retries() == 0 {
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        finished.store(true, Ordering::SeqCst);
+        return Ok(0);
+    }
+    assert!(ctx.remaining().unwrap() <= ms(100));
+    Ok(ctx.number())
+}
+
+#[tokio::test(start_paused = true)]
+async fn timed_out_attempts_are_cancelled() {
+    let dropped = Arc::new(AtomicBool::new(false));
+    let finished = Arc::new(AtomicBool::new(false));
+    let start = Instant::now();
+    assert_eq!(
+        cancellable(dropped.clone(), finished.clone())
+            .await
+            .unwrap(),
+        2
+    );
+    assert!(dropped.load(Ordering::SeqCst));
+    assert!(
+        !finished.load(Ordering::SeqCst),
+        "the first attempt ran to completion"
+    );
+    assert_eq!(start.elapsed(), ms(100));
+}
+
+#[robust(timeout = "1s", retries = 3, backoff = constant(base = "10ms"), jitter = none)]
+async fn spawned(id: u32, calls: Arc<AtomicU32>) -> io::Result<u32> {
+    let n = calls.fetch_add(1, Ordering::SeqCst);
+    tokio::task::yield_now().await;
+    if n.is_multiple_of(2) {
+        Err(ErrorKind::Other.into())
+    } else {
+        Ok(id)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_future_is_send_and_runs_on_a_multi_thread_runtime() {
+    let mut handles = Vec::new();
+    for id in 0..8 {
+        let calls = Arc::new(AtomicU32::new(0));
+        handles.push((calls.clone(), tokio::spawn(spawned(id, calls))));
+    }
+    for (id, (calls, h)) in handles.into_iter().enumerate() {
+        assert_eq!(h.await.unwrap().unwrap(), id as u32);
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
+    }
+}
+
+#[robust(retries = 2, backoff = none)]
+async fn question_mark(inputs: &[&str], n: &AtomicU32) -> Result<u32, std::num::ParseIntError> {
+    let i = n.fetch_add(1, Ordering::SeqCst) as usize;
+    let v: u32 = inputs[i].parse()?;
+    Ok(v)
+}
+
+#[tokio::test(start_paused = true)]
+async fn question_mark_ends_the_attempt_in_async_fns() {
+    let n = AtomicU32::new(0);
+    assert_eq!(question_mark(&["x", "y", "3"], &n).await.unwrap(), 3);
+    let n = AtomicU32::new(0);
+    assert!(question_mark(&["x", "y", "z", "4"], &n).await.is_err());
+    assert_eq!(n.load(Ordering::SeqCst), 3);
+}
+
+#[robust(timeout = "1s", retries = 2, backoff = none, on = [Timeout])]
+async fn boxed_timeout(n: &AtomicU32) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    n.fetch_add(1, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    Ok(())
+}
+
+#[robust(timeout = "1s", retries = 2, backoff = none, on = [Timeout])]
+async fn anyhow_timeout(n: &AtomicU32) -> anyhow::Result<()> {
+    n.fetch_add(1, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn boxed_and_anyhow_errors_carry_elapsed() {
+    let n = AtomicU32::new(0);
+    assert!(boxed_timeout(&n).await.unwrap_err().is::<Elapsed>());
+    assert_eq!(n.load(Ordering::SeqCst), 3);
+    let n = AtomicU32::new(0);
+    assert!(anyhow_timeout(&n).await.unwrap_err().is::<Elapsed>());
+    assert_eq!(n.load(Ordering::SeqCst), 3);
+}
+
+#[robust(retries = -1, backoff = constant(base = "1s"), jitter = none, max_delay = "10s")]
+async fn budget(n: &AtomicU32) -> io::Result<()> {
+    n.fetch_add(1, Ordering::SeqCst);
+    tokio::time::sleep(ms(1500)).await;
+    Err(ErrorKind::Other.into())
+}
+
+#[tokio::test(start_paused = true)]
+async fn max_delay_counts_virtual_time_in_async_fns() {
+    let n = AtomicU32::new(0);
+    let start = Instant::now();
+    assert!(budget(&n).await.is_err());
+    // Attempts end at 1.5, 4, 6.5, 9 s; retries start 1 s later while that is before 10 s.
+    assert_eq!(n.load(Ordering::SeqCst), 4);
+    assert_eq!(start.elapsed(), ms(4 * 1500 + 3 * 1000));
+}

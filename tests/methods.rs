@@ -1,0 +1,99 @@
+//! `#[robust]` on methods taking `&self` and `&mut self`, sync and async.
+
+use std::cell::Cell;
+use std::io::{self, ErrorKind};
+use std::time::Duration;
+
+use retry_runtime::robust;
+use retry_runtime::time::VirtualTime;
+
+struct Client {
+    fail_first: u32,
+    calls: Cell<u32>,
+    log: Vec<u32>,
+}
+
+impl Client {
+    fn new(fail_first: u32) -> Self {
+        Client {
+            fail_first,
+            calls: Cell::new(0),
+            log: Vec::new(),
+        }
+    }
+
+    #[robust(retries = 3, backoff = constant(base = "1s"), jitter = none)]
+    pub fn get(&self, key: &str) -> io::Result<String> {
+        self.calls.set(self.calls.get() + 1);
+        if self.calls.get() <= self.fail_first {
+            return Err(ErrorKind::ConnectionReset.into());
+        }
+        Ok(format!("{key}={}", self.calls.get()))
+    }
+
+    #[robust(retries = 3, backoff = none)]
+    fn record(&mut self, value: u32) -> Result<usize, String> {
+        self.log.push(value);
+        if self.log.len() <= self.fail_first as usize {
+            Err(format!("only {}", self.log.len()))
+        } else {
+            Ok(self.log.len())
+        }
+    }
+
+    #[robust(retries = 3, timeout = "1s", backoff = constant(base = "1s"), jitter = none)]
+    async fn get_async(&self, key: &str) -> io::Result<String> {
+        self.calls.set(self.calls.get() + 1);
+        if self.calls.get() <= self.fail_first {
+            tokio::time::sleep(Duration::from_secs(5)).await; // times out
+        }
+        Ok(format!("{key}={}", self.calls.get()))
+    }
+
+    #[robust(retries = 3, backoff = none)]
+    async fn record_async(&mut self, value: u32) -> Result<usize, String> {
+        tokio::task::yield_now().await;
+        self.log.push(value);
+        if self.log.len() <= self.fail_first as usize {
+            Err("again".into())
+        } else {
+            Ok(self.log.len())
+        }
+    }
+}
+
+#[test]
+fn shared_self() {
+    let time = VirtualTime::new();
+    let _g = time.install();
+    let c = Client::new(2);
+    assert_eq!(c.get("k").unwrap(), "k=3");
+    assert_eq!(time.sleeps(), vec![Duration::from_secs(1); 2]);
+    let c = Client::new(9);
+    assert_eq!(c.get("k").unwrap_err().kind(), ErrorKind::ConnectionReset);
+    assert_eq!(c.calls.get(), 4);
+}
+
+#[test]
+fn mutable_self() {
+    let time = VirtualTime::new();
+    let _g = time.install();
+    let mut c = Client::new(2);
+    assert_eq!(c.record(7), Ok(3));
+    assert_eq!(c.log, [7, 7, 7]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn async_shared_self() {
+    let c = Client::new(1);
+    let start = tokio::time::Instant::now();
+    assert_eq!(c.get_async("a").await.unwrap(), "a=2");
+    assert_eq!(start.elapsed(), Duration::from_secs(2)); // 1 s timeout + 1 s backoff
+}
+
+#[tokio::test(start_paused = true)]
+async fn async_mutable_self() {
+    let mut c = Client::new(3);
+    assert_eq!(c.record_async(1).await, Ok(4));
+    assert_eq!(c.log.len(), 4);
+}

@@ -1,0 +1,421 @@
+//! `#[robust]` on blocking functions: free fns of every shape, driven by a virtual clock
+//! installed for the default environment (no real sleeping).
+
+use std::cell::{Cell, RefCell};
+use std::fmt::Debug;
+use std::io::{self, ErrorKind};
+use std::time::Duration;
+
+use retry_runtime::robust;
+use retry_runtime::time::VirtualTime;
+
+fn secs(s: u64) -> Duration {
+    Duration::from_secs(s)
+}
+
+thread_local! {
+    static ATTEMPTS: Cell<u32> = const { Cell::new(0) };
+    static LOG: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
+}
+
+fn attempt() -> u32 {
+    ATTEMPTS.with(|a| {
+        a.set(a.get() + 1);
+        a.get()
+    })
+}
+
+fn reset() -> VirtualTime {
+    ATTEMPTS.with(|a| a.set(0));
+    LOG.with(|l| l.borrow_mut().clear());
+    VirtualTime::new()
+}
+
+fn log(s: String) {
+    LOG.with(|l| l.borrow_mut().push(s));
+}
+
+fn logged() -> Vec<String> {
+    LOG.with(|l| l.borrow().clone())
+}
+
+#[robust(retries = 5, backoff = exponential(base = 1, max = 60, m = 2), jitter = none)]
+fn always_fails() -> io::Result<()> {
+    attempt();
+    Err(ErrorKind::Other.into())
+}
+
+#[test]
+fn retries_and_delays_follow_the_attribute() {
+    let time = reset();
+    let _g = time.install();
+    assert_eq!(always_fails().unwrap_err().kind(), ErrorKind::Other);
+    assert_eq!(ATTEMPTS.with(Cell::get), 6);
+    assert_eq!(
+        time.sleeps(),
+        [1, 2, 4, 8, 16].map(secs).to_vec(),
+        "exponential(base = 1, max = 60, m = 2) without jitter"
+    );
+}
+
+#[robust]
+fn defaults() -> io::Result<()> {
+    attempt();
+    Err(ErrorKind::Other.into())
+}
+
+#[test]
+fn defaults_are_three_retries_exponential_full_jitter() {
+    let time = reset();
+    let _g = time.install();
+    assert!(defaults().is_err());
+    assert_eq!(ATTEMPTS.with(Cell::get), 4);
+    let sleeps = time.sleeps();
+    for (x, d) in sleeps.iter().enumerate() {
+        assert!(*d <= Duration::from_millis(100 << x), "retry {x}: {d:?}");
+    }
+}
+
+#[robust(retries = 0)]
+fn no_retry() -> io::Result<()> {
+    attempt();
+    Err(ErrorKind::Other.into())
+}
+
+#[robust(retries = -1, backoff = none)]
+fn forever(until: u32) -> io::Result<u32> {
+    let n = attempt();
+    if n < until {
+        Err(ErrorKind::Other.into())
+    } else {
+        Ok(n)
+    }
+}
+
+#[test]
+fn zero_and_negative_retries() {
+    let time = reset();
+    let _g = time.install();
+    assert!(no_retry().is_err());
+    assert_eq!(ATTEMPTS.with(Cell::get), 1);
+    reset();
+    assert_eq!(forever(500).unwrap(), 500);
+}
+
+#[robust(retries = -1, backoff = constant(base = "1s"), jitter = none, max_delay = "3.5s")]
+fn budgeted() -> io::Result<()> {
+    attempt();
+    Err(ErrorKind::Other.into())
+}
+
+#[test]
+fn max_delay_cuts_off_retries() {
+    let time = reset();
+    let _g = time.install();
+    assert!(budgeted().is_err());
+    // Retries start at 1 s, 2 s, 3 s; the next would start at 4 s > 3.5 s.
+    assert_eq!(time.sleeps(), vec![secs(1); 3]);
+    assert_eq!(ATTEMPTS.with(Cell::get), 4);
+}
+
+/// Generic, lifetime and where-clause function with an `impl Trait` argument and an owned
+/// argument that is cloned for every attempt.
+#[robust(retries = 2, backoff = none)]
+pub fn generic<'a, T, U>(
+    prefix: &'a str,
+    items: Vec<T>,
+    extra: impl AsRef<str> + Clone,
+) -> Result<String, U>
+where
+    T: Debug + Clone,
+    U: From<String>,
+{
+    let mut items = items; // owned and mutated: every attempt starts from a fresh clone
+    items.truncate(1);
+    let n = attempt();
+    if n < 3 {
+        return Err(U::from(format!("attempt {n} saw {} item(s)", items.len())));
+    }
+    Ok(format!("{prefix}{:?}{}", items, extra.as_ref()))
+}
+
+#[test]
+fn generic_fn_with_cloned_arguments() {
+    let time = reset();
+    let _g = time.install();
+    let r: Result<String, String> = generic("> ", vec![1, 2, 3], "!");
+    assert_eq!(r.unwrap(), "> [1]!");
+    assert_eq!(ATTEMPTS.with(Cell::get), 3);
+}
+
+#[derive(Clone, Debug, PartialEq)]
+struct Counter(u32);
+
+#[robust(retries = 3, backoff = none)]
+fn mutates_owned(mut c: Counter) -> Result<u32, String> {
+    c.0 += 1; // would reach 4 if the same value were reused
+    let n = attempt();
+    if n < 4 {
+        Err(format!("{}", c.0))
+    } else {
+        Ok(c.0)
+    }
+}
+
+#[test]
+fn owned_arguments_are_cloned_per_attempt() {
+    let time = reset();
+    let _g = time.install();
+    assert_eq!(mutates_owned(Counter(10)), Ok(11));
+}
+
+#[robust(retries = 3, backoff = none)]
+fn pushes(out: &mut Vec<u32>) -> Result<usize, String> {
+    let n = attempt();
+    out.push(n);
+    if n < 3 {
+        Err("again".into())
+    } else {
+        Ok(out.len())
+    }
+}
+
+#[test]
+fn mutable_references_are_reused() {
+    let time = reset();
+    let _g = time.install();
+    let mut v = Vec::new();
+    assert_eq!(pushes(&mut v), Ok(3));
+    assert_eq!(v, [1, 2, 3]);
+}
+
+#[robust(retries = 3, backoff = none)]
+fn pattern_args((a, b): (u32, u32), &c: &u32) -> Result<u32, String> {
+    let n = attempt();
+    if n < 2 {
+        Err("once more".into())
+    } else {
+        Ok(a + b + c)
+    }
+}
+
+#[test]
+fn pattern_arguments() {
+    let time = reset();
+    let _g = time.install();
+    assert_eq!(pattern_args((1, 2), &3), Ok(6));
+}
+
+fn parse_num(s: &str) -> Result<u32, io::Error> {
+    s.parse::<u32>()
+        .map_err(|e| io::Error::new(ErrorKind::InvalidData, e))
+}
+
+#[robust(retries = 4, backoff = none, on = [Io(InvalidData)])]
+fn question_mark_ends_the_attempt(inputs: &[&str]) -> io::Result<u32> {
+    let n = attempt() as usize;
+    let v = parse_num(inputs[n - 1])?; // an Err here ends this attempt only
+    log(format!("parsed {v}"));
+    if v == 0 {
+        return Err(ErrorKind::InvalidData.into()); // so does an early return
+    }
+    Ok(v)
+}
+
+#[test]
+fn return_and_question_mark_end_only_the_attempt() {
+    let time = reset();
+    let _g = time.install();
+    assert_eq!(
+        question_mark_ends_the_attempt(&["x", "0", "y", "7"]).unwrap(),
+        7
+    );
+    assert_eq!(ATTEMPTS.with(Cell::get), 4);
+    assert_eq!(logged(), ["parsed 0", "parsed 7"]);
+}
+
+type AppResult<T> = Result<T, AppError>;
+
+#[derive(Debug, PartialEq)]
+enum AppError {
+    Busy { retry_in: u32 },
+    Locked,
+    Fatal,
+}
+
+#[robust(retries = 5, backoff = none, on = [AppError::Busy { .. } | AppError::Locked])]
+fn alias_and_patterns(script: &[AppError]) -> AppResult<&'static str> {
+    let n = attempt() as usize;
+    match script.get(n - 1) {
+        Some(AppError::Busy { retry_in }) => Err(AppError::Busy {
+            retry_in: *retry_in,
+        }),
+        Some(AppError::Locked) => Err(AppError::Locked),
+        Some(AppError::Fatal) => Err(AppError::Fatal),
+        None => Ok("done"),
+    }
+}
+
+#[test]
+fn user_alias_and_pattern_kinds() {
+    let time = reset();
+    let _g = time.install();
+    let script = [AppError::Busy { retry_in: 1 }, AppError::Locked];
+    assert_eq!(alias_and_patterns(&script), Ok("done"));
+    reset();
+    let script = [AppError::Locked, AppError::Fatal, AppError::Locked];
+    assert_eq!(alias_and_patterns(&script), Err(AppError::Fatal));
+    assert_eq!(ATTEMPTS.with(Cell::get), 2);
+}
+
+#[robust(retries = 5, backoff = none, on = [|e: &AppError| matches!(e, AppError::Busy { retry_in } if *retry_in < 5)])]
+fn closure_kind(retry_in: u32) -> AppResult<()> {
+    attempt();
+    Err(AppError::Busy { retry_in })
+}
+
+#[test]
+fn closure_kinds() {
+    let time = reset();
+    let _g = time.install();
+    assert!(closure_kind(1).is_err());
+    assert_eq!(ATTEMPTS.with(Cell::get), 6);
+    reset();
+    assert!(closure_kind(9).is_err());
+    assert_eq!(ATTEMPTS.with(Cell::get), 1);
+}
+
+#[robust(
+    retries = 2,
+    backoff = none,
+    on_success = || log("success".to_string()),
+    on_error = |e: &io::Error, x| log(format!("error {x}: {}", e.kind())),
+)]
+fn with_callbacks(fail: u32) -> io::Result<u32> {
+    let n = attempt();
+    log(format!("attempt {n}"));
+    if n <= fail {
+        Err(ErrorKind::Interrupted.into())
+    } else {
+        Ok(n)
+    }
+}
+
+#[test]
+fn callbacks_order_and_arguments() {
+    let time = reset();
+    let _g = time.install();
+    assert_eq!(with_callbacks(1).unwrap(), 2);
+    assert_eq!(
+        logged(),
+        [
+            "attempt 1",
+            "error 0: operation interrupted",
+            "attempt 2",
+            "success"
+        ]
+    );
+    reset();
+    assert!(with_callbacks(10).is_err());
+    assert_eq!(
+        logged(),
+        [
+            "attempt 1",
+            "error 0: operation interrupted",
+            "attempt 2",
+            "error 1: operation interrupted",
+            "attempt 3",
+            "error 2: operation interrupted"
+        ]
+    );
+}
+
+#[robust(timeout = "1s", retries = 2, backoff = constant(base = "2s"), jitter = none, on = [Timeout], attempt = ctx)]
+fn cooperative(time: &VirtualTime, work: Duration) -> io::Result<(u32, Duration)> {
+    log(format!(
+        "retries {} timeout {:?} remaining {:?} elapsed {:?}",
+        ctx.retries(),
+        ctx.timeout(),
+        ctx.remaining(),
+        ctx.elapsed()
+    ));
+    time.advance(work);
+    if attempt() < 3 {
+        return Err(ErrorKind::Other.into()); // after the deadline: a timeout
+    }
+    Ok((ctx.number(), ctx.elapsed()))
+}
+
+#[test]
+fn cooperative_timeout_and_attempt_context() {
+    let time = reset();
+    let _g = time.install();
+    let (number, elapsed) = cooperative(&time, Duration::from_millis(1500)).unwrap();
+    assert_eq!(number, 3);
+    assert_eq!(elapsed, Duration::from_millis(1500 * 3 + 2000 * 2));
+    assert_eq!(
+        logged(),
+        [
+            "retries 0 timeout Some(1s) remaining Some(1s) elapsed 0ns",
+            "retries 1 timeout Some(1s) remaining Some(1s) elapsed 3.5s",
+            "retries 2 timeout Some(1s) remaining Some(1s) elapsed 7s"
+        ]
+    );
+    // Errors before the deadline are not timeouts: not retried under `on = [Timeout]`.
+    reset();
+    assert!(cooperative(&time, Duration::from_millis(10)).is_err());
+    assert_eq!(ATTEMPTS.with(Cell::get), 1);
+}
+
+#[robust(retries = 3, backoff = none, on = [Io(ConnectionRefused, ConnectionReset)])]
+fn boxed(kind: ErrorKind) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    attempt();
+    Err(Box::new(io::Error::from(kind)))
+}
+
+#[robust(retries = 3, backoff = none, on = [Io])]
+fn anyhow_err(kind: ErrorKind) -> anyhow::Result<()> {
+    attempt();
+    Err(anyhow::Error::new(io::Error::from(kind)).context("while fetching"))
+}
+
+#[test]
+fn io_kinds_look_inside_boxed_and_anyhow_errors() {
+    let time = reset();
+    let _g = time.install();
+    assert!(boxed(ErrorKind::ConnectionReset).is_err());
+    assert_eq!(ATTEMPTS.with(Cell::get), 4);
+    reset();
+    assert!(boxed(ErrorKind::NotFound).is_err());
+    assert_eq!(ATTEMPTS.with(Cell::get), 1);
+    reset();
+    assert!(anyhow_err(ErrorKind::NotFound).is_err());
+    assert_eq!(ATTEMPTS.with(Cell::get), 4);
+}
+
+#[derive(Debug)]
+struct Wrapped(io::Error);
+impl std::fmt::Display for Wrapped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "wrapped: {}", self.0)
+    }
+}
+impl std::error::Error for Wrapped {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.0)
+    }
+}
+
+#[robust(retries = 2, backoff = none, on = [Timeout])]
+fn own_error_type() -> Result<(), Wrapped> {
+    attempt();
+    Err(Wrapped(ErrorKind::TimedOut.into()))
+}
+
+#[test]
+fn timeout_kind_walks_the_source_chain_of_any_error_type() {
+    let time = reset();
+    let _g = time.install();
+    assert!(own_error_type().is_err());
+    assert_eq!(ATTEMPTS.with(Cell::get), 3);
+}
