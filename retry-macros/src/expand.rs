@@ -3,13 +3,40 @@
 
 use std::time::Duration;
 
-use proc_macro2::{Literal, Span, TokenStream};
+use proc_macro2::{Group, Literal, Span, TokenStream, TokenTree};
 use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::{FnArg, Ident, ItemFn, Pat, ReturnType, Type};
 
 use crate::ast::Kind;
 use crate::valid::{Config, JitterSpec, Limit, Overrides, Strategy};
+
+/// `tokens` with every span set to `span` (groups included), so that an error about a
+/// generated path points at the user's token instead of the whole attribute.
+fn respan(tokens: &TokenStream, span: Span) -> TokenStream {
+    tokens
+        .clone()
+        .into_iter()
+        .map(|tt| match tt {
+            TokenTree::Group(g) => {
+                let mut n = Group::new(g.delimiter(), respan(&g.stream(), span));
+                n.set_span(span);
+                TokenTree::Group(n)
+            }
+            mut other => {
+                other.set_span(span);
+                other
+            }
+        })
+        .collect()
+}
+
+/// `(tokens)` with the parentheses spanned at `span`.
+fn spanned_group(tokens: TokenStream, span: Span) -> Group {
+    let mut g = Group::new(proc_macro2::Delimiter::Parenthesis, tokens);
+    g.set_span(span);
+    g
+}
 
 fn dur(p: &TokenStream, d: Duration) -> TokenStream {
     let secs = Literal::u64_suffixed(d.as_secs());
@@ -69,7 +96,7 @@ fn strategy(p: &TokenStream, s: &Strategy) -> TokenStream {
             quote!(#p::Constant::new(#b))
         }
         Strategy::None => quote!(#p::NoBackoff),
-        Strategy::Custom(e) => quote_spanned!(e.span()=> #p::custom_backoff(#e)),
+        Strategy::Custom(e) => quote!(#e),
     }
 }
 
@@ -80,7 +107,7 @@ fn jitter(p: &TokenStream, j: &JitterSpec) -> TokenStream {
         JitterSpec::Equal => quote!(#p::EqualJitter),
         JitterSpec::Decorrelated => quote!(#p::Decorrelated),
         JitterSpec::AwsDecorrelated => quote!(#p::AwsDecorrelated),
-        JitterSpec::Custom(e) => quote_spanned!(e.span()=> #p::custom_jitter(#e)),
+        JitterSpec::Custom(e) => quote!(#e),
     }
 }
 
@@ -90,6 +117,38 @@ fn retries(p: &TokenStream, r: Option<i64>) -> TokenStream {
         n => {
             let n = Literal::u32_suffixed(u32::try_from(n).unwrap_or(u32::MAX));
             quote!(#p::Retries::Limited(#n))
+        }
+    }
+}
+
+/// `let name = <strategy>;`. A custom strategy is bound as a trait object: a value that is
+/// not a `Backoff` is then reported once, at its expression, and nothing else depends on its
+/// type. Async fns add `Sync` so that their future stays `Send`.
+fn bind_backoff(p: &TokenStream, name: &Ident, s: &Strategy, is_async: bool) -> TokenStream {
+    match s {
+        Strategy::Custom(e) => {
+            let ps = respan(p, e.span());
+            let sync = is_async.then(|| quote_spanned!(e.span()=> + ::core::marker::Sync));
+            quote_spanned!(e.span()=> let #name: &(dyn #ps::Backoff #sync) = &(#e);)
+        }
+        other => {
+            let v = strategy(p, other);
+            quote!(let #name = #v;)
+        }
+    }
+}
+
+/// `let name = <jitter>;`, custom jitter as a trait object (see [`bind_backoff`]).
+fn bind_jitter(p: &TokenStream, name: &Ident, j: &JitterSpec, is_async: bool) -> TokenStream {
+    match j {
+        JitterSpec::Custom(e) => {
+            let ps = respan(p, e.span());
+            let sync = is_async.then(|| quote_spanned!(e.span()=> + ::core::marker::Sync));
+            quote_spanned!(e.span()=> let #name: &(dyn #ps::Jitter #sync) = &(#e);)
+        }
+        other => {
+            let v = jitter(p, other);
+            quote!(let #name = #v;)
         }
     }
 }
@@ -135,7 +194,10 @@ fn kind(p: &TokenStream, err: &TokenStream, names: &Names, k: &Kind) -> TokenStr
                 .map(|k| quote_spanned!(k.span()=> #p::ErrorKind::#k));
             quote_spanned!(ident.span()=> #p::IoKind::<#err, #n>(#inspect, [#(#kinds),*]))
         }
-        Kind::Closure(c) => quote_spanned!(c.span()=> #p::predicate::<#err, _>(#c)),
+        Kind::Closure(c) => {
+            let p = respan(p, c.span());
+            quote_spanned!(c.span()=> #p::predicate::<#err, _>(#c))
+        }
         Kind::Pattern(pat) => {
             let e = &names.e;
             quote_spanned!(pat.span()=>
@@ -163,7 +225,14 @@ fn uses_inspector(c: &Config) -> bool {
 
 /// Settings tokens: `o` overrides `top` (the top-level settings, whose strategy and jitter live
 /// in the locals `backoff` and `jitter`).
-fn settings(p: &TokenStream, names: &Names, top: &Overrides, o: Option<&Overrides>) -> TokenStream {
+fn settings(
+    p: &TokenStream,
+    names: &Names,
+    top: &Overrides,
+    o: Option<(&Overrides, &Ident, &Ident)>,
+) -> TokenStream {
+    let locals = o.map(|(_, b, j)| (b, j));
+    let o = o.map(|(o, _, _)| o);
     let pick = |f: fn(&Overrides) -> bool| o.filter(|o| f(o)).unwrap_or(top);
     let r = pick(|o| o.retries.is_some());
     let retries = retries(p, r.retries.as_ref().map(|s| s.value));
@@ -172,13 +241,13 @@ fn settings(p: &TokenStream, names: &Names, top: &Overrides, o: Option<&Override
     let s = pick(|o| o.scale.is_some());
     let scale = float(s.scale.as_ref().map_or(1.0, |s| s.value));
     let (b, j) = (&names.backoff, &names.jitter);
-    let backoff = match o.and_then(|o| o.backoff.as_ref()) {
-        Some(s) => strategy(p, &s.value),
-        None => quote!(&#b),
+    let backoff = match (o.and_then(|o| o.backoff.as_ref()), locals) {
+        (Some(_), Some((local, _))) => quote!(&#local),
+        _ => quote!(&#b),
     };
-    let jitter = match o.and_then(|o| o.jitter.as_ref()) {
-        Some(s) => jitter(p, &s.value),
-        None => quote!(&#j),
+    let jitter = match (o.and_then(|o| o.jitter.as_ref()), locals) {
+        (Some(_), Some((_, local))) => quote!(&#local),
+        _ => quote!(&#j),
     };
     quote!(#p::settings(#retries, #max_delay, #backoff, #jitter, #scale))
 }
@@ -209,6 +278,7 @@ fn rebind_args(p: &TokenStream, f: &mut ItemFn) -> syn::Result<Vec<TokenStream>>
                             prelude.push(quote!(let #m #ident = &mut *#ident;));
                         } else if !is_ref {
                             let m = pi.mutability.take();
+                            let p = respan(p, ty_span);
                             let clone = quote_spanned!(ty_span=> #p::clone_arg(&#ident));
                             prelude.push(quote!(let #m #ident = #clone;));
                         }
@@ -230,6 +300,7 @@ fn rebind_args(p: &TokenStream, f: &mut ItemFn) -> syn::Result<Vec<TokenStream>>
                         } else if is_ref {
                             prelude.push(quote!(let #original = #name;));
                         } else {
+                            let p = respan(p, ty_span);
                             let clone = quote_spanned!(ty_span=> #p::clone_arg(&#name));
                             prelude.push(quote!(let #original = #clone;));
                         }
@@ -272,7 +343,8 @@ pub fn expand(config: Config, mut f: ItemFn) -> syn::Result<TokenStream> {
     } = &names;
 
     let ret_span = ret.span();
-    let err = quote_spanned!(ret_span=> <#ret as #p::IsResult>::Err);
+    let pr = respan(&p, ret_span);
+    let err = quote_spanned!(ret_span=> <#ret as #pr::IsResult>::Err);
 
     let inspector = if uses_inspector(&config) {
         quote! {
@@ -287,26 +359,30 @@ pub fn expand(config: Config, mut f: ItemFn) -> syn::Result<TokenStream> {
     };
 
     let top = &config.settings;
-    let top_backoff = strategy(
-        &p,
-        top.backoff.as_ref().map_or(
-            &Strategy::Exponential {
-                base: Duration::from_millis(100),
-                max: Duration::from_secs(20),
-                m: 2.0,
-            },
-            |s| &s.value,
-        ),
-    );
-    let top_jitter = jitter(
-        &p,
-        top.jitter.as_ref().map_or(&JitterSpec::Full, |s| &s.value),
-    );
+    let default_backoff = Strategy::Exponential {
+        base: Duration::from_millis(100),
+        max: Duration::from_secs(20),
+        m: 2.0,
+    };
+    let top_backoff = top.backoff.as_ref().map_or(&default_backoff, |s| &s.value);
+    let top_jitter = top.jitter.as_ref().map_or(&JitterSpec::Full, |s| &s.value);
 
     let mut whens = quote!(());
-    for w in &config.whens {
+    let mut locals = vec![
+        bind_backoff(&p, backoff, top_backoff, is_async),
+        bind_jitter(&p, jitter_name, top_jitter, is_async),
+    ];
+    for (i, w) in config.whens.iter().enumerate() {
         let k = kind(&p, &err, &names, &w.kind);
-        let s = settings(&p, &names, top, Some(&w.overrides));
+        let b = format_ident!("__robust_backoff{}", i, span = Span::mixed_site());
+        let j = format_ident!("__robust_jitter{}", i, span = Span::mixed_site());
+        if let Some(s) = &w.overrides.backoff {
+            locals.push(bind_backoff(&p, &b, &s.value, is_async));
+        }
+        if let Some(s) = &w.overrides.jitter {
+            locals.push(bind_jitter(&p, &j, &s.value, is_async));
+        }
+        let s = settings(&p, &names, top, Some((&w.overrides, &b, &j)));
         whens = quote!(#p::when(#whens, #k, #s));
     }
     let on = kinds(
@@ -321,10 +397,11 @@ pub fn expand(config: Config, mut f: ItemFn) -> syn::Result<TokenStream> {
         Some(t) => match t.value {
             Limit::Finite(d) => {
                 let d = dur(&p, d);
+                let ps = respan(&p, t.span);
                 if is_async {
-                    quote_spanned!(t.span=> #p::async_timeout::<#err>(#d))
+                    quote_spanned!(t.span=> #ps::async_timeout::<_>(#d))
                 } else {
-                    quote_spanned!(t.span=> #p::sync_timeout(#d))
+                    quote_spanned!(t.span=> #ps::sync_timeout(#d))
                 }
             }
             Limit::Infinite => quote!(#p::NoTimeout),
@@ -332,11 +409,17 @@ pub fn expand(config: Config, mut f: ItemFn) -> syn::Result<TokenStream> {
         None => quote!(#p::NoTimeout),
     };
     let on_success = match &config.on_success {
-        Some(e) => quote_spanned!(e.span()=> #p::on_success(#e)),
+        Some(e) => {
+            let ps = respan(&p, e.span());
+            quote_spanned!(e.span()=> #ps::on_success(#e))
+        }
         None => quote!(#p::Noop),
     };
     let on_error = match &config.on_error {
-        Some(e) => quote_spanned!(e.span()=> #p::on_error::<#err, _>(#e)),
+        Some(e) => {
+            let ps = respan(&p, e.span());
+            quote_spanned!(e.span()=> #ps::on_error::<#err, _>(#e))
+        }
         None => quote!(#p::Noop),
     };
     let ctx = config.attempt.as_ref().map(|ctx| {
@@ -354,21 +437,28 @@ pub fn expand(config: Config, mut f: ItemFn) -> syn::Result<TokenStream> {
         #(#stmts)*
     }};
 
+    // Every use of `IsResult` carries the return type's span, so a non-`Result` return type
+    // is reported once, there.
+    let pr = respan(&p, ret_span);
+    let returned = Ident::new("__robust_returned", Span::mixed_site());
+    let sync_attempt = quote_spanned!(ret_span=> #pr::sync_attempt::<#ret, _>(|| #body));
+    let async_attempt = quote_spanned!(ret_span=> #pr::async_attempt::<#ret, _>(async #body));
+    let from_result = quote_spanned!(ret_span=> <#ret as #pr::IsResult>::from_result(#returned));
+    // Bind with patterns spanned at the return type: a type error in the binding is then
+    // reported there too (and merged with the error above) instead of on the whole attribute.
+    let pattern = spanned_group(quote!(#result, #fired), ret_span);
     let run_attempt = if is_async {
         quote! {
-            let (#result, #fired) = #p::run_attempt(
+            let #pattern = #p::run_attempt(
                 #policy.timeout(),
-                #p::async_attempt::<#ret, _>(async #body),
+                #async_attempt,
             ).await;
         }
     } else {
-        quote! {
-            let #result = #p::sync_attempt::<#ret, _>(|| #body);
-            let #fired = false;
-        }
+        let value = spanned_group(quote!(#sync_attempt, false), ret_span);
+        quote!(let #pattern = #value;)
     };
     let delay = Ident::new("__robust_delay", Span::mixed_site());
-    let returned = Ident::new("__robust_returned", Span::mixed_site());
     let sleep = if is_async {
         quote!(#p::sleep_async(#policy.env(), #delay).await)
     } else {
@@ -377,15 +467,14 @@ pub fn expand(config: Config, mut f: ItemFn) -> syn::Result<TokenStream> {
 
     let new_block = quote! {{
         #inspector
-        let #backoff = #top_backoff;
-        let #jitter_name = #top_jitter;
+        #(#locals)*
         let #policy = #p::policy(#whens, #on, #top_settings, #timeout, #on_success, #on_error);
         let mut #call = #policy.start();
         loop {
             let #attempt = #call.attempt();
             #run_attempt
             match #call.settle(#result, #fired) {
-                #p::Step::Return(#returned) => return #returned,
+                #p::Step::Return(#returned) => return #from_result,
                 #p::Step::Retry(#delay) => #sleep,
             }
         }

@@ -356,24 +356,30 @@ impl Params {
         Some(duration(v, name, errors))
     }
 
-    /// A required duration; reports it missing at `at`.
-    fn required(
+    /// Reports the required parameters that are missing, in one error at `at`.
+    fn check_required(
         &self,
-        name: &str,
+        names: &[&str],
         strategy: &str,
         form: &str,
         at: Span,
         errors: &mut Errors,
-    ) -> Option<Duration> {
-        match self.duration(name, errors) {
-            Some(d) => d,
-            None => {
-                errors.at(
-                    at,
-                    format!("`{strategy}` is missing its `{name}` parameter: write `{form}`"),
-                );
-                None
-            }
+    ) {
+        let missing: Vec<String> = names
+            .iter()
+            .filter(|n| self.get(n).is_none())
+            .map(|n| format!("`{n}`"))
+            .collect();
+        if !missing.is_empty() {
+            let (what, list) = if missing.len() == 1 {
+                ("parameter", missing[0].clone())
+            } else {
+                ("parameters", missing.join(" and "))
+            };
+            errors.at(
+                at,
+                format!("`{strategy}` is missing its {list} {what}: write `{form}`"),
+            );
         }
     }
 
@@ -439,11 +445,17 @@ fn strategy(value: &Value, errors: &mut Errors) -> Option<Strategy> {
         "none" => return Some(Strategy::None),
         other => format!("{other}(base = \"100ms\", max = \"20s\")"),
     };
-    let base = p.required("base", &s, &form, at, errors);
+    let required: &[&str] = if s == "constant" {
+        &["base"]
+    } else {
+        &["base", "max"]
+    };
+    p.check_required(required, &s, &form, at, errors);
+    let base = p.duration("base", errors).flatten();
     if s == "constant" {
         return base.map(|base| Strategy::Constant { base });
     }
-    let max = p.required("max", &s, &form, at, errors);
+    let max = p.duration("max", errors).flatten();
     let range_ok = match (base, max) {
         (Some(b), Some(m)) if b > m => {
             errors.at(

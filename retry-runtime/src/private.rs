@@ -24,7 +24,8 @@ pub use std::io::ErrorKind;
 use crate::kind::{Classify, Failure, chain_has_io, chain_has_timeout};
 use crate::settings::Settings;
 use crate::time::{AsyncSleep, Sleep};
-use crate::{Backoff, Elapsed, Inspect, Jitter, Policy};
+pub use crate::{Backoff, Jitter};
+use crate::{Elapsed, Inspect, Policy};
 
 /// The `Ok` and `Err` types of a `Result` return type.
 #[diagnostic::on_unimplemented(
@@ -39,6 +40,8 @@ pub trait IsResult {
     type Err;
     /// Converts into the `Result`.
     fn into_result(self) -> Result<Self::Ok, Self::Err>;
+    /// Converts back from the `Result`.
+    fn from_result(r: Result<Self::Ok, Self::Err>) -> Self;
 }
 
 impl<T, E> IsResult for Result<T, E> {
@@ -47,6 +50,10 @@ impl<T, E> IsResult for Result<T, E> {
     #[inline(always)]
     fn into_result(self) -> Result<T, E> {
         self
+    }
+    #[inline(always)]
+    fn from_result(r: Result<T, E>) -> Self {
+        r
     }
 }
 
@@ -106,11 +113,19 @@ impl<E: From<Elapsed>> FromElapsed for E {
     }
 }
 
-/// An async per-attempt timeout built for the error type `E`.
-#[derive(Debug)]
+/// An async per-attempt timeout built for the error type `E`. The conversion is taken when
+/// it is built, so the `From<Elapsed>` check is made once, where the user wrote `timeout`.
 pub struct AsyncLimit<E> {
     limit: Duration,
-    _e: PhantomData<fn() -> E>,
+    convert: fn(Elapsed) -> E,
+}
+
+impl<E> std::fmt::Debug for AsyncLimit<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AsyncLimit")
+            .field("limit", &self.limit)
+            .finish()
+    }
 }
 
 impl<E> Clone for AsyncLimit<E> {
@@ -122,10 +137,10 @@ impl<E> Copy for AsyncLimit<E> {}
 
 /// The timeout of an async fn: checks `E: From<Elapsed>` where the user wrote `timeout`.
 #[inline(always)]
-pub const fn async_timeout<E: FromElapsed>(limit: Duration) -> AsyncLimit<E> {
+pub fn async_timeout<E: FromElapsed>(limit: Duration) -> AsyncLimit<E> {
     AsyncLimit {
         limit,
-        _e: PhantomData,
+        convert: E::from_elapsed,
     }
 }
 
@@ -136,10 +151,10 @@ impl<E> crate::policy::AttemptTimeout for AsyncLimit<E> {
     }
 }
 
-impl<E: FromElapsed> crate::policy::AsyncTimeout<E> for AsyncLimit<E> {
+impl<E> crate::policy::AsyncTimeout<E> for AsyncLimit<E> {
     #[inline]
     fn expiry(&self) -> Option<(Duration, fn(Elapsed) -> E)> {
-        Some((self.limit, E::from_elapsed as fn(Elapsed) -> E))
+        Some((self.limit, self.convert))
     }
 }
 
@@ -159,18 +174,6 @@ pub fn on_success<F: Fn()>(f: F) -> F {
 #[inline(always)]
 pub fn on_error<E, F: Fn(&E, u32)>(f: F) -> F {
     f
-}
-
-/// Checks a `custom(EXPR)` backoff strategy.
-#[inline(always)]
-pub fn custom_backoff<B: Backoff>(b: B) -> B {
-    b
-}
-
-/// Checks a `custom(EXPR)` jitter algorithm.
-#[inline(always)]
-pub fn custom_jitter<J: Jitter>(j: J) -> J {
-    j
 }
 
 /// Settings from validated values.

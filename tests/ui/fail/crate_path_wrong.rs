@@ -1,0 +1,6 @@
+use retry_runtime::robust;
+
+#[robust(crate = "crate::nowhere")]
+fn f() -> Result<(), String> { Ok(()) }
+
+fn main() {}

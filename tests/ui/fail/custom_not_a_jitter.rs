@@ -1,0 +1,6 @@
+use retry_runtime::robust;
+
+#[robust(jitter = custom("full"))]
+fn f() -> Result<(), String> { Ok(()) }
+
+fn main() {}

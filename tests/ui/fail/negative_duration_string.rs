@@ -1,0 +1,6 @@
+use retry_runtime::robust;
+
+#[robust(backoff = constant(base = "-0.5"))]
+fn f() -> Result<(), String> { Ok(()) }
+
+fn main() {}

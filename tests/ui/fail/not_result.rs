@@ -1,0 +1,6 @@
+use retry_runtime::robust;
+
+#[robust(retries = 3)]
+fn f() -> u32 { 3 }
+
+fn main() {}

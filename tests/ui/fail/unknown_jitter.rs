@@ -1,0 +1,6 @@
+use retry_runtime::robust;
+
+#[robust(jitter = partial)]
+fn f() -> Result<(), String> { Ok(()) }
+
+fn main() {}

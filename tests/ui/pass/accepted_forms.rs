@@ -1,0 +1,70 @@
+//! Every accepted form of the attribute compiles.
+
+use std::io;
+
+use retry_runtime::robust;
+
+#[derive(Debug)]
+enum MyError {
+    Busy { code: u32 },
+    Locked,
+}
+
+#[robust]
+fn defaults() -> Result<(), String> { Ok(()) }
+
+#[robust(timeout = "1m 30s", retries = 0, max_delay = 2.5, scale = 2, jitter = none)]
+fn durations() -> io::Result<()> { Ok(()) }
+
+#[robust(timeout = -1, max_delay = -1, retries = -1, backoff = none)]
+fn infinite() -> io::Result<()> { Ok(()) }
+
+#[robust(timeout = none, max_delay = none)]
+fn none_words() -> io::Result<()> { Ok(()) }
+
+#[robust(backoff = exponential(base = "100ms", max = "20s"), jitter = full)]
+fn exp_default_m() -> io::Result<()> { Ok(()) }
+
+#[robust(backoff = exponential(max = 60, m = 1.5, base = 0.5), jitter = equal)]
+fn exp_any_order() -> io::Result<()> { Ok(()) }
+
+#[robust(backoff = linear(base = 1, max = 10), jitter = decorrelated)]
+fn linear_default() -> io::Result<()> { Ok(()) }
+
+#[robust(backoff = linear(base = 1, max = 10, interval = 0), jitter = aws_decorrelated)]
+fn linear_zero_interval() -> io::Result<()> { Ok(()) }
+
+#[robust(backoff = fibonacci(base = 0, max = "1h", unit = "250ms"))]
+fn fibonacci() -> io::Result<()> { Ok(()) }
+
+#[robust(backoff = polynomial(base = 1, max = 60, p = 2))]
+fn polynomial_single() -> io::Result<()> { Ok(()) }
+
+#[robust(backoff = polynomial(base = 1, max = 60, p = [1.5, 3], unit = "10ms"))]
+fn polynomial_list() -> io::Result<()> { Ok(()) }
+
+#[robust(backoff = random(base = 1, max = 1))]
+fn random_degenerate() -> io::Result<()> { Ok(()) }
+
+#[robust(on = [Timeout, Io(ConnectionRefused, ConnectionReset), MyError::Busy { .. } | MyError::Locked])]
+fn kinds_patterns() -> Result<(), MyError> { Ok(()) }
+
+#[robust(on = [|e: &MyError| matches!(e, MyError::Busy { code } if *code > 3)])]
+fn kinds_closure() -> Result<(), MyError> { Ok(()) }
+
+#[robust(
+    on = [Io],
+    when(Io(ConnectionRefused), retries = 0),
+    when(Timeout, retries = 10, max_delay = "1m", backoff = constant(base = "200ms"), jitter = none, scale = 0.5),
+)]
+fn whens() -> io::Result<()> { Ok(()) }
+
+fn log_success() {}
+
+#[robust(on_success = log_success, on_error = |e: &io::Error, n| eprintln!("{n}: {e}"), attempt = ctx)]
+fn callbacks_and_context() -> io::Result<u32> { Ok(ctx.number()) }
+
+#[robust(crate = "::retry_runtime", retries = 1)]
+async fn async_with_crate() -> io::Result<()> { Ok(()) }
+
+fn main() {}
