@@ -204,3 +204,86 @@ fn async_paths_allocations() {
         );
     });
 }
+
+mod attribute {
+    use super::*;
+    use retry_runtime::robust;
+
+    #[robust(timeout = "2s", retries = 5, backoff = exponential(base = 1, max = 60), jitter = full,
+             on = [Timeout, Io], when(Io(ConnectionRefused), retries = 0),
+             on_success = || {}, on_error = |_e: &io::Error, _n| {})]
+    fn annotated(fail: &Cell<u32>) -> io::Result<u32> {
+        if fail.get() > 0 {
+            fail.set(fail.get() - 1);
+            return Err(ErrorKind::ConnectionReset.into());
+        }
+        Ok(1)
+    }
+
+    #[robust(retries = 3, backoff = none)]
+    async fn annotated_async(fail: &Cell<u32>) -> io::Result<u32> {
+        if fail.get() > 0 {
+            fail.set(fail.get() - 1);
+            return Err(ErrorKind::ConnectionReset.into());
+        }
+        Ok(2)
+    }
+
+    #[robust(timeout = "2s", retries = 3, backoff = constant(base = "1ms"))]
+    async fn annotated_async_timeout(fail: &Cell<u32>) -> io::Result<u32> {
+        if fail.get() > 0 {
+            fail.set(fail.get() - 1);
+            return Err(ErrorKind::ConnectionReset.into());
+        }
+        Ok(3)
+    }
+
+    #[robust(retries = 3, backoff = none)]
+    fn retried(fail: &Cell<u32>) -> io::Result<u32> {
+        if fail.get() > 0 {
+            fail.set(fail.get() - 1);
+            return Err(ErrorKind::ConnectionReset.into());
+        }
+        Ok(4)
+    }
+
+    #[test]
+    fn annotated_sync_fn_does_not_allocate() {
+        // Warm up the thread's random generator (one allocation per thread, by `rand`).
+        let _ = retried(&Cell::new(3));
+        let (r, n) = allocations(|| annotated(&Cell::new(0)));
+        assert_eq!(r.unwrap(), 1);
+        assert_eq!(n, 0, "success path with a timeout, rules and callbacks");
+        let (r, n) = allocations(|| retried(&Cell::new(3)));
+        assert_eq!(r.unwrap(), 4);
+        assert_eq!(n, 0, "retry path");
+    }
+
+    #[test]
+    fn annotated_async_fn_does_not_allocate() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let _ = annotated_async_timeout(&Cell::new(1)).await;
+            let _ = annotated_async(&Cell::new(1)).await;
+            for (fail, name) in [(0, "success"), (3, "retry")] {
+                let before = ALLOCS.with(Cell::get);
+                let r = annotated_async(&Cell::new(fail)).await;
+                assert_eq!(r.unwrap(), 2);
+                assert_eq!(ALLOCS.with(Cell::get) - before, 0, "{name} path");
+
+                let before = ALLOCS.with(Cell::get);
+                let r = annotated_async_timeout(&Cell::new(fail)).await;
+                assert_eq!(r.unwrap(), 3);
+                assert_eq!(
+                    ALLOCS.with(Cell::get) - before,
+                    0,
+                    "{name} path with timeout"
+                );
+            }
+        });
+    }
+}

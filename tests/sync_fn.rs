@@ -419,3 +419,70 @@ fn timeout_kind_walks_the_source_chain_of_any_error_type() {
     assert!(own_error_type().is_err());
     assert_eq!(ATTEMPTS.with(Cell::get), 3);
 }
+
+#[robust(
+    retries = 5,
+    backoff = constant(base = "1s"),
+    jitter = none,
+    on = [Io],
+    when(Io(ConnectionRefused), retries = 0),
+    when(Io(TimedOut), retries = 2, backoff = constant(base = "10ms"), scale = 2),
+)]
+fn per_kind(script: &[ErrorKind]) -> io::Result<()> {
+    let n = attempt() as usize;
+    match script.get(n - 1) {
+        Some(kind) => Err((*kind).into()),
+        None => Ok(()),
+    }
+}
+
+#[test]
+fn per_kind_rules_share_one_retry_count() {
+    let time = reset();
+    let _g = time.install();
+    // Refused: no retry at all.
+    assert!(per_kind(&[ErrorKind::ConnectionRefused]).is_err());
+    assert_eq!(ATTEMPTS.with(Cell::get), 1);
+    // Timeouts: 2 retries of 10 ms * 2.
+    reset();
+    let time = VirtualTime::new();
+    let _g = time.install();
+    assert!(per_kind(&[ErrorKind::TimedOut; 5]).is_err());
+    assert_eq!(time.sleeps(), vec![Duration::from_millis(20); 2]);
+    // Other I/O errors: the top-level 5 retries of 1 s; a timeout after two of them finds the
+    // shared count at 2, which its own limit of 2 does not allow.
+    reset();
+    let time = VirtualTime::new();
+    let _g = time.install();
+    let script = [
+        ErrorKind::ConnectionReset,
+        ErrorKind::BrokenPipe,
+        ErrorKind::TimedOut,
+    ];
+    assert_eq!(per_kind(&script).unwrap_err().kind(), ErrorKind::TimedOut);
+    assert_eq!(time.sleeps(), vec![secs(1); 2]);
+}
+
+/// A generic error type: kinds still find the `source()` chain through `E: Error`.
+#[robust(retries = 2, backoff = none, on = [Io(NotFound)])]
+fn generic_error<E>(make: fn() -> E) -> Result<(), E>
+where
+    E: std::error::Error + 'static,
+{
+    attempt();
+    Err(make())
+}
+
+#[test]
+fn generic_error_types() {
+    let time = reset();
+    let _g = time.install();
+    assert!(generic_error(|| io::Error::from(ErrorKind::NotFound)).is_err());
+    assert_eq!(ATTEMPTS.with(Cell::get), 3);
+    reset();
+    assert!(generic_error(|| Wrapped(ErrorKind::NotFound.into())).is_err());
+    assert_eq!(ATTEMPTS.with(Cell::get), 3);
+    reset();
+    assert!(generic_error(|| io::Error::from(ErrorKind::Other)).is_err());
+    assert_eq!(ATTEMPTS.with(Cell::get), 1);
+}

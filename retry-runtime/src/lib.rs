@@ -78,4 +78,5 @@ pub use rules::{Rule, Rules};
 pub use settings::{Plan, Retries, Settings};
 
 #[cfg(feature = "macros")]
+#[doc = include_str!("robust.md")]
 pub use retry_macros::robust;
