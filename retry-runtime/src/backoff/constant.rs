@@ -3,6 +3,7 @@ use std::time::Duration;
 use rand::Rng;
 
 use super::Backoff;
+use crate::{ConfigError, duration_from_secs};
 
 /// Constant backoff: `v_x = base`.
 ///
@@ -23,6 +24,11 @@ impl Constant {
     /// A constant delay of `base`.
     pub const fn new(base: Duration) -> Self {
         Self { base }
+    }
+
+    /// The same from a number of seconds. Error: negative, NaN or infinite.
+    pub fn from_secs(base: f64) -> Result<Self, ConfigError> {
+        Ok(Self::new(duration_from_secs("base", base)?))
     }
 }
 

@@ -3,7 +3,7 @@ use std::time::Duration;
 use rand::Rng;
 
 use super::{Backoff, check_range, from_nanos_f64};
-use crate::ConfigError;
+use crate::{ConfigError, duration_from_secs};
 
 /// Exponential backoff: `v_x = min(max, base * m^x)`.
 ///
@@ -47,6 +47,22 @@ impl Exponential {
             return Err(ConfigError::new("m", "must be a finite number >= 1"));
         }
         Ok(Self { base, max, m })
+    }
+
+    /// The same from numbers of seconds, as the attribute writes them. Errors: a negative,
+    /// NaN or infinite duration; `base > max`; `m` below 1, NaN or infinite.
+    ///
+    /// ```
+    /// use retry_runtime::Exponential;
+    /// assert!(Exponential::from_secs(0.1, 20.0, 2.0).is_ok());
+    /// assert_eq!(Exponential::from_secs(-1.0, 20.0, 2.0).unwrap_err().parameter(), "base");
+    /// ```
+    pub fn from_secs(base: f64, max: f64, m: f64) -> Result<Self, ConfigError> {
+        Self::new(
+            duration_from_secs("base", base)?,
+            duration_from_secs("max", max)?,
+            m,
+        )
     }
 
     /// No validation: for parameters already checked (by the attribute, at compile time).

@@ -3,7 +3,7 @@ use std::time::Duration;
 use rand::Rng;
 
 use super::{Backoff, check_range, from_nanos};
-use crate::ConfigError;
+use crate::{ConfigError, duration_from_secs};
 
 /// Fibonacci backoff: `v_x = min(max, base + Fib(x) * unit)`, with `Fib(0) = 0`, `Fib(1) = 1`,
 /// `Fib(2) = 1`, `Fib(3) = 2`, ... and `unit = 1 s` by default.
@@ -29,6 +29,16 @@ impl Fibonacci {
     /// `unit = 1 s`. Error: `base > max`.
     pub fn new(base: Duration, max: Duration) -> Result<Self, ConfigError> {
         Self::with_unit(base, max, Duration::from_secs(1))
+    }
+
+    /// The same from numbers of seconds. Errors: a negative, NaN or infinite duration;
+    /// `base > max`.
+    pub fn from_secs(base: f64, max: f64, unit: f64) -> Result<Self, ConfigError> {
+        Self::with_unit(
+            duration_from_secs("base", base)?,
+            duration_from_secs("max", max)?,
+            duration_from_secs("unit", unit)?,
+        )
     }
 
     /// No validation: for parameters already checked (by the attribute, at compile time).

@@ -3,7 +3,7 @@ use std::time::Duration;
 use rand::Rng;
 
 use super::{Backoff, check_range, from_nanos};
-use crate::ConfigError;
+use crate::{ConfigError, duration_from_secs};
 
 /// Linear backoff: `v_x = min(max, base + interval * x)`.
 ///
@@ -30,6 +30,16 @@ impl Linear {
     /// `v_x = min(max, base * (x + 1))`. Error: `base > max`.
     pub fn new(base: Duration, max: Duration) -> Result<Self, ConfigError> {
         Self::with_interval(base, max, base)
+    }
+
+    /// The same from numbers of seconds. Errors: a negative (`interval < 0` included), NaN or
+    /// infinite duration; `base > max`.
+    pub fn from_secs(base: f64, max: f64, interval: f64) -> Result<Self, ConfigError> {
+        Self::with_interval(
+            duration_from_secs("base", base)?,
+            duration_from_secs("max", max)?,
+            duration_from_secs("interval", interval)?,
+        )
     }
 
     /// No validation: for parameters already checked (by the attribute, at compile time).

@@ -179,3 +179,55 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod from_secs_tests {
+    use super::*;
+
+    #[test]
+    fn every_invalid_number_is_a_config_error() {
+        let bad = [-1.0, f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 1e300];
+        for v in bad {
+            assert_eq!(
+                Exponential::from_secs(v, 60.0, 2.0)
+                    .unwrap_err()
+                    .parameter(),
+                "base"
+            );
+            assert_eq!(
+                Exponential::from_secs(1.0, v, 2.0).unwrap_err().parameter(),
+                "max"
+            );
+            assert_eq!(
+                Linear::from_secs(1.0, 60.0, v).unwrap_err().parameter(),
+                "interval"
+            );
+            assert_eq!(
+                Fibonacci::from_secs(1.0, 60.0, v).unwrap_err().parameter(),
+                "unit"
+            );
+            assert_eq!(
+                Polynomial::from_secs(v, 60.0, [2.0], 1.0)
+                    .unwrap_err()
+                    .parameter(),
+                "base"
+            );
+            assert_eq!(Random::from_secs(1.0, v).unwrap_err().parameter(), "max");
+            assert_eq!(Constant::from_secs(v).unwrap_err().parameter(), "base");
+        }
+        assert_eq!(Random::from_secs(2.0, 1.0).unwrap_err().parameter(), "base");
+        assert_eq!(
+            Exponential::from_secs(1.0, 2.0, 0.5)
+                .unwrap_err()
+                .parameter(),
+            "m"
+        );
+        assert_eq!(
+            Polynomial::from_secs(1.0, 2.0, [1.0], 1.0)
+                .unwrap_err()
+                .parameter(),
+            "p"
+        );
+        assert!(Linear::from_secs(0.0, 0.0, 0.0).is_ok());
+    }
+}

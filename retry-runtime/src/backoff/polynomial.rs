@@ -3,7 +3,7 @@ use std::time::Duration;
 use rand::Rng;
 
 use super::{Backoff, check_range, from_nanos, from_nanos_f64};
-use crate::ConfigError;
+use crate::{ConfigError, duration_from_secs};
 
 /// Polynomial backoff: `v_x = min(max, base + (x^p1 + ... + x^pN) * unit)`, every `p > 1`,
 /// `unit = 1 s` by default. The exponents are stored inline (`N` is a const generic), so a
@@ -31,6 +31,17 @@ impl<const N: usize> Polynomial<N> {
     /// `unit = 1 s`. Errors: `base > max`; no exponent; an exponent `<= 1`, NaN or infinite.
     pub fn new(base: Duration, max: Duration, p: [f64; N]) -> Result<Self, ConfigError> {
         Self::with_unit(base, max, p, Duration::from_secs(1))
+    }
+
+    /// The same from numbers of seconds. Errors as for [`Polynomial::new`], and a negative,
+    /// NaN or infinite duration.
+    pub fn from_secs(base: f64, max: f64, p: [f64; N], unit: f64) -> Result<Self, ConfigError> {
+        Self::with_unit(
+            duration_from_secs("base", base)?,
+            duration_from_secs("max", max)?,
+            p,
+            duration_from_secs("unit", unit)?,
+        )
     }
 
     /// No validation: for parameters already checked (by the attribute, at compile time).

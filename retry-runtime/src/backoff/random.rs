@@ -3,7 +3,7 @@ use std::time::Duration;
 use rand::{Rng, RngExt};
 
 use super::{Backoff, check_range, from_nanos};
-use crate::ConfigError;
+use crate::{ConfigError, duration_from_secs};
 
 /// Random backoff: `v_x` uniform in `[base, max]`, whatever `x`.
 ///
@@ -24,6 +24,15 @@ pub struct Random {
 }
 
 impl Random {
+    /// The same from numbers of seconds. Errors: a negative, NaN or infinite duration;
+    /// `base > max`.
+    pub fn from_secs(base: f64, max: f64) -> Result<Self, ConfigError> {
+        Self::new(
+            duration_from_secs("base", base)?,
+            duration_from_secs("max", max)?,
+        )
+    }
+
     /// No validation: for parameters already checked (by the attribute, at compile time).
     #[doc(hidden)]
     pub const fn new_unchecked(base: Duration, max: Duration) -> Self {
