@@ -156,6 +156,15 @@ where
         }
     }
 
+    /// Starts a call whose random generator is seeded with `seed`, whatever the policy's own
+    /// seed: for simulations where every client must draw its own jitter reproducibly.
+    pub fn start_seeded(&self, seed: u64) -> Call<'_, Self> {
+        Call {
+            rng: Some(SmallRng::seed_from_u64(seed)),
+            ..self.start()
+        }
+    }
+
     /// Runs `body` under this policy, blocking the thread while backing off.
     ///
     /// A configured timeout is cooperative here (a running thread cannot be cancelled): the
