@@ -106,7 +106,7 @@ fn run_once<B: Backoff, J: Jitter>(n: usize, backoff: &B, jitter: &J, seed: u64)
         .expect("a valid policy");
     let network = Normal::new(10.0, 2.0).expect("valid normal distribution");
     let mut net_rng = SmallRng::seed_from_u64(seed);
-    let mut hop = move || (network.sample(&mut net_rng) as f64).abs() * 1e6; // ns
+    let mut hop = move || network.sample(&mut net_rng).abs() * 1e6; // ns
 
     let mut clients: Vec<_> = (0..n as u64)
         .map(|i| policy.start_seeded(seed.wrapping_mul(1_000_003).wrapping_add(i)))
