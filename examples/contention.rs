@@ -104,7 +104,7 @@ fn run_once<B: Backoff, J: Jitter>(n: usize, backoff: &B, jitter: &J, seed: u64)
         .env(clock.clone())
         .build()
         .expect("a valid policy");
-    let network = Normal::new(10.0, 2.0).expect("valid normal distribution");
+    let network = Normal::<f64>::new(10.0, 2.0).expect("valid normal distribution");
     let mut net_rng = SmallRng::seed_from_u64(seed);
     let mut hop = move || network.sample(&mut net_rng).abs() * 1e6; // ns
 
