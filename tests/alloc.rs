@@ -140,8 +140,15 @@ fn async_paths_allocations() {
         .build()
         .unwrap();
     rt.block_on(async {
-        // Warm up the thread's random generator and tokio's timer wheel.
-        let _ = timed
+        // Warm up the thread's random generator (a jittered non-zero delay draws from it) and
+        // tokio's timer wheel.
+        let warm = Policy::builder()
+            .retries(1)
+            .backoff(retry_runtime::Constant::new(Duration::from_millis(1)))
+            .timeout(Duration::from_secs(2))
+            .build()
+            .unwrap();
+        let _ = warm
             .call_async(|a| async move {
                 if a.retries() < 1 {
                     Err(io::Error::from(ErrorKind::Other))

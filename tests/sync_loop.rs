@@ -456,3 +456,52 @@ fn concurrent_calls_share_no_state() {
         }
     });
 }
+
+/// A clock that counts how often it is read.
+#[derive(Clone, Default)]
+struct CountingClock {
+    time: VirtualTime,
+    reads: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+impl Clock for CountingClock {
+    fn now(&self) -> std::time::Instant {
+        self.reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.time.now()
+    }
+}
+impl retry_runtime::time::Sleep for CountingClock {
+    fn sleep(&self, d: Duration) {
+        retry_runtime::time::Sleep::sleep(&self.time, d)
+    }
+}
+
+#[test]
+fn a_lazy_call_reads_no_clock_unless_a_rule_needs_it() {
+    use retry_runtime::Step;
+    let env = CountingClock::default();
+    let reads = || env.reads.load(std::sync::atomic::Ordering::SeqCst);
+    let p = Policy::builder()
+        .retries(2)
+        .backoff(Constant::new(secs(1)))
+        .env(env.clone())
+        .build()
+        .unwrap();
+    let mut call = p.start_lazy();
+    assert!(matches!(
+        call.settle(Err::<(), _>("busy"), false),
+        Step::Retry(_)
+    ));
+    assert_eq!(call.settle(Ok::<_, &str>(1), false), Step::Return(Ok(1)));
+    assert_eq!(reads(), 0);
+
+    // With a budget the clock is read to check it.
+    let p = Policy::builder()
+        .retries(2)
+        .max_delay(secs(10))
+        .env(env.clone())
+        .build()
+        .unwrap();
+    let mut call = p.start_lazy();
+    let _ = call.settle(Err::<(), _>("busy"), false);
+    assert!(reads() > 0);
+}

@@ -465,13 +465,31 @@ pub fn expand(config: Config, mut f: ItemFn) -> syn::Result<TokenStream> {
         quote!(#p::sleep(#policy.env(), #delay))
     };
 
+    // The clock is read only when something needs it: the attempt context, a `max_delay`
+    // budget, or a blocking fn's cooperative timeout. Otherwise the success path reads no
+    // clock at all.
+    let finite = |l: &Option<crate::valid::Spanned<Limit>>| {
+        matches!(l.as_ref().map(|s| s.value), Some(Limit::Finite(_)))
+    };
+    let budget = finite(&config.settings.max_delay)
+        || config.whens.iter().any(|w| finite(&w.overrides.max_delay));
+    let needs_clock = config.attempt.is_some() || budget || (!is_async && finite(&config.timeout));
+    let (start, attempt_stmt) = if needs_clock {
+        (
+            quote!(#policy.start()),
+            quote!(let #attempt = #call.attempt();),
+        )
+    } else {
+        (quote!(#policy.start_lazy()), quote!())
+    };
+
     let new_block = quote! {{
         #inspector
         #(#locals)*
         let #policy = #p::policy(#whens, #on, #top_settings, #timeout, #on_success, #on_error);
-        let mut #call = #policy.start();
+        let mut #call = #start;
         loop {
-            let #attempt = #call.attempt();
+            #attempt_stmt
             #run_attempt
             match #call.settle(#result, #fired) {
                 #p::Step::Return(#returned) => return #from_result,

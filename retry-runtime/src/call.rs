@@ -134,9 +134,45 @@ pub struct Call<'p, P> {
     policy: &'p P,
     retries: u32,
     jitter: JitterState,
-    first: Instant,
+    /// When the first attempt started; `None` for a lazy call until something needs it.
+    first: Option<Instant>,
     deadline: Option<Instant>,
-    rng: Option<SmallRng>,
+    rng: LazyRng,
+}
+
+/// The call's random generator, seeded on first use: a call that never draws a random number
+/// (success, or backoff without randomness) never seeds one.
+#[derive(Debug, Default)]
+struct LazyRng {
+    seed: Option<u64>,
+    inner: Option<SmallRng>,
+}
+
+impl LazyRng {
+    fn get(&mut self) -> &mut SmallRng {
+        let seed = self.seed;
+        self.inner.get_or_insert_with(|| match seed {
+            Some(s) => SmallRng::seed_from_u64(s),
+            None => rand::make_rng(),
+        })
+    }
+}
+
+impl rand::TryRng for LazyRng {
+    type Error = std::convert::Infallible;
+
+    fn try_next_u32(&mut self) -> Result<u32, Self::Error> {
+        Ok(rand::Rng::next_u32(self.get()))
+    }
+
+    fn try_next_u64(&mut self) -> Result<u64, Self::Error> {
+        Ok(rand::Rng::next_u64(self.get()))
+    }
+
+    fn try_fill_bytes(&mut self, dst: &mut [u8]) -> Result<(), Self::Error> {
+        rand::Rng::fill_bytes(self.get(), dst);
+        Ok(())
+    }
 }
 
 impl<W, K, B, J, T, S, F, C> Policy<W, K, B, J, T, S, F, C>
@@ -147,12 +183,23 @@ where
     /// Starts a call: a fresh retry count and clock reading.
     pub fn start(&self) -> Call<'_, Self> {
         Call {
+            first: Some(self.env.now()),
+            ..self.start_lazy()
+        }
+    }
+
+    /// Starts a call that reads the clock only when something needs it: use it when no
+    /// attempt context is read, no rule has a `max_delay` and the timeout (if any) is enforced
+    /// by cancellation (async), as the `#[robust]` expansion does. Such a call's success path
+    /// reads no clock at all; [`Call::attempt`] must not be called on it.
+    pub fn start_lazy(&self) -> Call<'_, Self> {
+        Call {
             policy: self,
             retries: 0,
             jitter: JitterState::default(),
-            first: self.env.now(),
+            first: None,
             deadline: None,
-            rng: None,
+            rng: LazyRng::default(),
         }
     }
 
@@ -160,7 +207,10 @@ where
     /// seed: for simulations where every client must draw its own jitter reproducibly.
     pub fn start_seeded(&self, seed: u64) -> Call<'_, Self> {
         Call {
-            rng: Some(SmallRng::seed_from_u64(seed)),
+            rng: LazyRng {
+                seed: Some(seed),
+                inner: None,
+            },
             ..self.start()
         }
     }
@@ -254,13 +304,14 @@ where
     /// Marks the start of an attempt and returns its context.
     pub fn attempt(&mut self) -> Attempt<'p> {
         let started = self.policy.env.now();
+        let first = *self.first.get_or_insert(started);
         let timeout = self.policy.timeout.limit();
         self.deadline = timeout.and_then(|t| started.checked_add(t));
         Attempt {
             retries: self.retries,
             timeout,
             started,
-            first: self.first,
+            first,
             clock: &self.policy.env,
         }
     }
@@ -295,8 +346,7 @@ where
             Err(e) => e,
         };
         let p = self.policy;
-        let now = p.env.now();
-        let timed_out = timed_out || self.deadline.is_some_and(|d| now >= d);
+        let timed_out = timed_out || self.deadline.is_some_and(|d| p.env.now() >= d);
         p.on_error.on_error(&error, self.retries);
 
         let failure = Failure::new(&error, timed_out);
@@ -311,14 +361,13 @@ where
         if plan.budget().is_some_and(|b| b.is_zero()) {
             return Step::Return(Err(error));
         }
-        let seed = p.seed.or_else(|| p.env.seed());
-        let rng = self.rng.get_or_insert_with(|| match seed {
-            Some(s) => SmallRng::seed_from_u64(s),
-            None => rand::make_rng(),
-        });
-        let delay = plan.next_delay(&mut self.jitter, rng);
+        if self.rng.inner.is_none() && self.rng.seed.is_none() {
+            self.rng.seed = p.seed.or_else(|| p.env.seed());
+        }
+        let delay = plan.next_delay(&mut self.jitter, &mut self.rng);
         if let Some(budget) = plan.budget() {
-            let elapsed = now.saturating_duration_since(self.first);
+            let now = p.env.now();
+            let elapsed = now.saturating_duration_since(*self.first.get_or_insert(now));
             if elapsed.saturating_add(delay) >= budget {
                 return Step::Return(Err(error));
             }

@@ -85,6 +85,9 @@ pub struct FullJitter;
 impl Jitter for FullJitter {
     fn jitter(&self, b: &dyn Backoff, s: &mut JitterState, rng: &mut dyn Rng) -> Duration {
         let v = b.delay(s.exponent, rng).as_nanos();
+        if v == 0 {
+            return Duration::ZERO;
+        }
         from_nanos(rng.random_range(0..=v))
     }
 }
@@ -96,6 +99,9 @@ pub struct EqualJitter;
 impl Jitter for EqualJitter {
     fn jitter(&self, b: &dyn Backoff, s: &mut JitterState, rng: &mut dyn Rng) -> Duration {
         let v = b.delay(s.exponent, rng).as_nanos();
+        if v == 0 {
+            return Duration::ZERO;
+        }
         let half = v / 2;
         from_nanos(half + rng.random_range(0..=v - half))
     }
