@@ -167,8 +167,7 @@ async fn the_call_future_is_send_and_calls_are_independent() {
         retry_runtime::Policy<
             (),
             retry_runtime::kind::AnyError,
-            NoBackoff,
-            retry_runtime::FullJitter,
+            retry_runtime::RuleSettings<NoBackoff, retry_runtime::FullJitter>,
             retry_runtime::PerAttempt,
         >,
     > = std::sync::LazyLock::new(|| {

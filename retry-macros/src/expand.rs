@@ -223,16 +223,47 @@ fn uses_inspector(c: &Config) -> bool {
     c.on.as_ref().is_some_and(|on| on.value.iter().any(is)) || c.whens.iter().any(|w| is(&w.kind))
 }
 
-/// Settings tokens: `o` overrides `top` (the top-level settings, whose strategy and jitter live
-/// in the locals `backoff` and `jitter`).
-fn settings(
+/// The type of a built-in strategy; `None` for `custom(...)`.
+fn strategy_type(p: &TokenStream, s: &Strategy) -> Option<TokenStream> {
+    Some(match s {
+        Strategy::Exponential { .. } => quote!(#p::Exponential),
+        Strategy::Linear { .. } => quote!(#p::Linear),
+        Strategy::Fibonacci { .. } => quote!(#p::Fibonacci),
+        Strategy::Polynomial { p: exps, .. } => {
+            let n = exps.len();
+            quote!(#p::Polynomial<#n>)
+        }
+        Strategy::Random { .. } => quote!(#p::Random),
+        Strategy::Constant { .. } => quote!(#p::Constant),
+        Strategy::None => quote!(#p::NoBackoff),
+        Strategy::Custom(_) => return None,
+    })
+}
+
+/// The type of a built-in jitter; `None` for `custom(...)`.
+fn jitter_type(p: &TokenStream, j: &JitterSpec) -> Option<TokenStream> {
+    Some(match j {
+        JitterSpec::None => quote!(#p::NoJitter),
+        JitterSpec::Full => quote!(#p::FullJitter),
+        JitterSpec::Equal => quote!(#p::EqualJitter),
+        JitterSpec::Decorrelated => quote!(#p::Decorrelated),
+        JitterSpec::AwsDecorrelated => quote!(#p::AwsDecorrelated),
+        JitterSpec::Custom(_) => return None,
+    })
+}
+
+/// One rule's settings: `o` overrides `top`. With a built-in strategy and jitter they are a
+/// `const` item (pushed to `items`) and the policy holds a `&'static` reference to it, which
+/// keeps the async future small; a custom strategy or jitter is referred to through the local
+/// that binds it (`custom.0`, `custom.1`).
+fn rule_settings(
     p: &TokenStream,
-    names: &Names,
     top: &Overrides,
-    o: Option<(&Overrides, &Ident, &Ident)>,
+    o: Option<&Overrides>,
+    index: usize,
+    custom: (&Ident, &Ident),
+    items: &mut Vec<TokenStream>,
 ) -> TokenStream {
-    let locals = o.map(|(_, b, j)| (b, j));
-    let o = o.map(|(o, _, _)| o);
     let pick = |f: fn(&Overrides) -> bool| o.filter(|o| f(o)).unwrap_or(top);
     let r = pick(|o| o.retries.is_some());
     let retries = retries(p, r.retries.as_ref().map(|s| s.value));
@@ -240,16 +271,45 @@ fn settings(
     let max_delay = limit(p, m.max_delay.as_ref().map(|s| s.value));
     let s = pick(|o| o.scale.is_some());
     let scale = float(s.scale.as_ref().map_or(1.0, |s| s.value));
-    let (b, j) = (&names.backoff, &names.jitter);
-    let backoff = match (o.and_then(|o| o.backoff.as_ref()), locals) {
-        (Some(_), Some((local, _))) => quote!(&#local),
-        _ => quote!(&#b),
+    let default_backoff = Strategy::Exponential {
+        base: Duration::from_millis(100),
+        max: Duration::from_secs(20),
+        m: 2.0,
     };
-    let jitter = match (o.and_then(|o| o.jitter.as_ref()), locals) {
-        (Some(_), Some((_, local))) => quote!(&#local),
-        _ => quote!(&#j),
-    };
-    quote!(#p::settings(#retries, #max_delay, #backoff, #jitter, #scale))
+    let backoff = pick(|o| o.backoff.is_some())
+        .backoff
+        .as_ref()
+        .map_or(&default_backoff, |s| &s.value);
+    let jitter_spec = pick(|o| o.jitter.is_some())
+        .jitter
+        .as_ref()
+        .map_or(&JitterSpec::Full, |s| &s.value);
+    match (strategy_type(p, backoff), jitter_type(p, jitter_spec)) {
+        (Some(bt), Some(jt)) => {
+            let name = format_ident!("__ROBUST_SETTINGS_{}", index, span = Span::mixed_site());
+            let b = strategy(p, backoff);
+            let j = jitter(p, jitter_spec);
+            items.push(quote! {
+                const #name: #p::RuleSettings<#bt, #jt> =
+                    #p::settings(#retries, #max_delay, #b, #j, #scale);
+            });
+            quote!(&#name)
+        }
+        (bt, jt) => {
+            let (cb, cj) = custom;
+            let b = if bt.is_some() {
+                strategy(p, backoff)
+            } else {
+                quote!(#cb)
+            };
+            let j = if jt.is_some() {
+                jitter(p, jitter_spec)
+            } else {
+                quote!(#cj)
+            };
+            quote!(#p::settings(#retries, #max_delay, #b, #j, #scale))
+        }
+    }
 }
 
 /// Rewrites the parameters: owned ones are cloned for each attempt, `&mut` ones reborrowed.
@@ -368,21 +428,31 @@ pub fn expand(config: Config, mut f: ItemFn) -> syn::Result<TokenStream> {
     let top_jitter = top.jitter.as_ref().map_or(&JitterSpec::Full, |s| &s.value);
 
     let mut whens = quote!(());
-    let mut locals = vec![
-        bind_backoff(&p, backoff, top_backoff, is_async),
-        bind_jitter(&p, jitter_name, top_jitter, is_async),
-    ];
+    // Custom strategies and jitter are bound once to locals; built-in settings become consts.
+    let mut locals = Vec::new();
+    if matches!(top_backoff, Strategy::Custom(_)) {
+        locals.push(bind_backoff(&p, backoff, top_backoff, is_async));
+    }
+    if matches!(top_jitter, JitterSpec::Custom(_)) {
+        locals.push(bind_jitter(&p, jitter_name, top_jitter, is_async));
+    }
     for (i, w) in config.whens.iter().enumerate() {
         let k = kind(&p, &err, &names, &w.kind);
-        let b = format_ident!("__robust_backoff{}", i, span = Span::mixed_site());
-        let j = format_ident!("__robust_jitter{}", i, span = Span::mixed_site());
-        if let Some(s) = &w.overrides.backoff {
+        let mut b = backoff.clone();
+        let mut j = jitter_name.clone();
+        if let Some(s) = &w.overrides.backoff
+            && matches!(s.value, Strategy::Custom(_))
+        {
+            b = format_ident!("__robust_backoff{}", i, span = Span::mixed_site());
             locals.push(bind_backoff(&p, &b, &s.value, is_async));
         }
-        if let Some(s) = &w.overrides.jitter {
+        if let Some(s) = &w.overrides.jitter
+            && matches!(s.value, JitterSpec::Custom(_))
+        {
+            j = format_ident!("__robust_jitter{}", i, span = Span::mixed_site());
             locals.push(bind_jitter(&p, &j, &s.value, is_async));
         }
-        let s = settings(&p, &names, top, Some((&w.overrides, &b, &j)));
+        let s = rule_settings(&p, top, Some(&w.overrides), i + 1, (&b, &j), &mut locals);
         whens = quote!(#p::when(#whens, #k, #s));
     }
     let on = kinds(
@@ -391,7 +461,7 @@ pub fn expand(config: Config, mut f: ItemFn) -> syn::Result<TokenStream> {
         &names,
         config.on.as_ref().map_or(&[][..], |o| &o.value),
     );
-    let top_settings = settings(&p, &names, top, None);
+    let top_settings = rule_settings(&p, top, None, 0, (backoff, jitter_name), &mut locals);
 
     let timeout = match &config.timeout {
         Some(t) => match t.value {

@@ -175,7 +175,7 @@ impl rand::TryRng for LazyRng {
     }
 }
 
-impl<W, K, B, J, T, S, F, C> Policy<W, K, B, J, T, S, F, C>
+impl<W, K, P, T, S, F, C> Policy<W, K, P, T, S, F, C>
 where
     T: AttemptTimeout,
     C: Clock + Sync,
@@ -225,8 +225,7 @@ where
         G: FnMut(Attempt<'p>) -> Result<R, E>,
         W: Rules<E>,
         K: Classify<E>,
-        B: crate::Backoff,
-        J: crate::Jitter,
+        P: Plan,
         S: OnSuccess,
         F: OnError<E>,
         C: Env,
@@ -243,7 +242,7 @@ where
 }
 
 #[cfg(feature = "tokio")]
-impl<W, K, B, J, T, S, F, C> Policy<W, K, B, J, T, S, F, C>
+impl<W, K, P, T, S, F, C> Policy<W, K, P, T, S, F, C>
 where
     C: Clock + Sync,
 {
@@ -277,8 +276,7 @@ where
         Fut: Future<Output = Result<R, E>>,
         W: Rules<E>,
         K: Classify<E>,
-        B: crate::Backoff,
-        J: crate::Jitter,
+        P: Plan,
         T: crate::policy::AsyncTimeout<E>,
         S: OnSuccess,
         F: OnError<E>,
@@ -296,7 +294,7 @@ where
     }
 }
 
-impl<'p, W, K, B, J, T, S, F, C> Call<'p, Policy<W, K, B, J, T, S, F, C>>
+impl<'p, W, K, P, T, S, F, C> Call<'p, Policy<W, K, P, T, S, F, C>>
 where
     T: AttemptTimeout,
     C: Clock + Sync,
@@ -333,8 +331,7 @@ where
     where
         W: Rules<E>,
         K: Classify<E>,
-        B: crate::Backoff,
-        J: crate::Jitter,
+        P: Plan,
         S: OnSuccess,
         F: OnError<E>,
     {

@@ -75,7 +75,7 @@ pub use jitter::{
 pub use kind::Inspect;
 pub use policy::{AsyncTimeout, AttemptTimeout, NoTimeout, PerAttempt, Policy, PolicyBuilder};
 pub use rules::{Rule, Rules};
-pub use settings::{Plan, Retries, Settings};
+pub use settings::{Plan, Retries, RuleSettings, Settings};
 
 #[cfg(feature = "macros")]
 #[doc = include_str!("robust.md")]

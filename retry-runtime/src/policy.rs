@@ -10,7 +10,7 @@ use crate::hooks::Noop;
 use crate::jitter::FullJitter;
 use crate::kind::AnyError;
 use crate::rules::Rule;
-use crate::settings::{Retries, Settings};
+use crate::settings::{Retries, RuleSettings, Settings};
 use crate::time::DefaultEnv;
 use crate::{ConfigError, Elapsed, limit_from_secs};
 
@@ -74,9 +74,10 @@ impl<E: From<Elapsed>> AsyncTimeout<E> for PerAttempt {
 /// [`Policy::call_async`] (tokio). A policy holds no per-call state: one policy can serve any
 /// number of concurrent calls, and every call starts from a fresh retry count.
 ///
-/// The type parameters are the rules added with `when` (`W`), the `on` kind (`K`), the backoff
-/// (`B`) and jitter (`J`) of the `on` rule, the timeout (`T`), the callbacks (`S`, `F`) and the
-/// environment (`C`); they are all inferred from the builder calls.
+/// The type parameters are the rules added with `when` (`W`), the `on` kind (`K`), the settings
+/// of the `on` rule (`P`, a [`RuleSettings`] with its backoff and jitter types), the timeout
+/// (`T`), the callbacks (`S`, `F`) and the environment (`C`); they are all inferred from the
+/// builder calls.
 ///
 /// ```
 /// use std::time::Duration;
@@ -99,8 +100,7 @@ impl<E: From<Elapsed>> AsyncTimeout<E> for PerAttempt {
 pub struct Policy<
     W = (),
     K = AnyError,
-    B = Exponential,
-    J = FullJitter,
+    P = RuleSettings,
     T = NoTimeout,
     S = Noop,
     F = Noop,
@@ -108,7 +108,7 @@ pub struct Policy<
 > {
     pub(crate) whens: W,
     pub(crate) on: K,
-    pub(crate) settings: Settings<B, J>,
+    pub(crate) settings: P,
     pub(crate) timeout: T,
     pub(crate) on_success: S,
     pub(crate) on_error: F,
@@ -137,14 +137,14 @@ impl Policy {
     }
 }
 
-impl<W, K, B, J, T, S, F, C> Policy<W, K, B, J, T, S, F, C> {
+impl<W, K, P, T, S, F, C> Policy<W, K, P, T, S, F, C> {
     /// The environment (clock and sleepers) of this policy.
     pub const fn env(&self) -> &C {
         &self.env
     }
 
     /// The settings of the `on` rule.
-    pub const fn settings(&self) -> &Settings<B, J> {
+    pub const fn settings(&self) -> &P {
         &self.settings
     }
 
@@ -193,7 +193,7 @@ pub struct PolicyBuilder<
     F = Noop,
     C = DefaultEnv,
 > {
-    policy: Policy<W, K, B, J, T, S, F, C>,
+    policy: Policy<W, K, Settings<B, J>, T, S, F, C>,
     error: Option<ConfigError>,
 }
 
@@ -288,7 +288,7 @@ impl<W, K, B, J, T, S, F, C> PolicyBuilder<W, K, B, J, T, S, F, C> {
         self,
         kind: K2,
         f: impl FnOnce(Settings<B, J>) -> Settings<B2, J2>,
-    ) -> PolicyBuilder<(W, Rule<K2, Settings<B2, J2>>), K, B, J, T, S, F, C>
+    ) -> PolicyBuilder<(W, Rule<K2, RuleSettings<B2, J2>>), K, B, J, T, S, F, C>
     where
         B: Clone,
         J: Clone,
@@ -301,7 +301,7 @@ impl<W, K, B, J, T, S, F, C> PolicyBuilder<W, K, B, J, T, S, F, C> {
         }
         PolicyBuilder {
             policy: Policy {
-                whens: (p.whens, Rule::new(kind, settings)),
+                whens: (p.whens, Rule::new(kind, settings.rule)),
                 on: p.on,
                 settings: p.settings,
                 timeout: p.timeout,
@@ -414,11 +414,21 @@ impl<W, K, B, J, T, S, F, C> PolicyBuilder<W, K, B, J, T, S, F, C> {
     }
 
     /// The policy, or the first invalid value given to the builder.
-    pub fn build(self) -> Result<Policy<W, K, B, J, T, S, F, C>, ConfigError> {
-        match self.error.or(self.policy.settings.error) {
-            Some(e) => Err(e),
-            None => Ok(self.policy),
+    pub fn build(self) -> Result<Policy<W, K, RuleSettings<B, J>, T, S, F, C>, ConfigError> {
+        if let Some(e) = self.error {
+            return Err(e);
         }
+        let p = self.policy;
+        Ok(Policy {
+            whens: p.whens,
+            on: p.on,
+            settings: p.settings.build()?,
+            timeout: p.timeout,
+            on_success: p.on_success,
+            on_error: p.on_error,
+            env: p.env,
+            seed: p.seed,
+        })
     }
 }
 

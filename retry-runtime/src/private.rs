@@ -22,7 +22,7 @@ pub use core::time::Duration as Dur;
 pub use std::io::ErrorKind;
 
 use crate::kind::{Classify, Failure, chain_has_io, chain_has_timeout};
-use crate::settings::Settings;
+pub use crate::settings::RuleSettings;
 use crate::time::{AsyncSleep, Sleep};
 pub use crate::{Backoff, Jitter};
 use crate::{Elapsed, Inspect, Policy};
@@ -184,27 +184,26 @@ pub const fn settings<B, J>(
     backoff: B,
     jitter: J,
     scale: f64,
-) -> Settings<B, J> {
-    Settings {
+) -> RuleSettings<B, J> {
+    RuleSettings {
         retries,
         max_delay,
         backoff,
         jitter,
         scale,
-        error: None,
     }
 }
 
 /// A policy from validated parts, on the default environment.
 #[inline(always)]
-pub const fn policy<W, K, B, J, T, S, F>(
+pub const fn policy<W, K, P, T, S, F>(
     whens: W,
     on: K,
-    settings: Settings<B, J>,
+    settings: P,
     timeout: T,
     on_success: S,
     on_error: F,
-) -> Policy<W, K, B, J, T, S, F, DefaultEnv> {
+) -> Policy<W, K, P, T, S, F, DefaultEnv> {
     Policy {
         whens,
         on,

@@ -75,18 +75,49 @@ impl From<usize> for Retries {
     }
 }
 
-/// The settings one rule applies. The defaults are the SPEC's: 3 retries, no `max_delay`,
-/// `exponential(base = 100 ms, max = 20 s, m = 2)`, full jitter, scale 1.
-///
-/// Setters never panic: an invalid value is remembered and reported by
-/// [`PolicyBuilder::build`](crate::PolicyBuilder::build).
+/// The validated settings of one rule, as a [`Policy`](crate::Policy) holds them: retry limit,
+/// `max_delay` budget, backoff, jitter and scale. Build them with [`Settings`].
 #[derive(Debug, Clone, Copy)]
-pub struct Settings<B = Exponential, J = FullJitter> {
+pub struct RuleSettings<B = Exponential, J = FullJitter> {
     pub(crate) retries: Retries,
     pub(crate) max_delay: Option<Duration>,
     pub(crate) backoff: B,
     pub(crate) jitter: J,
     pub(crate) scale: f64,
+}
+
+impl<B, J> RuleSettings<B, J> {
+    /// The retry limit.
+    pub const fn retries(&self) -> Retries {
+        self.retries
+    }
+    /// The `max_delay` budget, `None` for infinite.
+    pub const fn max_delay(&self) -> Option<Duration> {
+        self.max_delay
+    }
+    /// The backoff strategy.
+    pub const fn backoff(&self) -> &B {
+        &self.backoff
+    }
+    /// The jitter algorithm.
+    pub const fn jitter(&self) -> &J {
+        &self.jitter
+    }
+    /// The scale factor.
+    pub const fn scale(&self) -> f64 {
+        self.scale
+    }
+}
+
+/// The settings one rule applies, while they are being written. The defaults are the SPEC's:
+/// 3 retries, no `max_delay`, `exponential(base = 100 ms, max = 20 s, m = 2)`, full jitter,
+/// scale 1.
+///
+/// Setters never panic: an invalid value is remembered and reported by
+/// [`PolicyBuilder::build`](crate::PolicyBuilder::build).
+#[derive(Debug, Clone, Copy)]
+pub struct Settings<B = Exponential, J = FullJitter> {
+    pub(crate) rule: RuleSettings<B, J>,
     pub(crate) error: Option<ConfigError>,
 }
 
@@ -100,11 +131,13 @@ impl Settings {
     /// The SPEC defaults.
     pub const fn new() -> Self {
         Settings {
-            retries: Retries::Limited(3),
-            max_delay: None,
-            backoff: Exponential::DEFAULT,
-            jitter: FullJitter,
-            scale: 1.0,
+            rule: RuleSettings {
+                retries: Retries::Limited(3),
+                max_delay: None,
+                backoff: Exponential::DEFAULT,
+                jitter: FullJitter,
+                scale: 1.0,
+            },
             error: None,
         }
     }
@@ -118,42 +151,40 @@ impl<B, J> Settings<B, J> {
 
     /// At most `n` retries; negative = forever (see [`Retries`]).
     pub fn retries(mut self, n: impl Into<Retries>) -> Self {
-        self.retries = n.into();
+        self.rule.retries = n.into();
         self
     }
 
     /// A budget of total time since the first attempt: a retry is made only if it can start
     /// before the budget is spent. `Duration::ZERO` never retries.
     pub fn max_delay(mut self, budget: Duration) -> Self {
-        self.max_delay = Some(budget);
+        self.rule.max_delay = Some(budget);
         self
     }
 
     /// `max_delay` in seconds, negative = infinite (the SPEC convention). NaN or infinite is
     /// an error.
-    pub fn max_delay_secs(self, secs: f64) -> Self {
+    pub fn max_delay_secs(mut self, secs: f64) -> Self {
         match limit_from_secs("max_delay", secs) {
-            Ok(limit) => Self {
-                max_delay: limit,
-                ..self
-            },
+            Ok(limit) => {
+                self.rule.max_delay = limit;
+                self
+            }
             Err(e) => self.fail(e),
         }
     }
 
     /// Removes the `max_delay` budget (the default).
     pub fn no_max_delay(mut self) -> Self {
-        self.max_delay = None;
+        self.rule.max_delay = None;
         self
     }
 
     /// Multiplies every delay by `factor`, applied last. It must be finite and > 0.
-    pub fn scale(self, factor: f64) -> Self {
+    pub fn scale(mut self, factor: f64) -> Self {
         if factor.is_finite() && factor > 0.0 {
-            Self {
-                scale: factor,
-                ..self
-            }
+            self.rule.scale = factor;
+            self
         } else {
             self.fail(ConfigError::new("scale", "must be a finite number > 0"))
         }
@@ -161,24 +192,30 @@ impl<B, J> Settings<B, J> {
 
     /// The backoff strategy.
     pub fn backoff<B2>(self, backoff: B2) -> Settings<B2, J> {
+        let r = self.rule;
         Settings {
-            retries: self.retries,
-            max_delay: self.max_delay,
-            backoff,
-            jitter: self.jitter,
-            scale: self.scale,
+            rule: RuleSettings {
+                retries: r.retries,
+                max_delay: r.max_delay,
+                backoff,
+                jitter: r.jitter,
+                scale: r.scale,
+            },
             error: self.error,
         }
     }
 
     /// The jitter algorithm.
     pub fn jitter<J2>(self, jitter: J2) -> Settings<B, J2> {
+        let r = self.rule;
         Settings {
-            retries: self.retries,
-            max_delay: self.max_delay,
-            backoff: self.backoff,
-            jitter,
-            scale: self.scale,
+            rule: RuleSettings {
+                retries: r.retries,
+                max_delay: r.max_delay,
+                backoff: r.backoff,
+                jitter,
+                scale: r.scale,
+            },
             error: self.error,
         }
     }
@@ -186,6 +223,14 @@ impl<B, J> Settings<B, J> {
     /// The first invalid value given to a setter, if any.
     pub const fn error(&self) -> Option<ConfigError> {
         self.error
+    }
+
+    /// The validated settings, or the first invalid value given to a setter.
+    pub fn build(self) -> Result<RuleSettings<B, J>, ConfigError> {
+        match self.error {
+            Some(e) => Err(e),
+            None => Ok(self.rule),
+        }
     }
 }
 
@@ -201,7 +246,7 @@ pub trait Plan {
     fn next_delay(&self, state: &mut JitterState, rng: &mut dyn Rng) -> Duration;
 }
 
-impl<B: Backoff, J: Jitter> Plan for Settings<B, J> {
+impl<B: Backoff, J: Jitter> Plan for RuleSettings<B, J> {
     #[inline]
     fn retry_limit(&self) -> Retries {
         self.retries
@@ -216,6 +261,38 @@ impl<B: Backoff, J: Jitter> Plan for Settings<B, J> {
         let jittered = self.jitter.jitter(&self.backoff, state, rng);
         state.previous = Some(jittered);
         scale(jittered, self.scale)
+    }
+}
+
+impl<B: Backoff, J: Jitter> Plan for Settings<B, J> {
+    #[inline]
+    fn retry_limit(&self) -> Retries {
+        self.rule.retry_limit()
+    }
+
+    #[inline]
+    fn budget(&self) -> Option<Duration> {
+        self.rule.budget()
+    }
+
+    fn next_delay(&self, state: &mut JitterState, rng: &mut dyn Rng) -> Duration {
+        self.rule.next_delay(state, rng)
+    }
+}
+
+impl<P: Plan + ?Sized> Plan for &P {
+    #[inline]
+    fn retry_limit(&self) -> Retries {
+        (**self).retry_limit()
+    }
+
+    #[inline]
+    fn budget(&self) -> Option<Duration> {
+        (**self).budget()
+    }
+
+    fn next_delay(&self, state: &mut JitterState, rng: &mut dyn Rng) -> Duration {
+        (**self).next_delay(state, rng)
     }
 }
 
@@ -268,7 +345,7 @@ mod tests {
         }
         let e = Settings::new().max_delay_secs(f64::NAN).error().unwrap();
         assert_eq!(e.parameter(), "max_delay");
-        assert_eq!(Settings::new().max_delay_secs(-1.0).max_delay, None);
+        assert_eq!(Settings::new().max_delay_secs(-1.0).rule.max_delay, None);
         // The first error wins.
         let e = Settings::new().scale(-1.0).max_delay_secs(f64::NAN).error();
         assert_eq!(e.unwrap().parameter(), "scale");

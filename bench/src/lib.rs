@@ -1,0 +1,173 @@
+//! The functions the benchmarks compare: the same body called directly, under `#[robust]`,
+//! in a hand-written retry loop with the same settings, and under backon.
+//!
+//! Settings everywhere: 3 retries, exponential backoff 100 ms .. 20 s with m = 2 and full
+//! jitter (the attribute's defaults), a 2 s per-attempt timeout for the async functions.
+//! The retry-path variants use no backoff (zero delay) so that only the loop is measured.
+
+use std::cell::Cell;
+use std::hint::black_box;
+use std::io::{self, ErrorKind};
+use std::time::Duration;
+
+use backon::{BlockingRetryable, ConstantBuilder, ExponentialBuilder, Retryable};
+use rand::RngExt;
+use rand::rngs::SmallRng;
+use retry_runtime::robust;
+
+/// The body: a little arithmetic the optimiser cannot see through.
+#[inline(never)]
+pub fn body(x: u64) -> io::Result<u64> {
+    Ok(black_box(x).wrapping_mul(3).rotate_left(7))
+}
+
+/// The body, async.
+#[inline(never)]
+pub async fn body_async(x: u64) -> io::Result<u64> {
+    Ok(black_box(x).wrapping_mul(3).rotate_left(7))
+}
+
+/// A body that fails while `fails` is above zero.
+#[inline(never)]
+pub fn flaky(x: u64, fails: &Cell<u32>) -> io::Result<u64> {
+    if fails.get() > 0 {
+        fails.set(fails.get() - 1);
+        return Err(ErrorKind::ConnectionReset.into());
+    }
+    body(x)
+}
+
+// --- sync success path -----------------------------------------------------------------------
+
+/// `#[robust]` with the default settings written out.
+#[robust(retries = 3, backoff = exponential(base = "100ms", max = "20s", m = 2), jitter = full)]
+pub fn robust_sync(x: u64) -> io::Result<u64> {
+    body(x)
+}
+
+const BASE: Duration = Duration::from_millis(100);
+const MAX: Duration = Duration::from_secs(20);
+
+/// The same settings, written by hand.
+pub fn hand_sync(x: u64) -> io::Result<u64> {
+    let mut retries = 0u32;
+    let mut rng: Option<SmallRng> = None;
+    loop {
+        match body(x) {
+            Ok(v) => return Ok(v),
+            Err(e) if retries >= 3 => return Err(e),
+            Err(_) => {
+                let v = BASE.saturating_mul(1 << retries.min(31)).min(MAX);
+                let rng = rng.get_or_insert_with(rand::make_rng);
+                let d = Duration::from_nanos(rng.random_range(0..=v.as_nanos() as u64));
+                std::thread::sleep(d);
+                retries += 1;
+            }
+        }
+    }
+}
+
+fn backon_exponential() -> ExponentialBuilder {
+    ExponentialBuilder::default()
+        .with_min_delay(BASE)
+        .with_max_delay(MAX)
+        .with_factor(2.0)
+        .with_jitter()
+        .with_max_times(3)
+}
+
+/// The same settings with backon's blocking retry.
+pub fn backon_sync(x: u64) -> io::Result<u64> {
+    (|| body(x))
+        .retry(backon_exponential())
+        .sleep(std::thread::sleep)
+        .call()
+}
+
+// --- async success path with a 2 s timeout ---------------------------------------------------
+
+const TIMEOUT: Duration = Duration::from_secs(2);
+
+/// `#[robust]` with a per-attempt timeout.
+#[robust(timeout = "2s", retries = 3, backoff = exponential(base = "100ms", max = "20s", m = 2), jitter = full)]
+pub async fn robust_async(x: u64) -> io::Result<u64> {
+    body_async(x).await
+}
+
+/// `tokio::time::timeout` written by hand (no retry at all).
+pub async fn hand_timeout(x: u64) -> io::Result<u64> {
+    tokio::time::timeout(TIMEOUT, body_async(x)).await?
+}
+
+/// backon with the same timeout around each attempt.
+pub async fn backon_async(x: u64) -> io::Result<u64> {
+    (|| async { tokio::time::timeout(TIMEOUT, body_async(x)).await? })
+        .retry(backon_exponential())
+        .await
+}
+
+// --- retry path: the first two attempts fail, no backoff --------------------------------------
+
+/// `#[robust]`, no backoff.
+#[robust(retries = 3, backoff = none, jitter = none)]
+pub fn robust_retry(x: u64, fails: &Cell<u32>) -> io::Result<u64> {
+    flaky(x, fails)
+}
+
+/// A hand-written loop, no backoff.
+pub fn hand_retry(x: u64, fails: &Cell<u32>) -> io::Result<u64> {
+    let mut retries = 0u32;
+    loop {
+        match flaky(x, fails) {
+            Ok(v) => return Ok(v),
+            Err(e) if retries >= 3 => return Err(e),
+            Err(_) => retries += 1,
+        }
+    }
+}
+
+/// backon, zero constant delay.
+pub fn backon_retry(x: u64, fails: &Cell<u32>) -> io::Result<u64> {
+    (|| flaky(x, fails))
+        .retry(
+            ConstantBuilder::default()
+                .with_delay(Duration::ZERO)
+                .with_max_times(3),
+        )
+        .sleep(std::thread::sleep)
+        .call()
+}
+
+/// The async body of the retry path under `#[robust]`.
+#[robust(retries = 3, backoff = none, jitter = none)]
+pub async fn robust_retry_async(x: u64, fails: &Cell<u32>) -> io::Result<u64> {
+    flaky(x, fails)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_variant_computes_the_same_value() {
+        let want = body(5).unwrap();
+        assert_eq!(robust_sync(5).unwrap(), want);
+        assert_eq!(hand_sync(5).unwrap(), want);
+        assert_eq!(backon_sync(5).unwrap(), want);
+        for f in [robust_retry, hand_retry, backon_retry] {
+            let fails = Cell::new(2);
+            assert_eq!(f(5, &fails).unwrap(), want);
+            assert_eq!(fails.get(), 0);
+        }
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            assert_eq!(robust_async(5).await.unwrap(), want);
+            assert_eq!(hand_timeout(5).await.unwrap(), want);
+            assert_eq!(backon_async(5).await.unwrap(), want);
+            assert_eq!(robust_retry_async(5, &Cell::new(2)).await.unwrap(), want);
+        });
+    }
+}
