@@ -94,6 +94,12 @@ pub async fn robust_async(x: u64) -> io::Result<u64> {
     body_async(x).await
 }
 
+/// `#[robust]` without a timeout, for the future's size against the body alone.
+#[robust(retries = 3, backoff = exponential(base = "100ms", max = "20s", m = 2), jitter = full)]
+pub async fn robust_async_plain(x: u64) -> io::Result<u64> {
+    body_async(x).await
+}
+
 /// `tokio::time::timeout` written by hand (no retry at all).
 pub async fn hand_timeout(x: u64) -> io::Result<u64> {
     tokio::time::timeout(TIMEOUT, body_async(x)).await?

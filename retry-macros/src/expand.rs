@@ -512,25 +512,32 @@ pub fn expand(config: Config, mut f: ItemFn) -> syn::Result<TokenStream> {
     let pr = respan(&p, ret_span);
     let returned = Ident::new("__robust_returned", Span::mixed_site());
     let sync_attempt = quote_spanned!(ret_span=> #pr::sync_attempt::<#ret, _>(|| #body));
-    let async_attempt = quote_spanned!(ret_span=> #pr::async_attempt::<#ret, _>(async #body));
+    let async_attempt = quote_spanned!(ret_span=> #pr::pin_output::<#ret, _>(async #body));
     let from_result = quote_spanned!(ret_span=> <#ret as #pr::IsResult>::from_result(#returned));
     // Bind with patterns spanned at the return type: a type error in the binding is then
     // reported there too (and merged with the error above) instead of on the whole attribute.
     let pattern = spanned_group(quote!(#result, #fired), ret_span);
+    let timer = Ident::new("__robust_timer", Span::mixed_site());
     let run_attempt = if is_async {
+        let fut = Ident::new("__robust_future", Span::mixed_site());
         quote! {
-            let #pattern = #p::run_attempt(
-                #policy.timeout(),
-                #async_attempt,
-            ).await;
+            let #pattern = {
+                let #fut = ::core::pin::pin!(#async_attempt);
+                #p::race(#timer.as_mut(), #fut, #policy.timeout()).await
+            };
         }
     } else {
         let value = spanned_group(quote!(#sync_attempt, false), ret_span);
         quote!(let #pattern = #value;)
     };
     let delay = Ident::new("__robust_delay", Span::mixed_site());
+    let timer_stmt = if is_async {
+        quote!(let mut #timer = ::core::pin::pin!(#p::timer_slot());)
+    } else {
+        quote!()
+    };
     let sleep = if is_async {
-        quote!(#p::sleep_async(#policy.env(), #delay).await)
+        quote!(#p::backoff_on(#timer.as_mut(), #delay).await)
     } else {
         quote!(#p::sleep(#policy.env(), #delay))
     };
@@ -558,6 +565,7 @@ pub fn expand(config: Config, mut f: ItemFn) -> syn::Result<TokenStream> {
         #(#locals)*
         let #policy = #p::policy(#whens, #on, #top_settings, #timeout, #on_success, #on_error);
         let mut #call = #start;
+        #timer_stmt
         loop {
             #attempt_stmt
             #run_attempt

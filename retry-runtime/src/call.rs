@@ -137,28 +137,39 @@ pub struct Call<'p, P> {
     /// When the first attempt started; `None` for a lazy call until something needs it.
     first: Option<Instant>,
     deadline: Option<Instant>,
-    rng: LazyRng,
+    seed: CallSeed,
 }
 
-/// The call's random generator, seeded on first use: a call that never draws a random number
-/// (success, or backoff without randomness) never seeds one.
-#[derive(Debug, Default)]
-struct LazyRng {
-    seed: Option<u64>,
-    inner: Option<SmallRng>,
+/// The call's randomness: one seed, drawn (or taken from the policy) the first time a retry
+/// needs a random number. Each retry's delay draws from a generator seeded with the call's
+/// seed and the retry count, so the call keeps one word, whatever the generator's size, and a
+/// call that never draws seeds nothing.
+#[derive(Debug, Default, Clone, Copy)]
+struct CallSeed(Option<u64>);
+
+/// The generator of one retry, made on its first draw.
+struct RetryRng<'a> {
+    seed: &'a mut CallSeed,
+    fixed: Option<u64>,
+    retries: u32,
+    rng: Option<SmallRng>,
 }
 
-impl LazyRng {
+impl RetryRng<'_> {
     fn get(&mut self) -> &mut SmallRng {
-        let seed = self.seed;
-        self.inner.get_or_insert_with(|| match seed {
-            Some(s) => SmallRng::seed_from_u64(s),
-            None => rand::make_rng(),
+        let (seed, fixed, retries) = (&mut *self.seed, self.fixed, self.retries);
+        self.rng.get_or_insert_with(|| {
+            let call = *seed.0.get_or_insert_with(|| {
+                fixed.unwrap_or_else(|| rand::Rng::next_u64(&mut rand::rng()))
+            });
+            // `seed_from_u64` scrambles its input: consecutive retries get unrelated streams.
+            let mixed = call.wrapping_add(u64::from(retries).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            SmallRng::seed_from_u64(mixed)
         })
     }
 }
 
-impl rand::TryRng for LazyRng {
+impl rand::TryRng for RetryRng<'_> {
     type Error = std::convert::Infallible;
 
     fn try_next_u32(&mut self) -> Result<u32, Self::Error> {
@@ -199,7 +210,7 @@ where
             jitter: JitterState::default(),
             first: None,
             deadline: None,
-            rng: LazyRng::default(),
+            seed: CallSeed::default(),
         }
     }
 
@@ -207,10 +218,7 @@ where
     /// seed: for simulations where every client must draw its own jitter reproducibly.
     pub fn start_seeded(&self, seed: u64) -> Call<'_, Self> {
         Call {
-            rng: LazyRng {
-                seed: Some(seed),
-                inner: None,
-            },
+            seed: CallSeed(Some(seed)),
             ..self.start()
         }
     }
@@ -358,10 +366,13 @@ where
         if plan.budget().is_some_and(|b| b.is_zero()) {
             return Step::Return(Err(error));
         }
-        if self.rng.inner.is_none() && self.rng.seed.is_none() {
-            self.rng.seed = p.seed.or_else(|| p.env.seed());
-        }
-        let delay = plan.next_delay(&mut self.jitter, &mut self.rng);
+        let mut rng = RetryRng {
+            seed: &mut self.seed,
+            fixed: p.seed.or_else(|| p.env.seed()),
+            retries: self.retries,
+            rng: None,
+        };
+        let delay = plan.next_delay(&mut self.jitter, &mut rng);
         if let Some(budget) = plan.budget() {
             let now = p.env.now();
             let elapsed = now.saturating_duration_since(*self.first.get_or_insert(now));

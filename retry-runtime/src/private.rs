@@ -345,3 +345,96 @@ impl<E, const N: usize> Classify<E> for IoKind<E, N> {
 pub fn predicate<E, F: Fn(&E) -> bool>(f: F) -> crate::kind::Predicate<F> {
     crate::kind::Predicate(f)
 }
+
+// ---------------------------------------------------------------------------------------------
+// The async loop of the attribute keeps one tokio timer for the whole call: it bounds each
+// attempt and then times the backoff. One `Sleep` instead of one per await point keeps the
+// future small; it is created only when a timeout or a backoff first needs it.
+
+/// The call's timer slot, to be pinned in the generated async fn.
+#[cfg(feature = "tokio")]
+pub type TimerSlot = Option<tokio::time::Sleep>;
+
+/// An empty timer slot.
+#[cfg(feature = "tokio")]
+#[inline(always)]
+pub const fn timer_slot() -> TimerSlot {
+    None
+}
+
+/// Arms the timer for `d` from now (saturating far in the future).
+#[cfg(feature = "tokio")]
+fn arm(mut timer: std::pin::Pin<&mut TimerSlot>, d: Duration) {
+    let now = tokio::time::Instant::now();
+    // About thirty years: what tokio itself uses for "never".
+    let deadline = now
+        .checked_add(d)
+        .unwrap_or_else(|| now + Duration::from_secs(86400 * 365 * 30));
+    match timer.as_mut().as_pin_mut() {
+        Some(sleep) => sleep.reset(deadline),
+        None => timer.set(Some(tokio::time::sleep_until(deadline))),
+    }
+}
+
+/// Gives an async block its output type: the return type written on the fn, so that `?`
+/// converts into it. Adds no layer: the block is returned as it is.
+#[inline(always)]
+pub fn pin_output<Ret: IsResult, F: Future<Output = Ret>>(body: F) -> F {
+    body
+}
+
+/// Runs one async attempt (already pinned in the caller) under the policy's timeout, on the
+/// call's timer: the result, and whether the timeout fired first (the error is then
+/// `E::from(Elapsed)`, and the caller drops the attempt right after, which cancels it).
+#[cfg(feature = "tokio")]
+pub fn race<'a, Ret, T, Fut>(
+    mut timer: std::pin::Pin<&'a mut TimerSlot>,
+    mut attempt: std::pin::Pin<&'a mut Fut>,
+    timeout: &T,
+) -> impl Future<Output = (Result<Ret::Ok, Ret::Err>, bool)> + 'a
+where
+    Ret: IsResult,
+    Ret::Err: 'a,
+    T: crate::policy::AsyncTimeout<Ret::Err>,
+    Fut: Future<Output = Ret>,
+{
+    let expiry = timeout.expiry();
+    if let Some((limit, _)) = expiry {
+        arm(timer.as_mut(), limit);
+    }
+    std::future::poll_fn(move |cx| {
+        if let std::task::Poll::Ready(r) = attempt.as_mut().poll(cx) {
+            return std::task::Poll::Ready((r.into_result(), false));
+        }
+        if let Some((_, into_error)) = expiry
+            && let Some(sleep) = timer.as_mut().as_pin_mut()
+            && sleep.poll(cx).is_ready()
+        {
+            return std::task::Poll::Ready((Err(into_error(Elapsed::new())), true));
+        }
+        std::task::Poll::Pending
+    })
+}
+
+/// Sleeps `d` between async attempts on the call's timer (or on an installed virtual clock).
+#[cfg(feature = "tokio")]
+pub fn backoff_on(
+    mut timer: std::pin::Pin<&mut TimerSlot>,
+    d: Duration,
+) -> impl Future<Output = ()> + '_ {
+    let armed = match crate::time::installed() {
+        Some(t) => {
+            Sleep::sleep(&t, d);
+            false
+        }
+        None if d.is_zero() => false,
+        None => {
+            arm(timer.as_mut(), d);
+            true
+        }
+    };
+    std::future::poll_fn(move |cx| match timer.as_mut().as_pin_mut() {
+        Some(sleep) if armed => sleep.poll(cx),
+        _ => std::task::Poll::Ready(()),
+    })
+}

@@ -110,7 +110,7 @@ static ANY_INSTALLED: AtomicUsize = AtomicUsize::new(0);
 /// The virtual clocks installed with [`VirtualTime::install`], by thread.
 static INSTALLED: Mutex<Vec<(ThreadId, VirtualTime)>> = Mutex::new(Vec::new());
 
-fn installed() -> Option<VirtualTime> {
+pub(crate) fn installed() -> Option<VirtualTime> {
     if ANY_INSTALLED.load(Ordering::Relaxed) == 0 {
         return None;
     }
