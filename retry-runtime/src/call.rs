@@ -11,7 +11,7 @@ use crate::hooks::{OnError, OnSuccess};
 use crate::jitter::JitterState;
 use crate::kind::{Classify, Failure};
 use crate::policy::{AttemptTimeout, Policy};
-use crate::rules::Rules;
+use crate::rules::{PlanVisitor, Rules};
 use crate::settings::Plan;
 use crate::time::{Clock, Env};
 
@@ -140,6 +140,47 @@ pub struct Call<'p, P> {
     seed: CallSeed,
 }
 
+/// The retry decision for the rule that matched (SPEC section 6, step 2 and 3).
+struct Decide<'a> {
+    retries: u32,
+    jitter: &'a mut JitterState,
+    seed: &'a mut CallSeed,
+    first: &'a mut Option<Instant>,
+    policy_seed: Option<u64>,
+    env: &'a dyn Clock,
+}
+
+impl PlanVisitor for Decide<'_> {
+    type Out = Option<Duration>;
+
+    #[inline]
+    fn visit<P: Plan + ?Sized>(self, plan: &P) -> Option<Duration> {
+        if !plan.retry_limit().allows(self.retries) {
+            return None;
+        }
+        let budget = plan.budget();
+        if budget.is_some_and(|b| b.is_zero()) {
+            return None;
+        }
+        let mut rng = RetryRng {
+            seed: self.seed,
+            policy_seed: self.policy_seed,
+            env: self.env,
+            retries: self.retries,
+            rng: None,
+        };
+        let delay = plan.next_delay(self.jitter, &mut rng);
+        if let Some(budget) = budget {
+            let now = self.env.now();
+            let elapsed = now.saturating_duration_since(*self.first.get_or_insert(now));
+            if elapsed.saturating_add(delay) >= budget {
+                return None;
+            }
+        }
+        Some(delay)
+    }
+}
+
 /// The call's randomness: one seed, drawn (or taken from the policy) the first time a retry
 /// needs a random number. Each retry's delay draws from a generator seeded with the call's
 /// seed and the retry count, so the call keeps one word, whatever the generator's size, and a
@@ -150,17 +191,21 @@ struct CallSeed(Option<u64>);
 /// The generator of one retry, made on its first draw.
 struct RetryRng<'a> {
     seed: &'a mut CallSeed,
-    fixed: Option<u64>,
+    policy_seed: Option<u64>,
+    env: &'a dyn Clock,
     retries: u32,
     rng: Option<SmallRng>,
 }
 
 impl RetryRng<'_> {
     fn get(&mut self) -> &mut SmallRng {
-        let (seed, fixed, retries) = (&mut *self.seed, self.fixed, self.retries);
+        let (seed, policy_seed, env, retries) =
+            (&mut *self.seed, self.policy_seed, self.env, self.retries);
         self.rng.get_or_insert_with(|| {
             let call = *seed.0.get_or_insert_with(|| {
-                fixed.unwrap_or_else(|| rand::Rng::next_u64(&mut rand::rng()))
+                policy_seed
+                    .or_else(|| env.seed())
+                    .unwrap_or_else(|| rand::Rng::next_u64(&mut rand::rng()))
             });
             // `seed_from_u64` scrambles its input: consecutive retries get unrelated streams.
             let mixed = call.wrapping_add(u64::from(retries).wrapping_mul(0x9E37_79B9_7F4A_7C15));
@@ -335,6 +380,7 @@ where
     /// retries)` is called; then the first matching rule decides: no rule, its retry limit
     /// reached, or its `max_delay` budget unable to fit the next delay returns the error
     /// unchanged; otherwise the delay (strategy, jitter, scale) is returned for sleeping.
+    #[inline]
     pub fn settle<R, E>(&mut self, result: Result<R, E>, timed_out: bool) -> Step<R, E>
     where
         W: Rules<E>,
@@ -343,45 +389,48 @@ where
         S: OnSuccess,
         F: OnError<E>,
     {
-        let error = match result {
+        match result {
             Ok(value) => {
                 self.policy.on_success.on_success();
-                return Step::Return(Ok(value));
+                Step::Return(Ok(value))
             }
-            Err(e) => e,
-        };
+            Err(error) => match self.retry_delay(&error, timed_out) {
+                Some(delay) => Step::Retry(delay),
+                None => Step::Return(Err(error)),
+            },
+        }
+    }
+
+    /// The error path of [`settle`](Self::settle): the delay before the next attempt, or
+    /// `None` to give up.
+    #[inline]
+    fn retry_delay<E>(&mut self, error: &E, timed_out: bool) -> Option<Duration>
+    where
+        W: Rules<E>,
+        K: Classify<E>,
+        P: Plan,
+        F: OnError<E>,
+    {
         let p = self.policy;
         let timed_out = timed_out || self.deadline.is_some_and(|d| p.env.now() >= d);
-        p.on_error.on_error(&error, self.retries);
+        p.on_error.on_error(error, self.retries);
 
-        let failure = Failure::new(&error, timed_out);
-        let plan: &dyn Plan = match p.whens.select(&failure) {
-            Some(plan) => plan,
-            None if p.on.matches(&failure) => &p.settings,
-            None => return Step::Return(Err(error)),
-        };
-        if !plan.retry_limit().allows(self.retries) {
-            return Step::Return(Err(error));
-        }
-        if plan.budget().is_some_and(|b| b.is_zero()) {
-            return Step::Return(Err(error));
-        }
-        let mut rng = RetryRng {
-            seed: &mut self.seed,
-            fixed: p.seed.or_else(|| p.env.seed()),
+        let failure = Failure::new(error, timed_out);
+        let visitor = Decide {
             retries: self.retries,
-            rng: None,
+            jitter: &mut self.jitter,
+            seed: &mut self.seed,
+            first: &mut self.first,
+            policy_seed: p.seed,
+            env: &p.env,
         };
-        let delay = plan.next_delay(&mut self.jitter, &mut rng);
-        if let Some(budget) = plan.budget() {
-            let now = p.env.now();
-            let elapsed = now.saturating_duration_since(*self.first.get_or_insert(now));
-            if elapsed.saturating_add(delay) >= budget {
-                return Step::Return(Err(error));
-            }
-        }
+        let delay = match p.whens.select(&failure, visitor) {
+            Ok(decision) => decision?,
+            Err(visitor) if p.on.matches(&failure) => visitor.visit(&p.settings)?,
+            Err(_) => return None,
+        };
         self.retries = self.retries.saturating_add(1);
         self.jitter.exponent = self.jitter.exponent.saturating_add(1);
-        Step::Retry(delay)
+        Some(delay)
     }
 }

@@ -51,18 +51,21 @@ pub trait Jitter {
 }
 
 impl<J: Jitter + ?Sized> Jitter for &J {
+    #[inline]
     fn jitter(&self, b: &dyn Backoff, s: &mut JitterState, rng: &mut dyn Rng) -> Duration {
         (**self).jitter(b, s, rng)
     }
 }
 
 impl<J: Jitter + ?Sized> Jitter for Box<J> {
+    #[inline]
     fn jitter(&self, b: &dyn Backoff, s: &mut JitterState, rng: &mut dyn Rng) -> Duration {
         (**self).jitter(b, s, rng)
     }
 }
 
 impl<J: Jitter + ?Sized> Jitter for std::sync::Arc<J> {
+    #[inline]
     fn jitter(&self, b: &dyn Backoff, s: &mut JitterState, rng: &mut dyn Rng) -> Duration {
         (**self).jitter(b, s, rng)
     }
@@ -73,6 +76,7 @@ impl<J: Jitter + ?Sized> Jitter for std::sync::Arc<J> {
 pub struct NoJitter;
 
 impl Jitter for NoJitter {
+    #[inline]
     fn jitter(&self, b: &dyn Backoff, s: &mut JitterState, rng: &mut dyn Rng) -> Duration {
         b.delay(s.exponent, rng)
     }
@@ -83,6 +87,7 @@ impl Jitter for NoJitter {
 pub struct FullJitter;
 
 impl Jitter for FullJitter {
+    #[inline]
     fn jitter(&self, b: &dyn Backoff, s: &mut JitterState, rng: &mut dyn Rng) -> Duration {
         let v = b.delay(s.exponent, rng).as_nanos();
         if v == 0 {
@@ -97,6 +102,7 @@ impl Jitter for FullJitter {
 pub struct EqualJitter;
 
 impl Jitter for EqualJitter {
+    #[inline]
     fn jitter(&self, b: &dyn Backoff, s: &mut JitterState, rng: &mut dyn Rng) -> Duration {
         let v = b.delay(s.exponent, rng).as_nanos();
         if v == 0 {
@@ -115,6 +121,7 @@ impl Jitter for EqualJitter {
 pub struct Decorrelated;
 
 impl Jitter for Decorrelated {
+    #[inline]
     fn jitter(&self, b: &dyn Backoff, s: &mut JitterState, rng: &mut dyn Rng) -> Duration {
         if rng.random_bool(0.5) {
             s.exponent = 0;
@@ -129,6 +136,7 @@ impl Jitter for Decorrelated {
 pub struct AwsDecorrelated;
 
 impl Jitter for AwsDecorrelated {
+    #[inline]
     fn jitter(&self, b: &dyn Backoff, s: &mut JitterState, rng: &mut dyn Rng) -> Duration {
         let base = b.base().as_nanos();
         let previous = s.previous.map_or(base, |d| d.as_nanos());

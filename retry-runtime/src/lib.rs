@@ -74,7 +74,7 @@ pub use jitter::{
 };
 pub use kind::Inspect;
 pub use policy::{AsyncTimeout, AttemptTimeout, NoTimeout, PerAttempt, Policy, PolicyBuilder};
-pub use rules::{Rule, Rules};
+pub use rules::{PlanVisitor, Rule, Rules};
 pub use settings::{Plan, Retries, RuleSettings, Settings};
 
 #[cfg(feature = "macros")]

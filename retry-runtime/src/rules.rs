@@ -17,16 +17,26 @@ impl<K, P> Rule<K, P> {
     }
 }
 
+/// Receives the settings of the rule that matched, with their concrete type (so the retry
+/// loop's work on them is statically dispatched and inlined).
+pub trait PlanVisitor {
+    /// What the visit returns.
+    type Out;
+    /// Called with the matching rule's settings.
+    fn visit<P: Plan + ?Sized>(self, plan: &P) -> Self::Out;
+}
+
 /// An ordered list of rules: `()` is empty, `(Rest, Rule)` appends a rule after `Rest`.
 pub trait Rules<E> {
-    /// The settings of the first rule that matches `failure`, in the order written.
-    fn select(&self, failure: &Failure<'_, E>) -> Option<&dyn Plan>;
+    /// Visits the settings of the first rule that matches `failure`, in the order written;
+    /// gives the visitor back when no rule matches.
+    fn select<V: PlanVisitor>(&self, failure: &Failure<'_, E>, visitor: V) -> Result<V::Out, V>;
 }
 
 impl<E> Rules<E> for () {
     #[inline]
-    fn select(&self, _: &Failure<'_, E>) -> Option<&dyn Plan> {
-        None
+    fn select<V: PlanVisitor>(&self, _: &Failure<'_, E>, visitor: V) -> Result<V::Out, V> {
+        Err(visitor)
     }
 }
 
@@ -37,11 +47,11 @@ where
     P: Plan,
 {
     #[inline]
-    fn select(&self, f: &Failure<'_, E>) -> Option<&dyn Plan> {
-        match self.0.select(f) {
-            Some(p) => Some(p),
-            None if self.1.kind.matches(f) => Some(&self.1.settings),
-            None => None,
+    fn select<V: PlanVisitor>(&self, f: &Failure<'_, E>, visitor: V) -> Result<V::Out, V> {
+        match self.0.select(f, visitor) {
+            Ok(out) => Ok(out),
+            Err(visitor) if self.1.kind.matches(f) => Ok(visitor.visit(&self.1.settings)),
+            Err(visitor) => Err(visitor),
         }
     }
 }

@@ -257,6 +257,7 @@ impl<B: Backoff, J: Jitter> Plan for RuleSettings<B, J> {
         self.max_delay
     }
 
+    #[inline]
     fn next_delay(&self, state: &mut JitterState, rng: &mut dyn Rng) -> Duration {
         let jittered = self.jitter.jitter(&self.backoff, state, rng);
         state.previous = Some(jittered);
@@ -275,6 +276,7 @@ impl<B: Backoff, J: Jitter> Plan for Settings<B, J> {
         self.rule.budget()
     }
 
+    #[inline]
     fn next_delay(&self, state: &mut JitterState, rng: &mut dyn Rng) -> Duration {
         self.rule.next_delay(state, rng)
     }
@@ -291,12 +293,14 @@ impl<P: Plan + ?Sized> Plan for &P {
         (**self).budget()
     }
 
+    #[inline]
     fn next_delay(&self, state: &mut JitterState, rng: &mut dyn Rng) -> Duration {
         (**self).next_delay(state, rng)
     }
 }
 
 /// `d * factor`, saturating at [`Duration::MAX`].
+#[inline]
 pub(crate) fn scale(d: Duration, factor: f64) -> Duration {
     if factor == 1.0 {
         d

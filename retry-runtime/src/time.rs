@@ -67,18 +67,21 @@ impl Clock for DefaultEnv {
         }
     }
 
+    #[inline]
     fn seed(&self) -> Option<u64> {
         Self::installed_seed()
     }
 }
 
 impl DefaultEnv {
+    #[inline]
     fn installed_seed() -> Option<u64> {
         installed().and_then(|t| t.seed())
     }
 }
 
 impl Sleep for DefaultEnv {
+    #[inline]
     fn sleep(&self, d: Duration) {
         if let Some(t) = installed() {
             return Sleep::sleep(&t, d);
@@ -110,10 +113,16 @@ static ANY_INSTALLED: AtomicUsize = AtomicUsize::new(0);
 /// The virtual clocks installed with [`VirtualTime::install`], by thread.
 static INSTALLED: Mutex<Vec<(ThreadId, VirtualTime)>> = Mutex::new(Vec::new());
 
+#[inline]
 pub(crate) fn installed() -> Option<VirtualTime> {
     if ANY_INSTALLED.load(Ordering::Relaxed) == 0 {
         return None;
     }
+    installed_here()
+}
+
+#[cold]
+fn installed_here() -> Option<VirtualTime> {
     let me = std::thread::current().id();
     let list = INSTALLED.lock().unwrap_or_else(|e| e.into_inner());
     list.iter()

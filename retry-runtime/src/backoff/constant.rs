@@ -33,12 +33,15 @@ impl Constant {
 }
 
 impl Backoff for Constant {
+    #[inline]
     fn delay(&self, _x: u32, _rng: &mut dyn Rng) -> Duration {
         self.base
     }
+    #[inline]
     fn base(&self) -> Duration {
         self.base
     }
+    #[inline]
     fn max(&self) -> Duration {
         self.base
     }
@@ -49,9 +52,11 @@ impl Backoff for Constant {
 pub struct NoBackoff;
 
 impl Backoff for NoBackoff {
+    #[inline]
     fn delay(&self, _x: u32, _rng: &mut dyn Rng) -> Duration {
         Duration::ZERO
     }
+    #[inline]
     fn max(&self) -> Duration {
         Duration::ZERO
     }

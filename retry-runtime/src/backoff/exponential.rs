@@ -78,6 +78,7 @@ impl Exponential {
 }
 
 impl Backoff for Exponential {
+    #[inline]
     fn delay(&self, x: u32, _rng: &mut dyn Rng) -> Duration {
         if self.base.is_zero() {
             return Duration::ZERO;
@@ -87,9 +88,11 @@ impl Backoff for Exponential {
         // Float rounding of very large bases (> 2^53 ns) must not fall below `base`.
         from_nanos_f64(self.base.as_nanos() as f64 * factor, self.max).max(self.base)
     }
+    #[inline]
     fn base(&self) -> Duration {
         self.base
     }
+    #[inline]
     fn max(&self) -> Duration {
         self.max
     }

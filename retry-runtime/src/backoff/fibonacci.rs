@@ -55,6 +55,7 @@ impl Fibonacci {
 }
 
 impl Backoff for Fibonacci {
+    #[inline]
     fn delay(&self, x: u32, _rng: &mut dyn Rng) -> Duration {
         let base = self.base.as_nanos();
         let unit = self.unit.as_nanos();
@@ -75,9 +76,11 @@ impl Backoff for Fibonacci {
         }
         from_nanos(base.saturating_add(a.saturating_mul(unit))).min(self.max)
     }
+    #[inline]
     fn base(&self) -> Duration {
         self.base
     }
+    #[inline]
     fn max(&self) -> Duration {
         self.max
     }

@@ -69,6 +69,7 @@ impl Linear {
 }
 
 impl Backoff for Linear {
+    #[inline]
     fn delay(&self, x: u32, _rng: &mut dyn Rng) -> Duration {
         // interval <= ~1.8e28 ns and x < 2^32: the product fits a u128.
         let n = self
@@ -77,9 +78,11 @@ impl Backoff for Linear {
             .saturating_add(self.interval.as_nanos().saturating_mul(u128::from(x)));
         from_nanos(n).min(self.max)
     }
+    #[inline]
     fn base(&self) -> Duration {
         self.base
     }
+    #[inline]
     fn max(&self) -> Duration {
         self.max
     }

@@ -58,47 +58,58 @@ pub trait Backoff {
     fn delay(&self, x: u32, rng: &mut dyn Rng) -> Duration;
 
     /// The smallest delay this strategy returns (`v_base`).
+    #[inline]
     fn base(&self) -> Duration {
         Duration::ZERO
     }
 
     /// The largest delay this strategy returns (`v_max`).
+    #[inline]
     fn max(&self) -> Duration {
         Duration::MAX
     }
 }
 
 impl<B: Backoff + ?Sized> Backoff for &B {
+    #[inline]
     fn delay(&self, x: u32, rng: &mut dyn Rng) -> Duration {
         (**self).delay(x, rng)
     }
+    #[inline]
     fn base(&self) -> Duration {
         (**self).base()
     }
+    #[inline]
     fn max(&self) -> Duration {
         (**self).max()
     }
 }
 
 impl<B: Backoff + ?Sized> Backoff for Box<B> {
+    #[inline]
     fn delay(&self, x: u32, rng: &mut dyn Rng) -> Duration {
         (**self).delay(x, rng)
     }
+    #[inline]
     fn base(&self) -> Duration {
         (**self).base()
     }
+    #[inline]
     fn max(&self) -> Duration {
         (**self).max()
     }
 }
 
 impl<B: Backoff + ?Sized> Backoff for std::sync::Arc<B> {
+    #[inline]
     fn delay(&self, x: u32, rng: &mut dyn Rng) -> Duration {
         (**self).delay(x, rng)
     }
+    #[inline]
     fn base(&self) -> Duration {
         (**self).base()
     }
+    #[inline]
     fn max(&self) -> Duration {
         (**self).max()
     }
@@ -107,6 +118,7 @@ impl<B: Backoff + ?Sized> Backoff for std::sync::Arc<B> {
 const NANOS_PER_SEC: u128 = 1_000_000_000;
 
 /// Converts nanoseconds to a `Duration`, saturating at [`Duration::MAX`].
+#[inline]
 pub(crate) fn from_nanos(n: u128) -> Duration {
     let secs = n / NANOS_PER_SEC;
     match u64::try_from(secs) {
@@ -118,6 +130,7 @@ pub(crate) fn from_nanos(n: u128) -> Duration {
 
 /// Converts a non-negative float number of nanoseconds to a `Duration`, capped at `cap`.
 /// NaN maps to zero; infinity and anything at or past `cap` map to `cap`.
+#[inline]
 pub(crate) fn from_nanos_f64(n: f64, cap: Duration) -> Duration {
     if n.is_nan() || n <= 0.0 {
         return Duration::ZERO;

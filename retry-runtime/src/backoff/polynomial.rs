@@ -72,6 +72,7 @@ impl<const N: usize> Polynomial<N> {
 }
 
 impl<const N: usize> Backoff for Polynomial<N> {
+    #[inline]
     fn delay(&self, x: u32, _rng: &mut dyn Rng) -> Duration {
         let x = f64::from(x);
         // Each term is finite or +inf (x >= 0, p > 1): the sum is never NaN.
@@ -79,9 +80,11 @@ impl<const N: usize> Backoff for Polynomial<N> {
         let term = from_nanos_f64(sum * self.unit.as_nanos() as f64, self.max);
         from_nanos(self.base.as_nanos().saturating_add(term.as_nanos())).min(self.max)
     }
+    #[inline]
     fn base(&self) -> Duration {
         self.base
     }
+    #[inline]
     fn max(&self) -> Duration {
         self.max
     }

@@ -47,12 +47,15 @@ impl Random {
 }
 
 impl Backoff for Random {
+    #[inline]
     fn delay(&self, _x: u32, rng: &mut dyn Rng) -> Duration {
         from_nanos(rng.random_range(self.base.as_nanos()..=self.max.as_nanos()))
     }
+    #[inline]
     fn base(&self) -> Duration {
         self.base
     }
+    #[inline]
     fn max(&self) -> Duration {
         self.max
     }
