@@ -163,14 +163,13 @@ async fn success_calls_on_success_once_and_returns_the_value() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_call_future_is_send_and_calls_are_independent() {
-    static POLICY: std::sync::LazyLock<
-        retry_runtime::Policy<
-            (),
-            retry_runtime::kind::AnyError,
-            retry_runtime::RuleSettings<NoBackoff, retry_runtime::FullJitter>,
-            retry_runtime::PerAttempt,
-        >,
-    > = std::sync::LazyLock::new(|| {
+    type Shared = retry_runtime::Policy<
+        (),
+        retry_runtime::kind::AnyError,
+        retry_runtime::RuleSettings<NoBackoff, retry_runtime::FullJitter>,
+        retry_runtime::PerAttempt,
+    >;
+    static POLICY: std::sync::LazyLock<Shared> = std::sync::LazyLock::new(|| {
         Policy::builder()
             .retries(3)
             .backoff(NoBackoff)

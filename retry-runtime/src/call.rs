@@ -146,7 +146,6 @@ struct Decide<'a> {
     jitter: &'a mut JitterState,
     seed: &'a mut CallSeed,
     first: &'a mut Option<Instant>,
-    policy_seed: Option<u64>,
     env: &'a dyn Clock,
 }
 
@@ -164,7 +163,6 @@ impl PlanVisitor for Decide<'_> {
         }
         let mut rng = RetryRng {
             seed: self.seed,
-            policy_seed: self.policy_seed,
             env: self.env,
             retries: self.retries,
             rng: None,
@@ -191,7 +189,6 @@ struct CallSeed(Option<u64>);
 /// The generator of one retry, made on its first draw.
 struct RetryRng<'a> {
     seed: &'a mut CallSeed,
-    policy_seed: Option<u64>,
     env: &'a dyn Clock,
     retries: u32,
     rng: Option<SmallRng>,
@@ -199,12 +196,10 @@ struct RetryRng<'a> {
 
 impl RetryRng<'_> {
     fn get(&mut self) -> &mut SmallRng {
-        let (seed, policy_seed, env, retries) =
-            (&mut *self.seed, self.policy_seed, self.env, self.retries);
+        let (seed, env, retries) = (&mut *self.seed, self.env, self.retries);
         self.rng.get_or_insert_with(|| {
             let call = *seed.0.get_or_insert_with(|| {
-                policy_seed
-                    .or_else(|| env.seed())
+                env.seed()
                     .unwrap_or_else(|| rand::Rng::next_u64(&mut rand::rng()))
             });
             // `seed_from_u64` scrambles its input: consecutive retries get unrelated streams.
@@ -421,7 +416,6 @@ where
             jitter: &mut self.jitter,
             seed: &mut self.seed,
             first: &mut self.first,
-            policy_seed: p.seed,
             env: &p.env,
         };
         let delay = match p.whens.select(&failure, visitor) {

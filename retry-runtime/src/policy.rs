@@ -11,7 +11,7 @@ use crate::jitter::FullJitter;
 use crate::kind::AnyError;
 use crate::rules::Rule;
 use crate::settings::{Retries, RuleSettings, Settings};
-use crate::time::DefaultEnv;
+use crate::time::{DefaultEnv, Seeded};
 use crate::{ConfigError, Elapsed, limit_from_secs};
 
 /// No per-attempt timeout (the default).
@@ -104,7 +104,7 @@ pub struct Policy<
     T = NoTimeout,
     S = Noop,
     F = Noop,
-    C = DefaultEnv,
+    C = Seeded<DefaultEnv>,
 > {
     pub(crate) whens: W,
     pub(crate) on: K,
@@ -113,7 +113,6 @@ pub struct Policy<
     pub(crate) on_success: S,
     pub(crate) on_error: F,
     pub(crate) env: C,
-    pub(crate) seed: Option<u64>,
 }
 
 impl Policy {
@@ -130,15 +129,16 @@ impl Policy {
                 on_success: Noop,
                 on_error: Noop,
                 env: DefaultEnv,
-                seed: None,
             },
             error: None,
+            seed: None,
         }
     }
 }
 
 impl<W, K, P, T, S, F, C> Policy<W, K, P, T, S, F, C> {
-    /// The environment (clock and sleepers) of this policy.
+    /// The environment (clock and sleepers) of this policy; a built policy's is its builder's
+    /// environment with the seed given to [`PolicyBuilder::seed`], if any.
     pub const fn env(&self) -> &C {
         &self.env
     }
@@ -153,9 +153,12 @@ impl<W, K, P, T, S, F, C> Policy<W, K, P, T, S, F, C> {
         &self.timeout
     }
 
-    /// The fixed RNG seed, if one was set.
-    pub const fn seed(&self) -> Option<u64> {
-        self.seed
+    /// The fixed RNG seed of the environment, if it fixes one (see [`PolicyBuilder::seed`]).
+    pub fn seed(&self) -> Option<u64>
+    where
+        C: crate::time::Clock,
+    {
+        self.env.seed()
     }
 }
 
@@ -195,6 +198,7 @@ pub struct PolicyBuilder<
 > {
     policy: Policy<W, K, Settings<B, J>, T, S, F, C>,
     error: Option<ConfigError>,
+    seed: Option<u64>,
 }
 
 impl<W, K, B, J, T, S, F, C> PolicyBuilder<W, K, B, J, T, S, F, C> {
@@ -217,9 +221,9 @@ impl<W, K, B, J, T, S, F, C> PolicyBuilder<W, K, B, J, T, S, F, C> {
                 on_success: p.on_success,
                 on_error: p.on_error,
                 env: p.env,
-                seed: p.seed,
             },
             error: self.error,
+            seed: self.seed,
         }
     }
 
@@ -259,7 +263,7 @@ impl<W, K, B, J, T, S, F, C> PolicyBuilder<W, K, B, J, T, S, F, C> {
     /// sequence. For tests and simulations; by default each call is seeded from the thread's
     /// random generator.
     pub fn seed(mut self, seed: u64) -> Self {
-        self.policy.seed = Some(seed);
+        self.seed = Some(seed);
         self
     }
 
@@ -276,9 +280,9 @@ impl<W, K, B, J, T, S, F, C> PolicyBuilder<W, K, B, J, T, S, F, C> {
                 on_success: p.on_success,
                 on_error: p.on_error,
                 env: p.env,
-                seed: p.seed,
             },
             error: self.error,
+            seed: self.seed,
         }
     }
 
@@ -308,9 +312,9 @@ impl<W, K, B, J, T, S, F, C> PolicyBuilder<W, K, B, J, T, S, F, C> {
                 on_success: p.on_success,
                 on_error: p.on_error,
                 env: p.env,
-                seed: p.seed,
             },
             error,
+            seed: self.seed,
         }
     }
 
@@ -348,9 +352,9 @@ impl<W, K, B, J, T, S, F, C> PolicyBuilder<W, K, B, J, T, S, F, C> {
                 on_success: p.on_success,
                 on_error: p.on_error,
                 env: p.env,
-                seed: p.seed,
             },
             error: self.error,
+            seed: self.seed,
         }
     }
 
@@ -366,9 +370,9 @@ impl<W, K, B, J, T, S, F, C> PolicyBuilder<W, K, B, J, T, S, F, C> {
                 on_success: callback,
                 on_error: p.on_error,
                 env: p.env,
-                seed: p.seed,
             },
             error: self.error,
+            seed: self.seed,
         }
     }
 
@@ -388,9 +392,9 @@ impl<W, K, B, J, T, S, F, C> PolicyBuilder<W, K, B, J, T, S, F, C> {
                 on_success: p.on_success,
                 on_error: callback,
                 env: p.env,
-                seed: p.seed,
             },
             error: self.error,
+            seed: self.seed,
         }
     }
 
@@ -407,14 +411,16 @@ impl<W, K, B, J, T, S, F, C> PolicyBuilder<W, K, B, J, T, S, F, C> {
                 on_success: p.on_success,
                 on_error: p.on_error,
                 env,
-                seed: p.seed,
             },
             error: self.error,
+            seed: self.seed,
         }
     }
 
     /// The policy, or the first invalid value given to the builder.
-    pub fn build(self) -> Result<Policy<W, K, RuleSettings<B, J>, T, S, F, C>, ConfigError> {
+    pub fn build(
+        self,
+    ) -> Result<Policy<W, K, RuleSettings<B, J>, T, S, F, Seeded<C>>, ConfigError> {
         if let Some(e) = self.error {
             return Err(e);
         }
@@ -426,8 +432,10 @@ impl<W, K, B, J, T, S, F, C> PolicyBuilder<W, K, B, J, T, S, F, C> {
             timeout: p.timeout,
             on_success: p.on_success,
             on_error: p.on_error,
-            env: p.env,
-            seed: p.seed,
+            env: Seeded {
+                env: p.env,
+                seed: self.seed,
+            },
         })
     }
 }

@@ -212,7 +212,6 @@ pub const fn policy<W, K, P, T, S, F>(
         on_success,
         on_error,
         env: DefaultEnv,
-        seed: None,
     }
 }
 

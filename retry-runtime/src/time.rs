@@ -278,3 +278,44 @@ impl AsyncSleep for VirtualTime {
         std::future::ready(())
     }
 }
+
+/// The environment of a built policy: `C`'s time and sleeping, and the seed given to
+/// [`PolicyBuilder::seed`](crate::PolicyBuilder::seed), if any, which takes precedence over
+/// `C`'s own.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Seeded<C> {
+    pub(crate) env: C,
+    pub(crate) seed: Option<u64>,
+}
+
+impl<C> Seeded<C> {
+    /// The inner environment.
+    pub const fn inner(&self) -> &C {
+        &self.env
+    }
+}
+
+impl<C: Clock> Clock for Seeded<C> {
+    #[inline]
+    fn now(&self) -> Instant {
+        self.env.now()
+    }
+
+    #[inline]
+    fn seed(&self) -> Option<u64> {
+        self.seed.or_else(|| self.env.seed())
+    }
+}
+
+impl<C: Sleep> Sleep for Seeded<C> {
+    #[inline]
+    fn sleep(&self, d: Duration) {
+        self.env.sleep(d)
+    }
+}
+
+impl<C: AsyncSleep> AsyncSleep for Seeded<C> {
+    fn sleep_async(&self, d: Duration) -> impl Future<Output = ()> + Send {
+        self.env.sleep_async(d)
+    }
+}
