@@ -389,7 +389,7 @@ pub fn pin_output<Ret: IsResult, F: Future<Output = Ret>>(body: F) -> F {
 pub fn race<'a, Ret, T, Fut>(
     mut timer: std::pin::Pin<&'a mut TimerSlot>,
     mut attempt: std::pin::Pin<&'a mut Fut>,
-    timeout: &T,
+    timeout: &'a T,
 ) -> impl Future<Output = (Result<Ret::Ok, Ret::Err>, bool)> + 'a
 where
     Ret: IsResult,
@@ -397,17 +397,21 @@ where
     T: crate::policy::AsyncTimeout<Ret::Err>,
     Fut: Future<Output = Ret>,
 {
-    let expiry = timeout.expiry();
-    if let Some((limit, _)) = expiry {
-        arm(timer.as_mut(), limit);
-    }
+    let armed = match timeout.expiry() {
+        Some((limit, _)) => {
+            arm(timer.as_mut(), limit);
+            true
+        }
+        None => false,
+    };
     std::future::poll_fn(move |cx| {
         if let std::task::Poll::Ready(r) = attempt.as_mut().poll(cx) {
             return std::task::Poll::Ready((r.into_result(), false));
         }
-        if let Some((_, into_error)) = expiry
+        if armed
             && let Some(sleep) = timer.as_mut().as_pin_mut()
             && sleep.poll(cx).is_ready()
+            && let Some((_, into_error)) = timeout.expiry()
         {
             return std::task::Poll::Ready((Err(into_error(Elapsed::new())), true));
         }

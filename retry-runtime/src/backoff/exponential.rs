@@ -84,7 +84,11 @@ impl Backoff for Exponential {
             return Duration::ZERO;
         }
         // base > 0 and m >= 1: the product is >= base, possibly +inf, never NaN.
-        let factor = self.m.powf(f64::from(x));
+        // `powi` is several times faster than `powf`; both are exact for the usual integer m.
+        let factor = match i32::try_from(x) {
+            Ok(x) => self.m.powi(x),
+            Err(_) => self.m.powf(f64::from(x)),
+        };
         // Float rounding of very large bases (> 2^53 ns) must not fall below `base`.
         from_nanos_f64(self.base.as_nanos() as f64 * factor, self.max).max(self.base)
     }

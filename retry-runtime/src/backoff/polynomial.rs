@@ -76,7 +76,18 @@ impl<const N: usize> Backoff for Polynomial<N> {
     fn delay(&self, x: u32, _rng: &mut dyn Rng) -> Duration {
         let x = f64::from(x);
         // Each term is finite or +inf (x >= 0, p > 1): the sum is never NaN.
-        let sum: f64 = self.p.iter().map(|p| x.powf(*p)).sum();
+        let sum: f64 = self
+            .p
+            .iter()
+            .map(|p| {
+                // Integer exponents (the usual `p = [2]`) take the much faster `powi`.
+                if p.fract() == 0.0 && *p <= f64::from(i32::MAX) {
+                    x.powi(*p as i32)
+                } else {
+                    x.powf(*p)
+                }
+            })
+            .sum();
         let term = from_nanos_f64(sum * self.unit.as_nanos() as f64, self.max);
         from_nanos(self.base.as_nanos().saturating_add(term.as_nanos())).min(self.max)
     }
