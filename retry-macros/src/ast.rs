@@ -264,7 +264,9 @@ fn parse_item(input: ParseStream<'_>) -> syn::Result<Item> {
         )
     })?;
     let value = match key.to_string().as_str() {
-        "on_success" | "on_error" => Value::Expr(input.parse()?),
+        "on_success" | "on_error" | "hint" | "on_retry" | "budget" | "breaker" => {
+            Value::Expr(input.parse()?)
+        }
         "on" => {
             if !input.peek(syn::token::Bracket) {
                 return Err(input.error("`on` takes a list of error kinds: `on = [Timeout, Io]`"));

@@ -492,6 +492,33 @@ pub fn expand(config: Config, mut f: ItemFn) -> syn::Result<TokenStream> {
         }
         None => quote!(#p::Noop),
     };
+    let spanned_call = |e: &syn::Expr, f: &str, generic: bool| {
+        let ps = respan(&p, e.span());
+        let f = Ident::new(f, e.span());
+        if generic {
+            quote_spanned!(e.span()=> #ps::#f::<#err, _>(#e))
+        } else {
+            quote_spanned!(e.span()=> #ps::#f(&#e))
+        }
+    };
+    let budget_tokens = config
+        .budget
+        .as_ref()
+        .map_or(quote!(()), |e| spanned_call(e, "budget", false));
+    let breaker_tokens = config.breaker.as_ref().map_or(quote!(()), |e| {
+        let ps = respan(&p, e.span());
+        quote_spanned!(e.span()=> #ps::check_breaker::<_>(&#e))
+    });
+    let hint_tokens = config
+        .hint
+        .as_ref()
+        .map_or(quote!(#p::Noop), |e| spanned_call(e, "hint", true));
+    let on_retry_tokens = config
+        .on_retry
+        .as_ref()
+        .map_or(quote!(#p::Noop), |e| spanned_call(e, "on_retry", true));
+    let extras =
+        quote!(#p::extras(#budget_tokens, #breaker_tokens, #hint_tokens, #on_retry_tokens));
     let ctx = config.attempt.as_ref().map(|ctx| {
         let krate = match &config.krate {
             Some(path) => quote!(#path),
@@ -517,6 +544,13 @@ pub fn expand(config: Config, mut f: ItemFn) -> syn::Result<TokenStream> {
     // Bind with patterns spanned at the return type: a type error in the binding is then
     // reported there too (and merged with the error above) instead of on the whole attribute.
     let pattern = spanned_group(quote!(#result, #fired), ret_span);
+    let admit = quote_spanned! {ret_span=>
+        if let ::core::option::Option::Some(#returned) =
+            #pr::admit::<#ret, _, _, _, _, _, _, _, _, _, _, _>(&mut #call)
+        {
+            return #returned;
+        }
+    };
     let timer = Ident::new("__robust_timer", Span::mixed_site());
     let run_attempt = if is_async {
         let fut = Ident::new("__robust_future", Span::mixed_site());
@@ -550,7 +584,10 @@ pub fn expand(config: Config, mut f: ItemFn) -> syn::Result<TokenStream> {
     };
     let budget = finite(&config.settings.max_delay)
         || config.whens.iter().any(|w| finite(&w.overrides.max_delay));
-    let needs_clock = config.attempt.is_some() || budget || (!is_async && finite(&config.timeout));
+    let needs_clock = config.attempt.is_some()
+        || budget
+        || config.on_retry.is_some()
+        || (!is_async && finite(&config.timeout));
     let (start, attempt_stmt) = if needs_clock {
         (
             quote!(#policy.start()),
@@ -563,10 +600,11 @@ pub fn expand(config: Config, mut f: ItemFn) -> syn::Result<TokenStream> {
     let new_block = quote! {{
         #inspector
         #(#locals)*
-        let #policy = #p::policy(#whens, #on, #top_settings, #timeout, #on_success, #on_error);
+        let #policy = #p::policy(#whens, #on, #top_settings, #timeout, #on_success, #on_error, #extras);
         let mut #call = #start;
         #timer_stmt
         loop {
+            #admit
             #attempt_stmt
             #run_attempt
             match #call.settle(#result, #fired) {

@@ -88,11 +88,15 @@ pub struct Config {
     pub whens: Vec<WhenRule>,
     pub on_success: Option<Expr>,
     pub on_error: Option<Expr>,
+    pub on_retry: Option<Expr>,
+    pub hint: Option<Expr>,
+    pub budget: Option<Expr>,
+    pub breaker: Option<Expr>,
     pub attempt: Option<Ident>,
     pub krate: Option<syn::Path>,
 }
 
-const KEYS: &str = "`timeout`, `retries`, `max_delay`, `backoff`, `jitter`, `scale`, `on`, `when(...)`, `on_success`, `on_error`, `attempt`, `crate`";
+const KEYS: &str = "`timeout`, `retries`, `max_delay`, `backoff`, `jitter`, `scale`, `on`, `when(...)`, `on_success`, `on_error`, `on_retry`, `hint`, `budget`, `breaker`, `attempt`, `crate`";
 const WHEN_KEYS: &str = "`retries`, `max_delay`, `backoff`, `jitter`, `scale`";
 const STRATEGIES: &str = "`exponential(base, max, m = 2)`, `linear(base, max, interval = base)`, `fibonacci(base, max, unit = \"1s\")`, `polynomial(base, max, p = [2], unit = \"1s\")`, `random(base, max)`, `constant(base)`, `none`, `custom(EXPR)`";
 const JITTERS: &str = "`none`, `full`, `equal`, `decorrelated`, `aws_decorrelated`, `custom(EXPR)`";
@@ -766,6 +770,10 @@ pub fn validate(items: Vec<Item>, errors: &mut Errors) -> Config {
             }
             ("on_success", Value::Expr(e)) => errors.set_once(&mut c.on_success, &key, Some(e)),
             ("on_error", Value::Expr(e)) => errors.set_once(&mut c.on_error, &key, Some(e)),
+            ("on_retry", Value::Expr(e)) => errors.set_once(&mut c.on_retry, &key, Some(e)),
+            ("hint", Value::Expr(e)) => errors.set_once(&mut c.hint, &key, Some(e)),
+            ("budget", Value::Expr(e)) => errors.set_once(&mut c.budget, &key, Some(e)),
+            ("breaker", Value::Expr(e)) => errors.set_once(&mut c.breaker, &key, Some(e)),
             ("attempt", Value::Word(w)) => errors.set_once(&mut c.attempt, &key, Some(w)),
             ("attempt", other) => errors.at(
                 other.span(),

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 
+use crate::extras::{Breaker, Budget, Extras, Hint, OnRetry, Reject, RetryInfo, RuleId};
 use crate::hooks::{OnError, OnSuccess};
 use crate::jitter::JitterState;
 use crate::kind::{Classify, Failure};
@@ -147,13 +148,15 @@ struct Decide<'a> {
     seed: &'a mut CallSeed,
     first: &'a mut Option<Instant>,
     env: &'a dyn Clock,
+    /// The delay the failure asked for, which replaces the backoff.
+    hinted: Option<Duration>,
 }
 
 impl PlanVisitor for Decide<'_> {
-    type Out = Option<Duration>;
+    type Out = Option<(Duration, RuleId)>;
 
     #[inline]
-    fn visit<P: Plan + ?Sized>(self, plan: &P) -> Option<Duration> {
+    fn visit<P: Plan + ?Sized>(self, plan: &P, rule: RuleId) -> Option<(Duration, RuleId)> {
         if !plan.retry_limit().allows(self.retries) {
             return None;
         }
@@ -167,7 +170,10 @@ impl PlanVisitor for Decide<'_> {
             retries: self.retries,
             rng: None,
         };
-        let delay = plan.next_delay(self.jitter, &mut rng);
+        let delay = match self.hinted {
+            Some(hint) => hint,
+            None => plan.next_delay(self.jitter, &mut rng),
+        };
         if let Some(budget) = budget {
             let now = self.env.now();
             let elapsed = now.saturating_duration_since(*self.first.get_or_insert(now));
@@ -175,7 +181,7 @@ impl PlanVisitor for Decide<'_> {
                 return None;
             }
         }
-        Some(delay)
+        Some((delay, rule))
     }
 }
 
@@ -226,10 +232,12 @@ impl rand::TryRng for RetryRng<'_> {
     }
 }
 
-impl<W, K, P, T, S, F, C> Policy<W, K, P, T, S, F, C>
+impl<W, K, P, T, S, F, C, Bu, Br, H, Rt> Policy<W, K, P, T, S, F, C, Extras<Bu, Br, H, Rt>>
 where
     T: AttemptTimeout,
     C: Clock + Sync,
+    Bu: Budget,
+    Br: Breaker,
 {
     /// Starts a call: a fresh retry count and clock reading.
     pub fn start(&self) -> Call<'_, Self> {
@@ -244,6 +252,7 @@ where
     /// by cancellation (async), as the `#[robust]` expansion does. Such a call's success path
     /// reads no clock at all; [`Call::attempt`] must not be called on it.
     pub fn start_lazy(&self) -> Call<'_, Self> {
+        self.extras.budget.deposit();
         Call {
             policy: self,
             retries: 0,
@@ -277,9 +286,15 @@ where
         S: OnSuccess,
         F: OnError<E>,
         C: Env,
+        Br: Reject<E>,
+        H: Hint<E>,
+        Rt: OnRetry<E>,
     {
         let mut call = self.start();
         loop {
+            if let Some(rejected) = call.admit() {
+                return rejected;
+            }
             let attempt = call.attempt();
             match call.settle(body(attempt), false) {
                 Step::Return(r) => return r,
@@ -290,9 +305,11 @@ where
 }
 
 #[cfg(feature = "tokio")]
-impl<W, K, P, T, S, F, C> Policy<W, K, P, T, S, F, C>
+impl<W, K, P, T, S, F, C, Bu, Br, H, Rt> Policy<W, K, P, T, S, F, C, Extras<Bu, Br, H, Rt>>
 where
     C: Clock + Sync,
+    Bu: Budget,
+    Br: Breaker,
 {
     /// Runs the future `body` makes under this policy, on the tokio timer.
     ///
@@ -329,9 +346,15 @@ where
         S: OnSuccess,
         F: OnError<E>,
         C: crate::time::AsyncSleep,
+        Br: Reject<E>,
+        H: Hint<E>,
+        Rt: OnRetry<E>,
     {
         let mut call = self.start();
         loop {
+            if let Some(rejected) = call.admit() {
+                return rejected;
+            }
             let attempt = call.attempt();
             let (result, fired) = crate::__private::run_attempt(&self.timeout, body(attempt)).await;
             match call.settle(result, fired) {
@@ -342,11 +365,31 @@ where
     }
 }
 
-impl<'p, W, K, P, T, S, F, C> Call<'p, Policy<W, K, P, T, S, F, C>>
+impl<'p, W, K, P, T, S, F, C, Bu, Br, H, Rt>
+    Call<'p, Policy<W, K, P, T, S, F, C, Extras<Bu, Br, H, Rt>>>
 where
     T: AttemptTimeout,
     C: Clock + Sync,
+    Bu: Budget,
+    Br: Breaker,
 {
+    /// Asks the circuit breaker (if any) whether the next attempt may start: `Some` with the
+    /// error to return at once (`E::from(Open)`) when the breaker is open.
+    #[inline]
+    pub fn admit<R, E>(&mut self) -> Option<Result<R, E>>
+    where
+        Br: Reject<E>,
+    {
+        if !Br::ACTIVE {
+            return None;
+        }
+        let breaker = &self.policy.extras.breaker;
+        if breaker.try_acquire(self.policy.env.now()) {
+            return None;
+        }
+        breaker.reject().map(Err)
+    }
+
     /// Marks the start of an attempt and returns its context.
     pub fn attempt(&mut self) -> Attempt<'p> {
         let started = self.policy.env.now();
@@ -383,7 +426,13 @@ where
         P: Plan,
         S: OnSuccess,
         F: OnError<E>,
+        H: Hint<E>,
+        Rt: OnRetry<E>,
     {
+        if Br::ACTIVE {
+            let now = self.policy.env.now();
+            self.policy.extras.breaker.record(now, result.is_ok());
+        }
         match result {
             Ok(value) => {
                 self.policy.on_success.on_success();
@@ -405,6 +454,8 @@ where
         K: Classify<E>,
         P: Plan,
         F: OnError<E>,
+        H: Hint<E>,
+        Rt: OnRetry<E>,
     {
         let p = self.policy;
         let timed_out = timed_out || self.deadline.is_some_and(|d| p.env.now() >= d);
@@ -417,12 +468,27 @@ where
             seed: &mut self.seed,
             first: &mut self.first,
             env: &p.env,
+            hinted: p.extras.hint.hint(error),
         };
-        let delay = match p.whens.select(&failure, visitor) {
+        let (delay, rule) = match p.whens.select(&failure, visitor) {
             Ok(decision) => decision?,
-            Err(visitor) if p.on.matches(&failure) => visitor.visit(&p.settings)?,
+            Err(visitor) if p.on.matches(&failure) => visitor.visit(&p.settings, RuleId::On)?,
             Err(_) => return None,
         };
+        if !p.extras.budget.try_withdraw() {
+            return None;
+        }
+        if Rt::ACTIVE {
+            let now = p.env.now();
+            let info = RetryInfo {
+                retries: self.retries,
+                delay,
+                elapsed: now.saturating_duration_since(*self.first.get_or_insert(now)),
+                rule,
+                hinted: p.extras.hint.hint(error).is_some(),
+            };
+            p.extras.on_retry.on_retry(error, &info);
+        }
         self.retries = self.retries.saturating_add(1);
         self.jitter.exponent = self.jitter.exponent.saturating_add(1);
         Some(delay)

@@ -47,9 +47,12 @@
 #![warn(missing_docs)]
 
 pub mod backoff;
+mod breaker;
+mod budget;
 mod call;
 mod duration;
 mod error;
+mod extras;
 mod hooks;
 pub mod jitter;
 pub mod kind;
@@ -65,9 +68,12 @@ pub mod __private;
 pub use backoff::{
     Backoff, Constant, Exponential, Fibonacci, Linear, NoBackoff, Polynomial, Random,
 };
+pub use breaker::{BreakerState, CircuitBreaker, MAX_WINDOW, Open};
+pub use budget::RetryBudget;
 pub use call::{Attempt, Call, Step};
 pub use duration::{duration_from_secs, limit_from_secs, parse_duration};
 pub use error::{ConfigError, Elapsed};
+pub use extras::{Breaker, Budget, Extras, Hint, OnRetry, Reject, RetryInfo, RuleId};
 pub use hooks::{Noop, OnError, OnSuccess};
 pub use jitter::{
     AwsDecorrelated, Decorrelated, EqualJitter, FullJitter, Jitter, JitterState, NoJitter,

@@ -6,6 +6,9 @@
 use std::time::Duration;
 
 use crate::backoff::Exponential;
+use crate::breaker::CircuitBreaker;
+use crate::budget::RetryBudget;
+use crate::extras::Extras;
 use crate::hooks::Noop;
 use crate::jitter::FullJitter;
 use crate::kind::AnyError;
@@ -105,6 +108,7 @@ pub struct Policy<
     S = Noop,
     F = Noop,
     C = Seeded<DefaultEnv>,
+    X = Extras,
 > {
     pub(crate) whens: W,
     pub(crate) on: K,
@@ -113,6 +117,7 @@ pub struct Policy<
     pub(crate) on_success: S,
     pub(crate) on_error: F,
     pub(crate) env: C,
+    pub(crate) extras: X,
 }
 
 impl Policy {
@@ -129,6 +134,7 @@ impl Policy {
                 on_success: Noop,
                 on_error: Noop,
                 env: DefaultEnv,
+                extras: Extras::NONE,
             },
             error: None,
             seed: None,
@@ -136,7 +142,7 @@ impl Policy {
     }
 }
 
-impl<W, K, P, T, S, F, C> Policy<W, K, P, T, S, F, C> {
+impl<W, K, P, T, S, F, C, X> Policy<W, K, P, T, S, F, C, X> {
     /// The environment (clock and sleepers) of this policy; a built policy's is its builder's
     /// environment with the seed given to [`PolicyBuilder::seed`], if any.
     pub const fn env(&self) -> &C {
@@ -195,13 +201,14 @@ pub struct PolicyBuilder<
     S = Noop,
     F = Noop,
     C = DefaultEnv,
+    X = Extras,
 > {
-    policy: Policy<W, K, Settings<B, J>, T, S, F, C>,
+    policy: Policy<W, K, Settings<B, J>, T, S, F, C, X>,
     error: Option<ConfigError>,
     seed: Option<u64>,
 }
 
-impl<W, K, B, J, T, S, F, C> PolicyBuilder<W, K, B, J, T, S, F, C> {
+impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
     fn fail(mut self, e: ConfigError) -> Self {
         self.error.get_or_insert(e);
         self
@@ -210,7 +217,7 @@ impl<W, K, B, J, T, S, F, C> PolicyBuilder<W, K, B, J, T, S, F, C> {
     fn map_settings<B2, J2>(
         self,
         f: impl FnOnce(Settings<B, J>) -> Settings<B2, J2>,
-    ) -> PolicyBuilder<W, K, B2, J2, T, S, F, C> {
+    ) -> PolicyBuilder<W, K, B2, J2, T, S, F, C, X> {
         let p = self.policy;
         PolicyBuilder {
             policy: Policy {
@@ -221,6 +228,7 @@ impl<W, K, B, J, T, S, F, C> PolicyBuilder<W, K, B, J, T, S, F, C> {
                 on_success: p.on_success,
                 on_error: p.on_error,
                 env: p.env,
+                extras: p.extras,
             },
             error: self.error,
             seed: self.seed,
@@ -250,12 +258,12 @@ impl<W, K, B, J, T, S, F, C> PolicyBuilder<W, K, B, J, T, S, F, C> {
     }
 
     /// The backoff strategy of the `on` rule (default `exponential(100 ms, 20 s, 2)`).
-    pub fn backoff<B2>(self, backoff: B2) -> PolicyBuilder<W, K, B2, J, T, S, F, C> {
+    pub fn backoff<B2>(self, backoff: B2) -> PolicyBuilder<W, K, B2, J, T, S, F, C, X> {
         self.map_settings(|s| s.backoff(backoff))
     }
 
     /// The jitter algorithm of the `on` rule (default [`FullJitter`]).
-    pub fn jitter<J2>(self, jitter: J2) -> PolicyBuilder<W, K, B, J2, T, S, F, C> {
+    pub fn jitter<J2>(self, jitter: J2) -> PolicyBuilder<W, K, B, J2, T, S, F, C, X> {
         self.map_settings(|s| s.jitter(jitter))
     }
 
@@ -269,7 +277,7 @@ impl<W, K, B, J, T, S, F, C> PolicyBuilder<W, K, B, J, T, S, F, C> {
 
     /// Which errors the `on` rule retries (default: every error). Combine kinds with
     /// [`ClassifyExt::or`](crate::kind::ClassifyExt::or).
-    pub fn on<K2>(self, kind: K2) -> PolicyBuilder<W, K2, B, J, T, S, F, C> {
+    pub fn on<K2>(self, kind: K2) -> PolicyBuilder<W, K2, B, J, T, S, F, C, X> {
         let p = self.policy;
         PolicyBuilder {
             policy: Policy {
@@ -280,6 +288,7 @@ impl<W, K, B, J, T, S, F, C> PolicyBuilder<W, K, B, J, T, S, F, C> {
                 on_success: p.on_success,
                 on_error: p.on_error,
                 env: p.env,
+                extras: p.extras,
             },
             error: self.error,
             seed: self.seed,
@@ -292,7 +301,7 @@ impl<W, K, B, J, T, S, F, C> PolicyBuilder<W, K, B, J, T, S, F, C> {
         self,
         kind: K2,
         f: impl FnOnce(Settings<B, J>) -> Settings<B2, J2>,
-    ) -> PolicyBuilder<(W, Rule<K2, RuleSettings<B2, J2>>), K, B, J, T, S, F, C>
+    ) -> PolicyBuilder<(W, Rule<K2, RuleSettings<B2, J2>>), K, B, J, T, S, F, C, X>
     where
         B: Clone,
         J: Clone,
@@ -312,6 +321,7 @@ impl<W, K, B, J, T, S, F, C> PolicyBuilder<W, K, B, J, T, S, F, C> {
                 on_success: p.on_success,
                 on_error: p.on_error,
                 env: p.env,
+                extras: p.extras,
             },
             error,
             seed: self.seed,
@@ -319,7 +329,7 @@ impl<W, K, B, J, T, S, F, C> PolicyBuilder<W, K, B, J, T, S, F, C> {
     }
 
     /// A per-attempt timeout. `Duration::ZERO` is an error (an attempt could never succeed).
-    pub fn timeout(self, limit: Duration) -> PolicyBuilder<W, K, B, J, PerAttempt, S, F, C> {
+    pub fn timeout(self, limit: Duration) -> PolicyBuilder<W, K, B, J, PerAttempt, S, F, C, X> {
         let zero = limit.is_zero();
         let b = self.with_timeout(PerAttempt(Some(limit)));
         if zero {
@@ -333,7 +343,7 @@ impl<W, K, B, J, T, S, F, C> PolicyBuilder<W, K, B, J, T, S, F, C> {
     }
 
     /// A per-attempt timeout in seconds; negative = infinite; 0, NaN or infinite is an error.
-    pub fn timeout_secs(self, secs: f64) -> PolicyBuilder<W, K, B, J, PerAttempt, S, F, C> {
+    pub fn timeout_secs(self, secs: f64) -> PolicyBuilder<W, K, B, J, PerAttempt, S, F, C, X> {
         match limit_from_secs("timeout", secs) {
             Ok(Some(d)) => self.timeout(d),
             Ok(None) => self.with_timeout(PerAttempt(None)),
@@ -341,7 +351,7 @@ impl<W, K, B, J, T, S, F, C> PolicyBuilder<W, K, B, J, T, S, F, C> {
         }
     }
 
-    fn with_timeout<T2>(self, timeout: T2) -> PolicyBuilder<W, K, B, J, T2, S, F, C> {
+    fn with_timeout<T2>(self, timeout: T2) -> PolicyBuilder<W, K, B, J, T2, S, F, C, X> {
         let p = self.policy;
         PolicyBuilder {
             policy: Policy {
@@ -352,6 +362,7 @@ impl<W, K, B, J, T, S, F, C> PolicyBuilder<W, K, B, J, T, S, F, C> {
                 on_success: p.on_success,
                 on_error: p.on_error,
                 env: p.env,
+                extras: p.extras,
             },
             error: self.error,
             seed: self.seed,
@@ -359,7 +370,7 @@ impl<W, K, B, J, T, S, F, C> PolicyBuilder<W, K, B, J, T, S, F, C> {
     }
 
     /// Called once when an attempt succeeds: any `Fn()`.
-    pub fn on_success<S2: Fn()>(self, callback: S2) -> PolicyBuilder<W, K, B, J, T, S2, F, C> {
+    pub fn on_success<S2: Fn()>(self, callback: S2) -> PolicyBuilder<W, K, B, J, T, S2, F, C, X> {
         let p = self.policy;
         PolicyBuilder {
             policy: Policy {
@@ -370,6 +381,7 @@ impl<W, K, B, J, T, S, F, C> PolicyBuilder<W, K, B, J, T, S, F, C> {
                 on_success: callback,
                 on_error: p.on_error,
                 env: p.env,
+                extras: p.extras,
             },
             error: self.error,
             seed: self.seed,
@@ -381,7 +393,7 @@ impl<W, K, B, J, T, S, F, C> PolicyBuilder<W, K, B, J, T, S, F, C> {
     pub fn on_error<E, F2: Fn(&E, u32)>(
         self,
         callback: F2,
-    ) -> PolicyBuilder<W, K, B, J, T, S, F2, C> {
+    ) -> PolicyBuilder<W, K, B, J, T, S, F2, C, X> {
         let p = self.policy;
         PolicyBuilder {
             policy: Policy {
@@ -392,6 +404,7 @@ impl<W, K, B, J, T, S, F, C> PolicyBuilder<W, K, B, J, T, S, F, C> {
                 on_success: p.on_success,
                 on_error: callback,
                 env: p.env,
+                extras: p.extras,
             },
             error: self.error,
             seed: self.seed,
@@ -400,7 +413,7 @@ impl<W, K, B, J, T, S, F, C> PolicyBuilder<W, K, B, J, T, S, F, C> {
 
     /// The clock and sleepers (default [`DefaultEnv`]); tests pass a
     /// [`VirtualTime`](crate::time::VirtualTime).
-    pub fn env<C2>(self, env: C2) -> PolicyBuilder<W, K, B, J, T, S, F, C2> {
+    pub fn env<C2>(self, env: C2) -> PolicyBuilder<W, K, B, J, T, S, F, C2, X> {
         let p = self.policy;
         PolicyBuilder {
             policy: Policy {
@@ -411,6 +424,26 @@ impl<W, K, B, J, T, S, F, C> PolicyBuilder<W, K, B, J, T, S, F, C> {
                 on_success: p.on_success,
                 on_error: p.on_error,
                 env,
+                extras: p.extras,
+            },
+            error: self.error,
+            seed: self.seed,
+        }
+    }
+
+    fn map_extras<X2>(self, f: impl FnOnce(X) -> X2) -> PolicyBuilder<W, K, B, J, T, S, F, C, X2> {
+        let p = self.policy;
+        let extras = f(p.extras);
+        PolicyBuilder {
+            policy: Policy {
+                whens: p.whens,
+                on: p.on,
+                settings: p.settings,
+                timeout: p.timeout,
+                on_success: p.on_success,
+                on_error: p.on_error,
+                env: p.env,
+                extras,
             },
             error: self.error,
             seed: self.seed,
@@ -420,7 +453,7 @@ impl<W, K, B, J, T, S, F, C> PolicyBuilder<W, K, B, J, T, S, F, C> {
     /// The policy, or the first invalid value given to the builder.
     pub fn build(
         self,
-    ) -> Result<Policy<W, K, RuleSettings<B, J>, T, S, F, Seeded<C>>, ConfigError> {
+    ) -> Result<Policy<W, K, RuleSettings<B, J>, T, S, F, Seeded<C>, X>, ConfigError> {
         if let Some(e) = self.error {
             return Err(e);
         }
@@ -436,6 +469,67 @@ impl<W, K, B, J, T, S, F, C> PolicyBuilder<W, K, B, J, T, S, F, C> {
                 env: p.env,
                 seed: self.seed,
             },
+            extras: p.extras,
+        })
+    }
+}
+
+impl<W, K, B, J, T, S, F, C, Bu, Br, H, R>
+    PolicyBuilder<W, K, B, J, T, S, F, C, Extras<Bu, Br, H, R>>
+{
+    /// Shares a retry budget: every call earns tokens, every retry spends them, and a retry
+    /// that finds the budget empty is not made.
+    pub fn budget(
+        self,
+        budget: &RetryBudget,
+    ) -> PolicyBuilder<W, K, B, J, T, S, F, C, Extras<&RetryBudget, Br, H, R>> {
+        self.map_extras(|x| Extras {
+            budget,
+            breaker: x.breaker,
+            hint: x.hint,
+            on_retry: x.on_retry,
+        })
+    }
+
+    /// Shares a circuit breaker: while it is open, attempts fail fast with
+    /// `E::from(Open)` without running the body.
+    pub fn breaker(
+        self,
+        breaker: &CircuitBreaker,
+    ) -> PolicyBuilder<W, K, B, J, T, S, F, C, Extras<Bu, &CircuitBreaker, H, R>> {
+        self.map_extras(|x| Extras {
+            budget: x.budget,
+            breaker,
+            hint: x.hint,
+            on_retry: x.on_retry,
+        })
+    }
+
+    /// A delay asked for by the failure itself (a `Retry-After` header, say): when the closure
+    /// returns one, it replaces the computed backoff, still bounded by `max_delay`.
+    pub fn hint<E, H2: Fn(&E) -> Option<Duration>>(
+        self,
+        hint: H2,
+    ) -> PolicyBuilder<W, K, B, J, T, S, F, C, Extras<Bu, Br, H2, R>> {
+        self.map_extras(|x| Extras {
+            budget: x.budget,
+            breaker: x.breaker,
+            hint,
+            on_retry: x.on_retry,
+        })
+    }
+
+    /// Called before each retry's sleep with the error and a [`RetryInfo`](crate::RetryInfo):
+    /// the retry count, the delay, the time since the first attempt and the rule that matched.
+    pub fn on_retry<E, R2: Fn(&E, &crate::RetryInfo)>(
+        self,
+        on_retry: R2,
+    ) -> PolicyBuilder<W, K, B, J, T, S, F, C, Extras<Bu, Br, H, R2>> {
+        self.map_extras(|x| Extras {
+            budget: x.budget,
+            breaker: x.breaker,
+            hint: x.hint,
+            on_retry,
         })
     }
 }

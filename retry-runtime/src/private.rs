@@ -9,6 +9,7 @@ use std::marker::PhantomData;
 use std::time::Duration;
 
 pub use crate::call::Step;
+pub use crate::extras::Extras;
 pub use crate::hooks::Noop;
 pub use crate::kind::{AnyError, Or};
 pub use crate::policy::{NoTimeout, PerAttempt};
@@ -18,6 +19,7 @@ pub use crate::{
     AwsDecorrelated, Constant, Decorrelated, EqualJitter, Exponential, Fibonacci, FullJitter,
     Linear, NoBackoff, NoJitter, Polynomial, Random, Retries,
 };
+pub use crate::{CircuitBreaker, RetryBudget, RetryInfo};
 pub use core::time::Duration as Dur;
 pub use std::io::ErrorKind;
 
@@ -196,14 +198,15 @@ pub const fn settings<B, J>(
 
 /// A policy from validated parts, on the default environment.
 #[inline(always)]
-pub const fn policy<W, K, P, T, S, F>(
+pub const fn policy<W, K, P, T, S, F, X>(
     whens: W,
     on: K,
     settings: P,
     timeout: T,
     on_success: S,
     on_error: F,
-) -> Policy<W, K, P, T, S, F, DefaultEnv> {
+    extras: X,
+) -> Policy<W, K, P, T, S, F, DefaultEnv, X> {
     Policy {
         whens,
         on,
@@ -212,6 +215,7 @@ pub const fn policy<W, K, P, T, S, F>(
         on_success,
         on_error,
         env: DefaultEnv,
+        extras,
     }
 }
 
@@ -440,4 +444,120 @@ pub fn backoff_on(
         Some(sleep) if armed => sleep.poll(cx),
         _ => std::task::Poll::Ready(()),
     })
+}
+
+/// The overload-protection settings written in the attribute.
+#[inline(always)]
+pub const fn extras<Bu, Br, H, R>(
+    budget: Bu,
+    breaker: Br,
+    hint: H,
+    on_retry: R,
+) -> Extras<Bu, Br, H, R> {
+    Extras {
+        budget,
+        breaker,
+        hint,
+        on_retry,
+    }
+}
+
+/// Checks a `budget = ...` value (a `RetryBudget`, or anything that dereferences to one).
+#[inline(always)]
+pub fn budget(b: &RetryBudget) -> &RetryBudget {
+    b
+}
+
+/// Checks a `breaker = ...` value (a `CircuitBreaker`, or anything that dereferences to one).
+#[inline(always)]
+pub fn breaker(b: &CircuitBreaker) -> &CircuitBreaker {
+    b
+}
+
+/// Checks a `hint` closure against the error type `E`.
+#[inline(always)]
+pub fn hint<E, H: Fn(&E) -> Option<Duration>>(h: H) -> H {
+    h
+}
+
+/// Checks an `on_retry` callback against the error type `E`.
+#[inline(always)]
+pub fn on_retry<E, R: Fn(&E, &RetryInfo)>(r: R) -> R {
+    r
+}
+
+/// `breaker` needs `E: From<Open>`.
+#[diagnostic::on_unimplemented(
+    message = "`breaker` needs the error type `{Self}` to implement `From<retry_runtime::Open>`",
+    label = "a call rejected by the open breaker fails with `{Self}::from(retry_runtime::Open)`",
+    note = "implement `From<retry_runtime::Open>` for `{Self}`; `std::io::Error`, boxed errors and `anyhow::Error` have it"
+)]
+pub trait FromOpen {
+    /// The rejection error.
+    fn from_open() -> Self;
+}
+impl<E: From<crate::Open>> FromOpen for E {
+    #[inline]
+    fn from_open() -> Self {
+        E::from(crate::Open::new())
+    }
+}
+
+/// A breaker with the error type's rejection taken where the user wrote `breaker`, so that a
+/// missing `From<Open>` is reported once, there.
+pub struct BreakerOf<'a, E> {
+    breaker: &'a CircuitBreaker,
+    reject: fn() -> E,
+}
+
+impl<E> std::fmt::Debug for BreakerOf<'_, E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.breaker.fmt(f)
+    }
+}
+
+/// `breaker = ...`: checks `E: From<Open>`.
+#[inline(always)]
+pub fn check_breaker<E: FromOpen>(breaker: &CircuitBreaker) -> BreakerOf<'_, E> {
+    BreakerOf {
+        breaker,
+        reject: E::from_open,
+    }
+}
+
+impl<E> crate::Breaker for BreakerOf<'_, E> {
+    const ACTIVE: bool = true;
+    #[inline]
+    fn try_acquire(&self, now: std::time::Instant) -> bool {
+        self.breaker.try_acquire(now)
+    }
+    #[inline]
+    fn record(&self, now: std::time::Instant, success: bool) {
+        self.breaker.record(now, success)
+    }
+}
+
+impl<E> crate::Reject<E> for BreakerOf<'_, E> {
+    #[inline]
+    fn reject(&self) -> Option<E> {
+        Some((self.reject)())
+    }
+}
+
+/// [`Call::admit`](crate::Call::admit) as a function returning the fn's own return type, so
+/// that the generated code carries the return type's span and binds no projection (a
+/// non-`Result` return type is then reported once, there).
+#[inline(always)]
+#[allow(clippy::type_complexity)]
+pub fn admit<'p, Ret, W, K, P, T, S, F, C, Bu, Br, H, Rt>(
+    call: &mut crate::Call<'p, Policy<W, K, P, T, S, F, C, Extras<Bu, Br, H, Rt>>>,
+) -> Option<Ret>
+where
+    Ret: IsResult,
+    T: crate::AttemptTimeout,
+    C: crate::time::Clock + Sync,
+    Bu: crate::Budget,
+    Br: crate::Breaker + crate::Reject<Ret::Err>,
+{
+    call.admit().map(Ret::from_result)
 }

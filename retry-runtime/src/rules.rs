@@ -22,18 +22,21 @@ impl<K, P> Rule<K, P> {
 pub trait PlanVisitor {
     /// What the visit returns.
     type Out;
-    /// Called with the matching rule's settings.
-    fn visit<P: Plan + ?Sized>(self, plan: &P) -> Self::Out;
+    /// Called with the matching rule's settings and which rule it is.
+    fn visit<P: Plan + ?Sized>(self, plan: &P, rule: crate::RuleId) -> Self::Out;
 }
 
 /// An ordered list of rules: `()` is empty, `(Rest, Rule)` appends a rule after `Rest`.
 pub trait Rules<E> {
+    /// The number of rules.
+    const LEN: usize;
     /// Visits the settings of the first rule that matches `failure`, in the order written;
     /// gives the visitor back when no rule matches.
     fn select<V: PlanVisitor>(&self, failure: &Failure<'_, E>, visitor: V) -> Result<V::Out, V>;
 }
 
 impl<E> Rules<E> for () {
+    const LEN: usize = 0;
     #[inline]
     fn select<V: PlanVisitor>(&self, _: &Failure<'_, E>, visitor: V) -> Result<V::Out, V> {
         Err(visitor)
@@ -46,11 +49,14 @@ where
     K: Classify<E>,
     P: Plan,
 {
+    const LEN: usize = Rest::LEN + 1;
     #[inline]
     fn select<V: PlanVisitor>(&self, f: &Failure<'_, E>, visitor: V) -> Result<V::Out, V> {
         match self.0.select(f, visitor) {
             Ok(out) => Ok(out),
-            Err(visitor) if self.1.kind.matches(f) => Ok(visitor.visit(&self.1.settings)),
+            Err(visitor) if self.1.kind.matches(f) => {
+                Ok(visitor.visit(&self.1.settings, crate::RuleId::When(Rest::LEN)))
+            }
             Err(visitor) => Err(visitor),
         }
     }

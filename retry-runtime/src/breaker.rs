@@ -1,0 +1,317 @@
+//! A circuit breaker: stops calling a resource that keeps failing, then probes it.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use crate::ConfigError;
+
+/// The error of a call rejected by an open [`CircuitBreaker`]: the body was not run.
+///
+/// With `breaker = ...`, the error type `E` must implement `From<Open>`; the conversion is
+/// provided for `std::io::Error` (kind `Other`), and `Open` implements `std::error::Error`,
+/// so boxed errors and `anyhow::Error` have it too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Open(());
+
+impl Open {
+    /// A new `Open` value.
+    pub const fn new() -> Self {
+        Self(())
+    }
+}
+
+impl std::fmt::Display for Open {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("circuit breaker is open: the call was not made")
+    }
+}
+
+impl std::error::Error for Open {}
+
+impl From<Open> for std::io::Error {
+    fn from(e: Open) -> Self {
+        std::io::Error::other(e)
+    }
+}
+
+/// The state of a [`CircuitBreaker`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BreakerState {
+    /// Calls go through; outcomes are recorded in the rolling window.
+    Closed,
+    /// Calls fail fast with [`Open`] until the break duration has passed.
+    Open,
+    /// A limited number of probe calls go through; enough successes close the breaker, any
+    /// failure opens it again.
+    HalfOpen,
+}
+
+/// The largest rolling window, in calls.
+pub const MAX_WINDOW: u32 = 1024;
+
+#[derive(Debug)]
+struct Inner {
+    state: BreakerState,
+    /// The last `window` outcomes, one bit each (1 = failure), as a ring.
+    ring: [u64; (MAX_WINDOW / 64) as usize],
+    next: u32,
+    recorded: u32,
+    failures: u32,
+    opened_at: Option<Instant>,
+    probes_started: u32,
+    probes_succeeded: u32,
+}
+
+/// A circuit breaker shared by every call that names it (`breaker = MY_BREAKER` in the
+/// attribute, [`PolicyBuilder::breaker`](crate::PolicyBuilder::breaker) in the builder).
+///
+/// Closed, it records each attempt's outcome in a rolling window of the last `window`
+/// attempts; when at least `min_calls` are recorded and the failure ratio reaches
+/// `failure_ratio`, it opens. Open, every attempt fails fast with [`Open`] for
+/// `break_duration`; then it is half-open: `probes` attempts go through, and if they all
+/// succeed it closes (with an empty window), while any failure opens it again. Time comes
+/// from the policy's clock, so tests drive it with a virtual one.
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use retry_runtime::{BreakerState, CircuitBreaker};
+///
+/// let breaker = CircuitBreaker::new(10, 4, 0.5, Duration::from_secs(30), 1).unwrap();
+/// let t0 = Instant::now();
+/// for _ in 0..4 {
+///     assert!(breaker.try_acquire(t0));
+///     breaker.record(t0, false);
+/// }
+/// assert_eq!(breaker.state(), BreakerState::Open);
+/// assert!(!breaker.try_acquire(t0 + Duration::from_secs(1)));      // fails fast
+/// assert!(breaker.try_acquire(t0 + Duration::from_secs(30)));      // a probe
+/// breaker.record(t0 + Duration::from_secs(30), true);
+/// assert_eq!(breaker.state(), BreakerState::Closed);
+/// ```
+#[derive(Debug)]
+pub struct CircuitBreaker {
+    window: u32,
+    min_calls: u32,
+    failure_ratio: f64,
+    break_duration: Duration,
+    probes: u32,
+    inner: Mutex<Inner>,
+}
+
+impl CircuitBreaker {
+    /// A closed breaker. Errors: `window` not in 1..=1024; `min_calls` not in 1..=`window`;
+    /// `failure_ratio` not in (0, 1]; `probes` = 0.
+    pub const fn new(
+        window: u32,
+        min_calls: u32,
+        failure_ratio: f64,
+        break_duration: Duration,
+        probes: u32,
+    ) -> Result<Self, ConfigError> {
+        if window == 0 || window > MAX_WINDOW {
+            return Err(ConfigError::new(
+                "window",
+                "must be between 1 and 1024 calls",
+            ));
+        }
+        if min_calls == 0 || min_calls > window {
+            return Err(ConfigError::new(
+                "min_calls",
+                "must be between 1 and the window size",
+            ));
+        }
+        if !(failure_ratio > 0.0 && failure_ratio <= 1.0) {
+            return Err(ConfigError::new(
+                "failure_ratio",
+                "must be a number in (0, 1]",
+            ));
+        }
+        if probes == 0 {
+            return Err(ConfigError::new("probes", "must be at least 1"));
+        }
+        Ok(Self {
+            window,
+            min_calls,
+            failure_ratio,
+            break_duration,
+            probes,
+            inner: Mutex::new(Inner {
+                state: BreakerState::Closed,
+                ring: [0; (MAX_WINDOW / 64) as usize],
+                next: 0,
+                recorded: 0,
+                failures: 0,
+                opened_at: None,
+                probes_started: 0,
+                probes_succeeded: 0,
+            }),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        // The state stays consistent even if a holder panicked: every update is complete.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The current state (an open breaker whose break is over reads as half-open).
+    pub fn state(&self) -> BreakerState {
+        self.lock().state
+    }
+
+    /// Whether an attempt may start at `now`. Moves an open breaker whose break is over to
+    /// half-open, and counts the probes it lets through.
+    pub fn try_acquire(&self, now: Instant) -> bool {
+        let mut s = self.lock();
+        if s.state == BreakerState::Open {
+            let over = s
+                .opened_at
+                .is_none_or(|t| now.saturating_duration_since(t) >= self.break_duration);
+            if !over {
+                return false;
+            }
+            s.state = BreakerState::HalfOpen;
+            s.probes_started = 0;
+            s.probes_succeeded = 0;
+        }
+        if s.state == BreakerState::HalfOpen {
+            if s.probes_started >= self.probes {
+                return false;
+            }
+            s.probes_started += 1;
+        }
+        true
+    }
+
+    /// Records the outcome of an attempt that [`try_acquire`](Self::try_acquire) let through.
+    pub fn record(&self, now: Instant, success: bool) {
+        let mut s = self.lock();
+        match s.state {
+            BreakerState::Closed => {
+                let i = s.next;
+                let (word, bit) = ((i / 64) as usize, i % 64);
+                if s.recorded == self.window {
+                    // The oldest outcome leaves the window.
+                    if s.ring[word] >> bit & 1 == 1 {
+                        s.failures -= 1;
+                    }
+                } else {
+                    s.recorded += 1;
+                }
+                if success {
+                    s.ring[word] &= !(1 << bit);
+                } else {
+                    s.ring[word] |= 1 << bit;
+                    s.failures += 1;
+                }
+                s.next = (i + 1) % self.window;
+                if s.recorded >= self.min_calls
+                    && f64::from(s.failures) >= self.failure_ratio * f64::from(s.recorded)
+                {
+                    s.state = BreakerState::Open;
+                    s.opened_at = Some(now);
+                }
+            }
+            BreakerState::HalfOpen if !success => {
+                s.state = BreakerState::Open;
+                s.opened_at = Some(now);
+            }
+            BreakerState::HalfOpen => {
+                s.probes_succeeded += 1;
+                if s.probes_succeeded >= self.probes {
+                    s.state = BreakerState::Closed;
+                    s.ring = [0; (MAX_WINDOW / 64) as usize];
+                    s.next = 0;
+                    s.recorded = 0;
+                    s.failures = 0;
+                }
+            }
+            // An attempt that started before the breaker opened: its outcome no longer counts.
+            BreakerState::Open => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn secs(s: u64) -> Duration {
+        Duration::from_secs(s)
+    }
+
+    #[test]
+    fn rejects_invalid_values() {
+        let p = |r: Result<CircuitBreaker, ConfigError>| r.unwrap_err().parameter();
+        assert_eq!(p(CircuitBreaker::new(0, 1, 0.5, secs(1), 1)), "window");
+        assert_eq!(p(CircuitBreaker::new(2000, 1, 0.5, secs(1), 1)), "window");
+        assert_eq!(p(CircuitBreaker::new(10, 0, 0.5, secs(1), 1)), "min_calls");
+        assert_eq!(p(CircuitBreaker::new(10, 11, 0.5, secs(1), 1)), "min_calls");
+        for r in [0.0, -0.5, 1.5, f64::NAN] {
+            assert_eq!(
+                p(CircuitBreaker::new(10, 5, r, secs(1), 1)),
+                "failure_ratio"
+            );
+        }
+        assert_eq!(p(CircuitBreaker::new(10, 5, 0.5, secs(1), 0)), "probes");
+    }
+
+    #[test]
+    fn opens_only_with_enough_calls_and_failures() {
+        let b = CircuitBreaker::new(10, 5, 0.5, secs(10), 2).unwrap();
+        let t = Instant::now();
+        for _ in 0..4 {
+            b.record(t, false);
+        }
+        assert_eq!(b.state(), BreakerState::Closed, "4 calls < min_calls");
+        b.record(t, true);
+        // 4 failures / 5 calls = 0.8 >= 0.5
+        assert_eq!(b.state(), BreakerState::Open);
+    }
+
+    #[test]
+    fn the_window_rolls() {
+        let b = CircuitBreaker::new(4, 4, 0.75, secs(10), 1).unwrap();
+        let t = Instant::now();
+        // F F S S: 2/4 = 0.5 < 0.75
+        for ok in [false, false, true, true] {
+            b.record(t, ok);
+        }
+        assert_eq!(b.state(), BreakerState::Closed);
+        // The two failures roll out and successes come in: S S S S
+        b.record(t, true);
+        b.record(t, true);
+        assert_eq!(b.state(), BreakerState::Closed);
+        // S S F F then one more F: window S F F F = 0.75
+        b.record(t, false);
+        b.record(t, false);
+        assert_eq!(b.state(), BreakerState::Closed);
+        b.record(t, false);
+        assert_eq!(b.state(), BreakerState::Open);
+    }
+
+    #[test]
+    fn half_open_probes_close_or_reopen() {
+        let b = CircuitBreaker::new(4, 2, 0.5, secs(10), 2).unwrap();
+        let t = Instant::now();
+        b.record(t, false);
+        b.record(t, false);
+        assert!(!b.try_acquire(t + secs(9)));
+        // Break over: two probes, no third.
+        assert!(b.try_acquire(t + secs(10)));
+        assert!(b.try_acquire(t + secs(10)));
+        assert!(!b.try_acquire(t + secs(10)));
+        assert_eq!(b.state(), BreakerState::HalfOpen);
+        b.record(t + secs(11), true);
+        assert_eq!(b.state(), BreakerState::HalfOpen, "one of two probes");
+        b.record(t + secs(11), true);
+        assert_eq!(b.state(), BreakerState::Closed);
+        // A failed probe reopens, from that moment.
+        b.record(t + secs(12), false);
+        b.record(t + secs(12), false);
+        assert!(b.try_acquire(t + secs(22)));
+        b.record(t + secs(23), false);
+        assert_eq!(b.state(), BreakerState::Open);
+        assert!(!b.try_acquire(t + secs(32)));
+        assert!(b.try_acquire(t + secs(33)));
+    }
+}

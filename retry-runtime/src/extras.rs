@@ -1,0 +1,183 @@
+//! Overload protection and observation: retry budget, circuit breaker, server-hinted delays
+//! and the `on_retry` callback. Each is a type parameter of [`Extras`] whose default does
+//! nothing and costs nothing.
+
+use std::time::{Duration, Instant};
+
+use crate::breaker::{CircuitBreaker, Open};
+use crate::budget::RetryBudget;
+use crate::hooks::Noop;
+
+/// The overload-protection settings of a policy: budget `Bu`, breaker `Br`, hint `H` and
+/// `on_retry` callback `R`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Extras<Bu = (), Br = (), H = Noop, R = Noop> {
+    pub(crate) budget: Bu,
+    pub(crate) breaker: Br,
+    pub(crate) hint: H,
+    pub(crate) on_retry: R,
+}
+
+impl Extras {
+    /// Nothing: no budget, no breaker, no hint, no callback.
+    pub const NONE: Self = Extras {
+        budget: (),
+        breaker: (),
+        hint: Noop,
+        on_retry: Noop,
+    };
+}
+
+/// A retry budget, or `()` for none.
+pub trait Budget {
+    /// Credits one call.
+    fn deposit(&self);
+    /// Spends one retry; `false` if the budget is empty.
+    fn try_withdraw(&self) -> bool;
+}
+
+impl Budget for () {
+    #[inline(always)]
+    fn deposit(&self) {}
+    #[inline(always)]
+    fn try_withdraw(&self) -> bool {
+        true
+    }
+}
+
+impl Budget for &RetryBudget {
+    #[inline]
+    fn deposit(&self) {
+        RetryBudget::deposit(self)
+    }
+    #[inline]
+    fn try_withdraw(&self) -> bool {
+        RetryBudget::try_withdraw(self)
+    }
+}
+
+/// A circuit breaker, or `()` for none.
+pub trait Breaker {
+    /// Whether there is a breaker (the loop reads the clock for it only then).
+    const ACTIVE: bool;
+    /// Whether an attempt may start at `now`.
+    fn try_acquire(&self, now: Instant) -> bool;
+    /// Records an attempt's outcome.
+    fn record(&self, now: Instant, success: bool);
+}
+
+impl Breaker for () {
+    const ACTIVE: bool = false;
+    #[inline(always)]
+    fn try_acquire(&self, _: Instant) -> bool {
+        true
+    }
+    #[inline(always)]
+    fn record(&self, _: Instant, _: bool) {}
+}
+
+impl Breaker for &CircuitBreaker {
+    const ACTIVE: bool = true;
+    #[inline]
+    fn try_acquire(&self, now: Instant) -> bool {
+        CircuitBreaker::try_acquire(self, now)
+    }
+    #[inline]
+    fn record(&self, now: Instant, success: bool) {
+        CircuitBreaker::record(self, now, success)
+    }
+}
+
+/// Builds the error of a call rejected by an open breaker.
+#[diagnostic::on_unimplemented(
+    message = "`breaker` needs the error type `{E}` to implement `From<retry_runtime::Open>`",
+    label = "a call rejected by the open breaker fails with `{E}::from(retry_runtime::Open)`",
+    note = "implement `From<retry_runtime::Open>` for `{E}`; `std::io::Error`, boxed errors and `anyhow::Error` have it"
+)]
+pub trait Reject<E> {
+    /// The rejection error, `None` without a breaker.
+    fn reject(&self) -> Option<E>;
+}
+
+impl<E> Reject<E> for () {
+    #[inline(always)]
+    fn reject(&self) -> Option<E> {
+        None
+    }
+}
+
+impl<E: From<Open>> Reject<E> for &CircuitBreaker {
+    #[inline]
+    fn reject(&self) -> Option<E> {
+        Some(E::from(Open::new()))
+    }
+}
+
+/// A delay suggested by the failure itself (a `Retry-After` header, say): when it returns
+/// one, it replaces the computed backoff (still bounded by `max_delay`). Implemented for every
+/// `Fn(&E) -> Option<Duration>`.
+pub trait Hint<E> {
+    /// The delay the failure asks for, if any.
+    fn hint(&self, error: &E) -> Option<Duration>;
+}
+
+impl<E> Hint<E> for Noop {
+    #[inline(always)]
+    fn hint(&self, _: &E) -> Option<Duration> {
+        None
+    }
+}
+
+impl<E, F: Fn(&E) -> Option<Duration>> Hint<E> for F {
+    #[inline]
+    fn hint(&self, error: &E) -> Option<Duration> {
+        self(error)
+    }
+}
+
+/// Which rule decided a retry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuleId {
+    /// The `when` rule at this position (0 for the first written).
+    When(usize),
+    /// The `on` rule.
+    On,
+}
+
+/// What `on_retry` learns about the retry about to be made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RetryInfo {
+    /// Retries made before this one (0 for the first retry).
+    pub retries: u32,
+    /// The delay about to be slept.
+    pub delay: Duration,
+    /// Time since the first attempt of the call started.
+    pub elapsed: Duration,
+    /// The rule that matched the error.
+    pub rule: RuleId,
+    /// Whether the delay came from the hint rather than the backoff strategy.
+    pub hinted: bool,
+}
+
+/// Called before each retry's sleep with the error and a [`RetryInfo`]. Implemented for every
+/// `Fn(&E, &RetryInfo)`.
+pub trait OnRetry<E> {
+    /// Whether there is a callback (the loop computes [`RetryInfo`] only then).
+    const ACTIVE: bool = true;
+    /// The callback.
+    fn on_retry(&self, error: &E, info: &RetryInfo);
+}
+
+impl<E> OnRetry<E> for Noop {
+    const ACTIVE: bool = false;
+    #[inline(always)]
+    fn on_retry(&self, _: &E, _: &RetryInfo) {}
+}
+
+impl<E, F: Fn(&E, &RetryInfo)> OnRetry<E> for F {
+    #[inline]
+    fn on_retry(&self, error: &E, info: &RetryInfo) {
+        self(error, info)
+    }
+}

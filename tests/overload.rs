@@ -1,0 +1,279 @@
+//! Overload protection: retry budget, circuit breaker, server-hinted delays and `on_retry`,
+//! through the builder and the attribute.
+
+use std::cell::{Cell, RefCell};
+use std::io::{self, ErrorKind};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use retry_runtime::time::{Clock, VirtualTime};
+use retry_runtime::{
+    BreakerState, CircuitBreaker, Constant, NoJitter, Open, Policy, RetryBudget, RetryInfo, RuleId,
+    robust,
+};
+
+fn secs(s: u64) -> Duration {
+    Duration::from_secs(s)
+}
+
+#[test]
+fn budget_tokens_are_never_lost_or_double_counted_under_contention() {
+    let budget = RetryBudget::new(1000.0, 0.0, 1.0).unwrap();
+    let granted = AtomicU32::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..8 {
+            s.spawn(|| {
+                while budget.try_withdraw() {
+                    granted.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+        }
+    });
+    assert_eq!(granted.load(Ordering::Relaxed), 1000);
+    assert_eq!(budget.tokens(), 0.0);
+
+    // 8 threads x 1000 calls x 0.01 token = 80 tokens, under the capacity of 1000.
+    let budget = RetryBudget::new(1000.0, 0.01, 1.0).unwrap();
+    while budget.try_withdraw() {}
+    std::thread::scope(|s| {
+        for _ in 0..8 {
+            s.spawn(|| {
+                for _ in 0..1000 {
+                    budget.deposit();
+                }
+            });
+        }
+    });
+    assert_eq!(budget.tokens(), 80.0);
+}
+
+#[test]
+fn breaker_counts_every_outcome_under_contention() {
+    let b = CircuitBreaker::new(1000, 1000, 0.5, secs(60), 1).unwrap();
+    let t = std::time::Instant::now();
+    std::thread::scope(|s| {
+        for i in 0..8 {
+            let b = &b;
+            s.spawn(move || {
+                for j in 0..120 {
+                    // 499 of the first 998 outcomes are failures: below the ratio.
+                    b.record(t, (i * 120 + j) % 2 == 0 || i * 120 + j >= 998);
+                }
+            });
+        }
+    });
+    // 960 outcomes recorded, fewer than min_calls: still closed.
+    assert_eq!(b.state(), BreakerState::Closed);
+    for _ in 0..40 {
+        b.record(t, false);
+    }
+    // 1000 outcomes, at least 500 failures: open.
+    assert_eq!(b.state(), BreakerState::Open);
+}
+
+#[test]
+fn an_empty_budget_stops_retries_through_the_builder() {
+    let budget = RetryBudget::new(2.0, 0.0, 1.0).unwrap();
+    let time = VirtualTime::new();
+    let p = Policy::builder()
+        .retries(10)
+        .backoff(Constant::new(secs(1)))
+        .budget(&budget)
+        .env(time.clone())
+        .build()
+        .unwrap();
+    let mut attempts = 0;
+    let r: io::Result<()> = p.call(|_| {
+        attempts += 1;
+        Err(ErrorKind::Other.into())
+    });
+    assert!(r.is_err());
+    assert_eq!(attempts, 3, "two tokens: two retries");
+    let mut attempts = 0;
+    let _: io::Result<()> = p.call(|_| {
+        attempts += 1;
+        Err(ErrorKind::Other.into())
+    });
+    assert_eq!(attempts, 1, "the budget is empty: no retry at all");
+}
+
+#[test]
+fn an_open_breaker_fails_fast_without_running_the_body() {
+    let breaker = CircuitBreaker::new(4, 2, 0.5, secs(30), 1).unwrap();
+    let time = VirtualTime::new();
+    let p = Policy::builder()
+        .retries(5)
+        .backoff(Constant::new(secs(1)))
+        .jitter(NoJitter)
+        .breaker(&breaker)
+        .env(time.clone())
+        .build()
+        .unwrap();
+    let mut attempts = 0;
+    let r: io::Result<()> = p.call(|_| {
+        attempts += 1;
+        Err(ErrorKind::ConnectionReset.into())
+    });
+    // Two failures open the breaker; the third attempt is rejected before the body runs.
+    assert_eq!(attempts, 2);
+    let e = r.unwrap_err();
+    assert!(e.get_ref().is_some_and(|i| i.is::<Open>()), "{e}");
+    assert_eq!(breaker.state(), BreakerState::Open);
+
+    // Later calls fail fast too, until the break is over.
+    let mut ran = false;
+    let r: io::Result<()> = p.call(|_| {
+        ran = true;
+        Ok(())
+    });
+    assert!(r.is_err() && !ran);
+    time.advance(secs(30));
+    assert!(
+        p.call(|_| Ok::<_, io::Error>(())).is_ok(),
+        "a probe goes through"
+    );
+    assert_eq!(breaker.state(), BreakerState::Closed);
+}
+
+#[test]
+fn a_hint_replaces_the_backoff_but_not_the_budget() {
+    let time = VirtualTime::new();
+    let p = Policy::builder()
+        .retries(5)
+        .backoff(Constant::new(secs(1)))
+        .jitter(NoJitter)
+        .max_delay(secs(20))
+        .hint(|e: &(u64, bool)| e.1.then(|| secs(e.0)))
+        .env(time.clone())
+        .build()
+        .unwrap();
+    let mut n = 0;
+    let script = [(7, true), (0, false), (9, true), (30, true)];
+    let r: Result<(), (u64, bool)> = p.call(|_| {
+        n += 1;
+        Err(script[n - 1])
+    });
+    // 7 s hinted, 1 s from the backoff, 9 s hinted (17 s elapsed); 30 s would pass max_delay.
+    assert_eq!(r, Err((30, true)));
+    assert_eq!(time.sleeps(), [secs(7), secs(1), secs(9)]);
+}
+
+#[test]
+fn on_retry_reports_count_delay_elapsed_and_rule() {
+    let time = VirtualTime::new();
+    let log = RefCell::new(Vec::new());
+    let p = Policy::builder()
+        .retries(3)
+        .backoff(Constant::new(secs(2)))
+        .jitter(NoJitter)
+        .when(retry_runtime::kind::Predicate(|e: &u32| *e == 0), |s| {
+            s.backoff(Constant::new(secs(5)))
+        })
+        .on_retry(|e: &u32, info: &RetryInfo| log.borrow_mut().push((*e, *info)))
+        .env(time.clone())
+        .build()
+        .unwrap();
+    let t = time.clone();
+    let mut n = 0;
+    let _: Result<(), u32> = p.call(|_| {
+        n += 1;
+        t.advance(secs(1));
+        Err(if n == 2 { 0 } else { n })
+    });
+    let log = log.borrow();
+    assert_eq!(log.len(), 3);
+    let expect = [
+        (1, 0, 2, 1, RuleId::On),
+        (0, 1, 5, 4, RuleId::When(0)),
+        (3, 2, 2, 10, RuleId::On),
+    ];
+    for ((e, info), (ee, retries, delay, elapsed, rule)) in log.iter().zip(expect) {
+        assert_eq!(*e, ee);
+        assert_eq!(info.retries, retries);
+        assert_eq!(info.delay, secs(delay));
+        assert_eq!(info.elapsed, secs(elapsed));
+        assert_eq!(info.rule, rule);
+        assert!(!info.hinted);
+    }
+}
+
+static BUDGET: RetryBudget = match RetryBudget::new(3.0, 0.5, 1.0) {
+    Ok(b) => b,
+    Err(_) => panic!("invalid budget"),
+};
+
+static BREAKER: std::sync::LazyLock<CircuitBreaker> =
+    std::sync::LazyLock::new(|| CircuitBreaker::new(10, 3, 1.0, secs(60), 1).unwrap());
+
+thread_local! {
+    static ATTEMPTS: Cell<u32> = const { Cell::new(0) };
+    static RETRIES: RefCell<Vec<(u32, Duration, bool)>> = const { RefCell::new(Vec::new()) };
+}
+
+#[robust(retries = 10, backoff = constant(base = "1s"), jitter = none, budget = BUDGET)]
+fn budgeted() -> io::Result<()> {
+    ATTEMPTS.with(|a| a.set(a.get() + 1));
+    Err(ErrorKind::Other.into())
+}
+
+#[test]
+fn the_attribute_shares_a_static_budget() {
+    let time = VirtualTime::new();
+    let _g = time.install();
+    assert!(budgeted().is_err());
+    // The call earned 0.5 on a full bucket (capped at 3): three retries.
+    assert_eq!(ATTEMPTS.with(Cell::get), 4);
+    ATTEMPTS.with(|a| a.set(0));
+    assert!(budgeted().is_err());
+    // 0.5 earned, less than one retry's cost: no retry.
+    assert_eq!(ATTEMPTS.with(Cell::get), 1);
+}
+
+#[robust(retries = 5, backoff = none, breaker = BREAKER)]
+fn guarded(run: &Cell<u32>) -> io::Result<()> {
+    run.set(run.get() + 1);
+    Err(ErrorKind::ConnectionRefused.into())
+}
+
+#[test]
+fn the_attribute_fails_fast_on_an_open_breaker() {
+    let time = VirtualTime::new();
+    let _g = time.install();
+    let run = Cell::new(0);
+    let e = guarded(&run).unwrap_err();
+    assert_eq!(run.get(), 3, "three failures open the breaker");
+    assert!(e.get_ref().is_some_and(|i| i.is::<Open>()));
+    assert!(guarded(&run).is_err());
+    assert_eq!(run.get(), 3, "the body does not run while open");
+}
+
+#[robust(
+    retries = 3,
+    backoff = constant(base = "1s"),
+    jitter = none,
+    hint = |e: &io::Error| (e.kind() == ErrorKind::WouldBlock).then(|| Duration::from_secs(4)),
+    on_retry = |_e: &io::Error, info: &RetryInfo| RETRIES.with(|r| r.borrow_mut().push((info.retries, info.delay, info.hinted))),
+)]
+fn hinted(script: &[ErrorKind]) -> io::Result<()> {
+    let n = ATTEMPTS.with(|a| {
+        a.set(a.get() + 1);
+        a.get()
+    });
+    match script.get(n as usize - 1) {
+        Some(k) => Err((*k).into()),
+        None => Ok(()),
+    }
+}
+
+#[test]
+fn the_attribute_takes_hints_and_reports_retries() {
+    let time = VirtualTime::new();
+    let _g = time.install();
+    ATTEMPTS.with(|a| a.set(0));
+    hinted(&[ErrorKind::WouldBlock, ErrorKind::Other]).unwrap();
+    assert_eq!(time.sleeps(), [secs(4), secs(1)]);
+    RETRIES.with(|r| {
+        assert_eq!(*r.borrow(), [(0, secs(4), true), (1, secs(1), false)]);
+    });
+    let _ = time.now();
+}

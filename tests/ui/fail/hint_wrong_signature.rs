@@ -1,0 +1,6 @@
+use retry_runtime::robust;
+
+#[robust(hint = |e: &String| 5)]
+fn f() -> Result<(), String> { Ok(()) }
+
+fn main() {}
