@@ -152,17 +152,30 @@ struct Decide<'a> {
     hinted: Option<Duration>,
 }
 
+/// Why a call stops retrying.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum GiveUp {
+    /// No rule matches the error: it is not retried at all.
+    NotRetryable,
+    /// The matching rule's `retries` are used up.
+    RetryLimit,
+    /// The next retry could not start within `max_delay`.
+    MaxDelay,
+    /// The retry budget is empty.
+    Budget,
+}
+
 impl PlanVisitor for Decide<'_> {
-    type Out = Option<(Duration, RuleId)>;
+    type Out = Result<(Duration, RuleId), GiveUp>;
 
     #[inline]
-    fn visit<P: Plan + ?Sized>(self, plan: &P, rule: RuleId) -> Option<(Duration, RuleId)> {
+    fn visit<P: Plan + ?Sized>(self, plan: &P, rule: RuleId) -> Self::Out {
         if !plan.retry_limit().allows(self.retries) {
-            return None;
+            return Err(GiveUp::RetryLimit);
         }
         let budget = plan.budget();
         if budget.is_some_and(|b| b.is_zero()) {
-            return None;
+            return Err(GiveUp::MaxDelay);
         }
         let mut rng = RetryRng {
             seed: self.seed,
@@ -178,10 +191,10 @@ impl PlanVisitor for Decide<'_> {
             let now = self.env.now();
             let elapsed = now.saturating_duration_since(*self.first.get_or_insert(now));
             if elapsed.saturating_add(delay) >= budget {
-                return None;
+                return Err(GiveUp::MaxDelay);
             }
         }
-        Some((delay, rule))
+        Ok((delay, rule))
     }
 }
 
@@ -387,6 +400,12 @@ where
         if breaker.try_acquire(self.policy.env.now()) {
             return None;
         }
+        #[cfg(feature = "tracing")]
+        tracing::warn!(
+            target: "retry_runtime",
+            retries = self.retries,
+            "circuit breaker open: attempt rejected without running it"
+        );
         breaker.reject().map(Err)
     }
 
@@ -439,16 +458,40 @@ where
                 Step::Return(Ok(value))
             }
             Err(error) => match self.retry_delay(&error, timed_out) {
-                Some(delay) => Step::Retry(delay),
-                None => Step::Return(Err(error)),
+                Ok(delay) => Step::Retry(delay),
+                Err(_reason) => {
+                    #[cfg(feature = "tracing")]
+                    self.trace_give_up::<E>(_reason);
+                    Step::Return(Err(error))
+                }
             },
+        }
+    }
+
+    #[cfg(feature = "tracing")]
+    #[cold]
+    fn trace_give_up<E>(&mut self, reason: GiveUp) {
+        let error = std::any::type_name::<E>();
+        if reason == GiveUp::NotRetryable {
+            tracing::debug!(target: "retry_runtime", retries = self.retries, error, "error not retried: no rule matches it");
+        } else if tracing::enabled!(target: "retry_runtime", tracing::Level::ERROR) {
+            let now = self.policy.env.now();
+            let elapsed = now.saturating_duration_since(*self.first.get_or_insert(now));
+            tracing::error!(
+                target: "retry_runtime",
+                retries = self.retries,
+                elapsed_ms = elapsed.as_millis() as u64,
+                reason = ?reason,
+                error,
+                "giving up: returning the last error"
+            );
         }
     }
 
     /// The error path of [`settle`](Self::settle): the delay before the next attempt, or
     /// `None` to give up.
     #[inline]
-    fn retry_delay<E>(&mut self, error: &E, timed_out: bool) -> Option<Duration>
+    fn retry_delay<E>(&mut self, error: &E, timed_out: bool) -> Result<Duration, GiveUp>
     where
         W: Rules<E>,
         K: Classify<E>,
@@ -462,35 +505,52 @@ where
         p.on_error.on_error(error, self.retries);
 
         let failure = Failure::new(error, timed_out);
+        let hinted = p.extras.hint.hint(error);
         let visitor = Decide {
             retries: self.retries,
             jitter: &mut self.jitter,
             seed: &mut self.seed,
             first: &mut self.first,
             env: &p.env,
-            hinted: p.extras.hint.hint(error),
+            hinted,
         };
         let (delay, rule) = match p.whens.select(&failure, visitor) {
             Ok(decision) => decision?,
             Err(visitor) if p.on.matches(&failure) => visitor.visit(&p.settings, RuleId::On)?,
-            Err(_) => return None,
+            Err(_) => return Err(GiveUp::NotRetryable),
         };
         if !p.extras.budget.try_withdraw() {
-            return None;
+            return Err(GiveUp::Budget);
         }
-        if Rt::ACTIVE {
+        // The clock is read for the callback, or for a tracing subscriber that wants the event.
+        #[cfg(feature = "tracing")]
+        let trace = tracing::enabled!(target: "retry_runtime", tracing::Level::WARN);
+        #[cfg(not(feature = "tracing"))]
+        let trace = false;
+        if Rt::ACTIVE || trace {
             let now = p.env.now();
             let info = RetryInfo {
                 retries: self.retries,
                 delay,
                 elapsed: now.saturating_duration_since(*self.first.get_or_insert(now)),
                 rule,
-                hinted: p.extras.hint.hint(error).is_some(),
+                hinted: hinted.is_some(),
             };
             p.extras.on_retry.on_retry(error, &info);
+            #[cfg(feature = "tracing")]
+            tracing::warn!(
+                target: "retry_runtime",
+                retries = info.retries,
+                delay_ms = info.delay.as_millis() as u64,
+                elapsed_ms = info.elapsed.as_millis() as u64,
+                rule = ?info.rule,
+                hinted = info.hinted,
+                error = std::any::type_name::<E>(),
+                "attempt failed, retrying"
+            );
         }
         self.retries = self.retries.saturating_add(1);
         self.jitter.exponent = self.jitter.exponent.saturating_add(1);
-        Some(delay)
+        Ok(delay)
     }
 }

@@ -1,0 +1,133 @@
+//! The `tracing` feature: a WARN event per retry, an ERROR per give-up, a WARN per breaker
+//! rejection, captured by a test subscriber.
+
+use std::io::{self, ErrorKind};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use retry_runtime::time::VirtualTime;
+use retry_runtime::{CircuitBreaker, Constant, NoJitter, Policy};
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record};
+use tracing::{Event, Level, Metadata, Subscriber};
+
+/// One captured event: level and fields (the message under "message").
+#[derive(Debug, Clone)]
+struct Captured {
+    level: Level,
+    fields: Vec<(String, String)>,
+}
+
+impl Captured {
+    fn get(&self, name: &str) -> Option<&str> {
+        self.fields
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+#[derive(Clone, Default)]
+struct Capture(Arc<Mutex<Vec<Captured>>>);
+
+struct Fields<'a>(&'a mut Vec<(String, String)>);
+impl Visit for Fields<'_> {
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        self.0.push((field.name().to_owned(), format!("{value:?}")));
+    }
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.0.push((field.name().to_owned(), value.to_owned()));
+    }
+}
+
+impl Subscriber for Capture {
+    fn enabled(&self, _: &Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, _: &Attributes<'_>) -> Id {
+        Id::from_u64(1)
+    }
+    fn record(&self, _: &Id, _: &Record<'_>) {}
+    fn record_follows_from(&self, _: &Id, _: &Id) {}
+    fn event(&self, event: &Event<'_>) {
+        let mut fields = Vec::new();
+        event.record(&mut Fields(&mut fields));
+        self.0.lock().unwrap().push(Captured {
+            level: *event.metadata().level(),
+            fields,
+        });
+    }
+    fn enter(&self, _: &Id) {}
+    fn exit(&self, _: &Id) {}
+}
+
+fn capture(f: impl FnOnce()) -> Vec<Captured> {
+    let c = Capture::default();
+    tracing::subscriber::with_default(c.clone(), f);
+    c.0.lock().unwrap().clone()
+}
+
+#[test]
+fn a_warn_per_retry_and_an_error_when_giving_up() {
+    let time = VirtualTime::new();
+    let p = Policy::builder()
+        .retries(2)
+        .backoff(Constant::new(Duration::from_millis(250)))
+        .jitter(NoJitter)
+        .env(time.clone())
+        .build()
+        .unwrap();
+    let events = capture(|| {
+        let r: io::Result<()> = p.call(|_| Err(ErrorKind::Other.into()));
+        assert!(r.is_err());
+    });
+    assert_eq!(events.len(), 3, "{events:#?}");
+    for (i, e) in events[..2].iter().enumerate() {
+        assert_eq!(e.level, Level::WARN);
+        assert_eq!(e.get("message"), Some("attempt failed, retrying"));
+        assert_eq!(e.get("retries"), Some(i.to_string().as_str()));
+        assert_eq!(e.get("delay_ms"), Some("250"));
+        assert_eq!(e.get("rule"), Some("On"));
+        assert_eq!(e.get("error"), Some("std::io::error::Error"));
+    }
+    assert_eq!(events[1].get("elapsed_ms"), Some("250"));
+    let last = &events[2];
+    assert_eq!(last.level, Level::ERROR);
+    assert_eq!(
+        last.get("message"),
+        Some("giving up: returning the last error")
+    );
+    assert_eq!(last.get("reason"), Some("RetryLimit"));
+    assert_eq!(last.get("retries"), Some("2"));
+    assert_eq!(last.get("elapsed_ms"), Some("500"));
+}
+
+#[test]
+fn errors_that_are_not_retried_are_debug_and_rejections_warn() {
+    let time = VirtualTime::new();
+    let breaker = CircuitBreaker::new(2, 1, 1.0, Duration::from_secs(60), 1).unwrap();
+    let p = Policy::builder()
+        .on(retry_runtime::kind::Io::of([ErrorKind::TimedOut]))
+        .breaker(&breaker)
+        .env(time.clone())
+        .build()
+        .unwrap();
+    let events = capture(|| {
+        let r: io::Result<()> = p.call(|_| Err(ErrorKind::NotFound.into()));
+        assert!(r.is_err());
+        let r: io::Result<()> = p.call(|_| Ok(()));
+        assert!(r.is_err(), "the breaker opened on the first failure");
+    });
+    let levels: Vec<Level> = events.iter().map(|e| e.level).collect();
+    assert_eq!(levels, [Level::DEBUG, Level::WARN], "{events:#?}");
+    assert_eq!(
+        events[0].get("message"),
+        Some("error not retried: no rule matches it")
+    );
+    assert!(
+        events[1]
+            .get("message")
+            .unwrap()
+            .starts_with("circuit breaker open")
+    );
+}
