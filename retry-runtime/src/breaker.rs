@@ -41,8 +41,7 @@ pub enum BreakerState {
     Closed,
     /// Calls fail fast with [`Open`] until the break duration has passed.
     Open,
-    /// A limited number of probe calls go through; enough successes close the breaker, any
-    /// failure opens it again.
+    /// A limited number of probe calls go through; their failure ratio closes or reopens it.
     HalfOpen,
 }
 
@@ -60,6 +59,7 @@ struct Inner {
     opened_at: Option<Instant>,
     probes_started: u32,
     probes_succeeded: u32,
+    probes_failed: u32,
 }
 
 /// A circuit breaker shared by every call that names it (`breaker = MY_BREAKER` in the
@@ -68,9 +68,10 @@ struct Inner {
 /// Closed, it records each attempt's outcome in a rolling window of the last `window`
 /// attempts; when at least `min_calls` are recorded and the failure ratio reaches
 /// `failure_ratio`, it opens. Open, every attempt fails fast with [`Open`] for
-/// `break_duration`; then it is half-open: `probes` attempts go through, and if they all
-/// succeed it closes (with an empty window), while any failure opens it again. Time comes
-/// from the policy's clock, so tests drive it with a virtual one.
+/// `break_duration`; then it is half-open: `probes` attempts go through, and once they all
+/// have answered, it closes (with an empty window) if their failure ratio is below
+/// `failure_ratio`, and opens again otherwise. Time comes from the policy's clock, so tests
+/// drive it with a virtual one.
 ///
 /// ```
 /// use std::time::{Duration, Instant};
@@ -144,6 +145,7 @@ impl CircuitBreaker {
                 opened_at: None,
                 probes_started: 0,
                 probes_succeeded: 0,
+                probes_failed: 0,
             }),
         })
     }
@@ -172,6 +174,7 @@ impl CircuitBreaker {
             s.state = BreakerState::HalfOpen;
             s.probes_started = 0;
             s.probes_succeeded = 0;
+            s.probes_failed = 0;
         }
         if s.state == BreakerState::HalfOpen {
             if s.probes_started >= self.probes {
@@ -211,18 +214,24 @@ impl CircuitBreaker {
                     s.opened_at = Some(now);
                 }
             }
-            BreakerState::HalfOpen if !success => {
-                s.state = BreakerState::Open;
-                s.opened_at = Some(now);
-            }
             BreakerState::HalfOpen => {
-                s.probes_succeeded += 1;
-                if s.probes_succeeded >= self.probes {
-                    s.state = BreakerState::Closed;
-                    s.ring = [0; (MAX_WINDOW / 64) as usize];
-                    s.next = 0;
-                    s.recorded = 0;
-                    s.failures = 0;
+                if success {
+                    s.probes_succeeded += 1;
+                } else {
+                    s.probes_failed += 1;
+                }
+                // Once every probe has answered, their failure ratio decides.
+                if s.probes_succeeded + s.probes_failed >= self.probes {
+                    if f64::from(s.probes_failed) >= self.failure_ratio * f64::from(self.probes) {
+                        s.state = BreakerState::Open;
+                        s.opened_at = Some(now);
+                    } else {
+                        s.state = BreakerState::Closed;
+                        s.ring = [0; (MAX_WINDOW / 64) as usize];
+                        s.next = 0;
+                        s.recorded = 0;
+                        s.failures = 0;
+                    }
                 }
             }
             // An attempt that started before the breaker opened: its outcome no longer counts.
@@ -301,17 +310,23 @@ mod tests {
         assert!(b.try_acquire(t + secs(10)));
         assert!(!b.try_acquire(t + secs(10)));
         assert_eq!(b.state(), BreakerState::HalfOpen);
+        b.record(t + secs(11), false);
+        assert_eq!(
+            b.state(),
+            BreakerState::HalfOpen,
+            "one of two probes answered"
+        );
         b.record(t + secs(11), true);
-        assert_eq!(b.state(), BreakerState::HalfOpen, "one of two probes");
-        b.record(t + secs(11), true);
-        assert_eq!(b.state(), BreakerState::Closed);
-        // A failed probe reopens, from that moment.
-        b.record(t + secs(12), false);
-        b.record(t + secs(12), false);
-        assert!(b.try_acquire(t + secs(22)));
-        b.record(t + secs(23), false);
+        // 1 failure / 2 probes = 0.5 >= 0.5: open again, from that moment.
         assert_eq!(b.state(), BreakerState::Open);
-        assert!(!b.try_acquire(t + secs(32)));
-        assert!(b.try_acquire(t + secs(33)));
+        assert!(!b.try_acquire(t + secs(20)));
+        assert!(b.try_acquire(t + secs(21)));
+        assert!(b.try_acquire(t + secs(21)));
+        b.record(t + secs(22), true);
+        b.record(t + secs(22), true);
+        assert_eq!(b.state(), BreakerState::Closed);
+        // Closed with an empty window: one failure is below min_calls.
+        b.record(t + secs(23), false);
+        assert_eq!(b.state(), BreakerState::Closed);
     }
 }

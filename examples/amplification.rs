@@ -1,0 +1,330 @@
+//! Load amplification: how much extra work retries put on a failing server, and what a retry
+//! budget and a circuit breaker do about it, in virtual time.
+//!
+//! 100 clients each send requests at Poisson times, 10 per second, for 60 s. The server fails
+//! each request with probability p (p in 0.05, 0.1, 0.2, 0.5, 0.75, 1.0) and answers in 10 ms.
+//! Four client policies:
+//! - no retries;
+//! - 3 retries (exponential backoff 10 ms .. 1 s, full jitter);
+//! - 3 retries under a shared retry budget (capacity 5, 0.1 token earned per call, 1 per retry);
+//! - 3 retries behind a shared circuit breaker (window 100 attempts, at least 20, opens at a
+//!   50% failure ratio, 5 s break, then 10 probes that close it again below a 50% failure ratio).
+//!
+//! Every retry decision, budget withdrawal and breaker transition is `retry_runtime`'s own:
+//! each request is a [`retry_runtime::Call`] of a real policy on a virtual clock.
+//!
+//! `cargo run --release --example amplification` prints the table and writes
+//! `docs/amplification.svg`; `-- --check` verifies the committed picture instead.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::error::Error;
+use std::time::Duration;
+
+use plotters::prelude::*;
+use rand::rngs::SmallRng;
+use rand::{RngExt, SeedableRng};
+use rand_distr::{Distribution, Exp};
+use retry_runtime::time::VirtualTime;
+use retry_runtime::{CircuitBreaker, Exponential, FullJitter, Policy, RetryBudget, Step};
+
+const CLIENTS: usize = 100;
+const RATE_PER_CLIENT: f64 = 10.0;
+const HORIZON: Duration = Duration::from_secs(60);
+const LATENCY: Duration = Duration::from_millis(10);
+const FAILURE_RATES: [f64; 6] = [0.05, 0.1, 0.2, 0.5, 0.75, 1.0];
+
+/// A failed request.
+#[derive(Debug)]
+enum Failure {
+    /// The server failed it.
+    Server,
+    /// The breaker rejected it before it was sent.
+    Rejected,
+}
+
+impl From<retry_runtime::Open> for Failure {
+    fn from(_: retry_runtime::Open) -> Self {
+        Failure::Rejected
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Outcome {
+    /// Requests the server saw / requests the clients made.
+    load: f64,
+    /// Client requests that eventually succeeded.
+    success: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Event {
+    /// A client makes a new request.
+    Arrive { client: usize },
+    /// A request starts an attempt (first or retry).
+    Attempt { call: usize },
+    /// The server's answer to an attempt reaches the client.
+    Answer { call: usize, ok: bool },
+}
+
+/// Which guards the policy has.
+#[derive(Debug, Clone, Copy)]
+enum Guard {
+    NoRetries,
+    Retries,
+    Budget,
+    Breaker,
+}
+
+fn simulate(p: f64, guard: Guard, seed: u64) -> Outcome {
+    let time = VirtualTime::new();
+    let budget = RetryBudget::new(5.0, 0.1, 1.0).expect("valid budget");
+    let breaker =
+        CircuitBreaker::new(100, 20, 0.5, Duration::from_secs(5), 5).expect("valid breaker");
+    let backoff = Exponential::new(Duration::from_millis(10), Duration::from_secs(1), 2.0)
+        .expect("valid backoff");
+    let retries = if matches!(guard, Guard::NoRetries) {
+        0
+    } else {
+        3
+    };
+    let base = Policy::builder()
+        .retries(retries)
+        .backoff(backoff)
+        .jitter(FullJitter)
+        .env(time.clone());
+    // The three shapes of policy differ in type; run the same simulation with each.
+    match guard {
+        Guard::Budget => run(
+            p,
+            seed,
+            &time,
+            &base.budget(&budget).build().expect("valid"),
+        ),
+        Guard::Breaker => run(
+            p,
+            seed,
+            &time,
+            &base.breaker(&breaker).build().expect("valid"),
+        ),
+        Guard::NoRetries | Guard::Retries => run(p, seed, &time, &base.build().expect("valid")),
+    }
+}
+
+/// Drives one simulation with `policy`.
+fn run<W, K, P, T, S, F, C, Bu, Br, H, Rt>(
+    p: f64,
+    seed: u64,
+    time: &VirtualTime,
+    policy: &Policy<W, K, P, T, S, F, C, retry_runtime::Extras<Bu, Br, H, Rt>>,
+) -> Outcome
+where
+    W: retry_runtime::Rules<Failure>,
+    K: retry_runtime::kind::Classify<Failure>,
+    P: retry_runtime::Plan,
+    T: retry_runtime::AttemptTimeout,
+    S: retry_runtime::OnSuccess,
+    F: retry_runtime::OnError<Failure>,
+    C: retry_runtime::time::Clock + Sync,
+    Bu: retry_runtime::Budget,
+    Br: retry_runtime::Breaker + retry_runtime::Reject<Failure>,
+    H: retry_runtime::Hint<Failure>,
+    Rt: retry_runtime::OnRetry<Failure>,
+{
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let gap = Exp::new(RATE_PER_CLIENT).expect("valid rate");
+    let mut queue = BinaryHeap::new();
+    let mut seq = 0u64;
+    let mut push = |queue: &mut BinaryHeap<_>, at: Duration, ev: Event| {
+        seq += 1;
+        queue.push(Reverse((at, seq, ev)));
+    };
+    for client in 0..CLIENTS {
+        let first = Duration::from_secs_f64(gap.sample(&mut rng));
+        push(&mut queue, first, Event::Arrive { client });
+    }
+    let mut calls = Vec::new();
+    let (mut made, mut sent, mut succeeded) = (0u64, 0u64, 0u64);
+    let mut now = Duration::ZERO;
+    while let Some(Reverse((at, _, ev))) = queue.pop() {
+        time.advance(at - now);
+        now = at;
+        match ev {
+            Event::Arrive { client } => {
+                made += 1;
+                calls.push(policy.start_seeded(seed ^ made.wrapping_mul(0x9E37_79B9)));
+                push(
+                    &mut queue,
+                    now,
+                    Event::Attempt {
+                        call: calls.len() - 1,
+                    },
+                );
+                let next = now + Duration::from_secs_f64(gap.sample(&mut rng));
+                if next < HORIZON {
+                    push(&mut queue, next, Event::Arrive { client });
+                }
+            }
+            Event::Attempt { call } => {
+                if calls[call].admit::<(), Failure>().is_some() {
+                    continue; // rejected by the open breaker: the call has failed
+                }
+                sent += 1;
+                let ok = rng.random::<f64>() >= p;
+                push(&mut queue, now + LATENCY, Event::Answer { call, ok });
+            }
+            Event::Answer { call, ok } => {
+                let result = if ok { Ok(()) } else { Err(Failure::Server) };
+                match calls[call].settle(result, false) {
+                    Step::Retry(delay) => push(&mut queue, now + delay, Event::Attempt { call }),
+                    Step::Return(Ok(())) => succeeded += 1,
+                    Step::Return(Err(_)) => {}
+                }
+            }
+        }
+    }
+    Outcome {
+        load: sent as f64 / made as f64,
+        success: succeeded as f64 / made as f64,
+    }
+}
+
+type Series = (&'static str, Vec<Outcome>);
+
+fn all() -> Vec<Series> {
+    let sweep = |g: Guard, id: u64| {
+        FAILURE_RATES
+            .iter()
+            .enumerate()
+            .map(|(i, p)| simulate(*p, g, id << 8 | i as u64))
+            .collect::<Vec<_>>()
+    };
+    vec![
+        ("no retries", sweep(Guard::NoRetries, 1)),
+        ("3 retries", sweep(Guard::Retries, 2)),
+        ("3 retries + budget", sweep(Guard::Budget, 3)),
+        ("3 retries + breaker", sweep(Guard::Breaker, 4)),
+    ]
+}
+
+const COLORS: [RGBColor; 4] = [
+    RGBColor(127, 127, 127),
+    RGBColor(214, 39, 40),
+    RGBColor(31, 119, 180),
+    RGBColor(44, 160, 44),
+];
+
+fn picture(series: &[Series]) -> Result<String, Box<dyn Error>> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (1000, 460)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let (left, right) = root.split_horizontally(500);
+        for (area, title, y_max, value) in [
+            (
+                &left,
+                "Load multiplier (server requests / client requests)",
+                4.2,
+                0usize,
+            ),
+            (&right, "Client success rate", 1.05, 1usize),
+        ] {
+            let mut chart = ChartBuilder::on(area)
+                .caption(title, ("sans-serif", 17))
+                .margin(12)
+                .x_label_area_size(36)
+                .y_label_area_size(44)
+                .build_cartesian_2d(0f64..1.02, 0f64..y_max)?;
+            chart
+                .configure_mesh()
+                .x_desc("server failure probability p")
+                .x_label_formatter(&|x| format!("{x:.1}"))
+                .y_label_formatter(&|y| format!("{y:.1}"))
+                .light_line_style(RGBColor(235, 235, 235))
+                .draw()?;
+            if value == 0 {
+                let theory = (0..=100).map(|i| {
+                    let p = f64::from(i) / 100.0;
+                    (p, 1.0 + p + p * p + p * p * p)
+                });
+                chart
+                    .draw_series(LineSeries::new(theory, BLACK.mix(0.4).stroke_width(1)))?
+                    .label("1 + p + p² + p³")
+                    .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], BLACK.mix(0.4)));
+            }
+            for (i, (name, values)) in series.iter().enumerate() {
+                let color = COLORS[i % COLORS.len()];
+                let points: Vec<(f64, f64)> = FAILURE_RATES
+                    .iter()
+                    .zip(values)
+                    .map(|(p, o)| (*p, if value == 0 { o.load } else { o.success }))
+                    .collect();
+                chart
+                    .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))?
+                    .label(*name)
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
+                    });
+                chart.draw_series(points.iter().map(|p| Circle::new(*p, 3, color.filled())))?;
+            }
+            chart
+                .configure_series_labels()
+                .position(if value == 0 {
+                    SeriesLabelPosition::UpperLeft
+                } else {
+                    SeriesLabelPosition::LowerLeft
+                })
+                .background_style(WHITE.mix(0.9))
+                .border_style(BLACK)
+                .draw()?;
+        }
+        root.present()?;
+    }
+    Ok(svg)
+}
+
+fn main() -> Result<(), Box<dyn Error>> {
+    let check = std::env::args().any(|a| a == "--check");
+    std::env::set_current_dir(env!("CARGO_MANIFEST_DIR"))?;
+    std::fs::create_dir_all("docs")?;
+    let series = all();
+
+    println!("Load multiplier (server requests / client requests), client success rate:\n");
+    print!("| p | 1 + p + p² + p³ |");
+    for (name, _) in &series {
+        print!(" {name}: load | success |");
+    }
+    println!();
+    print!("|---:|---:|");
+    for _ in &series {
+        print!("---:|---:|");
+    }
+    println!();
+    for (i, p) in FAILURE_RATES.iter().enumerate() {
+        print!("| {p} | {:.2} |", 1.0 + p + p * p + p * p * p);
+        for (_, values) in &series {
+            print!(
+                " {:.2} | {:.1}% |",
+                values[i].load,
+                100.0 * values[i].success
+            );
+        }
+        println!();
+    }
+    println!();
+
+    let svg = picture(&series)?;
+    let path = "docs/amplification.svg";
+    if check {
+        if std::fs::read_to_string(path)? != svg {
+            return Err(
+                format!("{path} is not what `cargo run --example amplification` writes").into(),
+            );
+        }
+        println!("{path}: up to date");
+    } else {
+        std::fs::write(path, svg)?;
+        println!("wrote {path}");
+    }
+    Ok(())
+}
