@@ -111,7 +111,8 @@ fn simulate(p: f64, guard: Guard, seed: u64) -> Outcome {
     }
 }
 
-/// Drives one simulation with `policy`.
+/// Drives one simulation with `policy` (generic over every policy shape the guards make).
+#[allow(clippy::type_complexity)]
 fn run<W, K, P, T, S, F, C, Bu, Br, H, Rt>(
     p: f64,
     seed: u64,
