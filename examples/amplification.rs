@@ -22,11 +22,14 @@ use std::error::Error;
 use std::time::Duration;
 
 use plotters::prelude::*;
+
+mod support;
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 use rand_distr::{Distribution, Exp};
 use retry_runtime::time::VirtualTime;
 use retry_runtime::{CircuitBreaker, Exponential, FullJitter, Policy, RetryBudget, Step};
+use support::{legend, line, write_or_check};
 
 const CLIENTS: usize = 100;
 const RATE_PER_CLIENT: f64 = 10.0;
@@ -254,30 +257,19 @@ fn picture(series: &[Series]) -> Result<String, Box<dyn Error>> {
                     .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], BLACK.mix(0.4)));
             }
             for (i, (name, values)) in series.iter().enumerate() {
-                let color = COLORS[i % COLORS.len()];
                 let points: Vec<(f64, f64)> = FAILURE_RATES
                     .iter()
                     .zip(values)
                     .map(|(p, o)| (*p, if value == 0 { o.load } else { o.success }))
                     .collect();
-                chart
-                    .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))?
-                    .label(*name)
-                    .legend(move |(x, y)| {
-                        PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
-                    });
-                chart.draw_series(points.iter().map(|p| Circle::new(*p, 3, color.filled())))?;
+                line(&mut chart, name, COLORS[i % COLORS.len()], &points)?;
             }
-            chart
-                .configure_series_labels()
-                .position(if value == 0 {
-                    SeriesLabelPosition::UpperLeft
-                } else {
-                    SeriesLabelPosition::LowerLeft
-                })
-                .background_style(WHITE.mix(0.9))
-                .border_style(BLACK)
-                .draw()?;
+            let position = if value == 0 {
+                SeriesLabelPosition::UpperLeft
+            } else {
+                SeriesLabelPosition::LowerLeft
+            };
+            legend(&mut chart, position)?;
         }
         root.present()?;
     }
@@ -314,18 +306,10 @@ fn main() -> Result<(), Box<dyn Error>> {
     }
     println!();
 
-    let svg = picture(&series)?;
-    let path = "docs/amplification.svg";
-    if check {
-        if std::fs::read_to_string(path)? != svg {
-            return Err(
-                format!("{path} is not what `cargo run --example amplification` writes").into(),
-            );
-        }
-        println!("{path}: up to date");
-    } else {
-        std::fs::write(path, svg)?;
-        println!("wrote {path}");
-    }
-    Ok(())
+    write_or_check(
+        "docs/amplification.svg",
+        &picture(&series)?,
+        check,
+        "amplification",
+    )
 }

@@ -22,6 +22,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use plotters::prelude::*;
+
+mod support;
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use rand_distr::{Distribution, Normal};
@@ -30,6 +32,7 @@ use retry_runtime::{
     AwsDecorrelated, Backoff, Decorrelated, EqualJitter, Exponential, FullJitter, Jitter,
     NoBackoff, NoJitter, Policy, Step,
 };
+use support::{legend, line, write_or_check};
 
 const RUNS: u64 = 100;
 const CLIENTS: [usize; 19] = [
@@ -272,46 +275,19 @@ where
             .light_line_style(RGBColor(235, 235, 235))
             .draw()?;
         for (i, (name, values)) in series.iter().enumerate().rev() {
-            let color = COLORS[i % COLORS.len()];
             let points: Vec<(f64, f64)> = CLIENTS
                 .iter()
                 .zip(values)
                 .map(|(n, o)| (*n as f64, value(o)))
                 .collect();
-            chart
-                .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))?
-                .label(*name)
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
-                });
-            chart.draw_series(points.iter().map(|p| Circle::new(*p, 3, color.filled())))?;
+            line(&mut chart, name, COLORS[i % COLORS.len()], &points)?;
         }
-        chart
-            .configure_series_labels()
-            .position(if log {
-                SeriesLabelPosition::LowerRight
-            } else {
-                SeriesLabelPosition::UpperLeft
-            })
-            .background_style(WHITE.mix(0.9))
-            .border_style(BLACK)
-            .draw()?;
-    }
-    Ok(())
-}
-
-fn write_or_check(path: &str, content: &str, check: bool) -> Result<(), Box<dyn Error>> {
-    if check {
-        let committed = std::fs::read_to_string(path)?;
-        if committed != content {
-            return Err(
-                format!("{path} is not what `cargo run --example contention` writes").into(),
-            );
-        }
-        println!("{path}: up to date");
-    } else {
-        std::fs::write(path, content)?;
-        println!("wrote {path}");
+        let position = if log {
+            SeriesLabelPosition::LowerRight
+        } else {
+            SeriesLabelPosition::UpperLeft
+        };
+        legend(&mut chart, position)?;
     }
     Ok(())
 }
@@ -351,7 +327,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         |o| o.time_ms,
         true,
     )?;
-    write_or_check("docs/contention-calls.svg", &calls, check)?;
-    write_or_check("docs/contention-time.svg", &time, check)?;
+    write_or_check("docs/contention-calls.svg", &calls, check, "contention")?;
+    write_or_check("docs/contention-time.svg", &time, check, "contention")?;
     Ok(())
 }

@@ -8,6 +8,8 @@ use std::error::Error;
 use std::time::Duration;
 
 use plotters::prelude::*;
+
+mod support;
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use retry_runtime::time::VirtualTime;
@@ -15,6 +17,7 @@ use retry_runtime::{
     AwsDecorrelated, Backoff, Constant, Decorrelated, EqualJitter, Exponential, Fibonacci,
     FullJitter, Jitter, Linear, NoBackoff, NoJitter, Policy, Polynomial, Random,
 };
+use support::{legend, line, write_or_check};
 
 /// x = 0..=15.
 const STEPS: u32 = 16;
@@ -105,26 +108,14 @@ fn strategies_svg() -> Result<String, Box<dyn Error>> {
             .light_line_style(RGBColor(235, 235, 235))
             .draw()?;
         for (i, (name, values)) in series.iter().enumerate() {
-            let color = COLORS[i % COLORS.len()];
             let points: Vec<(f64, f64)> = values
                 .iter()
                 .enumerate()
                 .map(|(x, v)| (x as f64, *v))
                 .collect();
-            chart
-                .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))?
-                .label(*name)
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
-                });
-            chart.draw_series(points.iter().map(|p| Circle::new(*p, 3, color.filled())))?;
+            line(&mut chart, name, COLORS[i % COLORS.len()], &points)?;
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE.mix(0.9))
-            .border_style(BLACK)
-            .draw()?;
+        legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
         root.present()?;
     }
     Ok(svg)
@@ -208,26 +199,17 @@ fn jitter_svg() -> Result<String, Box<dyn Error>> {
     Ok(svg)
 }
 
-fn write_or_check(path: &str, content: &str, check: bool) -> Result<(), Box<dyn Error>> {
-    if check {
-        let committed = std::fs::read_to_string(path)?;
-        if committed != content {
-            return Err(format!("{path} is not what `cargo run --example plots` writes").into());
-        }
-        println!("{path}: up to date");
-    } else {
-        std::fs::write(path, content)?;
-        println!("wrote {path}");
-    }
-    Ok(())
-}
-
 fn main() -> Result<(), Box<dyn Error>> {
     let check = std::env::args().any(|a| a == "--check");
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs");
     std::fs::create_dir_all(&dir)?;
     std::env::set_current_dir(env!("CARGO_MANIFEST_DIR"))?;
-    write_or_check("docs/backoff-strategies.svg", &strategies_svg()?, check)?;
-    write_or_check("docs/jitter.svg", &jitter_svg()?, check)?;
+    write_or_check(
+        "docs/backoff-strategies.svg",
+        &strategies_svg()?,
+        check,
+        "plots",
+    )?;
+    write_or_check("docs/jitter.svg", &jitter_svg()?, check, "plots")?;
     Ok(())
 }
