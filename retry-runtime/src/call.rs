@@ -263,7 +263,7 @@ where
     /// Starts a call that reads the clock only when something needs it: use it when no
     /// attempt context is read, no rule has a `max_delay` and the timeout (if any) is enforced
     /// by cancellation (async), as the `#[robust]` expansion does. Such a call's success path
-    /// reads no clock at all; [`Call::attempt`] must not be called on it.
+    /// reads no clock at all (calling [`Call::attempt`] on it reads the clock from then on).
     pub fn start_lazy(&self) -> Call<'_, Self> {
         self.extras.budget.deposit();
         Call {

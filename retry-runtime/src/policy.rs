@@ -479,6 +479,30 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R>
 {
     /// Shares a retry budget: every call earns tokens, every retry spends them, and a retry
     /// that finds the budget empty is not made.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use retry_runtime::{CircuitBreaker, NoBackoff, Policy, RetryBudget};
+    ///
+    /// let budget = RetryBudget::new(1.0, 0.0, 1.0)?;
+    /// let breaker = CircuitBreaker::new(10, 5, 0.5, Duration::from_secs(30), 2)?;
+    /// let policy = Policy::builder()
+    ///     .retries(5)
+    ///     .backoff(NoBackoff)
+    ///     .budget(&budget)
+    ///     .breaker(&breaker)
+    ///     .hint(|e: &std::io::Error| None)
+    ///     .on_retry(|e: &std::io::Error, info| eprintln!("retry {} in {:?}", info.retries, info.delay))
+    ///     .build()?;
+    /// let mut attempts = 0;
+    /// let r: std::io::Result<()> = policy.call(|_| {
+    ///     attempts += 1;
+    ///     Err(std::io::ErrorKind::Other.into())
+    /// });
+    /// assert!(r.is_err());
+    /// assert_eq!(attempts, 2); // one token: one retry
+    /// # Ok::<(), retry_runtime::ConfigError>(())
+    /// ```
     pub fn budget(
         self,
         budget: &RetryBudget,
