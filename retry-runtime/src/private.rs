@@ -372,7 +372,8 @@ fn arm(mut timer: std::pin::Pin<&mut TimerSlot>, d: Duration) {
     // About thirty years: what tokio itself uses for "never".
     let deadline = now
         .checked_add(d)
-        .unwrap_or_else(|| now + Duration::from_secs(86400 * 365 * 30));
+        .or_else(|| now.checked_add(Duration::from_secs(86400 * 365 * 30)))
+        .unwrap_or(now);
     match timer.as_mut().as_pin_mut() {
         Some(sleep) => sleep.reset(deadline),
         None => timer.set(Some(tokio::time::sleep_until(deadline))),
