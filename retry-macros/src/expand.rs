@@ -31,6 +31,15 @@ fn respan(tokens: &TokenStream, span: Span) -> TokenStream {
         .collect()
 }
 
+/// The span of an `impl` keyword in `tokens`, if any (`Result<impl Display, E>`).
+fn find_impl_trait(tokens: TokenStream) -> Option<Span> {
+    tokens.into_iter().find_map(|tt| match tt {
+        TokenTree::Ident(i) if i == "impl" => Some(i.span()),
+        TokenTree::Group(g) => find_impl_trait(g.stream()),
+        _ => None,
+    })
+}
+
 /// `(tokens)` with the parentheses spanned at `span`.
 fn spanned_group(tokens: TokenStream, span: Span) -> Group {
     let mut g = Group::new(proc_macro2::Delimiter::Parenthesis, tokens);
@@ -387,6 +396,12 @@ pub fn expand(config: Config, mut f: ItemFn) -> syn::Result<TokenStream> {
             ));
         }
     };
+    if let Some(tok) = find_impl_trait(quote!(#ret)) {
+        return Err(syn::Error::new(
+            tok,
+            "`#[robust]` cannot name a return type that contains `impl Trait`: the loop has to write the type out; return a concrete type or `Box<dyn Trait>`",
+        ));
+    }
     let is_async = f.sig.asyncness.is_some();
     let prelude = rebind_args(&p, &mut f)?;
     let names = Names::new();
