@@ -294,3 +294,40 @@ mod attribute {
         });
     }
 }
+
+mod boxed_timer {
+    use super::*;
+    use retry_runtime::robust;
+
+    /// No timeout, a backoff that sleeps: the call's timer is allocated on its first backoff.
+    #[robust(retries = 3, backoff = constant(base = "5ms"), jitter = none)]
+    async fn sleeps_between_attempts(fail: &Cell<u32>) -> io::Result<u32> {
+        if fail.get() > 0 {
+            fail.set(fail.get() - 1);
+            return Err(ErrorKind::ConnectionReset.into());
+        }
+        Ok(5)
+    }
+
+    #[test]
+    fn an_async_fn_without_timeout_allocates_its_timer_once_when_it_first_sleeps() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let _ = sleeps_between_attempts(&Cell::new(1)).await;
+            for (fail, expected) in [(0, 0), (1, 1), (3, 1)] {
+                let before = ALLOCS.with(Cell::get);
+                let r = sleeps_between_attempts(&Cell::new(fail)).await;
+                assert_eq!(r.unwrap(), 5);
+                assert_eq!(
+                    ALLOCS.with(Cell::get) - before,
+                    expected,
+                    "{fail} failures: one timer for the whole call, none on success"
+                );
+            }
+        });
+    }
+}

@@ -486,7 +486,7 @@ fn a_lazy_call_reads_no_clock_unless_a_rule_needs_it() {
         .env(env.clone())
         .build()
         .unwrap();
-    let mut call = p.start_lazy();
+    let mut call = p.start_untimed();
     assert!(matches!(
         call.settle(Err::<(), _>("busy"), false),
         Step::Retry(_)
@@ -501,7 +501,7 @@ fn a_lazy_call_reads_no_clock_unless_a_rule_needs_it() {
         .env(env.clone())
         .build()
         .unwrap();
-    let mut call = p.start_lazy();
+    let mut call = p.start_untimed();
     let _ = call.settle(Err::<(), _>("busy"), false);
     assert!(reads() > 0);
 }

@@ -561,13 +561,25 @@ pub fn expand(config: Config, mut f: ItemFn) -> syn::Result<TokenStream> {
     let pattern = spanned_group(quote!(#result, #fired), ret_span);
     let admit = quote_spanned! {ret_span=>
         if let ::core::option::Option::Some(#returned) =
-            #pr::admit::<#ret, _, _, _, _, _, _, _, _, _, _, _>(&mut #call)
+            #pr::admit::<#ret, _, _, _, _, _, _, _, _, _, _, _, _>(&mut #call)
         {
             return #returned;
         }
     };
     let timer = Ident::new("__robust_timer", Span::mixed_site());
-    let run_attempt = if is_async {
+    // Without a timeout an async attempt is simply awaited: no timer, no race.
+    let timed = matches!(
+        config.timeout.as_ref().map(|t| t.value),
+        Some(Limit::Finite(_))
+    );
+    let run_attempt = if is_async && !timed {
+        let plain = quote_spanned! {ret_span=>
+            (<#ret as #pr::IsResult>::into_result(
+                #pr::pin_output::<#ret, _>(async #body).await
+            ), false)
+        };
+        quote!(let #pattern = #plain;)
+    } else if is_async {
         let fut = Ident::new("__robust_future", Span::mixed_site());
         quote! {
             let #pattern = {
@@ -580,13 +592,17 @@ pub fn expand(config: Config, mut f: ItemFn) -> syn::Result<TokenStream> {
         quote!(let #pattern = #value;)
     };
     let delay = Ident::new("__robust_delay", Span::mixed_site());
-    let timer_stmt = if is_async {
+    let timer_stmt = if is_async && timed {
         quote!(let mut #timer = ::core::pin::pin!(#p::timer_slot());)
+    } else if is_async {
+        quote!(let mut #timer = #p::boxed_timer();)
     } else {
         quote!()
     };
-    let sleep = if is_async {
+    let sleep = if is_async && timed {
         quote!(#p::backoff_on(#timer.as_mut(), #delay).await)
+    } else if is_async {
+        quote!(#p::backoff_boxed(&mut #timer, #delay).await)
     } else {
         quote!(#p::sleep(#policy.env(), #delay))
     };

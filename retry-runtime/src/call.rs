@@ -131,22 +131,81 @@ pub enum Step<T, E> {
 /// # Ok::<(), retry_runtime::ConfigError>(())
 /// ```
 #[derive(Debug)]
-pub struct Call<'p, P> {
+pub struct Call<'p, P, Tm = Timed> {
     policy: &'p P,
     retries: u32,
     jitter: JitterState,
-    /// When the first attempt started; `None` for a lazy call until something needs it.
-    first: Option<Instant>,
-    deadline: Option<Instant>,
+    times: Tm,
     seed: CallSeed,
 }
 
+/// Where a call keeps the instants it needs: [`Timed`] keeps the first attempt's start and the
+/// current attempt's deadline; [`Untimed`] keeps nothing, for calls that never read them (no
+/// attempt context, no `max_delay`, no cooperative timeout, no `on_retry`), which keeps async
+/// futures small.
+pub trait Times: Default {
+    /// When the first attempt started; records `now` if that is not known.
+    fn first_or(&mut self, now: Instant) -> Instant;
+    /// The current attempt's deadline.
+    fn deadline(&self) -> Option<Instant>;
+    /// Sets the current attempt's deadline.
+    fn set_deadline(&mut self, deadline: Option<Instant>);
+}
+
+/// The instants of a call that reads time (see [`Times`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Timed {
+    first: Option<Instant>,
+    deadline: Option<Instant>,
+}
+
+impl Times for Timed {
+    #[inline]
+    fn first_or(&mut self, now: Instant) -> Instant {
+        *self.first.get_or_insert(now)
+    }
+    #[inline]
+    fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
+    #[inline]
+    fn set_deadline(&mut self, deadline: Option<Instant>) {
+        self.deadline = deadline;
+    }
+}
+
+/// No instants: the first attempt is taken to start now, there is no deadline (see [`Times`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Untimed;
+
+impl Times for Untimed {
+    #[inline(always)]
+    fn first_or(&mut self, now: Instant) -> Instant {
+        now
+    }
+    #[inline(always)]
+    fn deadline(&self) -> Option<Instant> {
+        None
+    }
+    #[inline(always)]
+    fn set_deadline(&mut self, _: Option<Instant>) {}
+}
+
+/// What [`Policy::start_lazy`] keeps: nothing, unless the `tracing` feature is on, whose events
+/// report the time since the first attempt.
+#[cfg(not(feature = "tracing"))]
+pub type LazyTimes = Untimed;
+/// What [`Policy::start_lazy`] keeps: nothing, unless the `tracing` feature is on, whose events
+/// report the time since the first attempt.
+#[cfg(feature = "tracing")]
+pub type LazyTimes = Timed;
+
 /// The retry decision for the rule that matched (SPEC section 6, step 2 and 3).
-struct Decide<'a> {
+struct Decide<'a, Tm> {
     retries: u32,
     jitter: &'a mut JitterState,
     seed: &'a mut CallSeed,
-    first: &'a mut Option<Instant>,
+    times: &'a mut Tm,
     env: &'a dyn Clock,
     /// The delay the failure asked for, which replaces the backoff.
     hinted: Option<Duration>,
@@ -165,7 +224,7 @@ enum GiveUp {
     Budget,
 }
 
-impl PlanVisitor for Decide<'_> {
+impl<Tm: Times> PlanVisitor for Decide<'_, Tm> {
     type Out = Result<(Duration, RuleId), GiveUp>;
 
     #[inline]
@@ -189,7 +248,7 @@ impl PlanVisitor for Decide<'_> {
         };
         if let Some(budget) = budget {
             let now = self.env.now();
-            let elapsed = now.saturating_duration_since(*self.first.get_or_insert(now));
+            let elapsed = now.saturating_duration_since(self.times.first_or(now));
             if elapsed.saturating_add(delay) >= budget {
                 return Err(GiveUp::MaxDelay);
             }
@@ -203,7 +262,16 @@ impl PlanVisitor for Decide<'_> {
 /// seed and the retry count, so the call keeps one word, whatever the generator's size, and a
 /// call that never draws seeds nothing.
 #[derive(Debug, Default, Clone, Copy)]
-struct CallSeed(Option<u64>);
+struct CallSeed(Option<std::num::NonZeroU64>);
+
+impl CallSeed {
+    /// One word: seed 0 is kept as `u64::MAX` (so those two seeds share a stream).
+    fn new(seed: u64) -> Self {
+        CallSeed(Some(
+            std::num::NonZeroU64::new(seed).unwrap_or(std::num::NonZeroU64::MAX),
+        ))
+    }
+}
 
 /// The generator of one retry, made on its first draw.
 struct RetryRng<'a> {
@@ -217,10 +285,16 @@ impl RetryRng<'_> {
     fn get(&mut self) -> &mut SmallRng {
         let (seed, env, retries) = (&mut *self.seed, self.env, self.retries);
         self.rng.get_or_insert_with(|| {
-            let call = *seed.0.get_or_insert_with(|| {
-                env.seed()
-                    .unwrap_or_else(|| rand::Rng::next_u64(&mut rand::rng()))
-            });
+            let call = match seed.0 {
+                Some(s) => s.get(),
+                None => {
+                    let drawn = env
+                        .seed()
+                        .unwrap_or_else(|| rand::Rng::next_u64(&mut rand::rng()));
+                    *seed = CallSeed::new(drawn);
+                    seed.0.map_or(drawn, std::num::NonZeroU64::get)
+                }
+            };
             // `seed_from_u64` scrambles its input: consecutive retries get unrelated streams.
             let mixed = call.wrapping_add(u64::from(retries).wrapping_mul(0x9E37_79B9_7F4A_7C15));
             SmallRng::seed_from_u64(mixed)
@@ -254,24 +328,47 @@ where
 {
     /// Starts a call: a fresh retry count and clock reading.
     pub fn start(&self) -> Call<'_, Self> {
+        self.extras.budget.deposit();
         Call {
-            first: Some(self.env.now()),
-            ..self.start_lazy()
+            policy: self,
+            retries: 0,
+            jitter: JitterState::default(),
+            times: Timed {
+                first: Some(self.env.now()),
+                deadline: None,
+            },
+            seed: CallSeed::default(),
         }
     }
 
     /// Starts a call that reads the clock only when something needs it: use it when no
     /// attempt context is read, no rule has a `max_delay` and the timeout (if any) is enforced
     /// by cancellation (async), as the `#[robust]` expansion does. Such a call's success path
-    /// reads no clock at all (calling [`Call::attempt`] on it reads the clock from then on).
-    pub fn start_lazy(&self) -> Call<'_, Self> {
+    /// reads no clock at all.
+    ///
+    /// With the `tracing` feature this is [`start`](Self::start), so that events report the
+    /// time since the first attempt.
+    pub fn start_lazy(&self) -> Call<'_, Self, LazyTimes> {
+        #[cfg(feature = "tracing")]
+        {
+            self.start()
+        }
+        #[cfg(not(feature = "tracing"))]
+        {
+            self.start_untimed()
+        }
+    }
+
+    /// Starts a call that keeps no instants at all ([`Untimed`]): its clock is read only
+    /// for a breaker, a `max_delay` budget or an `on_retry` callback, and time since the first
+    /// attempt is then counted from the first failure.
+    pub fn start_untimed(&self) -> Call<'_, Self, Untimed> {
         self.extras.budget.deposit();
         Call {
             policy: self,
             retries: 0,
             jitter: JitterState::default(),
-            first: None,
-            deadline: None,
+            times: Untimed,
             seed: CallSeed::default(),
         }
     }
@@ -280,7 +377,7 @@ where
     /// seed: for simulations where every client must draw its own jitter reproducibly.
     pub fn start_seeded(&self, seed: u64) -> Call<'_, Self> {
         Call {
-            seed: CallSeed(Some(seed)),
+            seed: CallSeed::new(seed),
             ..self.start()
         }
     }
@@ -378,13 +475,14 @@ where
     }
 }
 
-impl<'p, W, K, P, T, S, F, C, Bu, Br, H, Rt>
-    Call<'p, Policy<W, K, P, T, S, F, C, Extras<Bu, Br, H, Rt>>>
+impl<'p, W, K, P, T, S, F, C, Bu, Br, H, Rt, Tm>
+    Call<'p, Policy<W, K, P, T, S, F, C, Extras<Bu, Br, H, Rt>>, Tm>
 where
     T: AttemptTimeout,
     C: Clock + Sync,
     Bu: Budget,
     Br: Breaker,
+    Tm: Times,
 {
     /// Asks the circuit breaker (if any) whether the next attempt may start: `Some` with the
     /// error to return at once (`E::from(Open)`) when the breaker is open.
@@ -412,9 +510,10 @@ where
     /// Marks the start of an attempt and returns its context.
     pub fn attempt(&mut self) -> Attempt<'p> {
         let started = self.policy.env.now();
-        let first = *self.first.get_or_insert(started);
+        let first = self.times.first_or(started);
         let timeout = self.policy.timeout.limit();
-        self.deadline = timeout.and_then(|t| started.checked_add(t));
+        self.times
+            .set_deadline(timeout.and_then(|t| started.checked_add(t)));
         Attempt {
             retries: self.retries,
             timeout,
@@ -476,7 +575,7 @@ where
             tracing::debug!(target: "retry_runtime", retries = self.retries, error, "error not retried: no rule matches it");
         } else if tracing::enabled!(target: "retry_runtime", tracing::Level::ERROR) {
             let now = self.policy.env.now();
-            let elapsed = now.saturating_duration_since(*self.first.get_or_insert(now));
+            let elapsed = now.saturating_duration_since(self.times.first_or(now));
             tracing::error!(
                 target: "retry_runtime",
                 retries = self.retries,
@@ -501,7 +600,7 @@ where
         Rt: OnRetry<E>,
     {
         let p = self.policy;
-        let timed_out = timed_out || self.deadline.is_some_and(|d| p.env.now() >= d);
+        let timed_out = timed_out || self.times.deadline().is_some_and(|d| p.env.now() >= d);
         p.on_error.on_error(error, self.retries);
 
         let failure = Failure::new(error, timed_out);
@@ -510,7 +609,7 @@ where
             retries: self.retries,
             jitter: &mut self.jitter,
             seed: &mut self.seed,
-            first: &mut self.first,
+            times: &mut self.times,
             env: &p.env,
             hinted,
         };
@@ -532,7 +631,7 @@ where
             let info = RetryInfo {
                 retries: self.retries,
                 delay,
-                elapsed: now.saturating_duration_since(*self.first.get_or_insert(now)),
+                elapsed: now.saturating_duration_since(self.times.first_or(now)),
                 rule,
                 hinted: hinted.is_some(),
             };

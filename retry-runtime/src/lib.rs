@@ -70,7 +70,7 @@ pub use backoff::{
 };
 pub use breaker::{BreakerState, CircuitBreaker, MAX_WINDOW, Open};
 pub use budget::RetryBudget;
-pub use call::{Attempt, Call, Step};
+pub use call::{Attempt, Call, LazyTimes, Step, Timed, Times, Untimed};
 pub use duration::{duration_from_secs, limit_from_secs, parse_duration};
 pub use error::{ConfigError, Elapsed};
 pub use extras::{Breaker, Budget, Extras, Hint, OnRetry, Reject, RetryInfo, RuleId};

@@ -53,21 +53,22 @@ impl AttemptTimeout for PerAttempt {
     note = "implement `From<retry_runtime::Elapsed>` for `{E}` (it is provided for `std::io::Error`, boxed errors and `anyhow::Error`)"
 )]
 pub trait AsyncTimeout<E>: AttemptTimeout {
-    /// The limit and how to turn its expiry into an `E`, when there is a limit.
-    fn expiry(&self) -> Option<(Duration, fn(Elapsed) -> E)>;
+    /// The error of an attempt that ran out of the limit: `E::from(elapsed)`; `None` only for
+    /// a setting without a limit (which never expires).
+    fn elapsed(&self, elapsed: Elapsed) -> Option<E>;
 }
 
 impl<E> AsyncTimeout<E> for NoTimeout {
     #[inline]
-    fn expiry(&self) -> Option<(Duration, fn(Elapsed) -> E)> {
+    fn elapsed(&self, _: Elapsed) -> Option<E> {
         None
     }
 }
 
 impl<E: From<Elapsed>> AsyncTimeout<E> for PerAttempt {
     #[inline]
-    fn expiry(&self) -> Option<(Duration, fn(Elapsed) -> E)> {
-        self.0.map(|d| (d, E::from as fn(Elapsed) -> E))
+    fn elapsed(&self, elapsed: Elapsed) -> Option<E> {
+        Some(E::from(elapsed))
     }
 }
 

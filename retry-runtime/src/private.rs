@@ -118,14 +118,16 @@ impl<E: From<Elapsed>> FromElapsed for E {
 /// An async per-attempt timeout built for the error type `E`. The conversion is taken when
 /// it is built, so the `From<Elapsed>` check is made once, where the user wrote `timeout`.
 pub struct AsyncLimit<E> {
-    limit: Duration,
+    /// The limit in nanoseconds (saturating at about 584 years): one word instead of a
+    /// `Duration`'s two, since this value lives in every async call's future.
+    limit_nanos: u64,
     convert: fn(Elapsed) -> E,
 }
 
 impl<E> std::fmt::Debug for AsyncLimit<E> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AsyncLimit")
-            .field("limit", &self.limit)
+            .field("limit", &Duration::from_nanos(self.limit_nanos))
             .finish()
     }
 }
@@ -141,7 +143,7 @@ impl<E> Copy for AsyncLimit<E> {}
 #[inline(always)]
 pub fn async_timeout<E: FromElapsed>(limit: Duration) -> AsyncLimit<E> {
     AsyncLimit {
-        limit,
+        limit_nanos: u64::try_from(limit.as_nanos()).unwrap_or(u64::MAX),
         convert: E::from_elapsed,
     }
 }
@@ -149,14 +151,14 @@ pub fn async_timeout<E: FromElapsed>(limit: Duration) -> AsyncLimit<E> {
 impl<E> crate::policy::AttemptTimeout for AsyncLimit<E> {
     #[inline]
     fn limit(&self) -> Option<Duration> {
-        Some(self.limit)
+        Some(Duration::from_nanos(self.limit_nanos))
     }
 }
 
 impl<E> crate::policy::AsyncTimeout<E> for AsyncLimit<E> {
     #[inline]
-    fn expiry(&self) -> Option<(Duration, fn(Elapsed) -> E)> {
-        Some((self.limit, self.convert))
+    fn elapsed(&self, e: Elapsed) -> Option<E> {
+        Some((self.convert)(e))
     }
 }
 
@@ -245,13 +247,25 @@ where
     T: crate::policy::AsyncTimeout<E>,
     Fut: Future<Output = Result<R, E>>,
 {
-    match timeout.expiry() {
-        None => (attempt.await, false),
-        Some((limit, into_error)) => match tokio::time::timeout(limit, attempt).await {
-            Ok(result) => (result, false),
-            Err(_) => (Err(into_error(Elapsed::new())), true),
-        },
-    }
+    let Some(limit) = timeout.limit() else {
+        return (attempt.await, false);
+    };
+    let mut sleep = std::pin::pin!(tokio::time::sleep(limit));
+    let mut attempt = std::pin::pin!(attempt);
+    std::future::poll_fn(|cx| {
+        if let std::task::Poll::Ready(r) = attempt.as_mut().poll(cx) {
+            return std::task::Poll::Ready((r, false));
+        }
+        // A setting with a limit converts its expiry; one that would not keeps waiting for the
+        // attempt rather than inventing an error.
+        if sleep.as_mut().poll(cx).is_ready()
+            && let Some(e) = timeout.elapsed(Elapsed::new())
+        {
+            return std::task::Poll::Ready((Err(e), true));
+        }
+        std::task::Poll::Pending
+    })
+    .await
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -402,23 +416,20 @@ where
     T: crate::policy::AsyncTimeout<Ret::Err>,
     Fut: Future<Output = Ret>,
 {
-    let armed = match timeout.expiry() {
-        Some((limit, _)) => {
-            arm(timer.as_mut(), limit);
-            true
-        }
-        None => false,
-    };
+    if let Some(limit) = timeout.limit() {
+        arm(timer.as_mut(), limit);
+    }
     std::future::poll_fn(move |cx| {
         if let std::task::Poll::Ready(r) = attempt.as_mut().poll(cx) {
             return std::task::Poll::Ready((r.into_result(), false));
         }
-        if armed
+        // The timer is armed only when the timeout has a limit.
+        if timeout.limit().is_some()
             && let Some(sleep) = timer.as_mut().as_pin_mut()
             && sleep.poll(cx).is_ready()
-            && let Some((_, into_error)) = timeout.expiry()
+            && let Some(e) = timeout.elapsed(Elapsed::new())
         {
-            return std::task::Poll::Ready((Err(into_error(Elapsed::new())), true));
+            return std::task::Poll::Ready((Err(e), true));
         }
         std::task::Poll::Pending
     })
@@ -550,10 +561,11 @@ impl<E> crate::Reject<E> for BreakerOf<'_, E> {
 /// non-`Result` return type is then reported once, there).
 #[inline(always)]
 #[allow(clippy::type_complexity)]
-pub fn admit<'p, Ret, W, K, P, T, S, F, C, Bu, Br, H, Rt>(
-    call: &mut crate::Call<'p, Policy<W, K, P, T, S, F, C, Extras<Bu, Br, H, Rt>>>,
+pub fn admit<'p, Ret, W, K, P, T, S, F, C, Bu, Br, H, Rt, Tm>(
+    call: &mut crate::Call<'p, Policy<W, K, P, T, S, F, C, Extras<Bu, Br, H, Rt>>, Tm>,
 ) -> Option<Ret>
 where
+    Tm: crate::call::Times,
     Ret: IsResult,
     T: crate::AttemptTimeout,
     C: crate::time::Clock + Sync,
@@ -562,3 +574,47 @@ where
 {
     call.admit().map(Ret::from_result)
 }
+
+/// The backoff timer of an async call without a timeout: allocated on the first backoff that
+/// sleeps (so the success path and the future stay small), reset on the next ones.
+#[cfg(feature = "tokio")]
+pub type BoxedTimer = Option<std::pin::Pin<Box<tokio::time::Sleep>>>;
+
+/// An empty boxed timer.
+#[cfg(feature = "tokio")]
+#[inline(always)]
+pub const fn boxed_timer() -> BoxedTimer {
+    None
+}
+
+/// Sleeps `d` between async attempts on the call's boxed timer (or on an installed virtual
+/// clock).
+#[cfg(feature = "tokio")]
+pub fn backoff_boxed(timer: &mut BoxedTimer, d: Duration) -> impl Future<Output = ()> + '_ {
+    let armed = match crate::time::installed() {
+        Some(t) => {
+            Sleep::sleep(&t, d);
+            false
+        }
+        None if d.is_zero() => false,
+        None => {
+            let now = tokio::time::Instant::now();
+            let deadline = now
+                .checked_add(d)
+                .or_else(|| now.checked_add(Duration::from_secs(86400 * 365 * 30)))
+                .unwrap_or(now);
+            match timer {
+                Some(sleep) => sleep.as_mut().reset(deadline),
+                None => *timer = Some(Box::pin(tokio::time::sleep_until(deadline))),
+            }
+            true
+        }
+    };
+    std::future::poll_fn(move |cx| match timer {
+        Some(sleep) if armed => sleep.as_mut().poll(cx),
+        _ => std::task::Poll::Ready(()),
+    })
+}
+
+/// Whether the `tracing` feature is on (its events make lazy calls keep their instants).
+pub const TRACING: bool = cfg!(feature = "tracing");
