@@ -584,7 +584,7 @@ pub fn expand(config: Config, mut f: ItemFn) -> syn::Result<TokenStream> {
         quote! {
             let #pattern = {
                 let #fut = ::core::pin::pin!(#async_attempt);
-                #p::race(#timer.as_mut(), #fut, #policy.timeout()).await
+                #p::race(#timer.as_mut(), #fut, #policy.timeout(), #call.retries() > 0).await
             };
         }
     } else {
@@ -593,7 +593,7 @@ pub fn expand(config: Config, mut f: ItemFn) -> syn::Result<TokenStream> {
     };
     let delay = Ident::new("__robust_delay", Span::mixed_site());
     let timer_stmt = if is_async && timed {
-        quote!(let mut #timer = ::core::pin::pin!(#p::timer_slot());)
+        quote!(let mut #timer = ::core::pin::pin!(#p::timer_for(#policy.timeout()));)
     } else if is_async {
         quote!(let mut #timer = #p::boxed_timer();)
     } else {

@@ -25,7 +25,7 @@ pub use std::io::ErrorKind;
 
 use crate::kind::{Classify, Failure, chain_has_io, chain_has_timeout};
 pub use crate::settings::RuleSettings;
-use crate::time::{AsyncSleep, Sleep};
+use crate::time::Sleep;
 pub use crate::{Backoff, Jitter};
 use crate::{Elapsed, Inspect, Policy};
 
@@ -63,14 +63,6 @@ impl<T, E> IsResult for Result<T, E> {
 #[inline(always)]
 pub fn sync_attempt<Ret: IsResult, F: FnOnce() -> Ret>(body: F) -> Result<Ret::Ok, Ret::Err> {
     body().into_result()
-}
-
-/// One async attempt; `Ret` pins the async block's output type so `?` converts into it.
-#[inline(always)]
-pub async fn async_attempt<Ret: IsResult, F: Future<Output = Ret>>(
-    body: F,
-) -> Result<Ret::Ok, Ret::Err> {
-    body.await.into_result()
 }
 
 /// Owned arguments are cloned for each attempt.
@@ -233,12 +225,6 @@ pub fn sleep<C: Sleep>(env: &C, d: Duration) {
     env.sleep(d)
 }
 
-/// Sleeps between async attempts.
-#[inline(always)]
-pub fn sleep_async<C: AsyncSleep>(env: &C, d: Duration) -> impl Future<Output = ()> + Send {
-    env.sleep_async(d)
-}
-
 /// Runs one async attempt under the policy's timeout: the result and whether the timeout fired
 /// (in which case the attempt's future was dropped).
 #[cfg(feature = "tokio")]
@@ -368,30 +354,22 @@ pub fn predicate<E, F: Fn(&E) -> bool>(f: F) -> crate::kind::Predicate<F> {
 // attempt and then times the backoff. One `Sleep` instead of one per await point keeps the
 // future small; it is created only when a timeout or a backoff first needs it.
 
-/// The call's timer slot, to be pinned in the generated async fn.
+/// The timer of an async call with a timeout, created with the first attempt's deadline and
+/// reset for every later attempt and every backoff.
 #[cfg(feature = "tokio")]
-pub type TimerSlot = Option<tokio::time::Sleep>;
-
-/// An empty timer slot.
-#[cfg(feature = "tokio")]
-#[inline(always)]
-pub const fn timer_slot() -> TimerSlot {
-    None
+#[inline]
+pub fn timer_for<T: crate::AttemptTimeout>(timeout: &T) -> tokio::time::Sleep {
+    tokio::time::sleep(timeout.limit().unwrap_or(Duration::ZERO))
 }
 
-/// Arms the timer for `d` from now (saturating far in the future).
+/// `now + d`, saturating about thirty years ahead (what tokio itself uses for "never").
 #[cfg(feature = "tokio")]
-fn arm(mut timer: std::pin::Pin<&mut TimerSlot>, d: Duration) {
+#[inline]
+fn deadline_in(d: Duration) -> tokio::time::Instant {
     let now = tokio::time::Instant::now();
-    // About thirty years: what tokio itself uses for "never".
-    let deadline = now
-        .checked_add(d)
+    now.checked_add(d)
         .or_else(|| now.checked_add(Duration::from_secs(86400 * 365 * 30)))
-        .unwrap_or(now);
-    match timer.as_mut().as_pin_mut() {
-        Some(sleep) => sleep.reset(deadline),
-        None => timer.set(Some(tokio::time::sleep_until(deadline))),
-    }
+        .unwrap_or(now)
 }
 
 /// Gives an async block its output type: the return type written on the fn, so that `?`
@@ -402,13 +380,15 @@ pub fn pin_output<Ret: IsResult, F: Future<Output = Ret>>(body: F) -> F {
 }
 
 /// Runs one async attempt (already pinned in the caller) under the policy's timeout, on the
-/// call's timer: the result, and whether the timeout fired first (the error is then
-/// `E::from(Elapsed)`, and the caller drops the attempt right after, which cancels it).
+/// call's timer (`rearm`: reset it for this attempt; the first attempt's is fresh): the
+/// result, and whether the timeout fired first (the error is then `E::from(Elapsed)`, and the
+/// caller drops the attempt right after, which cancels it).
 #[cfg(feature = "tokio")]
 pub fn race<'a, Ret, T, Fut>(
-    mut timer: std::pin::Pin<&'a mut TimerSlot>,
+    mut timer: std::pin::Pin<&'a mut tokio::time::Sleep>,
     mut attempt: std::pin::Pin<&'a mut Fut>,
     timeout: &'a T,
+    rearm: bool,
 ) -> impl Future<Output = (Result<Ret::Ok, Ret::Err>, bool)> + 'a
 where
     Ret: IsResult,
@@ -416,17 +396,14 @@ where
     T: crate::policy::AsyncTimeout<Ret::Err>,
     Fut: Future<Output = Ret>,
 {
-    if let Some(limit) = timeout.limit() {
-        arm(timer.as_mut(), limit);
+    if rearm && let Some(limit) = timeout.limit() {
+        timer.as_mut().reset(deadline_in(limit));
     }
     std::future::poll_fn(move |cx| {
         if let std::task::Poll::Ready(r) = attempt.as_mut().poll(cx) {
             return std::task::Poll::Ready((r.into_result(), false));
         }
-        // The timer is armed only when the timeout has a limit.
-        if timeout.limit().is_some()
-            && let Some(sleep) = timer.as_mut().as_pin_mut()
-            && sleep.poll(cx).is_ready()
+        if timer.as_mut().poll(cx).is_ready()
             && let Some(e) = timeout.elapsed(Elapsed::new())
         {
             return std::task::Poll::Ready((Err(e), true));
@@ -438,7 +415,7 @@ where
 /// Sleeps `d` between async attempts on the call's timer (or on an installed virtual clock).
 #[cfg(feature = "tokio")]
 pub fn backoff_on(
-    mut timer: std::pin::Pin<&mut TimerSlot>,
+    mut timer: std::pin::Pin<&mut tokio::time::Sleep>,
     d: Duration,
 ) -> impl Future<Output = ()> + '_ {
     let armed = match crate::time::installed() {
@@ -448,13 +425,16 @@ pub fn backoff_on(
         }
         None if d.is_zero() => false,
         None => {
-            arm(timer.as_mut(), d);
+            timer.as_mut().reset(deadline_in(d));
             true
         }
     };
-    std::future::poll_fn(move |cx| match timer.as_mut().as_pin_mut() {
-        Some(sleep) if armed => sleep.poll(cx),
-        _ => std::task::Poll::Ready(()),
+    std::future::poll_fn(move |cx| {
+        if armed {
+            timer.as_mut().poll(cx)
+        } else {
+            std::task::Poll::Ready(())
+        }
     })
 }
 
@@ -598,11 +578,7 @@ pub fn backoff_boxed(timer: &mut BoxedTimer, d: Duration) -> impl Future<Output 
         }
         None if d.is_zero() => false,
         None => {
-            let now = tokio::time::Instant::now();
-            let deadline = now
-                .checked_add(d)
-                .or_else(|| now.checked_add(Duration::from_secs(86400 * 365 * 30)))
-                .unwrap_or(now);
+            let deadline = deadline_in(d);
             match timer {
                 Some(sleep) => sleep.as_mut().reset(deadline),
                 None => *timer = Some(Box::pin(tokio::time::sleep_until(deadline))),
