@@ -97,3 +97,64 @@ async fn async_mutable_self() {
     assert_eq!(c.record_async(1).await, Ok(4));
     assert_eq!(c.log.len(), 4);
 }
+
+struct Typed {
+    calls: Cell<u32>,
+}
+
+// The typed form is what this test is about.
+#[allow(clippy::needless_arbitrary_self_type)]
+impl Typed {
+    #[robust(retries = 2, backoff = none)]
+    fn typed_shared(self: &Self) -> Result<u32, String> {
+        self.calls.set(self.calls.get() + 1);
+        if self.calls.get() < 2 {
+            Err("again".into())
+        } else {
+            Ok(self.calls.get())
+        }
+    }
+
+    #[robust(retries = 2, backoff = none)]
+    fn typed_mut(self: &mut Self) -> Result<u32, String> {
+        *self.calls.get_mut() += 1;
+        if self.calls.get() < 4 {
+            Err("again".into())
+        } else {
+            Ok(self.calls.get())
+        }
+    }
+}
+
+#[test]
+fn typed_receivers_are_references_too() {
+    let mut t = Typed {
+        calls: Cell::new(0),
+    };
+    assert_eq!(t.typed_shared(), Ok(2));
+    assert_eq!(t.typed_mut(), Ok(4));
+}
+
+/// A fn written by a `macro_rules!` macro: its parameter types arrive as invisible groups.
+macro_rules! pusher {
+    ($name:ident, $t:ty) => {
+        #[robust(retries = 2, backoff = none)]
+        fn $name(out: $t) -> Result<usize, String> {
+            out.push(1);
+            if out.len() < 3 {
+                Err("again".into())
+            } else {
+                Ok(out.len())
+            }
+        }
+    };
+}
+
+pusher!(push_through_macro, &mut Vec<u8>);
+
+#[test]
+fn reference_types_from_macro_rules_are_reborrowed_not_cloned() {
+    let mut v = Vec::new();
+    assert_eq!(push_through_macro(&mut v), Ok(3));
+    assert_eq!(v, [1, 1, 1]);
+}

@@ -321,6 +321,15 @@ fn rule_settings(
     }
 }
 
+/// The type inside invisible groups (from `macro_rules!` `$t:ty`) and parentheses.
+fn peel(ty: &Type) -> &Type {
+    match ty {
+        Type::Group(g) => peel(&g.elem),
+        Type::Paren(p) => peel(&p.elem),
+        other => other,
+    }
+}
+
 /// Rewrites the parameters: owned ones are cloned for each attempt, `&mut` ones reborrowed.
 /// Returns the statements that start each attempt, or an error for an owned `self`.
 fn rebind_args(p: &TokenStream, f: &mut ItemFn) -> syn::Result<Vec<TokenStream>> {
@@ -328,7 +337,8 @@ fn rebind_args(p: &TokenStream, f: &mut ItemFn) -> syn::Result<Vec<TokenStream>>
     for (i, arg) in f.sig.inputs.iter_mut().enumerate() {
         match arg {
             FnArg::Receiver(r) => {
-                if r.reference.is_none() {
+                // `self: &Self` and `self: &mut Self` leave `reference` empty: read the type.
+                if r.reference.is_none() && !matches!(peel(&r.ty), Type::Reference(_)) {
                     return Err(syn::Error::new_spanned(
                         &*r,
                         "`#[robust]` needs `&self` or `&mut self`: an owned `self` is consumed by the first attempt and cannot be retried",
@@ -336,8 +346,9 @@ fn rebind_args(p: &TokenStream, f: &mut ItemFn) -> syn::Result<Vec<TokenStream>>
                 }
             }
             FnArg::Typed(pt) => {
-                let is_ref = matches!(&*pt.ty, Type::Reference(_));
-                let is_mut_ref = matches!(&*pt.ty, Type::Reference(r) if r.mutability.is_some());
+                let is_ref = matches!(peel(&pt.ty), Type::Reference(_));
+                let is_mut_ref =
+                    matches!(peel(&pt.ty), Type::Reference(r) if r.mutability.is_some());
                 let ty_span = pt.ty.span();
                 match &mut *pt.pat {
                     Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {

@@ -57,6 +57,8 @@ struct Inner {
     recorded: u32,
     failures: u32,
     opened_at: Option<Instant>,
+    /// When the current half-open round began.
+    half_opened_at: Option<Instant>,
     probes_started: u32,
     probes_succeeded: u32,
     probes_failed: u32,
@@ -143,6 +145,7 @@ impl CircuitBreaker {
                 recorded: 0,
                 failures: 0,
                 opened_at: None,
+                half_opened_at: None,
                 probes_started: 0,
                 probes_succeeded: 0,
                 probes_failed: 0,
@@ -172,11 +175,23 @@ impl CircuitBreaker {
                 return false;
             }
             s.state = BreakerState::HalfOpen;
+            s.half_opened_at = Some(now);
             s.probes_started = 0;
             s.probes_succeeded = 0;
             s.probes_failed = 0;
         }
         if s.state == BreakerState::HalfOpen {
+            // Probes that never answer (their call was dropped, or panicked) must not keep the
+            // breaker half-open for ever: after another break the round starts again.
+            let stale = s
+                .half_opened_at
+                .is_some_and(|t| now.saturating_duration_since(t) >= self.break_duration);
+            if s.probes_started >= self.probes && stale {
+                s.probes_started = 0;
+                s.probes_succeeded = 0;
+                s.probes_failed = 0;
+                s.half_opened_at = Some(now);
+            }
             if s.probes_started >= self.probes {
                 return false;
             }
@@ -296,6 +311,22 @@ mod tests {
         assert_eq!(b.state(), BreakerState::Closed);
         b.record(t, false);
         assert_eq!(b.state(), BreakerState::Open);
+    }
+
+    #[test]
+    fn probes_that_never_answer_do_not_block_for_ever() {
+        let b = CircuitBreaker::new(4, 1, 0.5, secs(10), 1).unwrap();
+        let t = Instant::now();
+        b.record(t, false);
+        assert!(b.try_acquire(t + secs(10)), "the probe");
+        // Its call is dropped: no outcome is recorded.
+        assert!(!b.try_acquire(t + secs(15)));
+        assert!(
+            b.try_acquire(t + secs(20)),
+            "a new round after another break"
+        );
+        b.record(t + secs(21), true);
+        assert_eq!(b.state(), BreakerState::Closed);
     }
 
     #[test]

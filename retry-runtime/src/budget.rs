@@ -75,11 +75,25 @@ impl RetryBudget {
             ));
         }
         let capacity = (capacity * MILLI) as u64;
+        let earn = (earn_per_call * MILLI) as u64;
         let cost = (cost_per_retry * MILLI) as u64;
+        // Amounts are kept in thousandths: a non-zero amount below that would silently be zero.
+        if capacity == 0 {
+            return Err(ConfigError::new(
+                "capacity",
+                "must be at least 0.001 token (amounts are counted in thousandths)",
+            ));
+        }
+        if earn == 0 && earn_per_call > 0.0 {
+            return Err(ConfigError::new(
+                "earn_per_call",
+                "must be 0 or at least 0.001 token (amounts are counted in thousandths)",
+            ));
+        }
         Ok(Self {
             milli: AtomicU64::new(capacity),
             capacity,
-            earn: (earn_per_call * MILLI) as u64,
+            earn,
             // A cost below one thousandth of a token still costs something.
             cost: if cost == 0 { 1 } else { cost },
         })
@@ -142,6 +156,18 @@ mod tests {
             );
         }
         assert!(RetryBudget::new(5.0, 0.0, 1.0).is_ok());
+        // Below a thousandth of a token nothing would ever be earned or held.
+        assert_eq!(
+            RetryBudget::new(0.0005, 0.1, 1.0).unwrap_err().parameter(),
+            "capacity"
+        );
+        assert_eq!(
+            RetryBudget::new(5.0, 0.0004, 1.0).unwrap_err().parameter(),
+            "earn_per_call"
+        );
+        // A tiny cost still costs one thousandth.
+        let b = RetryBudget::new(0.002, 0.0, 0.0001).unwrap();
+        assert!(b.try_withdraw() && b.try_withdraw() && !b.try_withdraw());
     }
 
     #[test]

@@ -359,9 +359,11 @@ where
         }
     }
 
-    /// Starts a call that keeps no instants at all ([`Untimed`]): its clock is read only
-    /// for a breaker, a `max_delay` budget or an `on_retry` callback, and time since the first
-    /// attempt is then counted from the first failure.
+    /// Starts a call that keeps no instants at all ([`Untimed`]), for policies whose rules
+    /// have no `max_delay` and that have no `on_retry` callback: such a call does not know when
+    /// its first attempt started, so a `max_delay` budget would never be spent and
+    /// [`RetryInfo::elapsed`](crate::RetryInfo) would read zero. Use [`start`](Self::start)
+    /// otherwise.
     pub fn start_untimed(&self) -> Call<'_, Self, Untimed> {
         self.extras.budget.deposit();
         Call {
