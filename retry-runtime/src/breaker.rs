@@ -45,12 +45,24 @@ pub enum BreakerState {
     HalfOpen,
 }
 
+/// Proof that [`CircuitBreaker::acquire`] let an attempt through, in a given state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Permit(u32);
+
+impl Permit {
+    /// The permit of a call without a breaker.
+    pub const NONE: Permit = Permit(0);
+}
+
 /// The largest rolling window, in calls.
 pub const MAX_WINDOW: u32 = 1024;
 
 #[derive(Debug)]
 struct Inner {
     state: BreakerState,
+    /// Bumped on every change of state or of half-open round: an outcome recorded with an
+    /// older permit belongs to an attempt admitted before, and does not count.
+    generation: u32,
     /// The last `window` outcomes, one bit each (1 = failure), as a ring.
     ring: [u64; (MAX_WINDOW / 64) as usize],
     next: u32,
@@ -140,6 +152,7 @@ impl CircuitBreaker {
             probes,
             inner: Mutex::new(Inner {
                 state: BreakerState::Closed,
+                generation: 0,
                 ring: [0; (MAX_WINDOW / 64) as usize],
                 next: 0,
                 recorded: 0,
@@ -164,17 +177,25 @@ impl CircuitBreaker {
     }
 
     /// Whether an attempt may start at `now`. Moves an open breaker whose break is over to
-    /// half-open, and counts the probes it lets through.
+    /// half-open, and counts the probes it lets through. Prefer [`acquire`](Self::acquire),
+    /// whose permit keeps late outcomes from counting in a later state.
     pub fn try_acquire(&self, now: Instant) -> bool {
+        self.acquire(now).is_some()
+    }
+
+    /// Lets an attempt start at `now`, or not: the permit goes back to
+    /// [`record_permit`](Self::record_permit) with the attempt's outcome.
+    pub fn acquire(&self, now: Instant) -> Option<Permit> {
         let mut s = self.lock();
         if s.state == BreakerState::Open {
             let over = s
                 .opened_at
                 .is_none_or(|t| now.saturating_duration_since(t) >= self.break_duration);
             if !over {
-                return false;
+                return None;
             }
             s.state = BreakerState::HalfOpen;
+            s.generation = s.generation.wrapping_add(1);
             s.half_opened_at = Some(now);
             s.probes_started = 0;
             s.probes_succeeded = 0;
@@ -191,18 +212,34 @@ impl CircuitBreaker {
                 s.probes_succeeded = 0;
                 s.probes_failed = 0;
                 s.half_opened_at = Some(now);
+                s.generation = s.generation.wrapping_add(1);
             }
             if s.probes_started >= self.probes {
-                return false;
+                return None;
             }
             s.probes_started += 1;
         }
-        true
+        Some(Permit(s.generation))
     }
 
-    /// Records the outcome of an attempt that [`try_acquire`](Self::try_acquire) let through.
+    /// Records the outcome of an attempt that [`try_acquire`](Self::try_acquire) let through
+    /// (whatever state the breaker has moved to since; see [`record_permit`](Self::record_permit)).
     pub fn record(&self, now: Instant, success: bool) {
         let mut s = self.lock();
+        self.record_locked(&mut s, now, success);
+    }
+
+    /// Records the outcome of an attempt admitted with `permit`. An outcome whose permit is
+    /// from an earlier state (an attempt that started before the breaker opened, finishing
+    /// while it probes, say) does not count.
+    pub fn record_permit(&self, now: Instant, permit: Permit, success: bool) {
+        let mut s = self.lock();
+        if permit.0 == s.generation {
+            self.record_locked(&mut s, now, success);
+        }
+    }
+
+    fn record_locked(&self, s: &mut Inner, now: Instant, success: bool) {
         match s.state {
             BreakerState::Closed => {
                 let i = s.next;
@@ -226,6 +263,7 @@ impl CircuitBreaker {
                     && f64::from(s.failures) >= self.failure_ratio * f64::from(s.recorded)
                 {
                     s.state = BreakerState::Open;
+                    s.generation = s.generation.wrapping_add(1);
                     s.opened_at = Some(now);
                 }
             }
@@ -239,9 +277,11 @@ impl CircuitBreaker {
                 if s.probes_succeeded + s.probes_failed >= self.probes {
                     if f64::from(s.probes_failed) >= self.failure_ratio * f64::from(self.probes) {
                         s.state = BreakerState::Open;
+                        s.generation = s.generation.wrapping_add(1);
                         s.opened_at = Some(now);
                     } else {
                         s.state = BreakerState::Closed;
+                        s.generation = s.generation.wrapping_add(1);
                         s.ring = [0; (MAX_WINDOW / 64) as usize];
                         s.next = 0;
                         s.recorded = 0;
@@ -310,6 +350,22 @@ mod tests {
         b.record(t, false);
         assert_eq!(b.state(), BreakerState::Closed);
         b.record(t, false);
+        assert_eq!(b.state(), BreakerState::Open);
+    }
+
+    #[test]
+    fn outcomes_from_an_earlier_state_do_not_count() {
+        let b = CircuitBreaker::new(4, 1, 0.5, secs(10), 1).unwrap();
+        let t = Instant::now();
+        let slow = b.acquire(t).expect("closed");
+        let fast = b.acquire(t).expect("closed");
+        b.record_permit(t, fast, false);
+        assert_eq!(b.state(), BreakerState::Open);
+        let probe = b.acquire(t + secs(10)).expect("the probe");
+        // The slow attempt of the closed state succeeds now: it is not the probe's answer.
+        b.record_permit(t + secs(11), slow, true);
+        assert_eq!(b.state(), BreakerState::HalfOpen);
+        b.record_permit(t + secs(11), probe, false);
         assert_eq!(b.state(), BreakerState::Open);
     }
 

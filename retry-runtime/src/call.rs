@@ -134,6 +134,8 @@ pub enum Step<T, E> {
 pub struct Call<'p, P, Tm = Timed> {
     policy: &'p P,
     retries: u32,
+    /// The breaker's permit for the current attempt.
+    permit: crate::Permit,
     jitter: JitterState,
     times: Tm,
     seed: CallSeed,
@@ -332,6 +334,7 @@ where
         Call {
             policy: self,
             retries: 0,
+            permit: crate::Permit::NONE,
             jitter: JitterState::default(),
             times: Timed {
                 first: Some(self.env.now()),
@@ -369,6 +372,7 @@ where
         Call {
             policy: self,
             retries: 0,
+            permit: crate::Permit::NONE,
             jitter: JitterState::default(),
             times: Untimed,
             seed: CallSeed::default(),
@@ -497,7 +501,8 @@ where
             return None;
         }
         let breaker = &self.policy.extras.breaker;
-        if breaker.try_acquire(self.policy.env.now()) {
+        if let Some(permit) = breaker.acquire(self.policy.env.now()) {
+            self.permit = permit;
             return None;
         }
         #[cfg(feature = "tracing")]
@@ -551,7 +556,10 @@ where
     {
         if Br::ACTIVE {
             let now = self.policy.env.now();
-            self.policy.extras.breaker.record(now, result.is_ok());
+            self.policy
+                .extras
+                .breaker
+                .record(now, self.permit, result.is_ok());
         }
         match result {
             Ok(value) => {

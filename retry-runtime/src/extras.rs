@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::breaker::{CircuitBreaker, Open};
+use crate::breaker::{CircuitBreaker, Open, Permit};
 use crate::budget::RetryBudget;
 use crate::hooks::Noop;
 
@@ -60,31 +60,31 @@ impl Budget for &RetryBudget {
 pub trait Breaker {
     /// Whether there is a breaker (the loop reads the clock for it only then).
     const ACTIVE: bool;
-    /// Whether an attempt may start at `now`.
-    fn try_acquire(&self, now: Instant) -> bool;
-    /// Records an attempt's outcome.
-    fn record(&self, now: Instant, success: bool);
+    /// Lets an attempt start at `now`, or not.
+    fn acquire(&self, now: Instant) -> Option<Permit>;
+    /// Records the outcome of an attempt admitted with `permit`.
+    fn record(&self, now: Instant, permit: Permit, success: bool);
 }
 
 impl Breaker for () {
     const ACTIVE: bool = false;
     #[inline(always)]
-    fn try_acquire(&self, _: Instant) -> bool {
-        true
+    fn acquire(&self, _: Instant) -> Option<Permit> {
+        Some(Permit::NONE)
     }
     #[inline(always)]
-    fn record(&self, _: Instant, _: bool) {}
+    fn record(&self, _: Instant, _: Permit, _: bool) {}
 }
 
 impl Breaker for &CircuitBreaker {
     const ACTIVE: bool = true;
     #[inline]
-    fn try_acquire(&self, now: Instant) -> bool {
-        CircuitBreaker::try_acquire(self, now)
+    fn acquire(&self, now: Instant) -> Option<Permit> {
+        CircuitBreaker::acquire(self, now)
     }
     #[inline]
-    fn record(&self, now: Instant, success: bool) {
-        CircuitBreaker::record(self, now, success)
+    fn record(&self, now: Instant, permit: Permit, success: bool) {
+        CircuitBreaker::record_permit(self, now, permit, success)
     }
 }
 

@@ -68,7 +68,7 @@ pub mod __private;
 pub use backoff::{
     Backoff, Constant, Exponential, Fibonacci, Linear, NoBackoff, Polynomial, Random,
 };
-pub use breaker::{BreakerState, CircuitBreaker, MAX_WINDOW, Open};
+pub use breaker::{BreakerState, CircuitBreaker, MAX_WINDOW, Open, Permit};
 pub use budget::RetryBudget;
 pub use call::{Attempt, Call, LazyTimes, Step, Timed, Times, Untimed};
 pub use duration::{duration_from_secs, limit_from_secs, parse_duration};

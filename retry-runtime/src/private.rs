@@ -520,12 +520,12 @@ pub fn check_breaker<E: FromOpen>(breaker: &CircuitBreaker) -> BreakerOf<'_, E> 
 impl<E> crate::Breaker for BreakerOf<'_, E> {
     const ACTIVE: bool = true;
     #[inline]
-    fn try_acquire(&self, now: std::time::Instant) -> bool {
-        self.breaker.try_acquire(now)
+    fn acquire(&self, now: std::time::Instant) -> Option<crate::Permit> {
+        self.breaker.acquire(now)
     }
     #[inline]
-    fn record(&self, now: std::time::Instant, success: bool) {
-        self.breaker.record(now, success)
+    fn record(&self, now: std::time::Instant, permit: crate::Permit, success: bool) {
+        self.breaker.record_permit(now, permit, success)
     }
 }
 
