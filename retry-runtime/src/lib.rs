@@ -42,7 +42,8 @@
 //! ## Features
 //! - `tokio` (default): [`Policy::call_async`] and async timeouts.
 //! - `macros` (default): re-exports the `#[robust]` attribute.
-//! - `anyhow`: the `Io` and `Timeout` kinds look inside `anyhow::Error`.
+//! - `anyhow` (default): the `Io` and `Timeout` kinds look inside `anyhow::Error`.
+//! - `tracing`: events for retries, give-ups and breaker rejections.
 
 #![warn(missing_docs)]
 
