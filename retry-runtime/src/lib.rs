@@ -33,11 +33,15 @@
 //! - [`Policy`] and [`PolicyBuilder`]: every setting; [`Policy::call`] and
 //!   [`Policy::call_async`] run a call; [`Call`] is the loop's state for hand-written loops.
 //! - [`time`]: the clock and sleepers, and [`VirtualTime`](time::VirtualTime) for tests.
+//! - Overload protection: [`RetryBudget`], [`CircuitBreaker`], hints and `on_retry`
+//!   ([`PolicyBuilder::budget`] and the methods after it).
 //!
 //! ## Cost
 //! A policy is a plain value (no boxes); a call keeps its state on the stack. The blocking
-//! loop allocates nothing, on success or per retry; the async loop allocates nothing either
-//! beyond what tokio's timer does (see the README).
+//! loop allocates nothing, on success or per retry, and neither does [`Policy::call_async`].
+//! Under `#[robust]`, an async fn without a timeout allocates its backoff timer the first time
+//! it sleeps (once per call that backs off), which keeps its future small; see
+//! `docs/BENCHMARKS.md`.
 //!
 //! ## Features
 //! - `tokio` (default): [`Policy::call_async`] and async timeouts.
