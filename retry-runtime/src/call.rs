@@ -202,13 +202,28 @@ pub type LazyTimes = Untimed;
 #[cfg(feature = "tracing")]
 pub type LazyTimes = Timed;
 
+/// The moment an attempt's outcome is settled, read from the clock at most once, and only if
+/// something (breaker, deadline, budget, `on_retry`) asks for it.
+struct LazyNow<'a> {
+    clock: &'a dyn Clock,
+    at: Option<Instant>,
+}
+
+impl LazyNow<'_> {
+    #[inline]
+    fn get(&mut self) -> Instant {
+        *self.at.get_or_insert_with(|| self.clock.now())
+    }
+}
+
 /// The retry decision for the rule that matched (SPEC section 6, step 2 and 3).
-struct Decide<'a, Tm> {
+struct Decide<'a, 'n, Tm> {
     retries: u32,
     jitter: &'a mut JitterState,
     seed: &'a mut CallSeed,
     times: &'a mut Tm,
     env: &'a dyn Clock,
+    now: &'a mut LazyNow<'n>,
     /// The delay the failure asked for, which replaces the backoff.
     hinted: Option<Duration>,
 }
@@ -226,7 +241,7 @@ enum GiveUp {
     Budget,
 }
 
-impl<Tm: Times> PlanVisitor for Decide<'_, Tm> {
+impl<Tm: Times> PlanVisitor for Decide<'_, '_, Tm> {
     type Out = Result<(Duration, RuleId), GiveUp>;
 
     #[inline]
@@ -249,7 +264,7 @@ impl<Tm: Times> PlanVisitor for Decide<'_, Tm> {
             None => plan.next_delay(self.jitter, &mut rng),
         };
         if let Some(budget) = budget {
-            let now = self.env.now();
+            let now = self.now.get();
             let elapsed = now.saturating_duration_since(self.times.first_or(now));
             if elapsed.saturating_add(delay) >= budget {
                 return Err(GiveUp::MaxDelay);
@@ -554,19 +569,22 @@ where
         H: Hint<E>,
         Rt: OnRetry<E>,
     {
+        let mut now = LazyNow {
+            clock: &self.policy.env,
+            at: None,
+        };
         if Br::ACTIVE {
-            let now = self.policy.env.now();
             self.policy
                 .extras
                 .breaker
-                .record(now, self.permit, result.is_ok());
+                .record(now.get(), self.permit, result.is_ok());
         }
         match result {
             Ok(value) => {
                 self.policy.on_success.on_success();
                 Step::Return(Ok(value))
             }
-            Err(error) => match self.retry_delay(&error, timed_out) {
+            Err(error) => match self.retry_delay(&error, timed_out, &mut now) {
                 Ok(delay) => Step::Retry(delay),
                 Err(_reason) => {
                     #[cfg(feature = "tracing")]
@@ -600,7 +618,12 @@ where
     /// The error path of [`settle`](Self::settle): the delay before the next attempt, or
     /// `None` to give up.
     #[inline]
-    fn retry_delay<E>(&mut self, error: &E, timed_out: bool) -> Result<Duration, GiveUp>
+    fn retry_delay<E>(
+        &mut self,
+        error: &E,
+        timed_out: bool,
+        now: &mut LazyNow<'_>,
+    ) -> Result<Duration, GiveUp>
     where
         W: Rules<E>,
         K: Classify<E>,
@@ -610,7 +633,7 @@ where
         Rt: OnRetry<E>,
     {
         let p = self.policy;
-        let timed_out = timed_out || self.times.deadline().is_some_and(|d| p.env.now() >= d);
+        let timed_out = timed_out || self.times.deadline().is_some_and(|d| now.get() >= d);
         p.on_error.on_error(error, self.retries);
 
         let failure = Failure::new(error, timed_out);
@@ -621,6 +644,7 @@ where
             seed: &mut self.seed,
             times: &mut self.times,
             env: &p.env,
+            now,
             hinted,
         };
         let (delay, rule) = match p.whens.select(&failure, visitor) {
@@ -637,7 +661,7 @@ where
         #[cfg(not(feature = "tracing"))]
         let trace = false;
         if Rt::ACTIVE || trace {
-            let now = p.env.now();
+            let now = now.get();
             let info = RetryInfo {
                 retries: self.retries,
                 delay,

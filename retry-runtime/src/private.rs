@@ -460,12 +460,6 @@ pub fn budget(b: &RetryBudget) -> &RetryBudget {
     b
 }
 
-/// Checks a `breaker = ...` value (a `CircuitBreaker`, or anything that dereferences to one).
-#[inline(always)]
-pub fn breaker(b: &CircuitBreaker) -> &CircuitBreaker {
-    b
-}
-
 /// Checks a `hint` closure against the error type `E`.
 #[inline(always)]
 pub fn hint<E, H: Fn(&E) -> Option<Duration>>(h: H) -> H {
