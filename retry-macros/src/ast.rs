@@ -1,11 +1,62 @@
-//! The raw syntax of `#[robust(...)]`: items as written, every value with its span.
-//! No rule is checked here beyond the token shapes; see `valid.rs`.
+//! The raw syntax of `#[robust(...)]`: items as written, every value with the span of its first
+//! and last token. No rule is checked here beyond the token shapes; see `valid.rs`.
+//!
+//! Every nested group (`when(...)`, `on = [...]`, `exponential(...)`) is read to its end even
+//! when something inside it is wrong: each error is collected at its token, and the items
+//! around it are still read, so that one mistake never hides another.
 
-use proc_macro2::{Span, TokenStream, TokenTree};
+use std::fmt::Display;
+
+use proc_macro2::{Punct, Spacing, Span, TokenStream, TokenTree};
+use quote::ToTokens;
 use syn::ext::IdentExt;
-use syn::parse::{Parse, ParseStream};
-use syn::spanned::Spanned;
-use syn::{Expr, ExprClosure, Ident, Lit, LitStr, Pat, Token, bracketed, parenthesized};
+use syn::parse::{ParseStream, Parser};
+use syn::{Expr, ExprClosure, Ident, LitStr, Pat, Token, bracketed, parenthesized};
+
+/// The first and last token of something written in the attribute. On stable Rust a span
+/// cannot be joined, so an error made from both (see [`Sp::error`]) underlines the whole of it:
+/// the minus of `-1` included.
+#[derive(Clone, Copy)]
+pub struct Sp {
+    pub start: Span,
+    pub end: Span,
+}
+
+impl Sp {
+    /// From the first to the last token of `tokens`.
+    pub fn of(tokens: &impl ToTokens) -> Sp {
+        let mut iter = tokens.to_token_stream().into_iter();
+        let start = iter.next().map_or_else(Span::call_site, |t| t.span());
+        let end = iter.last().map_or(start, |t| t.span());
+        Sp { start, end }
+    }
+
+    /// From the start of `self` to the end of `other`.
+    pub fn to(self, other: Sp) -> Sp {
+        Sp {
+            start: self.start,
+            end: other.end,
+        }
+    }
+
+    /// An error underlining the span.
+    pub fn error(self, msg: impl Display) -> syn::Error {
+        let mut a = Punct::new('-', Spacing::Alone);
+        a.set_span(self.start);
+        let mut b = Punct::new('-', Spacing::Alone);
+        b.set_span(self.end);
+        let tokens: TokenStream = [TokenTree::from(a), TokenTree::from(b)]
+            .into_iter()
+            .collect();
+        syn::Error::new_spanned(tokens, msg)
+    }
+}
+
+impl From<Span> for Sp {
+    fn from(s: Span) -> Sp {
+        Sp { start: s, end: s }
+    }
+}
 
 /// The attribute's arguments, and the syntax errors met while reading them.
 pub struct Args {
@@ -20,100 +71,136 @@ pub struct Item {
 }
 
 pub enum Value {
-    /// `2`, `-1`, `0.5`.
+    /// `2`, `-1`, `0.5`, `150ms`.
     Number(Number),
     /// `"2s"`.
     Str(LitStr),
     /// `none`, `full`, `ctx`.
     Word(Ident),
-    /// `exponential(...)`, `custom(...)`: the arguments are read by the validator.
+    /// `exponential(...)`, `custom(...)`.
     Call(Call),
     /// `[2, 3]`.
-    Numbers(Span, Vec<Number>),
-    /// `on = [KIND, ...]`.
-    Kinds(Span, Vec<Kind>),
+    Numbers(Sp, Vec<Number>),
+    /// `on = [KIND, ...]`: the kinds read without error, and whether every kind read.
+    Kinds(Sp, Vec<Kind>, bool),
     /// `when(KIND, ...)`.
     When(When),
     /// `on_success = EXPR`.
-    Expr(Expr),
+    Expr(Box<Expr>),
 }
 
 impl Value {
-    pub fn span(&self) -> Span {
+    pub fn sp(&self) -> Sp {
         match self {
-            Value::Number(n) => n.span,
-            Value::Str(s) => s.span(),
-            Value::Word(w) => w.span(),
-            Value::Call(c) => c.name.span().join(c.span).unwrap_or(c.name.span()),
-            Value::Numbers(s, _) | Value::Kinds(s, _) => *s,
-            Value::When(w) => w.span,
-            Value::Expr(e) => e.span(),
+            Value::Number(n) => n.sp,
+            Value::Str(s) => s.span().into(),
+            Value::Word(w) => w.span().into(),
+            Value::Call(c) => Sp::from(c.name.span()).to(c.paren),
+            Value::Numbers(s, _) | Value::Kinds(s, _, _) => *s,
+            Value::When(w) => w.sp,
+            Value::Expr(e) => Sp::of(e),
         }
     }
 }
 
-/// A numeric literal with an optional minus sign.
+/// A numeric literal with an optional minus sign and an optional suffix (`150ms`, `3f32`).
 #[derive(Clone)]
 pub struct Number {
-    pub negative: bool,
+    /// Written with a minus sign (`-0` included: see [`Number::is_negative`]).
+    pub minus: bool,
+    /// The decimal digits, without sign or suffix (`"150"`, `"1.5"`, `"1e3"`).
     pub digits: String,
+    /// The literal's suffix (`"ms"`, `"f32"`), empty if none.
+    pub suffix: String,
     pub is_int: bool,
-    pub span: Span,
+    /// The suffix alone, for errors about it.
+    pub lit_span: Span,
+    pub sp: Sp,
 }
 
 impl Number {
-    /// The value as a float (may be infinite for huge literals).
+    /// The value as a float, with its sign (may be infinite for huge literals).
     pub fn as_f64(&self) -> f64 {
         let v: f64 = self.digits.parse().unwrap_or(f64::NAN);
-        if self.negative { -v } else { v }
+        if self.minus { -v } else { v }
     }
 
-    /// The value as an integer, saturating at the `i64` range; `None` for floats.
-    pub fn as_i64(&self) -> Option<i64> {
+    /// Below zero: the sign is the value's, so `-0` is not negative.
+    pub fn is_negative(&self) -> bool {
+        self.as_f64() < 0.0
+    }
+
+    /// The value as an integer, saturating at the `i128` range; `None` for floats.
+    pub fn as_i128(&self) -> Option<i128> {
         if !self.is_int {
             return None;
         }
         let v: i128 = self.digits.parse().unwrap_or(i128::MAX);
-        let v = if self.negative { -v } else { v };
-        Some(v.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64)
+        Some(if self.minus { -v } else { v })
     }
 }
 
-impl Parse for Number {
-    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
-        let minus: Option<Token![-]> = input.parse()?;
-        let lit: Lit = input.parse()?;
-        let (digits, is_int) = match &lit {
-            Lit::Int(i) => (i.base10_digits().to_owned(), true),
-            Lit::Float(f) => (f.base10_digits().to_owned(), false),
-            other => return Err(syn::Error::new(other.span(), "expected a number")),
-        };
-        let span = match minus {
-            Some(m) => m.span.join(lit.span()).unwrap_or(lit.span()),
-            None => lit.span(),
-        };
-        Ok(Number {
-            negative: minus.is_some(),
-            digits,
-            is_int,
-            span,
-        })
+/// Reads `-`? LITERAL: one minus sign at most (`--3` is an error), an integer or a float.
+fn parse_number(input: ParseStream<'_>) -> syn::Result<Number> {
+    let minus: Option<Token![-]> = input.parse()?;
+    let lit: proc_macro2::Literal = input.step(|cursor| match cursor.literal() {
+        Some((lit, rest)) => Ok((lit, rest)),
+        None => Err(cursor.error(if minus.is_some() {
+            "expected a number after `-`"
+        } else {
+            "expected a number"
+        })),
+    })?;
+    let lit_span = lit.span();
+    let (digits, suffix, is_int) = match syn::Lit::new(lit) {
+        syn::Lit::Int(i) => (i.base10_digits().to_owned(), i.suffix().to_owned(), true),
+        syn::Lit::Float(f) => (f.base10_digits().to_owned(), f.suffix().to_owned(), false),
+        _ => return Err(syn::Error::new(lit_span, "expected a number")),
+    };
+    if digits.starts_with('-') {
+        // A literal made negative by another macro: read like a second minus sign.
+        return Err(syn::Error::new(
+            lit_span,
+            "expected a number without a second `-`",
+        ));
     }
+    let start = minus.map_or(lit_span, |m| m.span);
+    Ok(Number {
+        minus: minus.is_some(),
+        digits,
+        suffix,
+        is_int,
+        lit_span,
+        sp: Sp {
+            start,
+            end: lit_span,
+        },
+    })
 }
 
-/// `name(args)`, arguments kept as tokens.
+/// `name(args)`.
 pub struct Call {
     pub name: Ident,
-    pub args: TokenStream,
-    /// The span of the parentheses.
-    pub span: Span,
+    pub args: CallArgs,
+    /// The parentheses.
+    pub paren: Sp,
+}
+
+pub enum CallArgs {
+    /// `custom(EXPR)`: the expression, `None` when the parentheses are empty.
+    Expr(Option<Box<Expr>>),
+    /// `custom(...)` whose expression could not be read (the error is collected).
+    Invalid,
+    /// `exponential(base = 1, max = 60)`: the parameters read without error.
+    Params(Vec<Item>),
 }
 
 /// `when(KIND, key = value, ...)`.
 pub struct When {
-    pub kind: Kind,
+    /// `None` when the kind could not be read (the error is collected).
+    pub kind: Option<Kind>,
     pub overrides: Vec<Item>,
-    pub span: Span,
+    pub sp: Sp,
 }
 
 /// An error kind: `Timeout`, `Io`, `Io(A, B)`, a closure or a pattern.
@@ -122,19 +209,19 @@ pub enum Kind {
     Io {
         ident: Ident,
         kinds: Vec<Ident>,
-        span: Span,
+        sp: Sp,
     },
     Closure(Box<ExprClosure>),
     Pattern(Box<Pat>),
 }
 
 impl Kind {
-    pub fn span(&self) -> Span {
+    pub fn sp(&self) -> Sp {
         match self {
-            Kind::Timeout(i) => i.span(),
-            Kind::Io { span, .. } => *span,
-            Kind::Closure(c) => c.span(),
-            Kind::Pattern(p) => p.span(),
+            Kind::Timeout(i) => i.span().into(),
+            Kind::Io { sp, .. } => *sp,
+            Kind::Closure(c) => Sp::of(c),
+            Kind::Pattern(p) => Sp::of(p),
         }
     }
 
@@ -156,131 +243,6 @@ fn at_item_end(input: ParseStream<'_>) -> bool {
     input.is_empty() || input.peek(Token![,])
 }
 
-impl Parse for Kind {
-    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
-        if input.peek(Token![|]) || input.peek(Token![||]) || input.peek(Token![move]) {
-            return Ok(Kind::Closure(Box::new(input.parse()?)));
-        }
-        if input.peek(Ident) {
-            let fork = input.fork();
-            let ident: Ident = fork.parse()?;
-            if ident == "Timeout" && at_item_end(&fork) {
-                input.parse::<Ident>()?;
-                return Ok(Kind::Timeout(ident));
-            }
-            if ident == "Io" && (at_item_end(&fork) || fork.peek(syn::token::Paren)) {
-                input.parse::<Ident>()?;
-                let mut kinds = Vec::new();
-                let mut span = ident.span();
-                if input.peek(syn::token::Paren) {
-                    let content;
-                    let paren = parenthesized!(content in input);
-                    span = ident.span().join(paren.span.join()).unwrap_or(span);
-                    let list = content.parse_terminated(Ident::parse, Token![,])?;
-                    if list.is_empty() {
-                        return Err(syn::Error::new(
-                            paren.span.join(),
-                            "`Io()` needs at least one `std::io::ErrorKind`, like `Io(ConnectionRefused)`; write `Io` for any I/O error",
-                        ));
-                    }
-                    kinds.extend(list);
-                }
-                return Ok(Kind::Io { ident, kinds, span });
-            }
-        }
-        let pat = Pat::parse_multi_with_leading_vert(input).map_err(|e| {
-            syn::Error::new(
-                e.span(),
-                "expected an error kind: `Timeout`, `Io`, `Io(ErrorKind, ...)`, a pattern such as `MyError::Busy { .. }`, or a closure `|e| ...`",
-            )
-        })?;
-        Ok(Kind::Pattern(Box::new(pat)))
-    }
-}
-
-/// Reads a generic value: number, string, word, call or list of numbers.
-fn parse_value(input: ParseStream<'_>) -> syn::Result<Value> {
-    if input.peek(Token![-]) || input.peek(syn::LitInt) || input.peek(syn::LitFloat) {
-        return Ok(Value::Number(input.parse()?));
-    }
-    if input.peek(LitStr) {
-        return Ok(Value::Str(input.parse()?));
-    }
-    if input.peek(syn::token::Bracket) {
-        let content;
-        let bracket = bracketed!(content in input);
-        let list = content.parse_terminated(Number::parse, Token![,])?;
-        return Ok(Value::Numbers(
-            bracket.span.join(),
-            list.into_iter().collect(),
-        ));
-    }
-    if input.peek(Ident::peek_any) {
-        let name = input.call(Ident::parse_any)?;
-        if input.peek(syn::token::Paren) {
-            let content;
-            let paren = parenthesized!(content in input);
-            return Ok(Value::Call(Call {
-                name,
-                args: content.parse()?,
-                span: paren.span.join(),
-            }));
-        }
-        return Ok(Value::Word(name));
-    }
-    Err(input
-        .error("expected a value: a number, a string, a name or a call like `exponential(...)`"))
-}
-
-/// Reads one `key = value` or `when(...)` item.
-fn parse_item(input: ParseStream<'_>) -> syn::Result<Item> {
-    let key = input.call(Ident::parse_any)?;
-    if key == "when" && input.peek(syn::token::Paren) {
-        let content;
-        let paren = parenthesized!(content in input);
-        let kind: Kind = content.parse()?;
-        let mut overrides = Vec::new();
-        while !content.is_empty() {
-            content.parse::<Token![,]>()?;
-            if content.is_empty() {
-                break;
-            }
-            overrides.push(parse_item(&content)?);
-        }
-        let span = key.span().join(paren.span.join()).unwrap_or(key.span());
-        return Ok(Item {
-            key,
-            value: Value::When(When {
-                kind,
-                overrides,
-                span,
-            }),
-        });
-    }
-    input.parse::<Token![=]>().map_err(|_| {
-        syn::Error::new(
-            key.span(),
-            format!("expected `{key} = value` (or `when(KIND, key = value, ...)`)"),
-        )
-    })?;
-    let value = match key.to_string().as_str() {
-        "on_success" | "on_error" | "hint" | "on_retry" | "budget" | "breaker" => {
-            Value::Expr(input.parse()?)
-        }
-        "on" => {
-            if !input.peek(syn::token::Bracket) {
-                return Err(input.error("`on` takes a list of error kinds: `on = [Timeout, Io]`"));
-            }
-            let content;
-            let bracket = bracketed!(content in input);
-            let list = content.parse_terminated(Kind::parse, Token![,])?;
-            Value::Kinds(bracket.span.join(), list.into_iter().collect())
-        }
-        _ => parse_value(input)?,
-    };
-    Ok(Item { key, value })
-}
-
 /// Skips tokens up to and including the next top-level comma.
 fn skip_item(input: ParseStream<'_>) {
     let _ = input.step(|cursor| {
@@ -297,34 +259,346 @@ fn skip_item(input: ParseStream<'_>) {
     });
 }
 
-/// Reads comma-separated items, collecting errors instead of stopping at the first.
-pub fn parse_items(input: ParseStream<'_>) -> (Vec<Item>, Vec<syn::Error>) {
-    let mut items = Vec::new();
-    let mut errors = Vec::new();
+/// Reads a comma-separated list to its end with `one`, collecting errors: after an error the
+/// rest of that element is skipped and the next one is read.
+fn parse_list<T>(
+    input: ParseStream<'_>,
+    errors: &mut Vec<syn::Error>,
+    mut one: impl FnMut(ParseStream<'_>, &mut Vec<syn::Error>) -> Option<T>,
+) -> Vec<T> {
+    let mut out = Vec::new();
     while !input.is_empty() {
-        match parse_item(input) {
-            Ok(item) => {
-                items.push(item);
+        if input.peek(Token![,]) {
+            errors.push(syn::Error::new(input.span(), "expected an item before `,`"));
+            skip_item(input);
+            continue;
+        }
+        match one(input, errors) {
+            Some(v) => {
+                out.push(v);
                 if input.is_empty() {
                     break;
                 }
-                if let Err(e) = input.parse::<Token![,]>() {
-                    errors.push(syn::Error::new(e.span(), "expected `,` between items"));
+                if input.parse::<Token![,]>().is_err() {
+                    errors.push(syn::Error::new(input.span(), "expected `,` between items"));
                     skip_item(input);
                 }
             }
-            Err(e) => {
-                errors.push(e);
-                skip_item(input);
-            }
+            None => skip_item(input),
         }
     }
+    out
+}
+
+/// `f(input)`, with its error collected.
+fn collect<T>(errors: &mut Vec<syn::Error>, r: syn::Result<T>) -> Option<T> {
+    r.map_err(|e| errors.push(e)).ok()
+}
+
+fn parse_kind(input: ParseStream<'_>, errors: &mut Vec<syn::Error>) -> Option<Kind> {
+    match parse_kind_or_err(input, errors) {
+        Ok(k) => k,
+        Err(e) => {
+            errors.push(e);
+            None
+        }
+    }
+}
+
+fn parse_kind_or_err(
+    input: ParseStream<'_>,
+    errors: &mut Vec<syn::Error>,
+) -> syn::Result<Option<Kind>> {
+    if input.peek(Token![|]) || input.peek(Token![||]) || input.peek(Token![move]) {
+        return Ok(Some(Kind::Closure(Box::new(input.parse()?))));
+    }
+    if input.peek(Ident) {
+        let fork = input.fork();
+        let ident: Ident = fork.parse()?;
+        if ident == "Timeout" && at_item_end(&fork) {
+            input.parse::<Ident>()?;
+            return Ok(Some(Kind::Timeout(ident)));
+        }
+        if ident == "Io" && (at_item_end(&fork) || fork.peek(syn::token::Paren)) {
+            input.parse::<Ident>()?;
+            let mut kinds = Vec::new();
+            let mut sp = Sp::from(ident.span());
+            if input.peek(syn::token::Paren) {
+                let content;
+                let paren = parenthesized!(content in input);
+                let parens = Sp::from(paren.span.open()).to(paren.span.close().into());
+                sp = sp.to(parens);
+                let before = errors.len();
+                kinds = parse_list(&content, errors, |input, errors| {
+                    collect(
+                        errors,
+                        input.parse::<Ident>().map_err(|e| {
+                            syn::Error::new(
+                                e.span(),
+                                "expected the name of a `std::io::ErrorKind`, like `ConnectionRefused`",
+                            )
+                        }),
+                    )
+                });
+                if errors.len() > before {
+                    return Ok(None);
+                }
+                if kinds.is_empty() {
+                    return Err(parens.error(
+                        "`Io()` needs at least one `std::io::ErrorKind`, like `Io(ConnectionRefused)`; write `Io` for any I/O error",
+                    ));
+                }
+            }
+            return Ok(Some(Kind::Io { ident, kinds, sp }));
+        }
+    }
+    let pat = Pat::parse_multi_with_leading_vert(input).map_err(|e| {
+        syn::Error::new(
+            e.span(),
+            "expected an error kind: `Timeout`, `Io`, `Io(ErrorKind, ...)`, a pattern such as `MyError::Busy { .. }`, or a closure `|e| ...`",
+        )
+    })?;
+    Ok(Some(Kind::Pattern(Box::new(pat))))
+}
+
+/// Reads a value: number, string, word, call or list of numbers.
+fn parse_value(input: ParseStream<'_>, errors: &mut Vec<syn::Error>) -> syn::Result<Option<Value>> {
+    if input.peek(Token![-]) || input.peek(syn::LitInt) || input.peek(syn::LitFloat) {
+        return parse_number(input).map(|n| Some(Value::Number(n)));
+    }
+    if input.peek(LitStr) {
+        return input.parse().map(|s| Some(Value::Str(s)));
+    }
+    if input.peek(syn::token::Bracket) {
+        let content;
+        let bracket = bracketed!(content in input);
+        let list = parse_list(&content, errors, |input, errors| {
+            collect(errors, parse_number(input))
+        });
+        let sp = Sp::from(bracket.span.open()).to(bracket.span.close().into());
+        return Ok(Some(Value::Numbers(sp, list)));
+    }
+    if input.peek(Ident::peek_any) {
+        let name = input.call(Ident::parse_any)?;
+        if input.peek(syn::token::Paren) {
+            let content;
+            let paren = parenthesized!(content in input);
+            let paren_sp = Sp::from(paren.span.open()).to(paren.span.close().into());
+            let args = if name == "custom" {
+                if content.is_empty() {
+                    CallArgs::Expr(None)
+                } else {
+                    let e = collect(errors, content.parse::<Expr>());
+                    let extra = !content.is_empty();
+                    if extra {
+                        if e.is_some() {
+                            errors.push(syn::Error::new(
+                                content.span(),
+                                "`custom` takes one expression: `custom(MyBackoff::new())`",
+                            ));
+                        }
+                        let _ = content.parse::<TokenStream>();
+                    }
+                    match e {
+                        Some(e) if !extra => CallArgs::Expr(Some(Box::new(e))),
+                        _ => CallArgs::Invalid,
+                    }
+                }
+            } else {
+                CallArgs::Params(parse_list(&content, errors, parse_item))
+            };
+            return Ok(Some(Value::Call(Call {
+                name,
+                args,
+                paren: paren_sp,
+            })));
+        }
+        return Ok(Some(Value::Word(name)));
+    }
+    Err(input
+        .error("expected a value: a number, a string, a name or a call like `exponential(...)`"))
+}
+
+/// Keys whose value is a Rust expression.
+pub const EXPR_KEYS: &[&str] = &[
+    "on_success",
+    "on_error",
+    "hint",
+    "on_retry",
+    "budget",
+    "breaker",
+];
+
+/// Reads one `key = value` or `when(...)` item; on a syntax error, collects it and returns
+/// `None` (the caller skips the rest of the item).
+fn parse_item(input: ParseStream<'_>, errors: &mut Vec<syn::Error>) -> Option<Item> {
+    match parse_item_or_err(input, errors) {
+        Ok(item) => item,
+        Err(e) => {
+            errors.push(e);
+            None
+        }
+    }
+}
+
+fn parse_item_or_err(
+    input: ParseStream<'_>,
+    errors: &mut Vec<syn::Error>,
+) -> syn::Result<Option<Item>> {
+    let key = input
+        .call(Ident::parse_any)
+        .map_err(|e| syn::Error::new(e.span(), "expected a setting like `retries = 3`"))?;
+    if key == "when" && input.peek(syn::token::Paren) {
+        let content;
+        let paren = parenthesized!(content in input);
+        let sp = Sp::from(key.span()).to(paren.span.close().into());
+        let kind = if content.is_empty() {
+            errors.push(
+                sp.error("`when` needs an error kind and overrides: `when(Timeout, retries = 5)`"),
+            );
+            None
+        } else if content.peek(Token![,]) {
+            errors.push(syn::Error::new(
+                content.span(),
+                "expected an error kind before `,`: `when(Timeout, retries = 5)`",
+            ));
+            None
+        } else {
+            let k = parse_kind(&content, errors);
+            if k.is_none() || !at_item_end(&content) {
+                if k.is_some() {
+                    errors.push(syn::Error::new(
+                        content.span(),
+                        "expected `,` after the kind",
+                    ));
+                }
+                skip_item(&content);
+                None
+            } else {
+                let _ = content.parse::<Option<Token![,]>>();
+                k
+            }
+        };
+        let overrides = parse_list(&content, errors, parse_item);
+        return Ok(Some(Item {
+            key,
+            value: Value::When(When {
+                kind,
+                overrides,
+                sp,
+            }),
+        }));
+    }
+    let eq = input.parse::<Token![=]>().map_err(|_| {
+        syn::Error::new(
+            key.span(),
+            format!("expected `{key} = value` (or `when(KIND, key = value, ...)`)"),
+        )
+    })?;
+    if at_item_end(input) {
+        return Err(Sp::from(key.span())
+            .to(eq.span.into())
+            .error(format!("`{key} =` needs a value after the `=`")));
+    }
+    let value = if EXPR_KEYS.contains(&key.to_string().as_str()) {
+        Value::Expr(Box::new(input.parse()?))
+    } else if key == "on" {
+        if !input.peek(syn::token::Bracket) {
+            return Err(input.error("`on` takes a list of error kinds: `on = [Timeout, Io]`"));
+        }
+        let content;
+        let bracket = bracketed!(content in input);
+        let before = errors.len();
+        let list = parse_list(&content, errors, parse_kind);
+        Value::Kinds(
+            Sp::from(bracket.span.open()).to(bracket.span.close().into()),
+            list,
+            errors.len() == before,
+        )
+    } else {
+        match parse_value(input, errors)? {
+            Some(v) => v,
+            None => return Ok(None),
+        }
+    };
+    Ok(Some(Item { key, value }))
+}
+
+/// Reads comma-separated items to the end of `input`, collecting every error.
+pub fn parse_items(input: ParseStream<'_>) -> (Vec<Item>, Vec<syn::Error>) {
+    let mut errors = Vec::new();
+    let items = parse_list(input, &mut errors, parse_item);
     (items, errors)
 }
 
-impl Parse for Args {
-    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
-        let (items, errors) = parse_items(input);
-        Ok(Args { items, errors })
+impl Args {
+    /// Reads the attribute's tokens; never fails: errors are in [`Args::errors`].
+    pub fn read(tokens: TokenStream) -> Args {
+        let parsed = (|input: ParseStream<'_>| Ok(parse_items(input))).parse2(tokens);
+        let (items, errors) = parsed.unwrap_or_else(|e| (Vec::new(), vec![e]));
+        Args { items, errors }
     }
+}
+
+/// The function under the attribute. Its body is kept as tokens and never parsed: the
+/// expansion only moves it, so a deeply nested body costs nothing here.
+pub struct Func {
+    pub attrs: Vec<syn::Attribute>,
+    pub vis: syn::Visibility,
+    pub sig: syn::Signature,
+    pub body: proc_macro2::Group,
+}
+
+impl syn::parse::Parse for Func {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        let attrs = input.call(syn::Attribute::parse_outer)?;
+        let vis = input.parse()?;
+        let sig = input.parse()?;
+        let body = input.step(|cursor| match cursor.token_tree() {
+            Some((TokenTree::Group(g), rest)) if g.delimiter() == proc_macro2::Delimiter::Brace => {
+                Ok((g, rest))
+            }
+            _ => Err(cursor.error("expected the function's body")),
+        })?;
+        Ok(Func {
+            attrs,
+            vis,
+            sig,
+            body,
+        })
+    }
+}
+
+/// The start of an item that is not a function (its keyword to its name), for the error that
+/// says so: `struct Foo`, `impl Trait for T`, `fn f(..) -> R;`.
+pub fn item_sp(item: &TokenStream) -> Sp {
+    let mut tokens = item.clone().into_iter().peekable();
+    // Skip the outer attributes: `#` followed by a bracketed group.
+    while let Some(TokenTree::Punct(p)) = tokens.peek() {
+        if p.as_char() != '#' {
+            break;
+        }
+        tokens.next();
+        tokens.next();
+    }
+    let Some(first) = tokens.next() else {
+        return Span::call_site().into();
+    };
+    let start = first.span();
+    let mut end = start;
+    const LEADING: &[&str] = &[
+        "pub", "crate", "struct", "enum", "union", "trait", "impl", "mod", "const", "static",
+        "type", "use", "extern", "unsafe", "async", "fn", "auto",
+    ];
+    let mut tt = Some(first);
+    while let Some(t) = tt {
+        end = t.span();
+        match &t {
+            TokenTree::Ident(i) if LEADING.contains(&i.to_string().as_str()) => {}
+            TokenTree::Group(g) if g.delimiter() == proc_macro2::Delimiter::Parenthesis => {}
+            _ => break,
+        }
+        tt = tokens.next();
+    }
+    Sp { start, end }
 }

@@ -6,10 +6,10 @@ use std::time::Duration;
 use proc_macro2::{Group, Literal, Span, TokenStream, TokenTree};
 use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
-use syn::{FnArg, Ident, ItemFn, Pat, ReturnType, Type};
+use syn::{FnArg, Ident, Pat, ReturnType, Type};
 
-use crate::ast::Kind;
-use crate::valid::{Config, JitterSpec, Limit, Overrides, Strategy};
+use crate::ast::{Func, Kind};
+use crate::valid::{Config, JitterSpec, Limit, Overrides, Strategy, peel};
 
 /// `tokens` with every span set to `span` (groups included), so that an error about a
 /// generated path points at the user's token instead of the whole attribute.
@@ -29,15 +29,6 @@ fn respan(tokens: &TokenStream, span: Span) -> TokenStream {
             }
         })
         .collect()
-}
-
-/// The span of an `impl` keyword in `tokens`, if any (`Result<impl Display, E>`).
-fn find_impl_trait(tokens: TokenStream) -> Option<Span> {
-    tokens.into_iter().find_map(|tt| match tt {
-        TokenTree::Ident(i) if i == "impl" => Some(i.span()),
-        TokenTree::Group(g) => find_impl_trait(g.stream()),
-        _ => None,
-    })
 }
 
 /// `(tokens)` with the parentheses spanned at `span`.
@@ -173,10 +164,12 @@ struct Names {
     backoff: Ident,
     jitter: Ident,
     e: Ident,
+    /// A finite `timeout` applies: `Timeout` then matches whatever the error type.
+    timed: bool,
 }
 
 impl Names {
-    fn new() -> Self {
+    fn new(timed: bool) -> Self {
         let n = |s: &str| Ident::new(s, Span::mixed_site());
         Names {
             policy: n("__robust_policy"),
@@ -188,20 +181,37 @@ impl Names {
             backoff: n("__robust_backoff"),
             jitter: n("__robust_jitter"),
             e: n("__robust_e"),
+            timed,
         }
     }
 }
 
 fn kind(p: &TokenStream, err: &TokenStream, names: &Names, k: &Kind) -> TokenStream {
-    let inspect = &names.inspect;
+    // The inspector is named at the kind's token, so that a kind that can never match the
+    // error type is reported there.
+    let inspect = |span: Span| {
+        let mut i = names.inspect.clone();
+        i.set_span(Span::mixed_site().located_at(span));
+        i
+    };
     match k {
-        Kind::Timeout(i) => quote_spanned!(i.span()=> #p::TimeoutKind::<#err>(#inspect)),
+        Kind::Timeout(i) => {
+            let ps = respan(p, i.span());
+            let inspect = inspect(i.span());
+            if names.timed {
+                quote_spanned!(i.span()=> #ps::timeout_kind::<#err, _>(#inspect))
+            } else {
+                quote_spanned!(i.span()=> #ps::timeout_kind_viewed::<#err, _>(#inspect))
+            }
+        }
         Kind::Io { ident, kinds, .. } => {
             let n = kinds.len();
             let kinds = kinds
                 .iter()
                 .map(|k| quote_spanned!(k.span()=> #p::ErrorKind::#k));
-            quote_spanned!(ident.span()=> #p::IoKind::<#err, #n>(#inspect, [#(#kinds),*]))
+            let ps = respan(p, ident.span());
+            let inspect = inspect(ident.span());
+            quote_spanned!(ident.span()=> #ps::io_kind::<#err, _, #n>(#inspect, [#(#kinds),*]))
         }
         Kind::Closure(c) => {
             let p = respan(p, c.span());
@@ -321,101 +331,79 @@ fn rule_settings(
     }
 }
 
-/// The type inside invisible groups (from `macro_rules!` `$t:ty`) and parentheses.
-fn peel(ty: &Type) -> &Type {
-    match ty {
-        Type::Group(g) => peel(&g.elem),
-        Type::Paren(p) => peel(&p.elem),
-        other => other,
-    }
-}
-
 /// Rewrites the parameters: owned ones are cloned for each attempt, `&mut` ones reborrowed.
-/// Returns the statements that start each attempt, or an error for an owned `self`.
-fn rebind_args(p: &TokenStream, f: &mut ItemFn) -> syn::Result<Vec<TokenStream>> {
+/// Returns the statements that start each attempt; each carries the parameter's attributes,
+/// so a parameter under `#[cfg(...)]` is rebound exactly when it exists.
+fn rebind_args(p: &TokenStream, f: &mut Func) -> Vec<TokenStream> {
     let mut prelude = Vec::new();
     for (i, arg) in f.sig.inputs.iter_mut().enumerate() {
-        match arg {
-            FnArg::Receiver(r) => {
-                // `self: &Self` and `self: &mut Self` leave `reference` empty: read the type.
-                if r.reference.is_none() && !matches!(peel(&r.ty), Type::Reference(_)) {
-                    return Err(syn::Error::new_spanned(
-                        &*r,
-                        "`#[robust]` needs `&self` or `&mut self`: an owned `self` is consumed by the first attempt and cannot be retried",
-                    ));
+        // The receiver is checked in `valid`: only `&self` and `&mut self` get here.
+        let FnArg::Typed(pt) = arg else { continue };
+        let attrs = &pt.attrs;
+        let is_ref = matches!(peel(&pt.ty), Type::Reference(_));
+        let is_mut_ref = matches!(peel(&pt.ty), Type::Reference(r) if r.mutability.is_some());
+        let ty_span = pt.ty.span();
+        match &mut *pt.pat {
+            // A wildcard is never read: nothing to clone or reborrow.
+            Pat::Wild(_) => {}
+            Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {
+                let ident = pi.ident.clone();
+                if is_mut_ref {
+                    let m = pi.mutability.take();
+                    prelude.push(quote!(#(#attrs)* let #m #ident = &mut *#ident;));
+                } else if !is_ref {
+                    let m = pi.mutability.take();
+                    let p = respan(p, ty_span);
+                    let clone = quote_spanned!(ty_span=> #p::clone_arg(&#ident));
+                    prelude.push(quote!(#(#attrs)* let #m #ident = #clone;));
                 }
             }
-            FnArg::Typed(pt) => {
-                let is_ref = matches!(peel(&pt.ty), Type::Reference(_));
-                let is_mut_ref =
-                    matches!(peel(&pt.ty), Type::Reference(r) if r.mutability.is_some());
-                let ty_span = pt.ty.span();
-                match &mut *pt.pat {
-                    Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {
-                        let ident = pi.ident.clone();
-                        if is_mut_ref {
-                            let m = pi.mutability.take();
-                            prelude.push(quote!(let #m #ident = &mut *#ident;));
-                        } else if !is_ref {
-                            let m = pi.mutability.take();
-                            let p = respan(p, ty_span);
-                            let clone = quote_spanned!(ty_span=> #p::clone_arg(&#ident));
-                            prelude.push(quote!(let #m #ident = #clone;));
-                        }
-                    }
-                    pat => {
-                        let name = format_ident!("__robust_arg{}", i, span = Span::mixed_site());
-                        let original = std::mem::replace(
-                            pat,
-                            Pat::Ident(syn::PatIdent {
-                                attrs: Vec::new(),
-                                by_ref: None,
-                                mutability: None,
-                                ident: name.clone(),
-                                subpat: None,
-                            }),
-                        );
-                        if is_mut_ref {
-                            prelude.push(quote!(let #original = &mut *#name;));
-                        } else if is_ref {
-                            prelude.push(quote!(let #original = #name;));
-                        } else {
-                            let p = respan(p, ty_span);
-                            let clone = quote_spanned!(ty_span=> #p::clone_arg(&#name));
-                            prelude.push(quote!(let #original = #clone;));
-                        }
-                    }
+            pat => {
+                let name = format_ident!("__robust_arg{}", i, span = Span::mixed_site());
+                let original = std::mem::replace(
+                    pat,
+                    Pat::Ident(syn::PatIdent {
+                        attrs: Vec::new(),
+                        by_ref: None,
+                        mutability: None,
+                        ident: name.clone(),
+                        subpat: None,
+                    }),
+                );
+                if is_mut_ref {
+                    prelude.push(quote!(#(#attrs)* let #original = &mut *#name;));
+                } else if is_ref {
+                    prelude.push(quote!(#(#attrs)* let #original = #name;));
+                } else {
+                    let p = respan(p, ty_span);
+                    let clone = quote_spanned!(ty_span=> #p::clone_arg(&#name));
+                    prelude.push(quote!(#(#attrs)* let #original = #clone;));
                 }
             }
         }
     }
-    Ok(prelude)
+    prelude
 }
 
 /// The function under the attribute, expanded.
-pub fn expand(config: Config, mut f: ItemFn) -> syn::Result<TokenStream> {
+/// The function under the attribute, expanded. `valid::check_fn` has accepted its shape.
+pub fn expand(config: Config, mut f: Func) -> TokenStream {
     let p = match &config.krate {
         Some(path) => quote!(#path::__private),
         None => quote!(::retry_runtime::__private),
     };
     let ret = match &f.sig.output {
         ReturnType::Type(_, ty) => (**ty).clone(),
-        ReturnType::Default => {
-            return Err(syn::Error::new_spanned(
-                &f.sig.ident,
-                "`#[robust]` needs a function that returns a `Result`: failures are recognised by their `Err` value",
-            ));
-        }
+        ReturnType::Default => syn::parse_quote!(()),
     };
-    if let Some(tok) = find_impl_trait(quote!(#ret)) {
-        return Err(syn::Error::new(
-            tok,
-            "`#[robust]` cannot name a return type that contains `impl Trait`: the loop has to write the type out; return a concrete type or `Box<dyn Trait>`",
-        ));
-    }
     let is_async = f.sig.asyncness.is_some();
-    let prelude = rebind_args(&p, &mut f)?;
-    let names = Names::new();
+    let prelude = rebind_args(&p, &mut f);
+    // Without a timeout an async attempt is simply awaited: no timer, no race.
+    let timed = matches!(
+        config.timeout.as_ref().map(|t| t.value),
+        Some(Limit::Finite(_))
+    );
+    let names = Names::new(timed);
     let Names {
         policy,
         call,
@@ -434,7 +422,7 @@ pub fn expand(config: Config, mut f: ItemFn) -> syn::Result<TokenStream> {
 
     let inspector = if uses_inspector(&config) {
         quote! {
-            let #inspect: #p::Inspector<#err> = {
+            let #inspect = {
                 #[allow(unused_imports)]
                 use #p::{ViaInspect as _, ViaError as _, ViaNothing as _};
                 (&&&#p::Probe::<#err>::new()).inspector()
@@ -493,11 +481,11 @@ pub fn expand(config: Config, mut f: ItemFn) -> syn::Result<TokenStream> {
         Some(t) => match t.value {
             Limit::Finite(d) => {
                 let d = dur(&p, d);
-                let ps = respan(&p, t.span);
+                let ps = respan(&p, t.span.start);
                 if is_async {
-                    quote_spanned!(t.span=> #ps::async_timeout::<_>(#d))
+                    quote_spanned!(t.span.start=> #ps::async_timeout::<_>(#d))
                 } else {
-                    quote_spanned!(t.span=> #ps::sync_timeout(#d))
+                    quote_spanned!(t.span.start=> #ps::sync_timeout(#d))
                 }
             }
             Limit::Infinite => quote!(#p::NoTimeout),
@@ -553,11 +541,11 @@ pub fn expand(config: Config, mut f: ItemFn) -> syn::Result<TokenStream> {
         quote!(let #ctx: &#krate::Attempt<'_> = &#attempt;)
     });
 
-    let stmts = &f.block.stmts;
+    let stmts = f.body.stream();
     let body = quote! {{
         #ctx
         #(#prelude)*
-        #(#stmts)*
+        #stmts
     }};
 
     // Every use of `IsResult` carries the return type's span, so a non-`Result` return type
@@ -578,11 +566,6 @@ pub fn expand(config: Config, mut f: ItemFn) -> syn::Result<TokenStream> {
         }
     };
     let timer = Ident::new("__robust_timer", Span::mixed_site());
-    // Without a timeout an async attempt is simply awaited: no timer, no race.
-    let timed = matches!(
-        config.timeout.as_ref().map(|t| t.value),
-        Some(Limit::Finite(_))
-    );
     let run_attempt = if is_async && !timed {
         let plain = quote_spanned! {ret_span=>
             (<#ret as #pr::IsResult>::into_result(
@@ -639,7 +622,25 @@ pub fn expand(config: Config, mut f: ItemFn) -> syn::Result<TokenStream> {
         (quote!(#policy.start_lazy()), quote!())
     };
 
+    // A bare name in a kind must be a value of the error type, not a binding.
+    let all_kinds = config
+        .on
+        .iter()
+        .flat_map(|o| o.value.iter())
+        .chain(config.whens.iter().map(|w| &w.kind));
+    let name_checks = all_kinds.flat_map(|k| match k {
+        Kind::Pattern(pat) => crate::valid::bare_names(pat)
+            .into_iter()
+            .map(|pi| {
+                let name = &pi.ident;
+                let ps = respan(&p, name.span());
+                quote_spanned!(name.span()=> let _ = || #ps::is_value_of::<#err>(|| #name);)
+            })
+            .collect(),
+        _ => Vec::new(),
+    });
     let new_block = quote! {{
+        #(#name_checks)*
         #inspector
         #(#locals)*
         let #policy = #p::policy(#whens, #on, #top_settings, #timeout, #on_success, #on_error, #extras);
@@ -655,6 +656,8 @@ pub fn expand(config: Config, mut f: ItemFn) -> syn::Result<TokenStream> {
             }
         }
     }};
-    f.block = syn::parse2(new_block)?;
-    Ok(quote!(#f))
+    let Func {
+        attrs, vis, sig, ..
+    } = &f;
+    quote!(#(#attrs)* #vis #sig #new_block)
 }

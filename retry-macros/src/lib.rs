@@ -3,60 +3,65 @@
 //!
 //! Use it through `retry_runtime::robust`; the documentation, with examples, is there.
 //!
-//! The crate reads the attribute into a raw syntax model (`ast`), checks every rule with the
-//! span of the offending token (`valid`), and writes the function with its body run in a loop
-//! over the attempts (`expand`). On any error the function is emitted unchanged next to the
-//! errors, so one mistake does not cascade into others.
+//! The crate reads the attribute into a raw syntax model (`ast`), checks every rule and the
+//! function's shape with the span of the offending token (`valid`, with the vocabulary in
+//! `table`), and writes the function with its body run in a loop over the attempts
+//! (`expand`). Every error is collected; on any error the function is emitted unchanged next
+//! to the errors, so one mistake does not cascade into others.
 
 use proc_macro::TokenStream;
 
 mod ast;
 mod expand;
+mod table;
 mod valid;
+
+/// The stack the macro runs on. Types and expressions nested thousands of levels deep are
+/// valid Rust, and reading them recurses: the macro must not be what overflows first. The
+/// memory is reserved, not used, until a deep input needs it.
+const STACK: usize = 512 * 1024 * 1024;
 
 /// Makes a function resilient: see `retry_runtime::robust` for the documentation.
 #[proc_macro_attribute]
 pub fn robust(attr: TokenStream, item: TokenStream) -> TokenStream {
-    let item2: proc_macro2::TokenStream = item.clone().into();
+    let attr = proc_macro2::TokenStream::from(attr);
+    let item = proc_macro2::TokenStream::from(item);
+    stacker::grow(STACK, move || robust2(attr, item)).into()
+}
+
+fn robust2(
+    attr: proc_macro2::TokenStream,
+    item: proc_macro2::TokenStream,
+) -> proc_macro2::TokenStream {
     let mut errors = valid::Errors::default();
-    let args = match syn::parse::<ast::Args>(attr) {
-        Ok(a) => a,
-        Err(e) => {
-            errors.push(e);
-            ast::Args {
-                items: Vec::new(),
-                errors: Vec::new(),
-            }
-        }
-    };
+    let args = ast::Args::read(attr);
     for e in args.errors {
         errors.push(e);
     }
-    let config = valid::validate(args.items, &mut errors);
-    let func = match syn::parse::<syn::ItemFn>(item) {
+    let func = match syn::parse2::<ast::Func>(item.clone()) {
         Ok(f) => Some(f),
         Err(_) => {
-            errors.push(syn::Error::new(
-                proc_macro2::Span::call_site(),
+            errors.at(
+                ast::item_sp(&item),
                 "`#[robust]` applies to functions with a body (free functions, methods, trait impl methods)",
-            ));
+            );
             None
         }
     };
-    if let Some(e) = errors.finish() {
-        return with_errors(item2, e);
+    let params = func.as_ref().map(valid::param_names).unwrap_or_default();
+    let config = valid::validate(args.items, &params, &mut errors);
+    if let Some(f) = &func {
+        valid::check_fn(f, &mut errors);
     }
-    let Some(func) = func else {
-        return item2.into();
-    };
-    match expand::expand(config, func) {
-        Ok(ts) => ts.into(),
-        Err(e) => with_errors(item2, e),
+    match (errors.finish(), func) {
+        (None, Some(func)) => expand::expand(config, func),
+        (Some(e), _) => with_errors(item, e),
+        (None, None) => item,
     }
 }
 
 /// The item unchanged, with the errors beside it.
-fn with_errors(item: proc_macro2::TokenStream, e: syn::Error) -> TokenStream {
+fn with_errors(item: proc_macro2::TokenStream, e: syn::Error) -> proc_macro2::TokenStream {
     let errors = e.to_compile_error();
-    quote::quote!(#errors #item).into()
+    quote::quote!(#errors #item)
 }

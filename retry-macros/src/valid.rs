@@ -5,10 +5,11 @@ use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::time::Duration;
 
-use proc_macro2::Span;
+use retry_grammar::DurationError;
 use syn::{Expr, Ident};
 
-use crate::ast::{Call, Item, Kind, Number, Value};
+use crate::ast::{Call, CallArgs, Item, Kind, Number, Sp, Value};
+use crate::table;
 
 /// A limit that may be infinite (negative numbers, `none`).
 #[derive(Clone, Copy)]
@@ -19,7 +20,7 @@ pub enum Limit {
 
 pub struct Spanned<T> {
     pub value: T,
-    pub span: Span,
+    pub span: Sp,
 }
 
 pub enum Strategy {
@@ -52,7 +53,7 @@ pub enum Strategy {
         base: Duration,
     },
     None,
-    Custom(Expr),
+    Custom(Box<Expr>),
 }
 
 pub enum JitterSpec {
@@ -61,7 +62,7 @@ pub enum JitterSpec {
     Equal,
     Decorrelated,
     AwsDecorrelated,
-    Custom(Expr),
+    Custom(Box<Expr>),
 }
 
 /// The settings a `when` clause may override (and the top level sets).
@@ -86,22 +87,17 @@ pub struct Config {
     pub settings: Overrides,
     pub on: Option<Spanned<Vec<Kind>>>,
     pub whens: Vec<WhenRule>,
-    pub on_success: Option<Expr>,
-    pub on_error: Option<Expr>,
-    pub on_retry: Option<Expr>,
-    pub hint: Option<Expr>,
-    pub budget: Option<Expr>,
-    pub breaker: Option<Expr>,
+    pub on_success: Option<Box<Expr>>,
+    pub on_error: Option<Box<Expr>>,
+    pub on_retry: Option<Box<Expr>>,
+    pub hint: Option<Box<Expr>>,
+    pub budget: Option<Box<Expr>>,
+    pub breaker: Option<Box<Expr>>,
     pub attempt: Option<Ident>,
     pub krate: Option<syn::Path>,
 }
 
-const KEYS: &str = "`timeout`, `retries`, `max_delay`, `backoff`, `jitter`, `scale`, `on`, `when(...)`, `on_success`, `on_error`, `on_retry`, `hint`, `budget`, `breaker`, `attempt`, `crate`";
-const WHEN_KEYS: &str = "`retries`, `max_delay`, `backoff`, `jitter`, `scale`";
-const STRATEGIES: &str = "`exponential(base, max, m = 2)`, `linear(base, max, interval = base)`, `fibonacci(base, max, unit = \"1s\")`, `polynomial(base, max, p = [2], unit = \"1s\")`, `random(base, max)`, `constant(base)`, `none`, `custom(EXPR)`";
-const JITTERS: &str = "`none`, `full`, `equal`, `decorrelated`, `aws_decorrelated`, `custom(EXPR)`";
-const DURATION_FORMS: &str =
-    "a humantime string like \"2s\", \"150ms\", \"1m 30s\", or a number of seconds like 2 or 0.5";
+const DURATION_FORMS: &str = "a number with a unit like 150ms, 2s or 1m (units: `ns`, `us`, `ms`, `s`, `m`, `h`), a number of seconds like 2 or 0.5, or a humantime string like \"1m 30s\"";
 
 /// The stable `std::io::ErrorKind` variants.
 pub const IO_KINDS: &[&str] = &[
@@ -158,8 +154,8 @@ impl Errors {
         }
     }
 
-    pub fn at(&mut self, span: Span, msg: impl std::fmt::Display) {
-        self.push(syn::Error::new(span, msg));
+    pub fn at(&mut self, sp: impl Into<Sp>, msg: impl std::fmt::Display) {
+        self.push(sp.into().error(msg));
     }
 
     /// Stores `value` in `slot`, or reports `key` as a duplicate (pointing at the later one).
@@ -179,66 +175,61 @@ impl Errors {
     }
 }
 
-fn spanned<T>(value: T, span: Span) -> Spanned<T> {
+fn spanned<T>(value: T, span: Sp) -> Spanned<T> {
     Spanned { value, span }
 }
 
-/// A duration from seconds, or an error message.
-fn secs(v: f64) -> Result<Duration, String> {
-    if !v.is_finite() {
-        return Err("this number is too large for a duration".into());
-    }
-    Duration::try_from_secs_f64(v).map_err(|_| "this number is too large for a duration".into())
-}
-
 /// Reads a duration or limit. With `infinite_ok`, negative numbers (and `none`) mean infinite.
+/// The sign is the value's: `-0` is zero.
 fn limit(value: &Value, what: &str, infinite_ok: bool, errors: &mut Errors) -> Option<Limit> {
-    let negative = |errors: &mut Errors, span| {
+    let negative = |errors: &mut Errors, sp: Sp| {
         if infinite_ok {
             Some(Limit::Infinite)
         } else {
             errors.at(
-                span,
+                sp,
                 format!("`{what}` must not be negative: expected {DURATION_FORMS}"),
             );
             None
         }
     };
-    let from_secs = |v: f64, span, errors: &mut Errors| match secs(v) {
-        Ok(d) => Some(Limit::Finite(d)),
-        Err(m) => {
-            errors.at(span, format!("invalid `{what}`: {m}"));
-            None
-        }
+    let invalid = |errors: &mut Errors, sp: Sp, e: DurationError| {
+        errors.at(sp, format!("invalid `{what}`: it {}", e.rule()));
+        None
     };
     match value {
-        Value::Number(n) if n.negative => negative(errors, n.span),
-        Value::Number(n) => from_secs(n.as_f64(), n.span, errors),
+        Value::Number(n) if n.is_negative() => negative(errors, n.sp),
+        Value::Number(n) => match retry_grammar::from_number(&n.digits, &n.suffix) {
+            Ok(d) => Some(Limit::Finite(d)),
+            Err(DurationError::UnknownSuffix) => {
+                errors.at(
+                    n.lit_span,
+                    format!(
+                        "unknown unit `{}` in `{what}`: a duration's unit is one of {} (a number without a unit is seconds)",
+                        n.suffix,
+                        retry_grammar::SUFFIX_LIST
+                    ),
+                );
+                None
+            }
+            Err(e) => invalid(errors, n.sp, e),
+        },
         Value::Str(s) => {
             let text = s.value();
-            let t = text.trim();
-            if let Ok(v) = t.parse::<f64>() {
-                if v < 0.0 {
-                    return negative(errors, s.span());
-                }
-                if v.is_nan() {
-                    errors.at(
-                        s.span(),
-                        format!("invalid `{what}` \"{text}\": expected {DURATION_FORMS}"),
-                    );
-                    return None;
-                }
-                return from_secs(v, s.span(), errors);
+            let sp = Sp::from(s.span());
+            if text.trim().parse::<f64>().is_ok_and(|v| v < 0.0) {
+                return negative(errors, sp);
             }
-            match humantime::parse_duration(t) {
+            match retry_grammar::parse_duration(&text) {
                 Ok(d) => Some(Limit::Finite(d)),
-                Err(e) => {
+                Err(DurationError::Syntax) => {
                     errors.at(
-                        s.span(),
-                        format!("invalid `{what}` \"{text}\" ({e}): expected {DURATION_FORMS}"),
+                        sp,
+                        format!("invalid `{what}` \"{text}\": expected {DURATION_FORMS}"),
                     );
                     None
                 }
+                Err(e) => invalid(errors, sp, e),
             }
         }
         Value::Word(w) if w == "none" && infinite_ok => Some(Limit::Infinite),
@@ -249,7 +240,7 @@ fn limit(value: &Value, what: &str, infinite_ok: bool, errors: &mut Errors) -> O
                 ""
             };
             errors.at(
-                other.span(),
+                other.sp(),
                 format!("`{what}` expects {DURATION_FORMS}{none}"),
             );
             None
@@ -265,13 +256,38 @@ fn duration(value: &Value, what: &str, errors: &mut Errors) -> Option<Duration> 
     }
 }
 
+/// A plain number (no unit suffix: `3f32` and `2ms` are errors here).
 fn number(value: &Value, what: &str, rule: &str, errors: &mut Errors) -> Option<Number> {
     match value {
-        Value::Number(n) => Some(n.clone()),
-        other => {
-            errors.at(other.span(), format!("`{what}` expects {rule}"));
+        Value::Number(n) if !n.suffix.is_empty() => {
+            errors.at(
+                n.lit_span,
+                format!(
+                    "`{what}` takes a plain number, without the suffix `{}`: expected {rule}",
+                    n.suffix
+                ),
+            );
             None
         }
+        Value::Number(n) => Some(n.clone()),
+        other => {
+            errors.at(other.sp(), format!("`{what}` expects {rule}"));
+            None
+        }
+    }
+}
+
+/// A finite float, with a message saying what is wrong with it otherwise.
+fn finite(n: &Number, what: &str, rule: &str, errors: &mut Errors) -> Option<f64> {
+    let v = n.as_f64();
+    if v.is_finite() {
+        Some(v)
+    } else {
+        errors.at(
+            n.sp,
+            format!("`{what}` must be a finite number: expected {rule}"),
+        );
+        None
     }
 }
 
@@ -279,10 +295,21 @@ fn retries(value: &Value, errors: &mut Errors) -> Option<i64> {
     const RULE: &str =
         "an integer: 0 = never retry, n = at most n retries, a negative number = retry forever";
     let n = number(value, "retries", RULE, errors)?;
-    match n.as_i64() {
-        Some(v) => Some(v),
+    match n.as_i128() {
+        Some(v) if v > i128::from(u32::MAX) => {
+            errors.at(
+                n.sp,
+                format!(
+                    "`retries` must be at most {} (write a negative number to retry forever)",
+                    u32::MAX
+                ),
+            );
+            None
+        }
+        // Any negative number means "forever".
+        Some(v) => Some(v.max(-1) as i64),
         None => {
-            errors.at(n.span, format!("`retries` expects {RULE}"));
+            errors.at(n.sp, format!("`retries` expects {RULE}"));
             None
         }
     }
@@ -291,50 +318,40 @@ fn retries(value: &Value, errors: &mut Errors) -> Option<i64> {
 fn scale(value: &Value, errors: &mut Errors) -> Option<f64> {
     const RULE: &str = "a number > 0 that multiplies every delay, like 0.5 or 2";
     let n = number(value, "scale", RULE, errors)?;
-    let v = n.as_f64();
-    if v.is_finite() && v > 0.0 {
+    let v = finite(&n, "scale", RULE, errors)?;
+    if v > 0.0 {
         Some(v)
     } else {
-        errors.at(n.span, format!("`scale` must be > 0: expected {RULE}"));
+        errors.at(n.sp, format!("`scale` must be > 0: expected {RULE}"));
         None
     }
 }
 
-/// Reads `name(key = value, ...)` parameters of a strategy.
-struct Params {
+/// The `name(key = value, ...)` parameters of a strategy.
+struct Params<'a> {
     /// Name to (position in the call, key, value).
-    items: HashMap<String, (usize, Ident, Value)>,
+    items: HashMap<String, (usize, &'a Ident, &'a Value)>,
 }
 
-impl Params {
-    fn read(call: Option<&Call>, allowed: &[&str], strategy: &str, errors: &mut Errors) -> Self {
+impl<'a> Params<'a> {
+    fn read(list: &'a [Item], def: &table::Strategy, errors: &mut Errors) -> Self {
         let mut items = HashMap::new();
-        let Some(call) = call else {
-            return Params { items };
-        };
-        let parsed = syn::parse::Parser::parse2(
-            |input: syn::parse::ParseStream<'_>| Ok(crate::ast::parse_items(input)),
-            call.args.clone(),
-        );
-        let (list, parse_errors) = match parsed {
-            Ok(v) => v,
-            Err(e) => (Vec::new(), vec![e]),
-        };
-        for e in parse_errors {
-            errors.push(e);
-        }
-        for (index, Item { key, value }) in list.into_iter().enumerate() {
+        let allowed = || def.param_names();
+        for (index, Item { key, value }) in list.iter().enumerate() {
             let name = key.to_string();
-            if !allowed.contains(&name.as_str()) {
-                let list: Vec<String> = allowed.iter().map(|a| format!("`{a}`")).collect();
-                let expected = if list.is_empty() {
+            if !allowed().any(|a| a == name) {
+                let expected = if def.params.is_empty() {
                     "it takes no parameters".to_owned()
                 } else {
-                    format!("expected one of: {}", list.join(", "))
+                    format!("expected one of: {}", table::list(allowed()))
                 };
                 errors.at(
                     key.span(),
-                    format!("unknown parameter `{name}` for `{strategy}`: {expected}"),
+                    format!(
+                        "unknown parameter `{name}` for `{}`{}: {expected}",
+                        def.name,
+                        table::suggestion(&name, allowed())
+                    ),
                 );
             } else {
                 match items.entry(name) {
@@ -351,28 +368,22 @@ impl Params {
         Params { items }
     }
 
-    fn get(&self, name: &str) -> Option<(&Ident, &Value)> {
-        self.items.get(name).map(|(_, k, v)| (k, v))
+    fn get(&self, name: &str) -> Option<&'a Value> {
+        self.items.get(name).map(|(_, _, v)| *v)
     }
 
     fn duration(&self, name: &str, errors: &mut Errors) -> Option<Option<Duration>> {
-        let (_, v) = self.get(name)?;
+        let v = self.get(name)?;
         Some(duration(v, name, errors))
     }
 
     /// Reports the required parameters that are missing, in one error at `at`.
-    fn check_required(
-        &self,
-        names: &[&str],
-        strategy: &str,
-        form: &str,
-        at: Span,
-        errors: &mut Errors,
-    ) {
-        let missing: Vec<String> = names
+    fn check_required(&self, def: &table::Strategy, at: Sp, errors: &mut Errors) {
+        let missing: Vec<String> = def
+            .params
             .iter()
-            .filter(|n| self.get(n).is_none())
-            .map(|n| format!("`{n}`"))
+            .filter(|p| p.default.is_none() && self.get(p.name).is_none())
+            .map(|p| format!("`{}`", p.name))
             .collect();
         if !missing.is_empty() {
             let (what, list) = if missing.len() == 1 {
@@ -382,18 +393,38 @@ impl Params {
             };
             errors.at(
                 at,
-                format!("`{strategy}` is missing its {list} {what}: write `{form}`"),
+                format!(
+                    "`{}` is missing its {list} {what}: write `{}`",
+                    def.name,
+                    def.example()
+                ),
             );
         }
     }
 
     /// The span of the value written later of `a` and `b`, for conflicts.
-    fn later(&self, a: &str, b: &str, fallback: Span) -> Span {
+    fn later(&self, a: &str, b: &str, fallback: Sp) -> Sp {
         [a, b]
             .iter()
             .filter_map(|k| self.items.get(*k))
             .max_by_key(|(index, _, _)| *index)
-            .map_or(fallback, |(_, _, v)| v.span())
+            .map_or(fallback, |(_, _, v)| v.sp())
+    }
+}
+
+/// The expression of `custom(EXPR)`, or an error at the parentheses.
+fn custom_expr(call: &Call, what: &str, example: &str, errors: &mut Errors) -> Option<Box<Expr>> {
+    match &call.args {
+        CallArgs::Expr(Some(e)) => Some(e.clone()),
+        // The parse error is already collected.
+        CallArgs::Invalid => None,
+        _ => {
+            errors.at(
+                call.paren,
+                format!("`custom` takes an expression, the {what} to use: `custom({example})`"),
+            );
+            None
+        }
     }
 }
 
@@ -403,58 +434,55 @@ fn strategy(value: &Value, errors: &mut Errors) -> Option<Strategy> {
         Value::Call(c) => (c.name.clone(), Some(c)),
         other => {
             errors.at(
-                other.span(),
-                format!("expected a backoff strategy: one of {STRATEGIES}"),
+                other.sp(),
+                format!(
+                    "expected a backoff strategy: one of {}",
+                    table::strategy_forms()
+                ),
             );
             return None;
         }
     };
     let s = name.to_string();
-    let at = call.map_or(name.span(), |c| c.span);
-    if s == "custom" {
-        let Some(call) = call else {
+    let at = call.map_or(Sp::from(name.span()), |c| c.paren);
+    let Some(def) = table::strategy(&s) else {
+        errors.at(
+            name.span(),
+            format!(
+                "unknown backoff strategy `{s}`{}: expected one of {}",
+                table::suggestion(&s, table::STRATEGIES.iter().map(|s| s.name)),
+                table::strategy_forms()
+            ),
+        );
+        return None;
+    };
+    match (s.as_str(), call) {
+        ("custom", None) => {
             errors.at(
                 name.span(),
                 "`custom` takes an expression: `custom(MyBackoff::new())`",
             );
             return None;
-        };
-        return match syn::parse2::<Expr>(call.args.clone()) {
-            Ok(e) => Some(Strategy::Custom(e)),
-            Err(e) => {
-                errors.push(e);
-                None
-            }
-        };
-    }
-    let allowed: &[&str] = match s.as_str() {
-        "exponential" => &["base", "max", "m"],
-        "linear" => &["base", "max", "interval"],
-        "fibonacci" => &["base", "max", "unit"],
-        "polynomial" => &["base", "max", "p", "unit"],
-        "random" => &["base", "max"],
-        "constant" => &["base"],
-        "none" => &[],
-        _ => {
+        }
+        ("custom", Some(call)) => {
+            return custom_expr(call, "backoff", "MyBackoff::new()", errors).map(Strategy::Custom);
+        }
+        ("none", None) => return Some(Strategy::None),
+        ("none", Some(call)) => {
             errors.at(
-                name.span(),
-                format!("unknown backoff strategy `{s}`: expected one of {STRATEGIES}"),
+                call.paren,
+                "`none` takes no parameters: write `backoff = none`",
             );
             return None;
         }
+        _ => {}
+    }
+    let list: &[Item] = match call.map(|c| &c.args) {
+        Some(CallArgs::Params(list)) => list,
+        _ => &[],
     };
-    let p = Params::read(call, allowed, &s, errors);
-    let form = match s.as_str() {
-        "constant" => "constant(base = \"200ms\")".to_owned(),
-        "none" => return Some(Strategy::None),
-        other => format!("{other}(base = \"100ms\", max = \"20s\")"),
-    };
-    let required: &[&str] = if s == "constant" {
-        &["base"]
-    } else {
-        &["base", "max"]
-    };
-    p.check_required(required, &s, &form, at, errors);
+    let p = Params::read(list, def, errors);
+    p.check_required(def, at, errors);
     let base = p.duration("base", errors).flatten();
     if s == "constant" {
         return base.map(|base| Strategy::Constant { base });
@@ -466,8 +494,8 @@ fn strategy(value: &Value, errors: &mut Errors) -> Option<Strategy> {
                 p.later("base", "max", at),
                 format!(
                     "`base` ({}) must not exceed `max` ({})",
-                    humantime::format_duration(b),
-                    humantime::format_duration(m)
+                    retry_grammar::format(b),
+                    retry_grammar::format(m)
                 ),
             );
             false
@@ -479,14 +507,14 @@ fn strategy(value: &Value, errors: &mut Errors) -> Option<Strategy> {
         "exponential" => {
             let m = match p.get("m") {
                 None => Some(2.0),
-                Some((_, v)) => {
+                Some(v) => {
                     const RULE: &str = "a number >= 1, like 2 or 1.5";
                     number(v, "m", RULE, errors).and_then(|n| {
-                        let m = n.as_f64();
-                        if m.is_finite() && m >= 1.0 {
+                        let m = finite(&n, "m", RULE, errors)?;
+                        if m >= 1.0 {
                             Some(m)
                         } else {
-                            errors.at(n.span, format!("`m` must be >= 1: expected {RULE}"));
+                            errors.at(n.sp, format!("`m` must be >= 1: expected {RULE}"));
                             None
                         }
                     })
@@ -503,9 +531,9 @@ fn strategy(value: &Value, errors: &mut Errors) -> Option<Strategy> {
         "linear" => {
             let interval = match p.get("interval") {
                 None => base,
-                Some((_, Value::Number(n))) if n.negative => {
+                Some(Value::Number(n)) if n.is_negative() => {
                     errors.at(
-                        n.span,
+                        n.sp,
                         format!("`interval` must be >= 0: expected {DURATION_FORMS}"),
                     );
                     None
@@ -534,7 +562,7 @@ fn strategy(value: &Value, errors: &mut Errors) -> Option<Strategy> {
             let unit = p.duration("unit", errors).unwrap_or(Some(unit()));
             let exps = match p.get("p") {
                 None => Some(vec![2.0]),
-                Some((key, v)) => polynomial_exponents(key, v, errors),
+                Some(v) => polynomial_exponents(v, errors),
             };
             (|| {
                 Some(Strategy::Polynomial {
@@ -556,31 +584,33 @@ fn strategy(value: &Value, errors: &mut Errors) -> Option<Strategy> {
     if range_ok { result } else { None }
 }
 
-fn polynomial_exponents(key: &Ident, v: &Value, errors: &mut Errors) -> Option<Vec<f64>> {
+fn polynomial_exponents(v: &Value, errors: &mut Errors) -> Option<Vec<f64>> {
     const RULE: &str = "every exponent must be > 1: write `p = 2` or `p = [2, 3]`";
     let numbers: Vec<Number> = match v {
         Value::Number(n) => vec![n.clone()],
-        Value::Numbers(span, list) if list.is_empty() => {
-            errors.at(*span, format!("`p` needs at least one exponent: {RULE}"));
+        Value::Numbers(sp, list) if list.is_empty() => {
+            errors.at(*sp, format!("`p` needs at least one exponent: {RULE}"));
             return None;
         }
         Value::Numbers(_, list) => list.clone(),
         other => {
-            errors.at(other.span(), format!("`{key}` expects numbers: {RULE}"));
+            errors.at(other.sp(), format!("`p` expects numbers: {RULE}"));
             return None;
         }
     };
     let mut ok = true;
     let mut out = Vec::new();
     for n in numbers {
-        let x = n.as_f64();
-        if x.is_finite() && x > 1.0 {
+        let Some(x) = number(&Value::Number(n.clone()), "p", RULE, errors)
+            .and_then(|n| finite(&n, "p", RULE, errors))
+        else {
+            ok = false;
+            continue;
+        };
+        if x > 1.0 {
             out.push(x);
         } else {
-            errors.at(
-                n.span,
-                format!("exponent {} is not > 1: {RULE}", n.as_f64()),
-            );
+            errors.at(n.sp, format!("exponent {x} is not > 1: {RULE}"));
             ok = false;
         }
     }
@@ -588,6 +618,18 @@ fn polynomial_exponents(key: &Ident, v: &Value, errors: &mut Errors) -> Option<V
 }
 
 fn jitter(value: &Value, errors: &mut Errors) -> Option<JitterSpec> {
+    let unknown = |errors: &mut Errors, name: &Ident| {
+        let s = name.to_string();
+        errors.at(
+            name.span(),
+            format!(
+                "unknown jitter `{s}`{}: expected one of {}",
+                table::suggestion(&s, table::JITTERS.iter().copied()),
+                table::list(table::JITTERS.iter().copied())
+            ),
+        );
+        None
+    };
     match value {
         Value::Word(w) => match w.to_string().as_str() {
             "none" => Some(JitterSpec::None),
@@ -595,67 +637,114 @@ fn jitter(value: &Value, errors: &mut Errors) -> Option<JitterSpec> {
             "equal" => Some(JitterSpec::Equal),
             "decorrelated" => Some(JitterSpec::Decorrelated),
             "aws_decorrelated" => Some(JitterSpec::AwsDecorrelated),
-            other => {
+            "custom" => {
                 errors.at(
                     w.span(),
-                    format!("unknown jitter `{other}`: expected one of {JITTERS}"),
+                    "`custom` takes an expression: `custom(MyJitter::new())`",
                 );
                 None
             }
+            _ => unknown(errors, w),
         },
-        Value::Call(c) if c.name == "custom" => match syn::parse2::<Expr>(c.args.clone()) {
-            Ok(e) => Some(JitterSpec::Custom(e)),
-            Err(e) => {
-                errors.push(e);
-                None
-            }
-        },
-        Value::Call(c) => {
+        Value::Call(c) if c.name == "custom" => {
+            custom_expr(c, "jitter", "MyJitter::new()", errors).map(JitterSpec::Custom)
+        }
+        Value::Call(c) if table::JITTERS.contains(&c.name.to_string().as_str()) => {
             errors.at(
-                c.name.span(),
-                format!("unknown jitter `{}`: expected one of {JITTERS}", c.name),
+                c.paren,
+                format!("`{0}` takes no parameters: write `jitter = {0}`", c.name),
             );
             None
         }
+        Value::Call(c) => unknown(errors, &c.name),
         other => {
             errors.at(
-                other.span(),
-                format!("expected a jitter algorithm: one of {JITTERS}"),
+                other.sp(),
+                format!(
+                    "expected a jitter algorithm: one of {}",
+                    table::list(table::JITTERS.iter().copied())
+                ),
             );
             None
         }
     }
 }
 
-fn check_kind(kind: &Kind, errors: &mut Errors) -> bool {
-    let Kind::Io { kinds, .. } = kind else {
-        return true;
-    };
-    let mut ok = true;
-    let mut seen = Vec::new();
-    for k in kinds {
-        let name = k.to_string();
-        if !IO_KINDS.contains(&name.as_str()) {
-            errors.at(
-                k.span(),
-                format!(
-                    "unknown `std::io::ErrorKind` `{name}`: expected one of {}",
-                    IO_KINDS.join(", ")
-                ),
-            );
-            ok = false;
-        } else if seen.contains(&name) {
-            errors.at(k.span(), format!("`{name}` is listed twice"));
-            ok = false;
-        }
-        seen.push(name);
+/// The bare names at the top of a pattern (alternatives and parentheses included): written as
+/// a kind, each would bind every error unless it names a constant, unit struct or variant.
+pub fn bare_names(pat: &syn::Pat) -> Vec<&syn::PatIdent> {
+    match pat {
+        syn::Pat::Ident(pi) if pi.subpat.is_none() => vec![pi],
+        syn::Pat::Or(o) => o.cases.iter().flat_map(bare_names).collect(),
+        syn::Pat::Paren(p) => bare_names(&p.pat),
+        _ => Vec::new(),
     }
-    ok
+}
+
+fn check_kind(kind: &Kind, params: &[String], errors: &mut Errors) -> bool {
+    match kind {
+        Kind::Io { kinds, .. } => {
+            let mut ok = true;
+            let mut seen = Vec::new();
+            for k in kinds {
+                let name = k.to_string();
+                if !IO_KINDS.contains(&name.as_str()) {
+                    errors.at(
+                        k.span(),
+                        format!(
+                            "unknown `std::io::ErrorKind` `{name}`{}: expected one of {}",
+                            table::suggestion(&name, IO_KINDS.iter().copied()),
+                            IO_KINDS.join(", ")
+                        ),
+                    );
+                    ok = false;
+                } else if seen.contains(&name) {
+                    errors.at(k.span(), format!("`{name}` is listed twice"));
+                    ok = false;
+                }
+                seen.push(name);
+            }
+            ok
+        }
+        Kind::Pattern(p) => {
+            let mut ok = true;
+            for pi in bare_names(p) {
+                let name = pi.ident.to_string();
+                let sp = Sp::of(pi);
+                if pi.by_ref.is_some() || pi.mutability.is_some() {
+                    errors.at(
+                        sp,
+                        "this pattern binds every error, so every error would match: write the error kinds to retry, like `Timeout`, `Io` or `MyError::Busy`",
+                    );
+                    ok = false;
+                } else if let Some(kind) = table::did_you_mean(&name, table::KINDS.iter().copied())
+                {
+                    errors.at(
+                        sp,
+                        format!(
+                            "unknown error kind `{name}`: did you mean `{kind}`? (a bare name would bind every error; to match a constant or unit struct of this name, write its path, like `self::{name}`)"
+                        ),
+                    );
+                    ok = false;
+                } else if params.contains(&name) {
+                    errors.at(
+                        sp,
+                        format!(
+                            "`{name}` is a parameter of this fn: as a kind it would bind every error; write the error kind to retry, like `MyError::Busy`, or a closure `|e| ...`"
+                        ),
+                    );
+                    ok = false;
+                }
+            }
+            ok
+        }
+        Kind::Timeout(_) | Kind::Closure(_) => true,
+    }
 }
 
 /// Reads one of the overridable settings into `o`; false if `key` is not one of them.
 fn overridable(key: &Ident, value: &Value, o: &mut Overrides, errors: &mut Errors) -> bool {
-    let span = value.span();
+    let span = value.sp();
     match key.to_string().as_str() {
         "retries" => {
             let v = retries(value, errors).map(|v| spanned(v, span));
@@ -682,10 +771,11 @@ fn overridable(key: &Ident, value: &Value, o: &mut Overrides, errors: &mut Error
     true
 }
 
-/// Validates every item; returns the config and the combined errors, if any.
-pub fn validate(items: Vec<Item>, errors: &mut Errors) -> Config {
+/// Validates every item against the rules and against the fn's parameters (`params`: their
+/// names, for kinds and `attempt` that would shadow one). Errors are collected in `errors`.
+pub fn validate(items: Vec<Item>, params: &[String], errors: &mut Errors) -> Config {
     let mut c = Config::default();
-    let mut when_kinds: Vec<(String, Span)> = Vec::new();
+    let mut when_kinds: Vec<String> = Vec::new();
     for Item { key, value } in items {
         if overridable(&key, &value, &mut c.settings, errors) {
             continue;
@@ -695,54 +785,60 @@ pub fn validate(items: Vec<Item>, errors: &mut Errors) -> Config {
                 let v = match limit(&value, "timeout", true, errors) {
                     Some(Limit::Finite(d)) if d.is_zero() => {
                         errors.at(
-                            value.span(),
+                            value.sp(),
                             "`timeout` must be > 0: an attempt with no time can never succeed (use a negative number or `none` for no timeout)",
                         );
                         None
                     }
-                    other => other.map(|v| spanned(v, key.span())),
+                    other => other.map(|v| spanned(v, key.span().into())),
                 };
                 errors.set_once(&mut c.timeout, &key, v);
             }
-            ("on", Value::Kinds(span, kinds)) => {
-                if kinds.is_empty() {
+            ("on", Value::Kinds(sp, kinds, clean)) => {
+                if kinds.is_empty() && clean {
                     errors.at(
-                        span,
+                        sp,
                         "`on` needs at least one error kind: `Timeout`, `Io`, `Io(ErrorKind, ...)`, a pattern or a closure (leave `on` out to retry every error)",
                     );
                 }
                 let mut seen: Vec<String> = Vec::new();
-                let mut ok = !kinds.is_empty();
+                let mut ok = !kinds.is_empty() && clean;
                 for k in &kinds {
-                    ok &= check_kind(k, errors);
+                    ok &= check_kind(k, params, errors);
                     let kk = k.key();
                     if seen.contains(&kk) {
-                        errors.at(k.span(), "this error kind is already in the `on` list");
+                        errors.at(k.sp(), "this error kind is already in the `on` list");
                         ok = false;
                     }
                     seen.push(kk);
                 }
-                let v = ok.then(|| spanned(kinds, span));
+                let v = ok.then(|| spanned(kinds, sp));
                 errors.set_once(&mut c.on, &key, v);
             }
             ("when", Value::When(w)) => {
                 let mut o = Overrides::default();
-                let mut ok = check_kind(&w.kind, errors);
-                let kk = w.kind.key();
-                if when_kinds.iter().any(|(k, _)| *k == kk) {
-                    errors.at(
-                        w.kind.span(),
-                        "this error kind already has a `when` clause: merge the two",
-                    );
-                    ok = false;
-                }
-                when_kinds.push((kk, w.kind.span()));
-                if w.overrides.is_empty() {
-                    errors.at(
-                        w.span,
-                        format!("a `when` clause needs at least one override: {WHEN_KEYS}"),
-                    );
-                    ok = false;
+                let mut ok = w.kind.is_some();
+                if let Some(kind) = &w.kind {
+                    ok &= check_kind(kind, params, errors);
+                    let kk = kind.key();
+                    if when_kinds.contains(&kk) {
+                        errors.at(
+                            kind.sp(),
+                            "this error kind already has a `when` clause: merge the two",
+                        );
+                        ok = false;
+                    }
+                    when_kinds.push(kk);
+                    if w.overrides.is_empty() {
+                        errors.at(
+                            w.sp,
+                            format!(
+                                "a `when` clause needs at least one override: {}",
+                                table::list(table::key_names(true))
+                            ),
+                        );
+                        ok = false;
+                    }
                 }
                 for Item { key, value } in w.overrides {
                     if key == "timeout" {
@@ -752,20 +848,28 @@ pub fn validate(items: Vec<Item>, errors: &mut Errors) -> Config {
                         );
                         ok = false;
                     } else if !overridable(&key, &value, &mut o, errors) {
-                        errors.at(
-                            key.span(),
+                        let k = key.to_string();
+                        let top_level = table::key_names(false).any(|n| n == k);
+                        let why = if top_level {
+                            format!("`{k}` applies to the whole call and cannot be set in a `when` clause")
+                        } else {
                             format!(
-                                "unknown key `{key}` in `when`: expected one of: {WHEN_KEYS}"
-                            ),
-                        );
+                                "unknown key `{k}` in `when`{}",
+                                table::suggestion(&k, table::key_names(true))
+                            )
+                        };
+                        let list = table::list(table::key_names(true));
+                        let msg = if top_level {
+                            format!("{why}; a `when` clause overrides only: {list}")
+                        } else {
+                            format!("{why}: expected one of: {list}")
+                        };
+                        errors.at(key.span(), msg);
                         ok = false;
                     }
                 }
-                if ok {
-                    c.whens.push(WhenRule {
-                        kind: w.kind,
-                        overrides: o,
-                    });
+                if ok && let Some(kind) = w.kind {
+                    c.whens.push(WhenRule { kind, overrides: o });
                 }
             }
             ("on_success", Value::Expr(e)) => errors.set_once(&mut c.on_success, &key, Some(e)),
@@ -774,9 +878,18 @@ pub fn validate(items: Vec<Item>, errors: &mut Errors) -> Config {
             ("hint", Value::Expr(e)) => errors.set_once(&mut c.hint, &key, Some(e)),
             ("budget", Value::Expr(e)) => errors.set_once(&mut c.budget, &key, Some(e)),
             ("breaker", Value::Expr(e)) => errors.set_once(&mut c.breaker, &key, Some(e)),
-            ("attempt", Value::Word(w)) => errors.set_once(&mut c.attempt, &key, Some(w)),
+            ("attempt", Value::Word(w)) => {
+                if params.contains(&w.to_string()) {
+                    errors.at(
+                        w.span(),
+                        format!("`attempt = {w}` would shadow the parameter `{w}` in the body: choose another name, like `attempt = ctx`"),
+                    );
+                } else {
+                    errors.set_once(&mut c.attempt, &key, Some(w));
+                }
+            }
             ("attempt", other) => errors.at(
-                other.span(),
+                other.sp(),
                 "`attempt` takes a name to bind the attempt context to: `attempt = ctx`",
             ),
             ("crate", Value::Str(s)) => {
@@ -793,14 +906,259 @@ pub fn validate(items: Vec<Item>, errors: &mut Errors) -> Config {
                 errors.set_once(&mut c.krate, &key, v);
             }
             ("crate", other) => errors.at(
-                other.span(),
+                other.sp(),
                 "`crate` expects a path to `retry_runtime` as a string, like `crate = \"my_crate::retry\"`",
             ),
-            (_, _) => errors.at(
-                key.span(),
-                format!("unknown key `{key}`: expected one of: {KEYS}"),
-            ),
+            (k, _) => {
+                let known = table::key_names(false).any(|n| n == k);
+                let msg = if known {
+                    format!("`{k}` expects a different kind of value; see the `#[robust]` docs")
+                } else {
+                    format!(
+                        "unknown key `{k}`{}: expected one of: {}",
+                        table::suggestion(k, table::key_names(false)),
+                        table::list(table::key_names(false))
+                    )
+                };
+                errors.at(key.span(), msg)
+            }
         }
     }
     c
+}
+
+/// The type inside invisible groups (from `macro_rules!` `$t:ty`) and parentheses.
+pub fn peel(ty: &syn::Type) -> &syn::Type {
+    let mut ty = ty;
+    loop {
+        match ty {
+            syn::Type::Group(g) => ty = &g.elem,
+            syn::Type::Paren(p) => ty = &p.elem,
+            other => return other,
+        }
+    }
+}
+
+/// Every name a pattern binds.
+fn bound_names(pat: &syn::Pat, out: &mut Vec<String>) {
+    let mut stack = vec![pat];
+    while let Some(p) = stack.pop() {
+        match p {
+            syn::Pat::Ident(pi) => {
+                out.push(pi.ident.to_string());
+                if let Some((_, sub)) = &pi.subpat {
+                    stack.push(sub);
+                }
+            }
+            syn::Pat::Tuple(t) => stack.extend(t.elems.iter()),
+            syn::Pat::TupleStruct(t) => stack.extend(t.elems.iter()),
+            syn::Pat::Struct(s) => stack.extend(s.fields.iter().map(|f| &*f.pat)),
+            syn::Pat::Slice(s) => stack.extend(s.elems.iter()),
+            syn::Pat::Or(o) => stack.extend(o.cases.iter()),
+            syn::Pat::Reference(r) => stack.push(&r.pat),
+            syn::Pat::Paren(p) => stack.push(&p.pat),
+            syn::Pat::Type(t) => stack.push(&t.pat),
+            _ => {}
+        }
+    }
+}
+
+/// The names the fn's parameters bind.
+pub fn param_names(f: &crate::ast::Func) -> Vec<String> {
+    let mut out = Vec::new();
+    for arg in &f.sig.inputs {
+        if let syn::FnArg::Typed(pt) = arg {
+            bound_names(&pt.pat, &mut out);
+        }
+    }
+    out
+}
+
+/// A lifetime position in a type: `&` (with its lifetime, if named) or a lifetime alone.
+struct Slot {
+    sp: Sp,
+    /// The lifetime's name (`a` for `'a`); `None` when elided (`&T`, `'_`).
+    name: Option<String>,
+    /// A `&mut` reference.
+    mutable: bool,
+}
+
+/// The lifetime positions of `tokens`, in order, read without recursion.
+fn slots(tokens: proc_macro2::TokenStream) -> Vec<Slot> {
+    use proc_macro2::TokenTree;
+    let mut out = Vec::new();
+    let mut stack = vec![tokens.into_iter()];
+    // The `&` just read, waiting for an optional lifetime and `mut`.
+    let mut amp: Option<(proc_macro2::Span, Option<String>)> = None;
+    let mut quote: Option<proc_macro2::Span> = None;
+    while let Some(iter) = stack.last_mut() {
+        let Some(tt) = iter.next() else {
+            stack.pop();
+            continue;
+        };
+        // A lifetime is `'` followed by an identifier.
+        if let Some(q) = quote.take()
+            && let TokenTree::Ident(i) = &tt
+        {
+            let name = (i != "_").then(|| i.to_string());
+            match &mut amp {
+                Some((_, lt)) if lt.is_none() => *lt = name.or(Some("_".into())),
+                _ => {
+                    if i != "static" {
+                        out.push(Slot {
+                            sp: Sp {
+                                start: q,
+                                end: i.span(),
+                            },
+                            name,
+                            mutable: false,
+                        })
+                    }
+                }
+            }
+            continue;
+        }
+        if let Some((s, lt)) = amp.take() {
+            match &tt {
+                TokenTree::Punct(p) if p.as_char() == '\'' && lt.is_none() => {
+                    amp = Some((s, None));
+                    quote = Some(p.span());
+                    continue;
+                }
+                _ => {
+                    let mutable = matches!(&tt, TokenTree::Ident(i) if i == "mut");
+                    let name = lt.filter(|n| n != "_");
+                    if name.as_deref() != Some("static") {
+                        out.push(Slot {
+                            sp: s.into(),
+                            name,
+                            mutable,
+                        });
+                    }
+                }
+            }
+        }
+        match tt {
+            TokenTree::Punct(p) if p.as_char() == '&' => amp = Some((p.span(), None)),
+            TokenTree::Punct(p) if p.as_char() == '\'' => quote = Some(p.span()),
+            TokenTree::Group(g) => stack.push(g.stream().into_iter()),
+            _ => {}
+        }
+    }
+    if let Some((s, lt)) = amp {
+        out.push(Slot {
+            sp: s.into(),
+            name: lt.filter(|n| n != "_"),
+            mutable: false,
+        });
+    }
+    out
+}
+
+/// The span of an `impl` keyword in `tokens`, if any (`Result<impl Display, E>`).
+fn find_impl_trait(tokens: proc_macro2::TokenStream) -> Option<proc_macro2::Span> {
+    let mut stack = vec![tokens.into_iter()];
+    while let Some(iter) = stack.last_mut() {
+        match iter.next() {
+            None => {
+                stack.pop();
+            }
+            Some(proc_macro2::TokenTree::Ident(i)) if i == "impl" => return Some(i.span()),
+            Some(proc_macro2::TokenTree::Group(g)) => stack.push(g.stream().into_iter()),
+            Some(_) => {}
+        }
+    }
+    None
+}
+
+/// Checks the fn's own shape: what the expansion cannot run in a loop, each at its token.
+pub fn check_fn(f: &crate::ast::Func, errors: &mut Errors) {
+    use quote::ToTokens;
+    let sig = &f.sig;
+    if let Some(c) = &sig.constness {
+        errors.at(
+            c.span,
+            "`#[robust]` cannot be used on a `const fn`: retries sleep and read the clock, which a `const fn` cannot do; remove `const`",
+        );
+    }
+    let mut mut_receiver = false;
+    let mut mut_lifetimes: Vec<(String, String)> = Vec::new();
+    let mut input_slots = Vec::new();
+    for arg in &sig.inputs {
+        match arg {
+            syn::FnArg::Receiver(r) => {
+                // `self: &Self` and `self: &mut Self` leave `reference` empty: read the type.
+                let is_ref =
+                    r.reference.is_some() || matches!(peel(&r.ty), syn::Type::Reference(_));
+                if !is_ref {
+                    errors.at(
+                        Sp::of(r),
+                        "`#[robust]` needs `&self` or `&mut self`: an owned `self` is consumed by the first attempt and cannot be retried",
+                    );
+                }
+                let s = slots(r.ty.to_token_stream());
+                mut_receiver = s.first().is_some_and(|s| s.mutable);
+                for slot in &s {
+                    if slot.mutable
+                        && let Some(n) = &slot.name
+                    {
+                        mut_lifetimes.push((n.clone(), "self".into()));
+                    }
+                }
+                input_slots.extend(s.into_iter().map(|s| (s, "self".to_owned())));
+            }
+            syn::FnArg::Typed(pt) => {
+                let name = pt.pat.to_token_stream().to_string();
+                for slot in slots(pt.ty.to_token_stream()) {
+                    if slot.mutable
+                        && let Some(n) = &slot.name
+                    {
+                        mut_lifetimes.push((n.clone(), name.clone()));
+                    }
+                    input_slots.push((slot, name.clone()));
+                }
+            }
+        }
+    }
+    let ret = match &sig.output {
+        syn::ReturnType::Type(_, ty) => ty,
+        syn::ReturnType::Default => {
+            errors.at(
+                sig.ident.span(),
+                "`#[robust]` needs a function that returns a `Result`: failures are recognised by their `Err` value",
+            );
+            return;
+        }
+    };
+    if let Some(tok) = find_impl_trait(ret.to_token_stream()) {
+        errors.at(
+            tok,
+            "`#[robust]` cannot name a return type that contains `impl Trait`: the loop has to write the type out; return a concrete type or `Box<dyn Trait>`",
+        );
+    }
+    // A borrow of a `&mut` argument returned from an attempt stays borrowed on the path that
+    // retries: Rust's borrow checker (NLL) rejects that loop, so say why here instead.
+    let receiver_is_ref = matches!(sig.inputs.first(), Some(syn::FnArg::Receiver(r)) if r.reference.is_some() || matches!(peel(&r.ty), syn::Type::Reference(_)));
+    for slot in slots(ret.to_token_stream()) {
+        let from = match &slot.name {
+            Some(n) => mut_lifetimes
+                .iter()
+                .find(|(l, _)| l == n)
+                .map(|(_, p)| p.clone()),
+            None if receiver_is_ref => mut_receiver.then(|| "self".to_owned()),
+            None if input_slots.len() == 1 && input_slots[0].0.mutable => {
+                Some(input_slots[0].1.clone())
+            }
+            None => None,
+        };
+        if let Some(param) = from {
+            errors.at(
+                slot.sp,
+                format!(
+                    "`#[robust]` cannot return a borrow of the `&mut` argument `{param}`: every attempt reborrows it, and Rust's borrow checker cannot end a borrow that is returned on one path and retried on another; return an owned value (or a borrow of a `&` argument)"
+                ),
+            );
+            break;
+        }
+    }
 }

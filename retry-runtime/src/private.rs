@@ -160,15 +160,16 @@ pub const fn sync_timeout(limit: Duration) -> PerAttempt {
     PerAttempt(Some(limit))
 }
 
-/// Checks an `on_success` callback.
+/// Checks an `on_success` callback. The result is opaque: a callback of the wrong type is
+/// reported once, here, and not again where the policy uses it.
 #[inline(always)]
-pub fn on_success<F: Fn()>(f: F) -> F {
+pub fn on_success<F: Fn()>(f: F) -> impl crate::OnSuccess {
     f
 }
 
-/// Checks an `on_error` callback against the error type `E`.
+/// Checks an `on_error` callback against the error type `E` (reported once, here).
 #[inline(always)]
-pub fn on_error<E, F: Fn(&E, u32)>(f: F) -> F {
+pub fn on_error<E, F: Fn(&E, u32)>(f: F) -> impl crate::OnError<E> {
     f
 }
 
@@ -278,38 +279,136 @@ impl<E> Default for Probe<E> {
     }
 }
 
+/// The view found by the probe: `E` can be seen as `&dyn Error`.
+#[derive(Debug)]
+pub struct View<E>(Inspector<E>);
+
+/// What the probe finds for an error type with no `&dyn Error` view.
+#[derive(Debug)]
+pub struct NoView<E>(PhantomData<fn() -> E>);
+
+impl<E> Clone for View<E> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<E> Copy for View<E> {}
+impl<E> Clone for NoView<E> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<E> Copy for NoView<E> {}
+
 /// Highest priority: `E: Inspect`.
 pub trait ViaInspect<E> {
     /// The inspector.
-    fn inspector(&self) -> Inspector<E>;
+    fn inspector(&self) -> View<E>;
 }
 impl<E: Inspect> ViaInspect<E> for &&Probe<E> {
-    fn inspector(&self) -> Inspector<E> {
-        |e| e.as_error()
+    fn inspector(&self) -> View<E> {
+        View(|e| e.as_error())
     }
 }
 
 /// Next: `E: std::error::Error`.
 pub trait ViaError<E> {
     /// The inspector.
-    fn inspector(&self) -> Inspector<E>;
+    fn inspector(&self) -> View<E>;
 }
 impl<E: Error + 'static> ViaError<E> for &Probe<E> {
-    fn inspector(&self) -> Inspector<E> {
-        |e| Some(e)
+    fn inspector(&self) -> View<E> {
+        View(|e| Some(e))
     }
 }
 
 /// Last: no view; only the timeout flag and predicates classify such errors.
 pub trait ViaNothing<E> {
     /// The inspector.
-    fn inspector(&self) -> Inspector<E>;
+    fn inspector(&self) -> NoView<E>;
 }
 impl<E> ViaNothing<E> for Probe<E> {
-    fn inspector(&self) -> Inspector<E> {
+    fn inspector(&self) -> NoView<E> {
+        NoView(PhantomData)
+    }
+}
+
+/// An `Io` kind needs a view of the error: without one it could never match.
+#[diagnostic::on_unimplemented(
+    message = "`Io` can never match: the error type `{E}` gives no `std::error::Error` view",
+    label = "`Io` looks for a `std::io::Error` in the error and its `source()` chain",
+    note = "implement `std::error::Error` for `{E}` (or `retry_runtime::Inspect`), or match its variants with a pattern such as `MyError::Io(_)`"
+)]
+pub trait IoView<E> {
+    /// The inspector.
+    fn inspector(self) -> Inspector<E>;
+}
+impl<E> IoView<E> for View<E> {
+    #[inline(always)]
+    fn inspector(self) -> Inspector<E> {
+        self.0
+    }
+}
+
+/// A `Timeout` kind without a `timeout` needs a view of the error: it can then only match an
+/// `std::io::Error` of kind `TimedOut` in the error's `source()` chain.
+#[diagnostic::on_unimplemented(
+    message = "`Timeout` can never match: no `timeout` is set and the error type `{E}` gives no `std::error::Error` view",
+    label = "without a `timeout`, `Timeout` only matches an `std::io::Error` of kind `TimedOut` in the error's `source()` chain",
+    note = "set a `timeout`, implement `std::error::Error` for `{E}` (or `retry_runtime::Inspect`), or match its variants with a pattern such as `MyError::TimedOut`"
+)]
+pub trait TimeoutView<E> {
+    /// The inspector.
+    fn inspector(self) -> Inspector<E>;
+}
+impl<E> TimeoutView<E> for View<E> {
+    #[inline(always)]
+    fn inspector(self) -> Inspector<E> {
+        self.0
+    }
+}
+
+/// Any view, or none: a `Timeout` kind with a `timeout` matches the attempts that ran out of
+/// it whatever the error type.
+pub trait AnyView<E> {
+    /// The inspector.
+    fn inspector(self) -> Inspector<E>;
+}
+impl<E> AnyView<E> for View<E> {
+    #[inline(always)]
+    fn inspector(self) -> Inspector<E> {
+        self.0
+    }
+}
+impl<E> AnyView<E> for NoView<E> {
+    #[inline(always)]
+    fn inspector(self) -> Inspector<E> {
         |_| None
     }
 }
+
+/// `Io(...)`: checks that the error type has a view.
+#[inline(always)]
+pub fn io_kind<E, V: IoView<E>, const N: usize>(view: V, kinds: [ErrorKind; N]) -> IoKind<E, N> {
+    IoKind(view.inspector(), kinds)
+}
+
+/// `Timeout` with a `timeout` set: matches with or without a view.
+#[inline(always)]
+pub fn timeout_kind<E, V: AnyView<E>>(view: V) -> TimeoutKind<E> {
+    TimeoutKind(view.inspector())
+}
+
+/// `Timeout` without a `timeout`: checks that the error type has a view.
+#[inline(always)]
+pub fn timeout_kind_viewed<E, V: TimeoutView<E>>(view: V) -> TimeoutKind<E> {
+    TimeoutKind(view.inspector())
+}
+
+/// A bare name written as a kind must name a value of the error type (a constant, unit
+/// struct or unit variant): `let _: E = NAME` in a closure that is never called checks it.
+#[inline(always)]
+pub fn is_value_of<E>(_: fn() -> E) {}
 
 /// The `Timeout` kind with an inspector.
 pub struct TimeoutKind<E>(pub Inspector<E>);
@@ -460,15 +559,15 @@ pub fn budget(b: &RetryBudget) -> &RetryBudget {
     b
 }
 
-/// Checks a `hint` closure against the error type `E`.
+/// Checks a `hint` closure against the error type `E` (reported once, here).
 #[inline(always)]
-pub fn hint<E, H: Fn(&E) -> Option<Duration>>(h: H) -> H {
+pub fn hint<E, H: Fn(&E) -> Option<Duration>>(h: H) -> impl crate::Hint<E> {
     h
 }
 
-/// Checks an `on_retry` callback against the error type `E`.
+/// Checks an `on_retry` callback against the error type `E` (reported once, here).
 #[inline(always)]
-pub fn on_retry<E, R: Fn(&E, &RetryInfo)>(r: R) -> R {
+pub fn on_retry<E, R: Fn(&E, &RetryInfo)>(r: R) -> impl crate::OnRetry<E> {
     r
 }
 

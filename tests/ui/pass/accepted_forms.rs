@@ -10,6 +10,14 @@ enum MyError {
     Locked,
 }
 
+// `Timeout` (without a timeout) and `Io` look inside the error through this impl.
+impl std::fmt::Display for MyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{self:?}")
+    }
+}
+impl std::error::Error for MyError {}
+
 #[robust]
 fn defaults() -> Result<(), String> { Ok(()) }
 

@@ -1,0 +1,310 @@
+//! The configuration grammar that the `#[robust]` attribute (at compile time) and
+//! `retry_runtime` (at run time) share, so that both read every value the same way.
+//!
+//! Durations are written three ways (reference design, sections 2 and 11):
+//! - a string in humantime's grammar: `"2s"`, `"150ms"`, `"1m 30s"`, or a number of seconds
+//!   as a string (`"0.5"`), read by [`parse_duration`];
+//! - a bare number of seconds: `2`, `0.5`, read by [`from_secs`];
+//! - a number with a unit suffix: `150ms`, `2s`, `1m`, `1h`, `500us`, `10ns`, read by
+//!   [`from_number`]. [`SUFFIXES`] lists the units.
+//!
+//! Nothing here panics, whatever the input: values too large for a [`Duration`] (or beyond
+//! [`MAX_SECS`]) are errors.
+
+#![warn(missing_docs)]
+
+use std::fmt;
+use std::time::Duration;
+
+/// The largest duration any setting accepts, in seconds (about 31.7 billion years). Larger
+/// values are rejected before they reach humantime, which would overflow on some of them.
+pub const MAX_SECS: f64 = 1e18;
+
+/// The unit suffixes a number may carry, with the nanoseconds in one unit.
+pub const SUFFIXES: &[(&str, u64)] = &[
+    ("ns", 1),
+    ("us", 1_000),
+    ("ms", 1_000_000),
+    ("s", 1_000_000_000),
+    ("m", 60_000_000_000),
+    ("h", 3_600_000_000_000),
+];
+
+/// The suffixes as the attribute's messages list them: "`ns`, `us`, `ms`, `s`, `m`, `h`".
+pub const SUFFIX_LIST: &str = "`ns`, `us`, `ms`, `s`, `m`, `h`";
+
+/// Why a duration could not be read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DurationError {
+    /// Negative (where a negative value is not taken to mean "infinite").
+    Negative,
+    /// NaN or infinite.
+    NotFinite,
+    /// Larger than [`MAX_SECS`] or than a [`Duration`] can hold.
+    TooLarge,
+    /// A suffix that is not one of [`SUFFIXES`].
+    UnknownSuffix,
+    /// Not a humantime string nor a number.
+    Syntax,
+}
+
+impl DurationError {
+    /// The rule broken, as a phrase that follows "invalid `timeout`: ".
+    pub const fn rule(self) -> &'static str {
+        match self {
+            DurationError::Negative => "must not be negative",
+            DurationError::NotFinite => "must be a finite number of seconds",
+            DurationError::TooLarge => "is too large for a duration",
+            DurationError::UnknownSuffix => {
+                "the unit must be one of `ns`, `us`, `ms`, `s`, `m`, `h`"
+            }
+            DurationError::Syntax => {
+                "must be a humantime string like \"2s\", \"150ms\" or \"1m 30s\", or a number of seconds"
+            }
+        }
+    }
+}
+
+impl fmt::Display for DurationError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.rule())
+    }
+}
+
+impl std::error::Error for DurationError {}
+
+/// A duration of `secs` seconds. Errors: NaN, infinite, negative, or above [`MAX_SECS`].
+/// `-0.0` is zero: the sign is the value's.
+///
+/// ```
+/// use std::time::Duration;
+/// assert_eq!(retry_grammar::from_secs(0.25), Ok(Duration::from_millis(250)));
+/// assert_eq!(retry_grammar::from_secs(-0.0), Ok(Duration::ZERO));
+/// assert!(retry_grammar::from_secs(-1.0).is_err());
+/// ```
+pub fn from_secs(secs: f64) -> Result<Duration, DurationError> {
+    if !secs.is_finite() {
+        return Err(DurationError::NotFinite);
+    }
+    if secs < 0.0 {
+        return Err(DurationError::Negative);
+    }
+    if secs > MAX_SECS {
+        return Err(DurationError::TooLarge);
+    }
+    // Round to the nearest nanosecond, so that 0.15 s is 150 ms and not 149.999999 ms.
+    let whole = secs.trunc();
+    let nanos = ((secs - whole) * 1e9).round();
+    let (whole, nanos) = if nanos >= 1e9 {
+        (whole + 1.0, 0.0)
+    } else {
+        (whole, nanos)
+    };
+    // Both are in range: whole <= MAX_SECS < u64::MAX, 0 <= nanos < 1e9.
+    Ok(Duration::new(whole as u64, nanos as u32))
+}
+
+/// A duration written as a number with a unit suffix, as the attribute reads `150ms` or
+/// `1.5s`: `digits` are the literal's decimal digits without the sign (`"150"`, `"1.5"`,
+/// `"1e3"`), `suffix` one of [`SUFFIXES`] (empty means seconds).
+///
+/// ```
+/// use std::time::Duration;
+/// assert_eq!(retry_grammar::from_number("150", "ms"), Ok(Duration::from_millis(150)));
+/// assert_eq!(retry_grammar::from_number("1.5", "s"), Ok(Duration::from_millis(1500)));
+/// assert_eq!(retry_grammar::from_number("2", ""), Ok(Duration::from_secs(2)));
+/// assert!(retry_grammar::from_number("2", "min").is_err());
+/// ```
+pub fn from_number(digits: &str, suffix: &str) -> Result<Duration, DurationError> {
+    let unit = if suffix.is_empty() {
+        1_000_000_000
+    } else {
+        SUFFIXES
+            .iter()
+            .find(|(s, _)| *s == suffix)
+            .map(|(_, n)| *n)
+            .ok_or(DurationError::UnknownSuffix)?
+    };
+    // Integers are read exactly.
+    if let Ok(n) = digits.parse::<u128>() {
+        let nanos = n
+            .checked_mul(u128::from(unit))
+            .ok_or(DurationError::TooLarge)?;
+        let secs = nanos / 1_000_000_000;
+        if secs as f64 > MAX_SECS {
+            return Err(DurationError::TooLarge);
+        }
+        return Ok(Duration::new(secs as u64, (nanos % 1_000_000_000) as u32));
+    }
+    let v: f64 = digits.parse().map_err(|_| DurationError::Syntax)?;
+    if v.is_sign_negative() && v != 0.0 {
+        return Err(DurationError::Negative);
+    }
+    from_secs(v * (unit as f64 / 1e9))
+}
+
+/// The seconds in one unit of humantime's grammar, or `None` for a unit it does not know.
+fn humantime_unit(unit: &str) -> Option<f64> {
+    Some(match unit {
+        "nsec" | "ns" => 1e-9,
+        "usec" | "us" | "µs" => 1e-6,
+        "msec" | "ms" => 1e-3,
+        "seconds" | "second" | "sec" | "s" => 1.0,
+        "minutes" | "minute" | "min" | "mins" | "m" => 60.0,
+        "hours" | "hour" | "hr" | "hrs" | "h" => 3600.0,
+        "days" | "day" | "d" => 86_400.0,
+        "weeks" | "week" | "w" => 604_800.0,
+        "months" | "month" | "M" => 2_630_016.0,
+        "years" | "year" | "y" => 31_557_600.0,
+        _ => return None,
+    })
+}
+
+/// An upper bound of the seconds a humantime string denotes (numbers with an unknown unit
+/// count as years). humantime then only sees strings whose value fits in a [`Duration`].
+fn humantime_bound(s: &str) -> f64 {
+    let mut total = 0.0;
+    let mut rest = s;
+    while !rest.is_empty() {
+        let digits_end = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        if digits_end == 0 {
+            // Skip one character that is not part of a number.
+            let next = rest.chars().next().map_or(1, char::len_utf8);
+            rest = &rest[next..];
+            continue;
+        }
+        let number: f64 = rest[..digits_end].parse().unwrap_or(f64::INFINITY);
+        rest = &rest[digits_end..];
+        let unit_end = rest
+            .find(|c: char| c.is_ascii_digit() || c.is_whitespace())
+            .unwrap_or(rest.len());
+        let unit = humantime_unit(rest[..unit_end].trim()).unwrap_or(31_557_600.0);
+        rest = &rest[unit_end..];
+        total += number * unit;
+    }
+    total
+}
+
+/// Parses a duration written as a string: a humantime string (`"2s"`, `"150ms"`,
+/// `"1m 30s"`) or a number of seconds (`"1"`, `"0.5"`). Surrounding spaces are ignored;
+/// `"-0"` is zero; negative, NaN, infinite and too large values are errors.
+///
+/// ```
+/// use std::time::Duration;
+/// use retry_grammar::{parse_duration, DurationError};
+/// assert_eq!(parse_duration("1m 30s"), Ok(Duration::from_secs(90)));
+/// assert_eq!(parse_duration("0.25"), Ok(Duration::from_millis(250)));
+/// assert_eq!(parse_duration("-1"), Err(DurationError::Negative));
+/// assert_eq!(parse_duration("18446744073709551615s 1000000000ns"), Err(DurationError::TooLarge));
+/// ```
+pub fn parse_duration(s: &str) -> Result<Duration, DurationError> {
+    let t = s.trim();
+    if let Ok(secs) = t.parse::<f64>() {
+        return from_secs(secs);
+    }
+    if humantime_bound(t) > MAX_SECS {
+        return Err(DurationError::TooLarge);
+    }
+    humantime::parse_duration(t).map_err(|e| match e {
+        humantime::DurationError::NumberOverflow => DurationError::TooLarge,
+        _ => DurationError::Syntax,
+    })
+}
+
+/// A duration as the messages write it: `"1s 500ms"`.
+pub fn format(d: Duration) -> String {
+    humantime::format_duration(d).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn strings() {
+        assert_eq!(parse_duration("2s"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_duration("150ms"), Ok(Duration::from_millis(150)));
+        assert_eq!(parse_duration(" 3 "), Ok(Duration::from_secs(3)));
+        assert_eq!(parse_duration("1e-3"), Ok(Duration::from_millis(1)));
+        assert_eq!(parse_duration("-0"), Ok(Duration::ZERO));
+        assert_eq!(parse_duration("0.15"), Ok(Duration::from_millis(150)));
+        for s in [
+            "NaN",
+            "inf",
+            "-inf",
+            "1e300",
+            "-0.5",
+            "",
+            "2 parsecs",
+            "-1s",
+        ] {
+            assert!(parse_duration(s).is_err(), "{s:?} accepted");
+        }
+    }
+
+    #[test]
+    fn overflowing_strings_are_errors_not_panics() {
+        for s in [
+            "18446744073709551615s 1000000000ns",
+            "18446744073709551615s 999999999ns 1ns",
+            "99999999999999999999999999999y",
+            "584942417355y",
+            "1000000000000000000000000000000000000000000000000000000000000000000ns",
+        ] {
+            assert_eq!(parse_duration(s), Err(DurationError::TooLarge), "{s}");
+        }
+    }
+
+    #[test]
+    fn numbers_with_units() {
+        assert_eq!(from_number("150", "ms"), Ok(Duration::from_millis(150)));
+        assert_eq!(from_number("500", "us"), Ok(Duration::from_micros(500)));
+        assert_eq!(from_number("10", "ns"), Ok(Duration::from_nanos(10)));
+        assert_eq!(from_number("1", "m"), Ok(Duration::from_secs(60)));
+        assert_eq!(from_number("1", "h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(from_number("0.15", ""), Ok(Duration::from_millis(150)));
+        assert_eq!(from_number("1e3", "ms"), Ok(Duration::from_secs(1)));
+        assert_eq!(from_number("1.5", "h"), Ok(Duration::from_secs(5400)));
+        assert_eq!(from_number("2", "min"), Err(DurationError::UnknownSuffix));
+        assert_eq!(from_number("2", "f32"), Err(DurationError::UnknownSuffix));
+        assert_eq!(
+            from_number("340282366920938463463374607431768211455", "h"),
+            Err(DurationError::TooLarge)
+        );
+        assert_eq!(from_number("1e309", "s"), Err(DurationError::NotFinite));
+    }
+
+    proptest! {
+        #[test]
+        fn parse_never_panics(s in ".{0,40}") {
+            let _ = parse_duration(&s);
+        }
+
+        #[test]
+        fn number_unit_pairs_never_panic(pairs in proptest::collection::vec(
+            (any::<u64>(), prop::sample::select(vec![
+                "ns", "us", "µs", "ms", "s", "sec", "m", "min", "h", "d", "w", "M", "y", "parsec",
+            ])),
+            1..4,
+        )) {
+            let s: Vec<String> = pairs.iter().map(|(n, u)| format!("{n}{u}")).collect();
+            let _ = parse_duration(&s.join(" "));
+        }
+
+        #[test]
+        fn from_number_never_panics(digits in "[0-9]{1,40}(\\.[0-9]{0,5})?(e[0-9]{1,3})?",
+                                     suffix in prop::sample::select(vec!["", "ns", "us", "ms", "s", "m", "h", "x"])) {
+            let _ = from_number(&digits, suffix);
+        }
+
+        #[test]
+        fn integers_with_units_are_exact(n in 0u64..1_000_000_000, i in 0usize..6) {
+            let (suffix, unit) = SUFFIXES[i];
+            let d = from_number(&n.to_string(), suffix).unwrap();
+            prop_assert_eq!(d.as_nanos(), u128::from(n) * u128::from(unit));
+        }
+    }
+}
