@@ -502,6 +502,9 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
     let on_error = match &config.on_error {
         Some(e) => {
             let ps = respan(&p, e.span());
+            // The error type is spanned at the callback too: a callback of the wrong type is
+            // then reported once, there.
+            let err = respan(&err, e.span());
             quote_spanned!(e.span()=> #ps::on_error::<#err, _>(#e))
         }
         None => quote!(#p::Noop),
@@ -510,6 +513,7 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
         let ps = respan(&p, e.span());
         let f = Ident::new(f, e.span());
         if generic {
+            let err = respan(&err, e.span());
             quote_spanned!(e.span()=> #ps::#f::<#err, _>(#e))
         } else {
             quote_spanned!(e.span()=> #ps::#f(&#e))
@@ -643,7 +647,8 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
         #(#name_checks)*
         #inspector
         #(#locals)*
-        let #policy = #p::policy(#whens, #on, #top_settings, #timeout, #on_success, #on_error, #extras);
+        let __robust_on_error = #on_error;
+        let #policy = #p::policy(#whens, #on, #top_settings, #timeout, #on_success, __robust_on_error, #extras);
         let mut #call = #start;
         #timer_stmt
         loop {

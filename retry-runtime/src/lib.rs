@@ -55,6 +55,7 @@ pub mod backoff;
 mod breaker;
 mod budget;
 mod call;
+pub mod checks;
 mod duration;
 mod error;
 mod extras;

@@ -1,0 +1,295 @@
+//! The checks `#[robust]` makes through the type system, each with the message you see when it
+//! fails.
+//!
+//! The attribute validates what it can read (keys, durations, numbers, names) while it
+//! expands. What only the compiler knows (the return type, the error type, the type of a
+//! callback or of an argument) it checks by calling the items of this module, whose bounds
+//! carry a `#[diagnostic::on_unimplemented]` message that says what is wrong and how to fix
+//! it. They are public so that those messages name a path you can read; you do not call them
+//! yourself.
+
+use std::io::ErrorKind;
+use std::marker::PhantomData;
+use std::time::Duration;
+
+use crate::__private::{AsyncLimit, BreakerOf, Inspector, IoKind, TimeoutKind};
+use crate::{CircuitBreaker, Elapsed, RetryBudget, RetryInfo};
+
+/// The `Ok` and `Err` types of a `Result` return type.
+#[diagnostic::on_unimplemented(
+    message = "`#[robust]` needs a function that returns a `Result`, found `{Self}`",
+    label = "this return type is not a `Result`",
+    note = "failures are recognised by their `Err` value: return `Result<T, E>` (or an alias such as `std::io::Result<T>`)"
+)]
+pub trait IsResult {
+    /// The success type.
+    type Ok;
+    /// The error type.
+    type Err;
+    /// Converts into the `Result`.
+    fn into_result(self) -> Result<Self::Ok, Self::Err>;
+    /// Converts back from the `Result`.
+    fn from_result(r: Result<Self::Ok, Self::Err>) -> Self;
+}
+
+impl<T, E> IsResult for Result<T, E> {
+    type Ok = T;
+    type Err = E;
+    #[inline(always)]
+    fn into_result(self) -> Result<T, E> {
+        self
+    }
+    #[inline(always)]
+    fn from_result(r: Result<T, E>) -> Self {
+        r
+    }
+}
+
+/// Owned arguments are cloned for each attempt.
+#[diagnostic::on_unimplemented(
+    message = "`#[robust]` clones owned arguments for every attempt, but `{Self}` is not `Clone`",
+    label = "this argument is taken by value and `{Self}` does not implement `Clone`",
+    note = "take the argument by reference (`&{Self}`), or implement `Clone` for it"
+)]
+pub trait CloneArg: Sized {
+    /// A copy for the next attempt.
+    fn clone_arg(&self) -> Self;
+}
+
+impl<T: Clone> CloneArg for T {
+    #[inline(always)]
+    fn clone_arg(&self) -> Self {
+        self.clone()
+    }
+}
+
+/// A clone of an owned argument for one attempt.
+#[inline(always)]
+pub fn clone_arg<T: CloneArg>(arg: &T) -> T {
+    arg.clone_arg()
+}
+
+/// `timeout` on an async fn needs `E: From<Elapsed>`.
+#[diagnostic::on_unimplemented(
+    message = "`timeout` needs the error type `{Self}` to implement `From<retry_runtime::Elapsed>`",
+    label = "a timed-out attempt fails with `{Self}::from(retry_runtime::Elapsed)`",
+    note = "implement `From<retry_runtime::Elapsed>` for `{Self}`; `std::io::Error`, boxed errors and `anyhow::Error` have it"
+)]
+pub trait FromElapsed {
+    /// The conversion.
+    fn from_elapsed(e: Elapsed) -> Self;
+}
+
+impl<E: From<Elapsed>> FromElapsed for E {
+    #[inline]
+    fn from_elapsed(e: Elapsed) -> Self {
+        E::from(e)
+    }
+}
+
+/// The timeout of an async fn: checks `E: From<Elapsed>` where the user wrote `timeout`.
+#[inline(always)]
+pub fn async_timeout<E: FromElapsed>(limit: Duration) -> AsyncLimit<E> {
+    AsyncLimit {
+        limit_nanos: u64::try_from(limit.as_nanos()).unwrap_or(u64::MAX),
+        convert: E::from_elapsed,
+    }
+}
+
+/// Checks an `on_success` callback.
+#[inline(always)]
+pub fn on_success<F: Fn()>(f: F) -> F {
+    f
+}
+
+/// A callback checked against the error type where the user wrote it. Its trait impls hold
+/// for every `F`: the call goes through `call`, made when `F`'s bound was proven, so a
+/// callback of the wrong type is reported once, at the callback, and not again at each use.
+pub struct Checked<F, C> {
+    f: F,
+    call: C,
+}
+
+impl<F, C> std::fmt::Debug for Checked<F, C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Checked")
+    }
+}
+
+impl<E, F> crate::OnError<E> for Checked<F, fn(&F, &E, u32)> {
+    #[inline(always)]
+    fn on_error(&self, error: &E, retries: u32) {
+        (self.call)(&self.f, error, retries)
+    }
+}
+
+impl<E, F> crate::OnRetry<E> for Checked<F, fn(&F, &E, &RetryInfo)> {
+    #[inline(always)]
+    fn on_retry(&self, error: &E, info: &RetryInfo) {
+        (self.call)(&self.f, error, info)
+    }
+}
+
+impl<E, F> crate::Hint<E> for Checked<F, fn(&F, &E) -> Option<Duration>> {
+    #[inline(always)]
+    fn hint(&self, error: &E) -> Option<Duration> {
+        (self.call)(&self.f, error)
+    }
+}
+
+/// Checks an `on_error` callback against the error type `E` (reported once, here).
+#[inline(always)]
+pub fn on_error<E, F: Fn(&E, u32)>(f: F) -> Checked<F, fn(&F, &E, u32)> {
+    Checked {
+        f,
+        call: |f, e, n| f(e, n),
+    }
+}
+
+/// The view found by the probe: `E` can be seen as `&dyn Error`.
+#[derive(Debug)]
+pub struct View<E>(pub(crate) Inspector<E>);
+
+/// What the probe finds for an error type with no `&dyn Error` view.
+#[derive(Debug)]
+pub struct NoView<E>(pub(crate) PhantomData<fn() -> E>);
+
+impl<E> Clone for View<E> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<E> Copy for View<E> {}
+impl<E> Clone for NoView<E> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<E> Copy for NoView<E> {}
+
+/// An `Io` kind needs a view of the error: without one it could never match.
+#[diagnostic::on_unimplemented(
+    message = "`Io` can never match: the error type `{E}` gives no `std::error::Error` view",
+    label = "`Io` looks for a `std::io::Error` in the error and its `source()` chain",
+    note = "implement `std::error::Error` for `{E}` (or `retry_runtime::Inspect`), or match its variants with a pattern such as `MyError::Io(_)`"
+)]
+pub trait IoView<E> {
+    /// The inspector.
+    fn inspector(self) -> Inspector<E>;
+}
+impl<E> IoView<E> for View<E> {
+    #[inline(always)]
+    fn inspector(self) -> Inspector<E> {
+        self.0
+    }
+}
+
+/// A `Timeout` kind without a `timeout` needs a view of the error: it can then only match an
+/// `std::io::Error` of kind `TimedOut` in the error's `source()` chain.
+#[diagnostic::on_unimplemented(
+    message = "`Timeout` can never match: no `timeout` is set and the error type `{E}` gives no `std::error::Error` view",
+    label = "without a `timeout`, `Timeout` only matches an `std::io::Error` of kind `TimedOut` in the error's `source()` chain",
+    note = "set a `timeout`, implement `std::error::Error` for `{E}` (or `retry_runtime::Inspect`), or match its variants with a pattern such as `MyError::TimedOut`"
+)]
+pub trait TimeoutView<E> {
+    /// The inspector.
+    fn inspector(self) -> Inspector<E>;
+}
+impl<E> TimeoutView<E> for View<E> {
+    #[inline(always)]
+    fn inspector(self) -> Inspector<E> {
+        self.0
+    }
+}
+
+/// Any view, or none: a `Timeout` kind with a `timeout` matches the attempts that ran out of
+/// it whatever the error type.
+pub trait AnyView<E> {
+    /// The inspector.
+    fn inspector(self) -> Inspector<E>;
+}
+impl<E> AnyView<E> for View<E> {
+    #[inline(always)]
+    fn inspector(self) -> Inspector<E> {
+        self.0
+    }
+}
+impl<E> AnyView<E> for NoView<E> {
+    #[inline(always)]
+    fn inspector(self) -> Inspector<E> {
+        |_| None
+    }
+}
+
+/// `Io(...)`: checks that the error type has a view.
+#[inline(always)]
+pub fn io_kind<E, V: IoView<E>, const N: usize>(view: V, kinds: [ErrorKind; N]) -> IoKind<E, N> {
+    IoKind(view.inspector(), kinds)
+}
+
+/// `Timeout` with a `timeout` set: matches with or without a view.
+#[inline(always)]
+pub fn timeout_kind<E, V: AnyView<E>>(view: V) -> TimeoutKind<E> {
+    TimeoutKind(view.inspector())
+}
+
+/// `Timeout` without a `timeout`: checks that the error type has a view.
+#[inline(always)]
+pub fn timeout_kind_viewed<E, V: TimeoutView<E>>(view: V) -> TimeoutKind<E> {
+    TimeoutKind(view.inspector())
+}
+
+/// A bare name written as a kind must name a value of the error type (a constant, unit
+/// struct or unit variant): `let _: E = NAME` in a closure that is never called checks it.
+#[inline(always)]
+pub fn is_value_of<E>(_: fn() -> E) {}
+
+/// Checks a `budget = ...` value (a `RetryBudget`, or anything that dereferences to one).
+#[inline(always)]
+pub fn budget(b: &RetryBudget) -> &RetryBudget {
+    b
+}
+
+/// Checks a `hint` closure against the error type `E` (reported once, here).
+#[inline(always)]
+pub fn hint<E, H: Fn(&E) -> Option<Duration>>(h: H) -> Checked<H, fn(&H, &E) -> Option<Duration>> {
+    Checked {
+        f: h,
+        call: |h, e| h(e),
+    }
+}
+
+/// Checks an `on_retry` callback against the error type `E` (reported once, here).
+#[inline(always)]
+pub fn on_retry<E, R: Fn(&E, &RetryInfo)>(r: R) -> Checked<R, fn(&R, &E, &RetryInfo)> {
+    Checked {
+        f: r,
+        call: |r, e, i| r(e, i),
+    }
+}
+
+/// `breaker` needs `E: From<Open>`.
+#[diagnostic::on_unimplemented(
+    message = "`breaker` needs the error type `{Self}` to implement `From<retry_runtime::Open>`",
+    label = "a call rejected by the open breaker fails with `{Self}::from(retry_runtime::Open)`",
+    note = "implement `From<retry_runtime::Open>` for `{Self}`; `std::io::Error`, boxed errors and `anyhow::Error` have it"
+)]
+pub trait FromOpen {
+    /// The rejection error.
+    fn from_open() -> Self;
+}
+impl<E: From<crate::Open>> FromOpen for E {
+    #[inline]
+    fn from_open() -> Self {
+        E::from(crate::Open::new())
+    }
+}
+
+/// `breaker = ...`: checks `E: From<Open>`.
+#[inline(always)]
+pub fn check_breaker<E: FromOpen>(breaker: &CircuitBreaker) -> BreakerOf<'_, E> {
+    BreakerOf {
+        breaker,
+        reject: E::from_open,
+    }
+}
