@@ -130,7 +130,10 @@ impl<E, F> crate::OnRetry<E> for Checked<F, fn(&F, &E, &RetryInfo)> {
     }
 }
 
-impl<E, F> crate::Hint<E> for Checked<F, fn(&F, &E) -> Option<Duration>> {
+/// The call of a checked `hint` closure.
+pub type HintCall<H, E> = fn(&H, &E) -> Option<Duration>;
+
+impl<E, F> crate::Hint<E> for Checked<F, HintCall<F, E>> {
     #[inline(always)]
     fn hint(&self, error: &E) -> Option<Duration> {
         (self.call)(&self.f, error)
@@ -252,7 +255,7 @@ pub fn budget(b: &RetryBudget) -> &RetryBudget {
 
 /// Checks a `hint` closure against the error type `E` (reported once, here).
 #[inline(always)]
-pub fn hint<E, H: Fn(&E) -> Option<Duration>>(h: H) -> Checked<H, fn(&H, &E) -> Option<Duration>> {
+pub fn hint<E, H: Fn(&E) -> Option<Duration>>(h: H) -> Checked<H, HintCall<H, E>> {
     Checked {
         f: h,
         call: |h, e| h(e),
