@@ -219,8 +219,23 @@ fn kind(p: &TokenStream, err: &TokenStream, names: &Names, k: &Kind) -> TokenStr
         }
         Kind::Pattern(pat) => {
             let e = &names.e;
+            // Bare names (constants, unit structs and variants) are matched against the error
+            // itself: a constant pattern does not see through the reference. Other patterns
+            // are matched against the reference, so their bindings borrow.
+            let mut names_alt = Vec::new();
+            let mut others = Vec::new();
+            crate::valid::alternatives(pat, &mut names_alt, &mut others);
+            let by_value = (!names_alt.is_empty())
+                .then(|| quote_spanned!(pat.span()=> ::core::matches!(*#e, #(#names_alt)|*)));
+            let by_ref = (!others.is_empty())
+                .then(|| quote_spanned!(pat.span()=> ::core::matches!(#e, #(#others)|*)));
+            let test = match (by_value, by_ref) {
+                (Some(a), Some(b)) => quote!(#a || #b),
+                (Some(a), None) | (None, Some(a)) => a,
+                (None, None) => quote!(false),
+            };
             quote_spanned!(pat.span()=>
-                #p::predicate::<#err, _>(|#e: &#err| ::core::matches!(#e, #pat)))
+                #p::predicate::<#err, _>(|#e: &#err| #test))
         }
     }
 }

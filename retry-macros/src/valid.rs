@@ -670,15 +670,27 @@ fn jitter(value: &Value, errors: &mut Errors) -> Option<JitterSpec> {
     }
 }
 
+/// The top-level alternatives of a pattern (through `|` and parentheses): bare names in
+/// `names`, the rest in `others`.
+pub fn alternatives<'a>(
+    pat: &'a syn::Pat,
+    names: &mut Vec<&'a syn::PatIdent>,
+    others: &mut Vec<&'a syn::Pat>,
+) {
+    match pat {
+        syn::Pat::Ident(pi) if pi.subpat.is_none() => names.push(pi),
+        syn::Pat::Or(o) => o.cases.iter().for_each(|c| alternatives(c, names, others)),
+        syn::Pat::Paren(p) => alternatives(&p.pat, names, others),
+        other => others.push(other),
+    }
+}
+
 /// The bare names at the top of a pattern (alternatives and parentheses included): written as
 /// a kind, each would bind every error unless it names a constant, unit struct or variant.
 pub fn bare_names(pat: &syn::Pat) -> Vec<&syn::PatIdent> {
-    match pat {
-        syn::Pat::Ident(pi) if pi.subpat.is_none() => vec![pi],
-        syn::Pat::Or(o) => o.cases.iter().flat_map(bare_names).collect(),
-        syn::Pat::Paren(p) => bare_names(&p.pat),
-        _ => Vec::new(),
-    }
+    let (mut names, mut others) = (Vec::new(), Vec::new());
+    alternatives(pat, &mut names, &mut others);
+    names
 }
 
 fn check_kind(kind: &Kind, params: &[String], errors: &mut Errors) -> bool {

@@ -76,3 +76,51 @@ fn callbacks_and_context() -> io::Result<u32> { Ok(ctx.number()) }
 async fn async_with_crate() -> io::Result<()> { Ok(()) }
 
 fn main() {}
+
+// Durations with a unit suffix, and `-0` read as zero.
+#[robust(timeout = 150ms, max_delay = 1m, backoff = exponential(base = 100ms, max = 1.5s, m = 2))]
+fn unit_suffixes() -> io::Result<()> { Ok(()) }
+
+#[robust(backoff = linear(base = 500us, max = 1h, interval = 10ns), max_delay = -0)]
+fn more_units() -> io::Result<()> { Ok(()) }
+
+// A bare name in a kind list that names a constant or a unit variant of the error type.
+const LOCKED: Unit = Unit::Locked;
+#[derive(Debug, PartialEq, Eq)]
+enum Unit {
+    Busy,
+    Locked,
+}
+use Unit::Busy;
+
+#[robust(on = [Busy, LOCKED], when(self::Busy, retries = 1))]
+fn unit_kinds() -> Result<(), Unit> { Ok(()) }
+
+// `Timeout` with a timeout matches whatever the error type (a blocking fn's late error).
+#[robust(timeout = 1, on = [Timeout])]
+fn timeout_on_string() -> Result<(), String> { Ok(()) }
+
+// A parameter under `#[cfg]`, a wildcard that is not `Clone`, a borrow of a `&` argument
+// returned beside a `&mut` one.
+struct NoClone;
+
+#[robust]
+fn cfg_and_wildcard(#[cfg(any())] _gone: u32, #[cfg(all())] kept: u32, _: NoClone) -> io::Result<u32> {
+    Ok(kept)
+}
+
+#[robust]
+fn borrow_of_shared<'a>(data: &'a [u8], scratch: &mut Vec<u8>) -> io::Result<&'a [u8]> {
+    scratch.push(1);
+    Ok(data)
+}
+
+struct Holder(Vec<u8>);
+
+impl Holder {
+    #[robust]
+    fn read(&self, scratch: &mut Vec<u8>) -> io::Result<&[u8]> {
+        scratch.clear();
+        Ok(&self.0)
+    }
+}
