@@ -7,7 +7,7 @@
 //! [`VirtualTime::install`], it also replaces the real clock of [`DefaultEnv`] on one thread.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::ThreadId;
 use std::time::{Duration, Instant};
@@ -110,8 +110,11 @@ impl AsyncSleep for DefaultEnv {
 
 /// Whether any thread has a [`VirtualTime`] installed: one relaxed load on the real-time path.
 static ANY_INSTALLED: AtomicUsize = AtomicUsize::new(0);
-/// The virtual clocks installed with [`VirtualTime::install`], by thread.
-static INSTALLED: Mutex<Vec<(ThreadId, VirtualTime)>> = Mutex::new(Vec::new());
+/// The virtual clocks installed with [`VirtualTime::install`]: thread, install id, clock, in
+/// the order they were installed.
+static INSTALLED: Mutex<Vec<(ThreadId, u64, VirtualTime)>> = Mutex::new(Vec::new());
+/// The id of the next install: each [`InstallGuard`] removes exactly its own entry.
+static NEXT_INSTALL: AtomicU64 = AtomicU64::new(0);
 
 #[inline]
 pub(crate) fn installed() -> Option<VirtualTime> {
@@ -127,23 +130,26 @@ fn installed_here() -> Option<VirtualTime> {
     let list = INSTALLED.lock().unwrap_or_else(|e| e.into_inner());
     list.iter()
         .rev()
-        .find(|(t, _)| *t == me)
-        .map(|(_, v)| v.clone())
+        .find(|(t, _, _)| *t == me)
+        .map(|(_, _, v)| v.clone())
 }
 
 /// Keeps a [`VirtualTime`] installed for [`DefaultEnv`] on this thread; uninstalls it when
 /// dropped.
+///
+/// Guards may be dropped in any order: each removes exactly the clock it installed, and the
+/// clock in force is the most recently installed one whose guard is still alive.
 #[derive(Debug)]
 #[must_use = "the virtual clock is uninstalled when the guard is dropped"]
 pub struct InstallGuard {
-    thread: ThreadId,
+    id: u64,
     _not_send: std::marker::PhantomData<*const ()>,
 }
 
 impl Drop for InstallGuard {
     fn drop(&mut self) {
         let mut list = INSTALLED.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(i) = list.iter().rposition(|(t, _)| *t == self.thread) {
+        if let Some(i) = list.iter().position(|(_, id, _)| *id == self.id) {
             list.remove(i);
             ANY_INSTALLED.fetch_sub(1, Ordering::Relaxed);
         }
@@ -197,15 +203,19 @@ impl VirtualTime {
     /// assert_eq!(DefaultEnv.now() - before, Duration::from_secs(3600));
     /// assert_eq!(time.sleeps(), [Duration::from_secs(3600)]);
     /// ```
+    ///
+    /// Installs nest: the clock in force is the most recently installed one whose guard is
+    /// still alive, whatever the order the guards are dropped in.
     pub fn install(&self) -> InstallGuard {
         let thread = std::thread::current().id();
+        let id = NEXT_INSTALL.fetch_add(1, Ordering::Relaxed);
         INSTALLED
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .push((thread, self.clone()));
+            .push((thread, id, self.clone()));
         ANY_INSTALLED.fetch_add(1, Ordering::Relaxed);
         InstallGuard {
-            thread,
+            id,
             _not_send: std::marker::PhantomData,
         }
     }
@@ -317,5 +327,49 @@ impl<C: Sleep> Sleep for Seeded<C> {
 impl<C: AsyncSleep> AsyncSleep for Seeded<C> {
     fn sleep_async(&self, d: Duration) -> impl Future<Output = ()> + Send {
         self.env.sleep_async(d)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whether `clock` is the virtual clock in force on this thread.
+    fn in_force(clock: &VirtualTime) -> bool {
+        installed().is_some_and(|t| Arc::ptr_eq(&t.inner, &clock.inner))
+    }
+
+    #[test]
+    fn guards_dropped_out_of_order_remove_their_own_clock() {
+        let a = VirtualTime::new();
+        let b = VirtualTime::new();
+        a.advance(Duration::from_secs(3600));
+        b.advance(Duration::from_secs(7200));
+        let guard_a = a.install();
+        assert!(in_force(&a));
+        let guard_b = b.install();
+        assert!(in_force(&b));
+        drop(guard_a);
+        assert!(in_force(&b), "dropping A's guard must leave B in force");
+        assert_eq!(DefaultEnv.now(), b.now());
+        drop(guard_b);
+        assert!(installed().is_none(), "no clock left installed");
+        // Back to real time: the real clock is far behind the virtual ones.
+        let real = Instant::now();
+        let now = DefaultEnv.now();
+        assert!(now < b.now() && now < a.now());
+        assert!(now.saturating_duration_since(real) < Duration::from_secs(60));
+    }
+
+    #[test]
+    fn guards_dropped_in_order_restore_the_previous_clock() {
+        let a = VirtualTime::new();
+        let b = VirtualTime::new();
+        let guard_a = a.install();
+        let guard_b = b.install();
+        drop(guard_b);
+        assert!(in_force(&a));
+        drop(guard_a);
+        assert!(installed().is_none());
     }
 }
