@@ -56,6 +56,7 @@ mod breaker;
 mod budget;
 mod call;
 mod duration;
+mod duration_text;
 mod error;
 mod extras;
 mod hooks;
