@@ -630,13 +630,19 @@ pub fn expand(config: Config, mut f: ItemFn) -> syn::Result<TokenStream> {
         || budget
         || config.on_retry.is_some()
         || (!is_async && finite(&config.timeout));
+    // A blocking fn's call reads the clock its sleeper agrees with (std's, not tokio's).
+    let (eager, lazy) = if is_async {
+        (quote!(start), quote!(start_lazy))
+    } else {
+        (quote!(start_blocking), quote!(start_lazy_blocking))
+    };
     let (start, attempt_stmt) = if needs_clock {
         (
-            quote!(#policy.start()),
+            quote!(#policy.#eager()),
             quote!(let #attempt = #call.attempt();),
         )
     } else {
-        (quote!(#policy.start_lazy()), quote!())
+        (quote!(#policy.#lazy()), quote!())
     };
 
     let new_block = quote! {{

@@ -37,6 +37,8 @@ use crate::time::{Clock, Env};
 #[derive(Clone, Copy)]
 pub struct Attempt<'a> {
     retries: u32,
+    /// Whether the call is blocking: it then reads [`Clock::now_blocking`].
+    blocking: bool,
     timeout: Option<Duration>,
     started: Instant,
     first: Instant,
@@ -55,6 +57,15 @@ impl fmt::Debug for Attempt<'_> {
 }
 
 impl Attempt<'_> {
+    /// The current instant on the call's clock.
+    fn now(&self) -> Instant {
+        if self.blocking {
+            self.clock.now_blocking()
+        } else {
+            self.clock.now()
+        }
+    }
+
     /// Retries made so far in this call: 0 in the first attempt.
     pub const fn retries(&self) -> u32 {
         self.retries
@@ -83,7 +94,7 @@ impl Attempt<'_> {
     /// Time left before the deadline (zero once past it), `None` without a timeout.
     pub fn remaining(&self) -> Option<Duration> {
         let deadline = self.deadline()?;
-        Some(deadline.saturating_duration_since(self.clock.now()))
+        Some(deadline.saturating_duration_since(self.now()))
     }
 
     /// Whether the deadline has passed.
@@ -93,7 +104,7 @@ impl Attempt<'_> {
 
     /// Time since the first attempt of this call started.
     pub fn elapsed(&self) -> Duration {
-        self.clock.now().saturating_duration_since(self.first)
+        self.now().saturating_duration_since(self.first)
     }
 }
 
@@ -117,7 +128,7 @@ pub enum Step<T, E> {
 /// use retry_runtime::time::Sleep;
 ///
 /// let policy = Policy::builder().retries(2).backoff(NoBackoff).build()?;
-/// let mut call = policy.start();
+/// let mut call = policy.start_blocking(); // a blocking loop: it sleeps with `Sleep::sleep`
 /// let mut attempts = 0;
 /// let result: Result<(), &str> = loop {
 ///     let _attempt = call.attempt();
@@ -146,6 +157,10 @@ pub struct Call<'p, P, Tm = Timed> {
 /// attempt context, no `max_delay`, no cooperative timeout, no `on_retry`), which keeps async
 /// futures small.
 pub trait Times: Default {
+    /// Whether the call blocks its thread to wait ([`Blocking`]): it then reads the clock that
+    /// agrees with [`Sleep::sleep`](crate::time::Sleep::sleep),
+    /// [`Clock::now_blocking`], instead of [`Clock::now`].
+    const BLOCKING: bool = false;
     /// When the first attempt started; records `now` if that is not known.
     fn first_or(&mut self, now: Instant) -> Instant;
     /// The current attempt's deadline.
@@ -193,6 +208,28 @@ impl Times for Untimed {
     fn set_deadline(&mut self, _: Option<Instant>) {}
 }
 
+/// The instants `Tm` of a blocking call (see [`Times`]), read from the clock that agrees with
+/// the blocking sleeper ([`Clock::now_blocking`]). [`Policy::start_blocking`] and
+/// [`Policy::start_lazy_blocking`] make such calls.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Blocking<Tm = Timed>(Tm);
+
+impl<Tm: Times> Times for Blocking<Tm> {
+    const BLOCKING: bool = true;
+    #[inline(always)]
+    fn first_or(&mut self, now: Instant) -> Instant {
+        self.0.first_or(now)
+    }
+    #[inline(always)]
+    fn deadline(&self) -> Option<Instant> {
+        self.0.deadline()
+    }
+    #[inline(always)]
+    fn set_deadline(&mut self, deadline: Option<Instant>) {
+        self.0.set_deadline(deadline)
+    }
+}
+
 /// What [`Policy::start_lazy`] keeps: nothing, unless the `tracing` feature is on, whose events
 /// report the time since the first attempt.
 #[cfg(not(feature = "tracing"))]
@@ -206,13 +243,21 @@ pub type LazyTimes = Timed;
 /// something (breaker, deadline, budget, `on_retry`) asks for it.
 struct LazyNow<'a> {
     clock: &'a dyn Clock,
+    blocking: bool,
     at: Option<Instant>,
 }
 
 impl LazyNow<'_> {
     #[inline]
     fn get(&mut self) -> Instant {
-        *self.at.get_or_insert_with(|| self.clock.now())
+        let (clock, blocking) = (self.clock, self.blocking);
+        *self.at.get_or_insert_with(|| {
+            if blocking {
+                clock.now_blocking()
+            } else {
+                clock.now()
+            }
+        })
     }
 }
 
@@ -343,7 +388,9 @@ where
     Bu: Budget,
     Br: Breaker,
 {
-    /// Starts a call: a fresh retry count and clock reading.
+    /// Starts a call: a fresh retry count and clock reading. The call reads the async loop's
+    /// clock ([`Clock::now`]); a loop that waits with
+    /// [`Sleep::sleep`](crate::time::Sleep::sleep) uses [`start_blocking`](Self::start_blocking).
     pub fn start(&self) -> Call<'_, Self> {
         self.extras.budget.deposit();
         Call {
@@ -374,6 +421,49 @@ where
         #[cfg(not(feature = "tracing"))]
         {
             self.start_untimed()
+        }
+    }
+
+    /// Starts a blocking call: as [`start`](Self::start), but every clock reading of the call
+    /// (and of its [`Attempt`]s) is [`Clock::now_blocking`], the clock that agrees with
+    /// [`Sleep::sleep`](crate::time::Sleep::sleep). For [`DefaultEnv`](crate::time::DefaultEnv)
+    /// that is the system's monotonic clock even where tokio's clock is paused, so a
+    /// `max_delay` budget and a cooperative timeout count the time the thread slept.
+    /// [`Policy::call`] and `#[robust]` on a plain `fn` start their calls this way.
+    pub fn start_blocking(&self) -> Call<'_, Self, Blocking> {
+        self.extras.budget.deposit();
+        Call {
+            policy: self,
+            retries: 0,
+            permit: crate::Permit::NONE,
+            jitter: JitterState::default(),
+            times: Blocking(Timed {
+                first: Some(self.env.now_blocking()),
+                deadline: None,
+            }),
+            seed: CallSeed::default(),
+        }
+    }
+
+    /// [`start_lazy`](Self::start_lazy) for a blocking call: reads the clock only when
+    /// something needs it, and then the blocking one (see
+    /// [`start_blocking`](Self::start_blocking)).
+    pub fn start_lazy_blocking(&self) -> Call<'_, Self, Blocking<LazyTimes>> {
+        #[cfg(feature = "tracing")]
+        {
+            self.start_blocking()
+        }
+        #[cfg(not(feature = "tracing"))]
+        {
+            let call = self.start_untimed();
+            Call {
+                policy: call.policy,
+                retries: call.retries,
+                permit: call.permit,
+                jitter: call.jitter,
+                times: Blocking(Untimed),
+                seed: call.seed,
+            }
         }
     }
 
@@ -408,6 +498,10 @@ where
     /// A configured timeout is cooperative here (a running thread cannot be cancelled): the
     /// body reads its deadline through the [`Attempt`]; an error returned after the deadline
     /// counts as a `Timeout`; a late success is still returned.
+    ///
+    /// The call reads the clock that agrees with its sleeper ([`Clock::now_blocking`], see
+    /// [`start_blocking`](Self::start_blocking)): called inside a tokio runtime whose clock is
+    /// paused, it still sees real time pass while it sleeps.
     pub fn call<'p, R, E, G>(&'p self, mut body: G) -> Result<R, E>
     where
         G: FnMut(Attempt<'p>) -> Result<R, E>,
@@ -421,7 +515,7 @@ where
         H: Hint<E>,
         Rt: OnRetry<E>,
     {
-        let mut call = self.start();
+        let mut call = self.start_blocking();
         loop {
             if let Some(rejected) = call.admit() {
                 return rejected;
@@ -505,6 +599,17 @@ where
     Br: Breaker,
     Tm: Times,
 {
+    /// The current instant on the call's clock: [`Clock::now_blocking`] for a blocking call,
+    /// [`Clock::now`] otherwise.
+    #[inline]
+    fn now(&self) -> Instant {
+        if Tm::BLOCKING {
+            self.policy.env.now_blocking()
+        } else {
+            self.policy.env.now()
+        }
+    }
+
     /// Asks the circuit breaker (if any) whether the next attempt may start: `Some` with the
     /// error to return at once (`E::from(Open)`) when the breaker is open.
     #[inline]
@@ -516,7 +621,7 @@ where
             return None;
         }
         let breaker = &self.policy.extras.breaker;
-        if let Some(permit) = breaker.acquire(self.policy.env.now()) {
+        if let Some(permit) = breaker.acquire(self.now()) {
             self.permit = permit;
             return None;
         }
@@ -531,13 +636,14 @@ where
 
     /// Marks the start of an attempt and returns its context.
     pub fn attempt(&mut self) -> Attempt<'p> {
-        let started = self.policy.env.now();
+        let started = self.now();
         let first = self.times.first_or(started);
         let timeout = self.policy.timeout.limit();
         self.times
             .set_deadline(timeout.and_then(|t| started.checked_add(t)));
         Attempt {
             retries: self.retries,
+            blocking: Tm::BLOCKING,
             timeout,
             started,
             first,
@@ -571,6 +677,7 @@ where
     {
         let mut now = LazyNow {
             clock: &self.policy.env,
+            blocking: Tm::BLOCKING,
             at: None,
         };
         if Br::ACTIVE {
@@ -602,7 +709,7 @@ where
         if reason == GiveUp::NotRetryable {
             tracing::debug!(target: "retry_runtime", retries = self.retries, error, "error not retried: no rule matches it");
         } else if tracing::enabled!(target: "retry_runtime", tracing::Level::ERROR) {
-            let now = self.policy.env.now();
+            let now = self.now();
             let elapsed = now.saturating_duration_since(self.times.first_or(now));
             tracing::error!(
                 target: "retry_runtime",

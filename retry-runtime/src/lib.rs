@@ -76,7 +76,7 @@ pub use backoff::{
 };
 pub use breaker::{BreakerState, CircuitBreaker, MAX_WINDOW, Open, Permit};
 pub use budget::RetryBudget;
-pub use call::{Attempt, Call, LazyTimes, Step, Timed, Times, Untimed};
+pub use call::{Attempt, Blocking, Call, LazyTimes, Step, Timed, Times, Untimed};
 pub use duration::{duration_from_secs, limit_from_secs, parse_duration};
 pub use error::{ConfigError, Elapsed};
 pub use extras::{Breaker, Budget, Extras, Hint, OnRetry, Reject, RetryInfo, RuleId};

@@ -1,10 +1,21 @@
 //! Clocks and sleepers: where the retry loop reads time and waits.
 //!
-//! The loop never calls `Instant::now()` or sleeps directly; it asks its [`Env`]. The default,
-//! [`DefaultEnv`], uses the tokio clock when the `tokio` feature is on (so tokio's paused clock
-//! drives it in tests) and `std::thread::sleep` / `tokio::time::sleep` to wait. Tests and
-//! simulations use [`VirtualTime`], where sleeping only advances a counter; installed with
-//! [`VirtualTime::install`], it also replaces the real clock of [`DefaultEnv`] on one thread.
+//! The loop never calls `Instant::now()` or sleeps directly; it asks its [`Env`]. Each loop
+//! reads the clock that agrees with the way it waits, so that time spent sleeping is time
+//! seen to pass (a `max_delay` budget is spent, a cooperative timeout counts down):
+//!
+//! - the **blocking** loop ([`Policy::call`](crate::Policy::call), `#[robust]` on a plain
+//!   `fn`) reads [`Clock::now_blocking`] and waits with [`Sleep::sleep`]; for [`DefaultEnv`]
+//!   that is the system's monotonic clock (`std::time::Instant::now()`) and
+//!   `std::thread::sleep`, even inside a tokio runtime whose clock is paused;
+//! - the **async** loop ([`Policy::call_async`](crate::Policy::call_async), `#[robust]` on an
+//!   `async fn`) reads [`Clock::now`] and waits with [`AsyncSleep`] or tokio's timer; for
+//!   [`DefaultEnv`] with the `tokio` feature that is tokio's clock
+//!   (`tokio::time::Instant::now()`), so tokio's paused clock drives it in tests
+//!   (`#[tokio::test(start_paused = true)]`);
+//! - a [`VirtualTime`] overrides both: sleeping only advances a counter. Installed with
+//!   [`VirtualTime::install`], it replaces the clock and sleepers of [`DefaultEnv`] on one
+//!   thread.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -14,8 +25,20 @@ use std::time::{Duration, Instant};
 
 /// A source of the current time.
 pub trait Clock {
-    /// The current instant.
+    /// The current instant, as the async loop reads it: the clock that agrees with
+    /// [`AsyncSleep`] (for [`DefaultEnv`], tokio's clock when the `tokio` feature is on).
     fn now(&self) -> Instant;
+
+    /// The current instant, as the blocking loop reads it: the clock that agrees with
+    /// [`Sleep::sleep`] (for [`DefaultEnv`], the system's monotonic clock, whatever tokio's
+    /// clock says).
+    ///
+    /// The default is [`now`](Self::now), right for a clock whose blocking and async sleepers
+    /// both advance it (a virtual clock). Override it when they wait on different clocks.
+    #[inline]
+    fn now_blocking(&self) -> Instant {
+        self.now()
+    }
 
     /// A fixed seed for the random generator of calls made in this environment, if the
     /// environment fixes one (a [`VirtualTime`] made with [`VirtualTime::seeded`] does). A seed
@@ -25,13 +48,15 @@ pub trait Clock {
     }
 }
 
-/// A way to wait in blocking code.
+/// A way to wait in blocking code. The blocking loop reads [`Clock::now_blocking`], which
+/// must see the time slept pass.
 pub trait Sleep {
     /// Blocks the current thread for `d` (or, for a virtual clock, advances it).
     fn sleep(&self, d: Duration);
 }
 
-/// A way to wait in async code.
+/// A way to wait in async code. The async loop reads [`Clock::now`], which must see the time
+/// slept pass.
 pub trait AsyncSleep {
     /// A future that completes after `d`.
     fn sleep_async(&self, d: Duration) -> impl Future<Output = ()> + Send;
@@ -46,8 +71,11 @@ impl<T: Clock + Sleep> Env for T {}
 
 /// The real clock and real sleeping.
 ///
-/// With the `tokio` feature, time is read from `tokio::time::Instant`, which follows tokio's
-/// paused clock in tests and is the system's monotonic clock otherwise.
+/// The blocking loop reads the system's monotonic clock ([`Clock::now_blocking`]:
+/// `std::time::Instant::now()`) and sleeps with `std::thread::sleep`. The async loop reads
+/// [`Clock::now`]: with the `tokio` feature that is `tokio::time::Instant::now()`, which
+/// follows tokio's paused clock in tests and is the system's monotonic clock otherwise, and
+/// it sleeps on tokio's timer. A [`VirtualTime`] installed on the thread replaces both.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct DefaultEnv;
 
@@ -65,6 +93,14 @@ impl Clock for DefaultEnv {
         {
             Instant::now()
         }
+    }
+
+    #[inline]
+    fn now_blocking(&self) -> Instant {
+        if let Some(t) = installed() {
+            return t.now();
+        }
+        Instant::now()
     }
 
     #[inline]
@@ -312,6 +348,11 @@ impl<C: Clock> Clock for Seeded<C> {
     }
 
     #[inline]
+    fn now_blocking(&self) -> Instant {
+        self.env.now_blocking()
+    }
+
+    #[inline]
     fn seed(&self) -> Option<u64> {
         self.seed.or_else(|| self.env.seed())
     }
@@ -333,6 +374,25 @@ impl<C: AsyncSleep> AsyncSleep for Seeded<C> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(feature = "tokio")]
+    #[tokio::test(start_paused = true)]
+    async fn the_blocking_clock_agrees_with_the_blocking_sleeper_in_a_paused_runtime() {
+        let (tokio_before, std_before) = (DefaultEnv.now(), DefaultEnv.now_blocking());
+        DefaultEnv.sleep(Duration::from_millis(2));
+        assert_eq!(DefaultEnv.now(), tokio_before, "tokio's clock is paused");
+        assert!(DefaultEnv.now_blocking() - std_before >= Duration::from_millis(2));
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+        assert_eq!(DefaultEnv.now() - tokio_before, Duration::from_secs(3600));
+        let time = VirtualTime::new();
+        let _guard = time.install();
+        assert_eq!(
+            DefaultEnv.now_blocking(),
+            time.now(),
+            "a virtual clock overrides both"
+        );
+        assert_eq!(DefaultEnv.now(), time.now());
+    }
 
     /// Whether `clock` is the virtual clock in force on this thread.
     fn in_force(clock: &VirtualTime) -> bool {
