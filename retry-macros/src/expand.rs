@@ -543,8 +543,14 @@ pub fn expand(config: Config, mut f: ItemFn) -> syn::Result<TokenStream> {
         .on_retry
         .as_ref()
         .map_or(quote!(#p::Noop), |e| spanned_call(e, "on_retry", true));
-    let extras =
-        quote!(#p::extras(#budget_tokens, #breaker_tokens, #hint_tokens, #on_retry_tokens));
+    // Tracing events name the fn and write the error's `Display` text if it has one.
+    let fn_name = syn::ext::IdentExt::unraw(&f.sig.ident).to_string();
+    let describe = quote_spanned!(ret_span=> #pr::describe(|| #fn_name, {
+        #[allow(unused_imports)]
+        use #p::{ViaDisplay as _, ViaTypeName as _};
+        (&&#pr::Probe::<#err>::new()).error_writer()
+    }));
+    let extras = quote!(#p::extras(#budget_tokens, #breaker_tokens, #hint_tokens, #on_retry_tokens, #describe));
     let ctx = config.attempt.as_ref().map(|ctx| {
         let krate = match &config.krate {
             Some(path) => quote!(#path),
@@ -572,7 +578,7 @@ pub fn expand(config: Config, mut f: ItemFn) -> syn::Result<TokenStream> {
     let pattern = spanned_group(quote!(#result, #fired), ret_span);
     let admit = quote_spanned! {ret_span=>
         if let ::core::option::Option::Some(#returned) =
-            #pr::admit::<#ret, _, _, _, _, _, _, _, _, _, _, _, _>(&mut #call)
+            #pr::admit::<#ret, _, _, _, _, _, _, _, _, _, _, _, _, _>(&mut #call)
         {
             return #returned;
         }

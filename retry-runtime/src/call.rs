@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 
-use crate::extras::{Breaker, Budget, Extras, Hint, OnRetry, Reject, RetryInfo, RuleId};
+use crate::extras::{Breaker, Budget, Describe, Extras, Hint, OnRetry, Reject, RetryInfo, RuleId};
 use crate::hooks::{OnError, OnSuccess};
 use crate::jitter::JitterState;
 use crate::kind::{Classify, Failure};
@@ -66,7 +66,10 @@ impl Attempt<'_> {
         }
     }
 
-    /// Retries made so far in this call: 0 in the first attempt.
+    /// Retries made so far in this call: 0 in the first attempt, n in the attempt that retry n
+    /// started. Retries are numbered from 1: the second attempt is retry 1, as `on_retry`'s
+    /// [`RetryInfo::retry`](crate::RetryInfo::retry) and the tracing events' `retry` field
+    /// number it.
     pub const fn retries(&self) -> u32 {
         self.retries
     }
@@ -381,7 +384,7 @@ impl rand::TryRng for RetryRng<'_> {
     }
 }
 
-impl<W, K, P, T, S, F, C, Bu, Br, H, Rt> Policy<W, K, P, T, S, F, C, Extras<Bu, Br, H, Rt>>
+impl<W, K, P, T, S, F, C, Bu, Br, H, Rt, N> Policy<W, K, P, T, S, F, C, Extras<Bu, Br, H, Rt, N>>
 where
     T: AttemptTimeout,
     C: Clock + Sync,
@@ -514,6 +517,7 @@ where
         Br: Reject<E>,
         H: Hint<E>,
         Rt: OnRetry<E>,
+        N: Describe<E>,
     {
         let mut call = self.start_blocking();
         loop {
@@ -530,7 +534,7 @@ where
 }
 
 #[cfg(feature = "tokio")]
-impl<W, K, P, T, S, F, C, Bu, Br, H, Rt> Policy<W, K, P, T, S, F, C, Extras<Bu, Br, H, Rt>>
+impl<W, K, P, T, S, F, C, Bu, Br, H, Rt, N> Policy<W, K, P, T, S, F, C, Extras<Bu, Br, H, Rt, N>>
 where
     C: Clock + Sync,
     Bu: Budget,
@@ -574,6 +578,7 @@ where
         Br: Reject<E>,
         H: Hint<E>,
         Rt: OnRetry<E>,
+        N: Describe<E>,
     {
         let mut call = self.start();
         loop {
@@ -590,8 +595,8 @@ where
     }
 }
 
-impl<'p, W, K, P, T, S, F, C, Bu, Br, H, Rt, Tm>
-    Call<'p, Policy<W, K, P, T, S, F, C, Extras<Bu, Br, H, Rt>>, Tm>
+impl<'p, W, K, P, T, S, F, C, Bu, Br, H, Rt, N, Tm>
+    Call<'p, Policy<W, K, P, T, S, F, C, Extras<Bu, Br, H, Rt, N>>, Tm>
 where
     T: AttemptTimeout,
     C: Clock + Sync,
@@ -616,6 +621,7 @@ where
     pub fn admit<R, E>(&mut self) -> Option<Result<R, E>>
     where
         Br: Reject<E>,
+        N: Describe<E>,
     {
         if !Br::ACTIVE {
             return None;
@@ -628,6 +634,7 @@ where
         #[cfg(feature = "tracing")]
         tracing::warn!(
             target: "retry_runtime",
+            function = Describe::<E>::name(&self.policy.extras.describe),
             retries = self.retries,
             "circuit breaker open: attempt rejected without running it"
         );
@@ -651,7 +658,7 @@ where
         }
     }
 
-    /// Retries made so far.
+    /// Retries made so far: 0 during the first attempt, n during the attempt retry n started.
     pub const fn retries(&self) -> u32 {
         self.retries
     }
@@ -661,9 +668,11 @@ where
     /// deadline also counts as timed out.
     ///
     /// On success, `on_success()` is called and the value returned. On error, `on_error(&e,
-    /// retries)` is called; then the first matching rule decides: no rule, its retry limit
-    /// reached, or its `max_delay` budget unable to fit the next delay returns the error
-    /// unchanged; otherwise the delay (strategy, jitter, scale) is returned for sleeping.
+    /// retries)` is called (`retries` is the failed attempt's [`Attempt::retries`]); then the
+    /// first matching rule decides: no rule, its retry limit reached, or its `max_delay`
+    /// budget unable to fit the next delay returns the error unchanged; otherwise `on_retry`
+    /// is called (with [`RetryInfo::retry`] = the number of the retry about to be made, 1 for
+    /// the first) and the delay (strategy, jitter, scale) is returned for sleeping.
     #[inline]
     pub fn settle<R, E>(&mut self, result: Result<R, E>, timed_out: bool) -> Step<R, E>
     where
@@ -674,6 +683,7 @@ where
         F: OnError<E>,
         H: Hint<E>,
         Rt: OnRetry<E>,
+        N: Describe<E>,
     {
         let mut now = LazyNow {
             clock: &self.policy.env,
@@ -695,7 +705,7 @@ where
                 Ok(delay) => Step::Retry(delay),
                 Err(_reason) => {
                     #[cfg(feature = "tracing")]
-                    self.trace_give_up::<E>(_reason);
+                    self.trace_give_up(&error, _reason);
                     Step::Return(Err(error))
                 }
             },
@@ -704,19 +714,34 @@ where
 
     #[cfg(feature = "tracing")]
     #[cold]
-    fn trace_give_up<E>(&mut self, reason: GiveUp) {
-        let error = std::any::type_name::<E>();
+    fn trace_give_up<E>(&mut self, error: &E, reason: GiveUp)
+    where
+        N: Describe<E>,
+    {
+        let describe = &self.policy.extras.describe;
+        let function = describe.name();
+        let error_type = std::any::type_name::<E>();
+        let error = ErrorText(describe, error);
         if reason == GiveUp::NotRetryable {
-            tracing::debug!(target: "retry_runtime", retries = self.retries, error, "error not retried: no rule matches it");
+            tracing::debug!(
+                target: "retry_runtime",
+                function,
+                retries = self.retries,
+                error = %error,
+                error_type,
+                "error not retried: no rule matches it"
+            );
         } else if tracing::enabled!(target: "retry_runtime", tracing::Level::ERROR) {
             let now = self.now();
             let elapsed = now.saturating_duration_since(self.times.first_or(now));
             tracing::error!(
                 target: "retry_runtime",
+                function,
                 retries = self.retries,
                 elapsed_ms = elapsed.as_millis() as u64,
                 reason = ?reason,
-                error,
+                error = %error,
+                error_type,
                 "giving up: returning the last error"
             );
         }
@@ -738,6 +763,7 @@ where
         F: OnError<E>,
         H: Hint<E>,
         Rt: OnRetry<E>,
+        N: Describe<E>,
     {
         let p = self.policy;
         let timed_out = timed_out || self.times.deadline().is_some_and(|d| now.get() >= d);
@@ -770,7 +796,7 @@ where
         if Rt::ACTIVE || trace {
             let now = now.get();
             let info = RetryInfo {
-                retries: self.retries,
+                retry: self.retries.saturating_add(1),
                 delay,
                 elapsed: now.saturating_duration_since(self.times.first_or(now)),
                 rule,
@@ -780,17 +806,30 @@ where
             #[cfg(feature = "tracing")]
             tracing::warn!(
                 target: "retry_runtime",
-                retries = info.retries,
+                function = p.extras.describe.name(),
+                retry = info.retry,
                 delay_ms = info.delay.as_millis() as u64,
                 elapsed_ms = info.elapsed.as_millis() as u64,
                 rule = ?info.rule,
                 hinted = info.hinted,
-                error = std::any::type_name::<E>(),
+                error = %ErrorText(&p.extras.describe, error),
+                error_type = std::any::type_name::<E>(),
                 "attempt failed, retrying"
             );
         }
         self.retries = self.retries.saturating_add(1);
         self.jitter.exponent = self.jitter.exponent.saturating_add(1);
         Ok(delay)
+    }
+}
+
+/// An error as a policy's [`Describe`] writes it, for the `error` field of tracing events.
+#[cfg(feature = "tracing")]
+struct ErrorText<'a, N, E>(&'a N, &'a E);
+
+#[cfg(feature = "tracing")]
+impl<N: Describe<E>, E> fmt::Display for ErrorText<'_, N, E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.write_error(self.1, f)
     }
 }
