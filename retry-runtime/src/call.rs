@@ -488,7 +488,9 @@ where
     }
 
     /// Starts a call whose random generator is seeded with `seed`, whatever the policy's own
-    /// seed: for simulations where every client must draw its own jitter reproducibly.
+    /// seed: for simulations where every client must draw its own jitter reproducibly. It reads
+    /// the clock as [`start`](Self::start) does (the same as the blocking one for a
+    /// [`VirtualTime`](crate::time::VirtualTime)).
     pub fn start_seeded(&self, seed: u64) -> Call<'_, Self> {
         Call {
             seed: CallSeed::new(seed),
