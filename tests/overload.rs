@@ -182,14 +182,15 @@ fn on_retry_reports_count_delay_elapsed_and_rule() {
     });
     let log = log.borrow();
     assert_eq!(log.len(), 3);
+    // Retries are numbered from 1.
     let expect = [
-        (1, 0, 2, 1, RuleId::On),
-        (0, 1, 5, 4, RuleId::When(0)),
-        (3, 2, 2, 10, RuleId::On),
+        (1, 1, 2, 1, RuleId::On),
+        (0, 2, 5, 4, RuleId::When(0)),
+        (3, 3, 2, 10, RuleId::On),
     ];
-    for ((e, info), (ee, retries, delay, elapsed, rule)) in log.iter().zip(expect) {
+    for ((e, info), (ee, retry, delay, elapsed, rule)) in log.iter().zip(expect) {
         assert_eq!(*e, ee);
-        assert_eq!(info.retries, retries);
+        assert_eq!(info.retry, retry);
         assert_eq!(info.delay, secs(delay));
         assert_eq!(info.elapsed, secs(elapsed));
         assert_eq!(info.rule, rule);
@@ -252,7 +253,7 @@ fn the_attribute_fails_fast_on_an_open_breaker() {
     backoff = constant(base = "1s"),
     jitter = none,
     hint = |e: &io::Error| (e.kind() == ErrorKind::WouldBlock).then(|| Duration::from_secs(4)),
-    on_retry = |_e: &io::Error, info: &RetryInfo| RETRIES.with(|r| r.borrow_mut().push((info.retries, info.delay, info.hinted))),
+    on_retry = |_e: &io::Error, info: &RetryInfo| RETRIES.with(|r| r.borrow_mut().push((info.retry, info.delay, info.hinted))),
 )]
 fn hinted(script: &[ErrorKind]) -> io::Result<()> {
     let n = ATTEMPTS.with(|a| {
@@ -273,7 +274,7 @@ fn the_attribute_takes_hints_and_reports_retries() {
     hinted(&[ErrorKind::WouldBlock, ErrorKind::Other]).unwrap();
     assert_eq!(time.sleeps(), [secs(4), secs(1)]);
     RETRIES.with(|r| {
-        assert_eq!(*r.borrow(), [(0, secs(4), true), (1, secs(1), false)]);
+        assert_eq!(*r.borrow(), [(1, secs(4), true), (2, secs(1), false)]);
     });
     let _ = time.now();
 }

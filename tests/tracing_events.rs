@@ -1,12 +1,14 @@
 //! The `tracing` feature: a WARN event per retry, an ERROR per give-up, a WARN per breaker
-//! rejection, captured by a test subscriber.
+//! rejection, captured by a test subscriber. Each names the function and writes the error;
+//! retries are numbered from 1, as `on_retry` and the attempt context number them.
 
+use std::cell::RefCell;
 use std::io::{self, ErrorKind};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use retry_runtime::time::VirtualTime;
-use retry_runtime::{CircuitBreaker, Constant, NoJitter, Policy};
+use retry_runtime::{CircuitBreaker, Constant, NoJitter, Policy, RetryInfo, robust};
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Level, Metadata, Subscriber};
@@ -71,6 +73,7 @@ fn capture(f: impl FnOnce()) -> Vec<Captured> {
 fn a_warn_per_retry_and_an_error_when_giving_up() {
     let time = VirtualTime::new();
     let p = Policy::builder()
+        .name("fetch")
         .retries(2)
         .backoff(Constant::new(Duration::from_millis(250)))
         .jitter(NoJitter)
@@ -85,10 +88,13 @@ fn a_warn_per_retry_and_an_error_when_giving_up() {
     for (i, e) in events[..2].iter().enumerate() {
         assert_eq!(e.level, Level::WARN);
         assert_eq!(e.get("message"), Some("attempt failed, retrying"));
-        assert_eq!(e.get("retries"), Some(i.to_string().as_str()));
+        assert_eq!(e.get("function"), Some("fetch"));
+        assert_eq!(e.get("retry"), Some((i + 1).to_string().as_str()));
         assert_eq!(e.get("delay_ms"), Some("250"));
         assert_eq!(e.get("rule"), Some("On"));
+        // The builder cannot see whether `E` has `Display`: it writes the type's name.
         assert_eq!(e.get("error"), Some("std::io::error::Error"));
+        assert_eq!(e.get("error_type"), Some("std::io::error::Error"));
     }
     assert_eq!(events[1].get("elapsed_ms"), Some("250"));
     let last = &events[2];
@@ -98,8 +104,107 @@ fn a_warn_per_retry_and_an_error_when_giving_up() {
         Some("giving up: returning the last error")
     );
     assert_eq!(last.get("reason"), Some("RetryLimit"));
+    assert_eq!(last.get("function"), Some("fetch"));
     assert_eq!(last.get("retries"), Some("2"));
     assert_eq!(last.get("elapsed_ms"), Some("500"));
+}
+
+#[test]
+fn an_unnamed_policy_has_no_function_field() {
+    let p = Policy::builder()
+        .retries(1)
+        .env(VirtualTime::new())
+        .build()
+        .unwrap();
+    let events = capture(|| {
+        let r: io::Result<()> = p.call(|_| Err(ErrorKind::Other.into()));
+        assert!(r.is_err());
+    });
+    assert_eq!(events.len(), 2, "{events:#?}");
+    assert!(events.iter().all(|e| e.get("function").is_none()));
+}
+
+thread_local! {
+    static ON_RETRY: RefCell<Vec<u32>> = const { RefCell::new(Vec::new()) };
+}
+
+#[robust(
+    retries = 2,
+    backoff = constant(base = "250ms"),
+    jitter = none,
+    attempt = ctx,
+    on_retry = |_e: &io::Error, info: &RetryInfo| ON_RETRY.with(|r| r.borrow_mut().push(info.retry)),
+)]
+fn flaky(seen: &RefCell<Vec<u32>>) -> io::Result<u32> {
+    seen.borrow_mut().push(ctx.retries());
+    if ctx.retries() < 2 {
+        Err(io::Error::other("backend down"))
+    } else {
+        Ok(7)
+    }
+}
+
+#[test]
+fn events_name_the_fn_write_the_error_and_number_retries_like_on_retry_and_the_attempt() {
+    let time = VirtualTime::new();
+    let _guard = time.install();
+    ON_RETRY.with(|r| r.borrow_mut().clear());
+    let seen = RefCell::new(Vec::new());
+    let events = capture(|| assert_eq!(flaky(&seen).unwrap(), 7));
+    assert_eq!(events.len(), 2, "{events:#?}");
+    for e in &events {
+        assert_eq!(e.level, Level::WARN);
+        assert_eq!(e.get("function"), Some("flaky"));
+        assert_eq!(
+            e.get("error"),
+            Some("backend down"),
+            "the error's Display text"
+        );
+        assert_eq!(e.get("error_type"), Some("std::io::error::Error"));
+    }
+    let event_numbers: Vec<&str> = events.iter().filter_map(|e| e.get("retry")).collect();
+    let on_retry = ON_RETRY.with(|r| r.borrow().clone());
+    let attempts = seen.into_inner();
+    // The first retry is retry 1 for on_retry, for its event and for the attempt it starts.
+    assert_eq!(on_retry, [1, 2]);
+    assert_eq!(event_numbers, ["1", "2"]);
+    assert_eq!(attempts, [0, 1, 2], "the attempt context's retries()");
+    assert_eq!(on_retry[0], attempts[1]);
+}
+
+/// An error type without `Display`.
+#[derive(Debug)]
+struct Opaque;
+
+#[robust(retries = 1, backoff = none)]
+fn opaque() -> Result<(), Opaque> {
+    Err(Opaque)
+}
+
+struct Client;
+
+impl Client {
+    #[robust(retries = 1, backoff = none)]
+    fn get(&self) -> Result<(), String> {
+        Err("503 from upstream".to_owned())
+    }
+}
+
+#[test]
+fn errors_without_display_are_named_by_type_and_methods_by_name() {
+    let events = capture(|| assert!(opaque().is_err()));
+    assert_eq!(events.len(), 2, "{events:#?}");
+    for e in &events {
+        assert_eq!(e.get("function"), Some("opaque"));
+        assert_eq!(e.get("error"), Some("tracing_events::Opaque"));
+    }
+    let events = capture(|| assert!(Client.get().is_err()));
+    assert_eq!(events.len(), 2, "{events:#?}");
+    let last = &events[1];
+    assert_eq!(last.level, Level::ERROR);
+    assert_eq!(last.get("function"), Some("get"));
+    assert_eq!(last.get("error"), Some("503 from upstream"));
+    assert_eq!(last.get("retries"), Some("1"));
 }
 
 #[test]
@@ -107,6 +212,7 @@ fn errors_that_are_not_retried_are_debug_and_rejections_warn() {
     let time = VirtualTime::new();
     let breaker = CircuitBreaker::new(2, 1, 1.0, Duration::from_secs(60), 1).unwrap();
     let p = Policy::builder()
+        .name("probe")
         .on(retry_runtime::kind::Io::of([ErrorKind::TimedOut]))
         .breaker(&breaker)
         .env(time.clone())
@@ -124,6 +230,7 @@ fn errors_that_are_not_retried_are_debug_and_rejections_warn() {
         events[0].get("message"),
         Some("error not retried: no rule matches it")
     );
+    assert!(events.iter().all(|e| e.get("function") == Some("probe")));
     assert!(
         events[1]
             .get("message")

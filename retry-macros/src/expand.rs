@@ -550,8 +550,14 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
         .on_retry
         .as_ref()
         .map_or(quote!(#p::Noop), |e| spanned_call(e, "on_retry", true));
-    let extras =
-        quote!(#p::extras(#budget_tokens, #breaker_tokens, #hint_tokens, #on_retry_tokens));
+    // Tracing events name the fn and write the error's `Display` text if it has one.
+    let fn_name = syn::ext::IdentExt::unraw(&f.sig.ident).to_string();
+    let describe = quote_spanned!(ret_span=> #pr::describe(|| #fn_name, {
+        #[allow(unused_imports)]
+        use #p::{ViaDisplay as _, ViaTypeName as _};
+        (&&#pr::Probe::<#err>::new()).error_writer()
+    }));
+    let extras = quote!(#p::extras(#budget_tokens, #breaker_tokens, #hint_tokens, #on_retry_tokens, #describe));
     let ctx = config.attempt.as_ref().map(|ctx| {
         let krate = match &config.krate {
             Some(path) => quote!(#path),
@@ -579,7 +585,7 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
     let pattern = spanned_group(quote!(#result, #fired), ret_span);
     let admit = quote_spanned! {ret_span=>
         if let ::core::option::Option::Some(#returned) =
-            #pr::admit::<#ret, _, _, _, _, _, _, _, _, _, _, _, _>(&mut #call)
+            #pr::admit::<#ret, _, _, _, _, _, _, _, _, _, _, _, _, _>(&mut #call)
         {
             return #returned;
         }
@@ -632,13 +638,19 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
         || budget
         || config.on_retry.is_some()
         || (!is_async && finite(&config.timeout));
+    // A blocking fn's call reads the clock its sleeper agrees with (std's, not tokio's).
+    let (eager, lazy) = if is_async {
+        (quote!(start), quote!(start_lazy))
+    } else {
+        (quote!(start_blocking), quote!(start_lazy_blocking))
+    };
     let (start, attempt_stmt) = if needs_clock {
         (
-            quote!(#policy.start()),
+            quote!(#policy.#eager()),
             quote!(let #attempt = #call.attempt();),
         )
     } else {
-        (quote!(#policy.start_lazy()), quote!())
+        (quote!(#policy.#lazy()), quote!())
     };
 
     // A bare name in a kind must be a value of the error type, not a binding.

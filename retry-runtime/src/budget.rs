@@ -15,6 +15,22 @@ const MILLI: f64 = 1000.0;
 /// The largest capacity or amount accepted, in tokens.
 const LIMIT: f64 = 1e12;
 
+/// `amount` (finite, in `0..=LIMIT`) in thousandths of a token, rounded to the nearest
+/// (`2.01` is 2010 thousandths, although `2.01 * 1000.0` is `2009.999…`). Ties round up.
+/// Saturates instead of overflowing, and a NaN gives 0, though callers pass validated values.
+const fn thousandths(amount: f64) -> u64 {
+    // `f64::round` is not `const` on the minimum supported Rust: round half up by hand, which
+    // is exact here since `amount * MILLI + 0.5` stays far below 2^52.
+    // (`as` saturates, and maps NaN to 0.)
+    (amount * MILLI + 0.5) as u64
+}
+
+/// Whether a non-negative `amount` is below the thousandth of a token the bucket counts in,
+/// allowing for the floating-point error of a value meant to be 0.001 (such as `0.1 * 0.01`).
+const fn below_a_thousandth(amount: f64) -> bool {
+    amount * MILLI < 1.0 - 1e-9
+}
+
 /// A token bucket shared by every call that names it (`budget = MY_BUDGET` in the attribute,
 /// [`PolicyBuilder::budget`](crate::PolicyBuilder::budget) in the builder).
 ///
@@ -51,6 +67,10 @@ impl RetryBudget {
     /// A full bucket of `capacity` tokens; each call earns `earn_per_call`, each retry spends
     /// `cost_per_retry`. Errors: a capacity or cost that is not a finite number > 0, an
     /// earning that is not a finite number >= 0, or any value above 10^12.
+    ///
+    /// Amounts are counted in thousandths of a token, rounded to the nearest (`2.01` is
+    /// exactly 2.01 tokens). A capacity, or a non-zero earning, below 0.001 is an error (it
+    /// would be zero); a cost below 0.001 costs 0.001.
     pub const fn new(
         capacity: f64,
         earn_per_call: f64,
@@ -74,22 +94,22 @@ impl RetryBudget {
                 "must be a finite number of tokens > 0 (at most 10^12)",
             ));
         }
-        let capacity = (capacity * MILLI) as u64;
-        let earn = (earn_per_call * MILLI) as u64;
-        let cost = (cost_per_retry * MILLI) as u64;
         // Amounts are kept in thousandths: a non-zero amount below that would silently be zero.
-        if capacity == 0 {
+        if below_a_thousandth(capacity) {
             return Err(ConfigError::new(
                 "capacity",
                 "must be at least 0.001 token (amounts are counted in thousandths)",
             ));
         }
-        if earn == 0 && earn_per_call > 0.0 {
+        if earn_per_call > 0.0 && below_a_thousandth(earn_per_call) {
             return Err(ConfigError::new(
                 "earn_per_call",
                 "must be 0 or at least 0.001 token (amounts are counted in thousandths)",
             ));
         }
+        let capacity = thousandths(capacity);
+        let earn = thousandths(earn_per_call);
+        let cost = thousandths(cost_per_retry);
         Ok(Self {
             milli: AtomicU64::new(capacity),
             capacity,
@@ -168,6 +188,81 @@ mod tests {
         // A tiny cost still costs one thousandth.
         let b = RetryBudget::new(0.002, 0.0, 0.0001).unwrap();
         assert!(b.try_withdraw() && b.try_withdraw() && !b.try_withdraw());
+    }
+
+    #[test]
+    fn amounts_round_to_the_nearest_thousandth() {
+        // 2.01 * 1000.0 is 2009.999…: truncated, it was 2.009 tokens.
+        let b = RetryBudget::new(2.01, 0.0, 1.0).unwrap();
+        assert_eq!(b.capacity(), 2.01);
+        assert_eq!(b.tokens(), 2.01);
+        assert!(b.try_withdraw() && b.try_withdraw());
+        assert_eq!(b.tokens(), 0.01);
+        // 1.001 * 1000.0 is 1000.999…: truncated, three costs did not empty 3.003 tokens.
+        let b = RetryBudget::new(3.003, 0.0, 1.001).unwrap();
+        assert!(b.try_withdraw() && b.try_withdraw() && b.try_withdraw());
+        assert!(!b.try_withdraw(), "three costs of 1.001 empty 3.003");
+        assert_eq!(b.tokens(), 0.0);
+        for amount in [0.3, 0.1 + 0.2, 2.01, 1.001, 4.35, 0.001, 0.1 * 0.01] {
+            let b = RetryBudget::new(amount, amount, amount).unwrap();
+            let expect = (amount * 1000.0).round() / 1000.0;
+            assert_eq!(b.capacity(), expect, "{amount}");
+            assert!(b.try_withdraw(), "{amount}: one cost fits the capacity");
+            assert_eq!(b.tokens(), 0.0, "{amount}: cost = capacity");
+            b.deposit();
+            assert_eq!(b.tokens(), expect, "{amount}: earning");
+        }
+        // Every whole number of thousandths up to 100 tokens is kept exactly.
+        for k in 1..100_000u32 {
+            let amount = f64::from(k) / 1000.0;
+            assert_eq!(thousandths(amount), u64::from(k), "{amount}");
+        }
+    }
+
+    #[test]
+    fn no_value_panics() {
+        let values = [
+            0.0,
+            -0.0,
+            5e-324,
+            0.000_999_9,
+            0.0005,
+            0.001,
+            1e12,
+            1e12 + 1.0,
+            f64::MAX,
+            f64::MIN,
+            f64::MIN_POSITIVE,
+            f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+        ];
+        for &c in &values {
+            for &e in &values {
+                for &k in &values {
+                    if let Ok(b) = RetryBudget::new(c, e, k) {
+                        b.deposit();
+                        let _ = b.try_withdraw();
+                        assert!(b.tokens().is_finite() && b.tokens() <= b.capacity());
+                    }
+                }
+            }
+        }
+        assert_eq!(
+            RetryBudget::new(0.0009999, 0.1, 1.0)
+                .unwrap_err()
+                .parameter(),
+            "capacity"
+        );
+        assert_eq!(
+            RetryBudget::new(1.0, 0.0006, 1.0).unwrap_err().parameter(),
+            "earn_per_call"
+        );
+        assert_eq!(
+            RetryBudget::new(1e12, 1e12, 1e12).unwrap().capacity(),
+            1e12,
+            "the largest values are kept exactly"
+        );
     }
 
     #[test]

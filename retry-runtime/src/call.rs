@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 
-use crate::extras::{Breaker, Budget, Extras, Hint, OnRetry, Reject, RetryInfo, RuleId};
+use crate::extras::{Breaker, Budget, Describe, Extras, Hint, OnRetry, Reject, RetryInfo, RuleId};
 use crate::hooks::{OnError, OnSuccess};
 use crate::jitter::JitterState;
 use crate::kind::{Classify, Failure};
@@ -37,6 +37,8 @@ use crate::time::{Clock, Env};
 #[derive(Clone, Copy)]
 pub struct Attempt<'a> {
     retries: u32,
+    /// Whether the call is blocking: it then reads [`Clock::now_blocking`].
+    blocking: bool,
     timeout: Option<Duration>,
     started: Instant,
     first: Instant,
@@ -55,7 +57,19 @@ impl fmt::Debug for Attempt<'_> {
 }
 
 impl Attempt<'_> {
-    /// Retries made so far in this call: 0 in the first attempt.
+    /// The current instant on the call's clock.
+    fn now(&self) -> Instant {
+        if self.blocking {
+            self.clock.now_blocking()
+        } else {
+            self.clock.now()
+        }
+    }
+
+    /// Retries made so far in this call: 0 in the first attempt, n in the attempt that retry n
+    /// started. Retries are numbered from 1: the second attempt is retry 1, as `on_retry`'s
+    /// [`RetryInfo::retry`](crate::RetryInfo::retry) and the tracing events' `retry` field
+    /// number it.
     pub const fn retries(&self) -> u32 {
         self.retries
     }
@@ -83,7 +97,7 @@ impl Attempt<'_> {
     /// Time left before the deadline (zero once past it), `None` without a timeout.
     pub fn remaining(&self) -> Option<Duration> {
         let deadline = self.deadline()?;
-        Some(deadline.saturating_duration_since(self.clock.now()))
+        Some(deadline.saturating_duration_since(self.now()))
     }
 
     /// Whether the deadline has passed.
@@ -93,7 +107,7 @@ impl Attempt<'_> {
 
     /// Time since the first attempt of this call started.
     pub fn elapsed(&self) -> Duration {
-        self.clock.now().saturating_duration_since(self.first)
+        self.now().saturating_duration_since(self.first)
     }
 }
 
@@ -117,7 +131,7 @@ pub enum Step<T, E> {
 /// use retry_runtime::time::Sleep;
 ///
 /// let policy = Policy::builder().retries(2).backoff(NoBackoff).build()?;
-/// let mut call = policy.start();
+/// let mut call = policy.start_blocking(); // a blocking loop: it sleeps with `Sleep::sleep`
 /// let mut attempts = 0;
 /// let result: Result<(), &str> = loop {
 ///     let _attempt = call.attempt();
@@ -146,6 +160,10 @@ pub struct Call<'p, P, Tm = Timed> {
 /// attempt context, no `max_delay`, no cooperative timeout, no `on_retry`), which keeps async
 /// futures small.
 pub trait Times: Default {
+    /// Whether the call blocks its thread to wait ([`Blocking`]): it then reads the clock that
+    /// agrees with [`Sleep::sleep`](crate::time::Sleep::sleep),
+    /// [`Clock::now_blocking`], instead of [`Clock::now`].
+    const BLOCKING: bool = false;
     /// When the first attempt started; records `now` if that is not known.
     fn first_or(&mut self, now: Instant) -> Instant;
     /// The current attempt's deadline.
@@ -193,6 +211,28 @@ impl Times for Untimed {
     fn set_deadline(&mut self, _: Option<Instant>) {}
 }
 
+/// The instants `Tm` of a blocking call (see [`Times`]), read from the clock that agrees with
+/// the blocking sleeper ([`Clock::now_blocking`]). [`Policy::start_blocking`] and
+/// [`Policy::start_lazy_blocking`] make such calls.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Blocking<Tm = Timed>(Tm);
+
+impl<Tm: Times> Times for Blocking<Tm> {
+    const BLOCKING: bool = true;
+    #[inline(always)]
+    fn first_or(&mut self, now: Instant) -> Instant {
+        self.0.first_or(now)
+    }
+    #[inline(always)]
+    fn deadline(&self) -> Option<Instant> {
+        self.0.deadline()
+    }
+    #[inline(always)]
+    fn set_deadline(&mut self, deadline: Option<Instant>) {
+        self.0.set_deadline(deadline)
+    }
+}
+
 /// What [`Policy::start_lazy`] keeps: nothing, unless the `tracing` feature is on, whose events
 /// report the time since the first attempt.
 #[cfg(not(feature = "tracing"))]
@@ -206,13 +246,21 @@ pub type LazyTimes = Timed;
 /// something (breaker, deadline, budget, `on_retry`) asks for it.
 struct LazyNow<'a> {
     clock: &'a dyn Clock,
+    blocking: bool,
     at: Option<Instant>,
 }
 
 impl LazyNow<'_> {
     #[inline]
     fn get(&mut self) -> Instant {
-        *self.at.get_or_insert_with(|| self.clock.now())
+        let (clock, blocking) = (self.clock, self.blocking);
+        *self.at.get_or_insert_with(|| {
+            if blocking {
+                clock.now_blocking()
+            } else {
+                clock.now()
+            }
+        })
     }
 }
 
@@ -336,14 +384,16 @@ impl rand::TryRng for RetryRng<'_> {
     }
 }
 
-impl<W, K, P, T, S, F, C, Bu, Br, H, Rt> Policy<W, K, P, T, S, F, C, Extras<Bu, Br, H, Rt>>
+impl<W, K, P, T, S, F, C, Bu, Br, H, Rt, N> Policy<W, K, P, T, S, F, C, Extras<Bu, Br, H, Rt, N>>
 where
     T: AttemptTimeout,
     C: Clock + Sync,
     Bu: Budget,
     Br: Breaker,
 {
-    /// Starts a call: a fresh retry count and clock reading.
+    /// Starts a call: a fresh retry count and clock reading. The call reads the async loop's
+    /// clock ([`Clock::now`]); a loop that waits with
+    /// [`Sleep::sleep`](crate::time::Sleep::sleep) uses [`start_blocking`](Self::start_blocking).
     pub fn start(&self) -> Call<'_, Self> {
         self.extras.budget.deposit();
         Call {
@@ -377,6 +427,49 @@ where
         }
     }
 
+    /// Starts a blocking call: as [`start`](Self::start), but every clock reading of the call
+    /// (and of its [`Attempt`]s) is [`Clock::now_blocking`], the clock that agrees with
+    /// [`Sleep::sleep`](crate::time::Sleep::sleep). For [`DefaultEnv`](crate::time::DefaultEnv)
+    /// that is the system's monotonic clock even where tokio's clock is paused, so a
+    /// `max_delay` budget and a cooperative timeout count the time the thread slept.
+    /// [`Policy::call`] and `#[robust]` on a plain `fn` start their calls this way.
+    pub fn start_blocking(&self) -> Call<'_, Self, Blocking> {
+        self.extras.budget.deposit();
+        Call {
+            policy: self,
+            retries: 0,
+            permit: crate::Permit::NONE,
+            jitter: JitterState::default(),
+            times: Blocking(Timed {
+                first: Some(self.env.now_blocking()),
+                deadline: None,
+            }),
+            seed: CallSeed::default(),
+        }
+    }
+
+    /// [`start_lazy`](Self::start_lazy) for a blocking call: reads the clock only when
+    /// something needs it, and then the blocking one (see
+    /// [`start_blocking`](Self::start_blocking)).
+    pub fn start_lazy_blocking(&self) -> Call<'_, Self, Blocking<LazyTimes>> {
+        #[cfg(feature = "tracing")]
+        {
+            self.start_blocking()
+        }
+        #[cfg(not(feature = "tracing"))]
+        {
+            let call = self.start_untimed();
+            Call {
+                policy: call.policy,
+                retries: call.retries,
+                permit: call.permit,
+                jitter: call.jitter,
+                times: Blocking(Untimed),
+                seed: call.seed,
+            }
+        }
+    }
+
     /// Starts a call that keeps no instants at all ([`Untimed`]), for policies whose rules
     /// have no `max_delay` and that have no `on_retry` callback: such a call does not know when
     /// its first attempt started, so a `max_delay` budget would never be spent and
@@ -395,7 +488,9 @@ where
     }
 
     /// Starts a call whose random generator is seeded with `seed`, whatever the policy's own
-    /// seed: for simulations where every client must draw its own jitter reproducibly.
+    /// seed: for simulations where every client must draw its own jitter reproducibly. It reads
+    /// the clock as [`start`](Self::start) does (the same as the blocking one for a
+    /// [`VirtualTime`](crate::time::VirtualTime)).
     pub fn start_seeded(&self, seed: u64) -> Call<'_, Self> {
         Call {
             seed: CallSeed::new(seed),
@@ -408,6 +503,10 @@ where
     /// A configured timeout is cooperative here (a running thread cannot be cancelled): the
     /// body reads its deadline through the [`Attempt`]; an error returned after the deadline
     /// counts as a `Timeout`; a late success is still returned.
+    ///
+    /// The call reads the clock that agrees with its sleeper ([`Clock::now_blocking`], see
+    /// [`start_blocking`](Self::start_blocking)): called inside a tokio runtime whose clock is
+    /// paused, it still sees real time pass while it sleeps.
     pub fn call<'p, R, E, G>(&'p self, mut body: G) -> Result<R, E>
     where
         G: FnMut(Attempt<'p>) -> Result<R, E>,
@@ -420,8 +519,9 @@ where
         Br: Reject<E>,
         H: Hint<E>,
         Rt: OnRetry<E>,
+        N: Describe<E>,
     {
-        let mut call = self.start();
+        let mut call = self.start_blocking();
         loop {
             if let Some(rejected) = call.admit() {
                 return rejected;
@@ -436,7 +536,7 @@ where
 }
 
 #[cfg(feature = "tokio")]
-impl<W, K, P, T, S, F, C, Bu, Br, H, Rt> Policy<W, K, P, T, S, F, C, Extras<Bu, Br, H, Rt>>
+impl<W, K, P, T, S, F, C, Bu, Br, H, Rt, N> Policy<W, K, P, T, S, F, C, Extras<Bu, Br, H, Rt, N>>
 where
     C: Clock + Sync,
     Bu: Budget,
@@ -480,6 +580,7 @@ where
         Br: Reject<E>,
         H: Hint<E>,
         Rt: OnRetry<E>,
+        N: Describe<E>,
     {
         let mut call = self.start();
         loop {
@@ -496,8 +597,8 @@ where
     }
 }
 
-impl<'p, W, K, P, T, S, F, C, Bu, Br, H, Rt, Tm>
-    Call<'p, Policy<W, K, P, T, S, F, C, Extras<Bu, Br, H, Rt>>, Tm>
+impl<'p, W, K, P, T, S, F, C, Bu, Br, H, Rt, N, Tm>
+    Call<'p, Policy<W, K, P, T, S, F, C, Extras<Bu, Br, H, Rt, N>>, Tm>
 where
     T: AttemptTimeout,
     C: Clock + Sync,
@@ -505,24 +606,37 @@ where
     Br: Breaker,
     Tm: Times,
 {
+    /// The current instant on the call's clock: [`Clock::now_blocking`] for a blocking call,
+    /// [`Clock::now`] otherwise.
+    #[inline]
+    fn now(&self) -> Instant {
+        if Tm::BLOCKING {
+            self.policy.env.now_blocking()
+        } else {
+            self.policy.env.now()
+        }
+    }
+
     /// Asks the circuit breaker (if any) whether the next attempt may start: `Some` with the
     /// error to return at once (`E::from(Open)`) when the breaker is open.
     #[inline]
     pub fn admit<R, E>(&mut self) -> Option<Result<R, E>>
     where
         Br: Reject<E>,
+        N: Describe<E>,
     {
         if !Br::ACTIVE {
             return None;
         }
         let breaker = &self.policy.extras.breaker;
-        if let Some(permit) = breaker.acquire(self.policy.env.now()) {
+        if let Some(permit) = breaker.acquire(self.now()) {
             self.permit = permit;
             return None;
         }
         #[cfg(feature = "tracing")]
         tracing::warn!(
             target: "retry_runtime",
+            function = Describe::<E>::name(&self.policy.extras.describe),
             retries = self.retries,
             "circuit breaker open: attempt rejected without running it"
         );
@@ -531,13 +645,14 @@ where
 
     /// Marks the start of an attempt and returns its context.
     pub fn attempt(&mut self) -> Attempt<'p> {
-        let started = self.policy.env.now();
+        let started = self.now();
         let first = self.times.first_or(started);
         let timeout = self.policy.timeout.limit();
         self.times
             .set_deadline(timeout.and_then(|t| started.checked_add(t)));
         Attempt {
             retries: self.retries,
+            blocking: Tm::BLOCKING,
             timeout,
             started,
             first,
@@ -545,7 +660,7 @@ where
         }
     }
 
-    /// Retries made so far.
+    /// Retries made so far: 0 during the first attempt, n during the attempt retry n started.
     pub const fn retries(&self) -> u32 {
         self.retries
     }
@@ -555,9 +670,11 @@ where
     /// deadline also counts as timed out.
     ///
     /// On success, `on_success()` is called and the value returned. On error, `on_error(&e,
-    /// retries)` is called; then the first matching rule decides: no rule, its retry limit
-    /// reached, or its `max_delay` budget unable to fit the next delay returns the error
-    /// unchanged; otherwise the delay (strategy, jitter, scale) is returned for sleeping.
+    /// retries)` is called (`retries` is the failed attempt's [`Attempt::retries`]); then the
+    /// first matching rule decides: no rule, its retry limit reached, or its `max_delay`
+    /// budget unable to fit the next delay returns the error unchanged; otherwise `on_retry`
+    /// is called (with [`RetryInfo::retry`] = the number of the retry about to be made, 1 for
+    /// the first) and the delay (strategy, jitter, scale) is returned for sleeping.
     #[inline]
     pub fn settle<R, E>(&mut self, result: Result<R, E>, timed_out: bool) -> Step<R, E>
     where
@@ -568,9 +685,11 @@ where
         F: OnError<E>,
         H: Hint<E>,
         Rt: OnRetry<E>,
+        N: Describe<E>,
     {
         let mut now = LazyNow {
             clock: &self.policy.env,
+            blocking: Tm::BLOCKING,
             at: None,
         };
         if Br::ACTIVE {
@@ -588,7 +707,7 @@ where
                 Ok(delay) => Step::Retry(delay),
                 Err(_reason) => {
                     #[cfg(feature = "tracing")]
-                    self.trace_give_up::<E>(_reason);
+                    self.trace_give_up(&error, _reason);
                     Step::Return(Err(error))
                 }
             },
@@ -597,19 +716,34 @@ where
 
     #[cfg(feature = "tracing")]
     #[cold]
-    fn trace_give_up<E>(&mut self, reason: GiveUp) {
-        let error = std::any::type_name::<E>();
+    fn trace_give_up<E>(&mut self, error: &E, reason: GiveUp)
+    where
+        N: Describe<E>,
+    {
+        let describe = &self.policy.extras.describe;
+        let function = describe.name();
+        let error_type = std::any::type_name::<E>();
+        let error = ErrorText(describe, error);
         if reason == GiveUp::NotRetryable {
-            tracing::debug!(target: "retry_runtime", retries = self.retries, error, "error not retried: no rule matches it");
+            tracing::debug!(
+                target: "retry_runtime",
+                function,
+                retries = self.retries,
+                error = %error,
+                error_type,
+                "error not retried: no rule matches it"
+            );
         } else if tracing::enabled!(target: "retry_runtime", tracing::Level::ERROR) {
-            let now = self.policy.env.now();
+            let now = self.now();
             let elapsed = now.saturating_duration_since(self.times.first_or(now));
             tracing::error!(
                 target: "retry_runtime",
+                function,
                 retries = self.retries,
                 elapsed_ms = elapsed.as_millis() as u64,
                 reason = ?reason,
-                error,
+                error = %error,
+                error_type,
                 "giving up: returning the last error"
             );
         }
@@ -631,6 +765,7 @@ where
         F: OnError<E>,
         H: Hint<E>,
         Rt: OnRetry<E>,
+        N: Describe<E>,
     {
         let p = self.policy;
         let timed_out = timed_out || self.times.deadline().is_some_and(|d| now.get() >= d);
@@ -663,7 +798,7 @@ where
         if Rt::ACTIVE || trace {
             let now = now.get();
             let info = RetryInfo {
-                retries: self.retries,
+                retry: self.retries.saturating_add(1),
                 delay,
                 elapsed: now.saturating_duration_since(self.times.first_or(now)),
                 rule,
@@ -673,17 +808,30 @@ where
             #[cfg(feature = "tracing")]
             tracing::warn!(
                 target: "retry_runtime",
-                retries = info.retries,
+                function = p.extras.describe.name(),
+                retry = info.retry,
                 delay_ms = info.delay.as_millis() as u64,
                 elapsed_ms = info.elapsed.as_millis() as u64,
                 rule = ?info.rule,
                 hinted = info.hinted,
-                error = std::any::type_name::<E>(),
+                error = %ErrorText(&p.extras.describe, error),
+                error_type = std::any::type_name::<E>(),
                 "attempt failed, retrying"
             );
         }
         self.retries = self.retries.saturating_add(1);
         self.jitter.exponent = self.jitter.exponent.saturating_add(1);
         Ok(delay)
+    }
+}
+
+/// An error as a policy's [`Describe`] writes it, for the `error` field of tracing events.
+#[cfg(feature = "tracing")]
+struct ErrorText<'a, N, E>(&'a N, &'a E);
+
+#[cfg(feature = "tracing")]
+impl<N: Describe<E>, E> fmt::Display for ErrorText<'_, N, E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.write_error(self.1, f)
     }
 }

@@ -6,32 +6,27 @@ use std::time::Duration;
 use crate::ConfigError;
 
 /// Parses a duration written as a humantime string (`"2s"`, `"150ms"`, `"1m 30s"`) or a
-/// number of seconds (`"1"`, `"0.5"`). Negative, NaN and infinite values are rejected.
+/// number of seconds (`"1"`, `"0.5"`). Negative values (other than `-0`, which is zero: the
+/// sign is the value's), NaN, infinite values and values above 10^18 seconds are rejected.
+/// No input panics.
 ///
 /// ```
 /// use std::time::Duration;
 /// use retry_runtime::parse_duration;
 /// assert_eq!(parse_duration("1m 30s")?, Duration::from_secs(90));
 /// assert_eq!(parse_duration("0.25")?, Duration::from_millis(250));
+/// assert_eq!(parse_duration("-0")?, Duration::ZERO);
 /// assert!(parse_duration("-1").is_err());
 /// assert!(parse_duration("soon").is_err());
+/// assert!(parse_duration("18446744073709551615s 1000000000ns").is_err()); // too large
 /// # Ok::<(), retry_runtime::ConfigError>(())
 /// ```
 pub fn parse_duration(s: &str) -> Result<Duration, ConfigError> {
-    let t = s.trim();
-    if let Ok(secs) = t.parse::<f64>() {
-        return duration_from_secs("duration", secs);
-    }
-    humantime::parse_duration(t).map_err(|_| {
-        ConfigError::new(
-            "duration",
-            "must be a humantime string like \"2s\", \"150ms\" or \"1m 30s\", or a number of seconds",
-        )
-    })
+    crate::duration_text::parse(s).map_err(|rule| ConfigError::new("duration", rule))
 }
 
-/// A duration of `secs` seconds for `parameter`. Errors: negative, NaN, infinite, or too large
-/// for a [`Duration`].
+/// A duration of `secs` seconds for `parameter`. Errors: negative (`-0.0` is zero), NaN,
+/// infinite, or too large for a [`Duration`].
 ///
 /// ```
 /// use std::time::Duration;
@@ -47,6 +42,10 @@ pub fn duration_from_secs(parameter: &'static str, secs: f64) -> Result<Duration
             "must be a finite number of seconds",
         ));
     }
+    if secs == 0.0 {
+        // `-0.0` included: the sign is the value's, and zero has none.
+        return Ok(Duration::ZERO);
+    }
     if secs < 0.0 {
         return Err(ConfigError::new(parameter, "must not be negative"));
     }
@@ -55,13 +54,15 @@ pub fn duration_from_secs(parameter: &'static str, secs: f64) -> Result<Duration
 }
 
 /// A limit of `secs` seconds where a negative number means "infinite" (`None`), as `timeout` and
-/// `max_delay` read it. Errors: NaN, infinite, or too large.
+/// `max_delay` read it; `-0.0` is zero, not negative (the sign is the value's). Errors: NaN,
+/// infinite, or too large.
 ///
 /// ```
 /// use std::time::Duration;
 /// use retry_runtime::limit_from_secs;
 /// assert_eq!(limit_from_secs("max_delay", -1.0)?, None);
 /// assert_eq!(limit_from_secs("max_delay", 2.0)?, Some(Duration::from_secs(2)));
+/// assert_eq!(limit_from_secs("max_delay", -0.0)?, Some(Duration::ZERO));
 /// assert!(limit_from_secs("max_delay", f64::NAN).is_err());
 /// # Ok::<(), retry_runtime::ConfigError>(())
 /// ```
@@ -94,5 +95,21 @@ mod tests {
         }
         assert!(limit_from_secs("t", f64::NEG_INFINITY).is_err());
         assert!(limit_from_secs("t", f64::INFINITY).is_err());
+    }
+
+    #[test]
+    fn minus_zero_is_zero() {
+        assert_eq!(parse_duration("-0").unwrap(), Duration::ZERO);
+        assert_eq!(parse_duration("-0s").unwrap(), Duration::ZERO);
+        assert_eq!(limit_from_secs("t", -0.0).unwrap(), Some(Duration::ZERO));
+        assert_eq!(duration_from_secs("t", -0.0).unwrap(), Duration::ZERO);
+        assert_eq!(limit_from_secs("t", -1.0).unwrap(), None);
+    }
+
+    #[test]
+    fn overflowing_strings_are_errors_not_panics() {
+        let e = parse_duration("18446744073709551615s 1000000000ns").unwrap_err();
+        assert_eq!(e.parameter(), "duration");
+        assert!(e.rule().contains("too large"), "{e}");
     }
 }

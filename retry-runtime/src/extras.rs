@@ -1,31 +1,97 @@
-//! Overload protection and observation: retry budget, circuit breaker, server-hinted delays
-//! and the `on_retry` callback. Each is a type parameter of [`Extras`] whose default does
-//! nothing and costs nothing.
+//! Overload protection and observation: retry budget, circuit breaker, server-hinted delays,
+//! the `on_retry` callback and what tracing events call the function. Each is a type
+//! parameter of [`Extras`] whose default does nothing and costs nothing.
 
+use std::fmt;
 use std::time::{Duration, Instant};
 
 use crate::breaker::{CircuitBreaker, Open, Permit};
 use crate::budget::RetryBudget;
 use crate::hooks::Noop;
 
-/// The overload-protection settings of a policy: budget `Bu`, breaker `Br`, hint `H` and
-/// `on_retry` callback `R`.
+/// The overload-protection and observation settings of a policy: budget `Bu`, breaker `Br`,
+/// hint `H`, `on_retry` callback `R` and the description `N` its tracing events give of the
+/// call ([`Describe`]).
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Extras<Bu = (), Br = (), H = Noop, R = Noop> {
+pub struct Extras<Bu = (), Br = (), H = Noop, R = Noop, N = ()> {
     pub(crate) budget: Bu,
     pub(crate) breaker: Br,
     pub(crate) hint: H,
     pub(crate) on_retry: R,
+    pub(crate) describe: N,
 }
 
 impl Extras {
-    /// Nothing: no budget, no breaker, no hint, no callback.
+    /// Nothing: no budget, no breaker, no hint, no callback, no name.
     pub const NONE: Self = Extras {
         budget: (),
         breaker: (),
         hint: Noop,
         on_retry: Noop,
+        describe: (),
     };
+}
+
+/// What the tracing events of a policy's calls say about them: the name of the retried
+/// function (the `function` field) and how an error is written (the `error` field).
+///
+/// `()`, the default, names no function and writes the error's type name; [`Name`], set with
+/// [`PolicyBuilder::name`](crate::PolicyBuilder::name), names the function; `#[robust]` gives
+/// the fn's name and writes the error's `Display` text when its type has one. Nothing reads it
+/// without the `tracing` feature.
+pub trait Describe<E> {
+    /// The name of the retried function, if known.
+    fn name(&self) -> Option<&'static str> {
+        None
+    }
+
+    /// Writes `error` for an event: by default, the name of its type.
+    fn write_error(&self, error: &E, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let _ = error;
+        f.write_str(std::any::type_name::<E>())
+    }
+}
+
+impl<E> Describe<E> for () {}
+
+/// The name of a policy's function for its tracing events, set with
+/// [`PolicyBuilder::name`](crate::PolicyBuilder::name). Without the `tracing` feature it is
+/// not kept (nothing would read it) and takes no space.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Name {
+    #[cfg(feature = "tracing")]
+    name: &'static str,
+}
+
+impl Name {
+    /// A function name.
+    pub const fn new(name: &'static str) -> Self {
+        #[cfg(not(feature = "tracing"))]
+        let _ = name;
+        Name {
+            #[cfg(feature = "tracing")]
+            name,
+        }
+    }
+
+    /// The name; `None` without the `tracing` feature, which does not keep it.
+    pub const fn get(&self) -> Option<&'static str> {
+        #[cfg(feature = "tracing")]
+        {
+            Some(self.name)
+        }
+        #[cfg(not(feature = "tracing"))]
+        {
+            None
+        }
+    }
+}
+
+impl<E> Describe<E> for Name {
+    #[inline]
+    fn name(&self) -> Option<&'static str> {
+        self.get()
+    }
 }
 
 /// A retry budget, or `()` for none.
@@ -145,11 +211,16 @@ pub enum RuleId {
 }
 
 /// What `on_retry` learns about the retry about to be made.
+///
+/// Retries are numbered from 1 everywhere: [`retry`](Self::retry) is 1 for the first retry,
+/// the `retry` field of the tracing event for it says 1, and the attempt it starts sees
+/// [`Attempt::retries`](crate::Attempt::retries) = 1.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct RetryInfo {
-    /// Retries made before this one (0 for the first retry).
-    pub retries: u32,
+    /// The number of this retry: 1 for the first. It is also the
+    /// [`Attempt::retries`](crate::Attempt::retries) of the attempt this retry starts.
+    pub retry: u32,
     /// The delay about to be slept.
     pub delay: Duration,
     /// Time since the first attempt of the call started.

@@ -28,7 +28,9 @@ impl<F: Fn()> OnSuccess for F {
 }
 
 /// Called after every failed attempt, the last one too, with the error and the number of
-/// retries made so far. Implemented for every `Fn(&E, u32)`.
+/// retries made so far: the failed attempt's [`Attempt::retries`](crate::Attempt::retries),
+/// 0 for the first attempt, 1 for the attempt retry 1 started, and so on. Implemented for
+/// every `Fn(&E, u32)`.
 #[diagnostic::on_unimplemented(
     message = "`on_error` must be a `Fn(&{E}, u32)` callback",
     label = "expected a closure or fn taking the error and the retry count"

@@ -9,6 +9,18 @@
 //! [`Elapsed`], `Box<dyn Error [+ Send [+ Sync]]>` and, with the `anyhow` feature,
 //! `anyhow::Error`; [`inspect_error!`](crate::inspect_error) implements it for your own error
 //! types. (The `#[robust]` attribute finds the chain of any `E: Error` by itself.)
+//!
+//! # Transparent wrappers
+//!
+//! `Io` (and `Timeout`'s search for an `io::Error` of kind `TimedOut`) never matches an
+//! `io::Error` wrapped in a thiserror variant marked `#[error(transparent)]`: such a wrapper
+//! forwards `source()` to the wrapped error's *own* source, so the chain goes from the wrapper
+//! straight past the `io::Error` without showing it. Two forms work:
+//!
+//! - a pattern naming the variant, `on = [MyError::Io(_)]` in the attribute
+//!   ([`Predicate`] in the builder: `Predicate(|e: &MyError| matches!(e, MyError::Io(_)))`);
+//! - a variant with a message of its own, `#[error("io: {0}")] Io(#[from] std::io::Error)`,
+//!   whose `source()` is the `io::Error`.
 
 use std::error::Error;
 use std::io;
@@ -172,6 +184,10 @@ impl<E: Inspect> Classify<E> for Timeout {
 
 /// An `std::io::Error` is in the error's `source()` chain; [`Io::of`] restricts it to some
 /// kinds. `N` is the number of kinds (0 = any kind).
+///
+/// An `io::Error` inside a thiserror `#[error(transparent)]` variant is not in that chain (see
+/// [Transparent wrappers](self#transparent-wrappers)): match the variant with a pattern, or
+/// give it a message of its own (`#[error("io: {0}")]`).
 ///
 /// ```
 /// use std::io::ErrorKind::{ConnectionRefused, ConnectionReset};

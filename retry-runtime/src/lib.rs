@@ -47,7 +47,8 @@
 //! - `tokio` (default): [`Policy::call_async`] and async timeouts.
 //! - `macros` (default): re-exports the `#[robust]` attribute.
 //! - `anyhow` (default): the `Io` and `Timeout` kinds look inside `anyhow::Error`.
-//! - `tracing`: events for retries, give-ups and breaker rejections.
+//! - `tracing`: events for retries, give-ups and breaker rejections, naming the function
+//!   ([`PolicyBuilder::name`]; `#[robust]` gives its fn's name) and the error.
 
 #![warn(missing_docs)]
 
@@ -57,6 +58,7 @@ mod budget;
 mod call;
 pub mod checks;
 mod duration;
+mod duration_text;
 mod error;
 mod extras;
 mod hooks;
@@ -76,10 +78,12 @@ pub use backoff::{
 };
 pub use breaker::{BreakerState, CircuitBreaker, MAX_WINDOW, Open, Permit};
 pub use budget::RetryBudget;
-pub use call::{Attempt, Call, LazyTimes, Step, Timed, Times, Untimed};
+pub use call::{Attempt, Blocking, Call, LazyTimes, Step, Timed, Times, Untimed};
 pub use duration::{duration_from_secs, limit_from_secs, parse_duration};
 pub use error::{ConfigError, Elapsed};
-pub use extras::{Breaker, Budget, Extras, Hint, OnRetry, Reject, RetryInfo, RuleId};
+pub use extras::{
+    Breaker, Budget, Describe, Extras, Hint, Name, OnRetry, Reject, RetryInfo, RuleId,
+};
 pub use hooks::{Noop, OnError, OnSuccess};
 pub use jitter::{
     AwsDecorrelated, Decorrelated, EqualJitter, FullJitter, Jitter, JitterState, NoJitter,

@@ -390,7 +390,9 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
     }
 
     /// Called after every failed attempt (the last one too), before the retry decision, with
-    /// the error and the number of retries made so far: any `Fn(&E, u32)`.
+    /// the error and the number of retries made so far (the failed attempt's
+    /// [`Attempt::retries`](crate::Attempt::retries): 0 for the first attempt): any
+    /// `Fn(&E, u32)`.
     pub fn on_error<E, F2: Fn(&E, u32)>(
         self,
         callback: F2,
@@ -475,8 +477,8 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
     }
 }
 
-impl<W, K, B, J, T, S, F, C, Bu, Br, H, R>
-    PolicyBuilder<W, K, B, J, T, S, F, C, Extras<Bu, Br, H, R>>
+impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N>
+    PolicyBuilder<W, K, B, J, T, S, F, C, Extras<Bu, Br, H, R, N>>
 {
     /// Shares a retry budget: every call earns tokens, every retry spends them, and a retry
     /// that finds the budget empty is not made.
@@ -493,7 +495,7 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R>
     ///     .budget(&budget)
     ///     .breaker(&breaker)
     ///     .hint(|e: &std::io::Error| None)
-    ///     .on_retry(|e: &std::io::Error, info| eprintln!("retry {} in {:?}", info.retries, info.delay))
+    ///     .on_retry(|e: &std::io::Error, info| eprintln!("retry {} in {:?}", info.retry, info.delay))
     ///     .build()?;
     /// let mut attempts = 0;
     /// let r: std::io::Result<()> = policy.call(|_| {
@@ -507,12 +509,13 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R>
     pub fn budget(
         self,
         budget: &RetryBudget,
-    ) -> PolicyBuilder<W, K, B, J, T, S, F, C, Extras<&RetryBudget, Br, H, R>> {
+    ) -> PolicyBuilder<W, K, B, J, T, S, F, C, Extras<&RetryBudget, Br, H, R, N>> {
         self.map_extras(|x| Extras {
             budget,
             breaker: x.breaker,
             hint: x.hint,
             on_retry: x.on_retry,
+            describe: x.describe,
         })
     }
 
@@ -521,12 +524,13 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R>
     pub fn breaker(
         self,
         breaker: &CircuitBreaker,
-    ) -> PolicyBuilder<W, K, B, J, T, S, F, C, Extras<Bu, &CircuitBreaker, H, R>> {
+    ) -> PolicyBuilder<W, K, B, J, T, S, F, C, Extras<Bu, &CircuitBreaker, H, R, N>> {
         self.map_extras(|x| Extras {
             budget: x.budget,
             breaker,
             hint: x.hint,
             on_retry: x.on_retry,
+            describe: x.describe,
         })
     }
 
@@ -535,26 +539,56 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R>
     pub fn hint<E, H2: Fn(&E) -> Option<Duration>>(
         self,
         hint: H2,
-    ) -> PolicyBuilder<W, K, B, J, T, S, F, C, Extras<Bu, Br, H2, R>> {
+    ) -> PolicyBuilder<W, K, B, J, T, S, F, C, Extras<Bu, Br, H2, R, N>> {
         self.map_extras(|x| Extras {
             budget: x.budget,
             breaker: x.breaker,
             hint,
             on_retry: x.on_retry,
+            describe: x.describe,
         })
     }
 
     /// Called before each retry's sleep with the error and a [`RetryInfo`](crate::RetryInfo):
-    /// the retry count, the delay, the time since the first attempt and the rule that matched.
+    /// the number of the retry (1 for the first), the delay, the time since the first attempt
+    /// and the rule that matched.
     pub fn on_retry<E, R2: Fn(&E, &crate::RetryInfo)>(
         self,
         on_retry: R2,
-    ) -> PolicyBuilder<W, K, B, J, T, S, F, C, Extras<Bu, Br, H, R2>> {
+    ) -> PolicyBuilder<W, K, B, J, T, S, F, C, Extras<Bu, Br, H, R2, N>> {
         self.map_extras(|x| Extras {
             budget: x.budget,
             breaker: x.breaker,
             hint: x.hint,
             on_retry,
+            describe: x.describe,
+        })
+    }
+
+    /// Names the function this policy retries, for its tracing events (feature `tracing`):
+    /// each event then carries `function = "<name>"`. Without the feature the name is not
+    /// kept and costs nothing. (`#[robust]` names its fn by itself.)
+    ///
+    /// ```
+    /// use retry_runtime::{NoBackoff, Policy};
+    ///
+    /// let policy = Policy::builder().name("fetch").retries(1).backoff(NoBackoff).build()?;
+    /// // Events: "attempt failed, retrying" with function = "fetch", retry = 1, then
+    /// // "giving up: returning the last error" with function = "fetch", retries = 1.
+    /// let r: std::io::Result<()> = policy.call(|_| Err(std::io::ErrorKind::Other.into()));
+    /// assert!(r.is_err());
+    /// # Ok::<(), retry_runtime::ConfigError>(())
+    /// ```
+    pub fn name(
+        self,
+        name: &'static str,
+    ) -> PolicyBuilder<W, K, B, J, T, S, F, C, Extras<Bu, Br, H, R, crate::Name>> {
+        self.map_extras(|x| Extras {
+            budget: x.budget,
+            breaker: x.breaker,
+            hint: x.hint,
+            on_retry: x.on_retry,
+            describe: crate::Name::new(name),
         })
     }
 }

@@ -347,19 +347,117 @@ pub fn backoff_on(
     })
 }
 
-/// The overload-protection settings written in the attribute.
+/// The overload-protection settings written in the attribute, and what its tracing events
+/// say about the fn ([`describe`]).
 #[inline(always)]
-pub const fn extras<Bu, Br, H, R>(
+pub const fn extras<Bu, Br, H, R, N>(
     budget: Bu,
     breaker: Br,
     hint: H,
     on_retry: R,
-) -> Extras<Bu, Br, H, R> {
+    describe: N,
+) -> Extras<Bu, Br, H, R, N> {
     Extras {
         budget,
         breaker,
         hint,
         on_retry,
+        describe,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// What tracing events say about an annotated fn: its name, and its error's `Display` text when
+// the error type has one (found by autoref specialisation, like the inspector above), its type
+// name otherwise. Both parts are zero-sized: a closure returning the name, a marker type.
+
+/// The fn's name and the way to write its errors; see [`describe`].
+pub struct Described<Nm, D> {
+    name: Nm,
+    _error: D,
+}
+
+impl<Nm, D> std::fmt::Debug for Described<Nm, D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Described")
+    }
+}
+
+impl<Nm: Clone, D: Clone> Clone for Described<Nm, D> {
+    fn clone(&self) -> Self {
+        Described {
+            name: self.name.clone(),
+            _error: self._error.clone(),
+        }
+    }
+}
+impl<Nm: Copy, D: Copy> Copy for Described<Nm, D> {}
+
+/// What the events of an annotated fn say: `name` returns the fn's name; `error` is the
+/// marker `(&&Probe::<E>::new()).error_writer()` picked (`DisplayText` or `TypeName`).
+#[inline(always)]
+pub const fn describe<Nm: Fn() -> &'static str, D>(name: Nm, error: D) -> Described<Nm, D> {
+    Described {
+        name,
+        _error: error,
+    }
+}
+
+impl<E, Nm: Fn() -> &'static str, D: WriteError<E>> crate::Describe<E> for Described<Nm, D> {
+    #[inline]
+    fn name(&self) -> Option<&'static str> {
+        Some((self.name)())
+    }
+    fn write_error(&self, error: &E, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        D::write_error(error, f)
+    }
+}
+
+/// How an error of type `E` is written in an event.
+pub trait WriteError<E> {
+    /// Writes `error`.
+    fn write_error(error: &E, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result;
+}
+
+/// Writes an error with its `Display` text.
+#[derive(Debug, Clone, Copy)]
+pub struct DisplayText;
+impl<E: std::fmt::Display> WriteError<E> for DisplayText {
+    #[inline]
+    fn write_error(error: &E, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(error, f)
+    }
+}
+
+/// Writes an error as the name of its type (it has no `Display`).
+#[derive(Debug, Clone, Copy)]
+pub struct TypeName;
+impl<E> WriteError<E> for TypeName {
+    #[inline]
+    fn write_error(_: &E, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(std::any::type_name::<E>())
+    }
+}
+
+/// First choice: `E: Display`.
+pub trait ViaDisplay<E> {
+    /// The marker.
+    fn error_writer(&self) -> DisplayText;
+}
+impl<E: std::fmt::Display> ViaDisplay<E> for &Probe<E> {
+    fn error_writer(&self) -> DisplayText {
+        DisplayText
+    }
+}
+
+/// Otherwise: the type's name.
+pub trait ViaTypeName<E> {
+    /// The marker.
+    fn error_writer(&self) -> TypeName;
+}
+impl<E> ViaTypeName<E> for Probe<E> {
+    fn error_writer(&self) -> TypeName {
+        TypeName
     }
 }
 
@@ -400,8 +498,8 @@ impl<E> crate::Reject<E> for BreakerOf<'_, E> {
 /// non-`Result` return type is then reported once, there).
 #[inline(always)]
 #[allow(clippy::type_complexity)]
-pub fn admit<'p, Ret, W, K, P, T, S, F, C, Bu, Br, H, Rt, Tm>(
-    call: &mut crate::Call<'p, Policy<W, K, P, T, S, F, C, Extras<Bu, Br, H, Rt>>, Tm>,
+pub fn admit<'p, Ret, W, K, P, T, S, F, C, Bu, Br, H, Rt, N, Tm>(
+    call: &mut crate::Call<'p, Policy<W, K, P, T, S, F, C, Extras<Bu, Br, H, Rt, N>>, Tm>,
 ) -> Option<Ret>
 where
     Tm: crate::call::Times,
@@ -410,6 +508,7 @@ where
     C: crate::time::Clock + Sync,
     Bu: crate::Budget,
     Br: crate::Breaker + crate::Reject<Ret::Err>,
+    N: crate::Describe<Ret::Err>,
 {
     call.admit().map(Ret::from_result)
 }

@@ -1,21 +1,44 @@
 //! Clocks and sleepers: where the retry loop reads time and waits.
 //!
-//! The loop never calls `Instant::now()` or sleeps directly; it asks its [`Env`]. The default,
-//! [`DefaultEnv`], uses the tokio clock when the `tokio` feature is on (so tokio's paused clock
-//! drives it in tests) and `std::thread::sleep` / `tokio::time::sleep` to wait. Tests and
-//! simulations use [`VirtualTime`], where sleeping only advances a counter; installed with
-//! [`VirtualTime::install`], it also replaces the real clock of [`DefaultEnv`] on one thread.
+//! The loop never calls `Instant::now()` or sleeps directly; it asks its [`Env`]. Each loop
+//! reads the clock that agrees with the way it waits, so that time spent sleeping is time
+//! seen to pass (a `max_delay` budget is spent, a cooperative timeout counts down):
+//!
+//! - the **blocking** loop ([`Policy::call`](crate::Policy::call), `#[robust]` on a plain
+//!   `fn`) reads [`Clock::now_blocking`] and waits with [`Sleep::sleep`]; for [`DefaultEnv`]
+//!   that is the system's monotonic clock (`std::time::Instant::now()`) and
+//!   `std::thread::sleep`, even inside a tokio runtime whose clock is paused;
+//! - the **async** loop ([`Policy::call_async`](crate::Policy::call_async), `#[robust]` on an
+//!   `async fn`) reads [`Clock::now`] and waits with [`AsyncSleep`] or tokio's timer; for
+//!   [`DefaultEnv`] with the `tokio` feature that is tokio's clock
+//!   (`tokio::time::Instant::now()`), so tokio's paused clock drives it in tests
+//!   (`#[tokio::test(start_paused = true)]`);
+//! - a [`VirtualTime`] overrides both: sleeping only advances a counter. Installed with
+//!   [`VirtualTime::install`], it replaces the clock and sleepers of [`DefaultEnv`] on one
+//!   thread.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
 /// A source of the current time.
 pub trait Clock {
-    /// The current instant.
+    /// The current instant, as the async loop reads it: the clock that agrees with
+    /// [`AsyncSleep`] (for [`DefaultEnv`], tokio's clock when the `tokio` feature is on).
     fn now(&self) -> Instant;
+
+    /// The current instant, as the blocking loop reads it: the clock that agrees with
+    /// [`Sleep::sleep`] (for [`DefaultEnv`], the system's monotonic clock, whatever tokio's
+    /// clock says).
+    ///
+    /// The default is [`now`](Self::now), right for a clock whose blocking and async sleepers
+    /// both advance it (a virtual clock). Override it when they wait on different clocks.
+    #[inline]
+    fn now_blocking(&self) -> Instant {
+        self.now()
+    }
 
     /// A fixed seed for the random generator of calls made in this environment, if the
     /// environment fixes one (a [`VirtualTime`] made with [`VirtualTime::seeded`] does). A seed
@@ -25,13 +48,15 @@ pub trait Clock {
     }
 }
 
-/// A way to wait in blocking code.
+/// A way to wait in blocking code. The blocking loop reads [`Clock::now_blocking`], which
+/// must see the time slept pass.
 pub trait Sleep {
     /// Blocks the current thread for `d` (or, for a virtual clock, advances it).
     fn sleep(&self, d: Duration);
 }
 
-/// A way to wait in async code.
+/// A way to wait in async code. The async loop reads [`Clock::now`], which must see the time
+/// slept pass.
 pub trait AsyncSleep {
     /// A future that completes after `d`.
     fn sleep_async(&self, d: Duration) -> impl Future<Output = ()> + Send;
@@ -46,8 +71,11 @@ impl<T: Clock + Sleep> Env for T {}
 
 /// The real clock and real sleeping.
 ///
-/// With the `tokio` feature, time is read from `tokio::time::Instant`, which follows tokio's
-/// paused clock in tests and is the system's monotonic clock otherwise.
+/// The blocking loop reads the system's monotonic clock ([`Clock::now_blocking`]:
+/// `std::time::Instant::now()`) and sleeps with `std::thread::sleep`. The async loop reads
+/// [`Clock::now`]: with the `tokio` feature that is `tokio::time::Instant::now()`, which
+/// follows tokio's paused clock in tests and is the system's monotonic clock otherwise, and
+/// it sleeps on tokio's timer. A [`VirtualTime`] installed on the thread replaces both.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct DefaultEnv;
 
@@ -65,6 +93,14 @@ impl Clock for DefaultEnv {
         {
             Instant::now()
         }
+    }
+
+    #[inline]
+    fn now_blocking(&self) -> Instant {
+        if let Some(t) = installed() {
+            return t.now();
+        }
+        Instant::now()
     }
 
     #[inline]
@@ -110,8 +146,11 @@ impl AsyncSleep for DefaultEnv {
 
 /// Whether any thread has a [`VirtualTime`] installed: one relaxed load on the real-time path.
 static ANY_INSTALLED: AtomicUsize = AtomicUsize::new(0);
-/// The virtual clocks installed with [`VirtualTime::install`], by thread.
-static INSTALLED: Mutex<Vec<(ThreadId, VirtualTime)>> = Mutex::new(Vec::new());
+/// The virtual clocks installed with [`VirtualTime::install`]: thread, install id, clock, in
+/// the order they were installed.
+static INSTALLED: Mutex<Vec<(ThreadId, u64, VirtualTime)>> = Mutex::new(Vec::new());
+/// The id of the next install: each [`InstallGuard`] removes exactly its own entry.
+static NEXT_INSTALL: AtomicU64 = AtomicU64::new(0);
 
 #[inline]
 pub(crate) fn installed() -> Option<VirtualTime> {
@@ -127,23 +166,26 @@ fn installed_here() -> Option<VirtualTime> {
     let list = INSTALLED.lock().unwrap_or_else(|e| e.into_inner());
     list.iter()
         .rev()
-        .find(|(t, _)| *t == me)
-        .map(|(_, v)| v.clone())
+        .find(|(t, _, _)| *t == me)
+        .map(|(_, _, v)| v.clone())
 }
 
 /// Keeps a [`VirtualTime`] installed for [`DefaultEnv`] on this thread; uninstalls it when
 /// dropped.
+///
+/// Guards may be dropped in any order: each removes exactly the clock it installed, and the
+/// clock in force is the most recently installed one whose guard is still alive.
 #[derive(Debug)]
 #[must_use = "the virtual clock is uninstalled when the guard is dropped"]
 pub struct InstallGuard {
-    thread: ThreadId,
+    id: u64,
     _not_send: std::marker::PhantomData<*const ()>,
 }
 
 impl Drop for InstallGuard {
     fn drop(&mut self) {
         let mut list = INSTALLED.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(i) = list.iter().rposition(|(t, _)| *t == self.thread) {
+        if let Some(i) = list.iter().position(|(_, id, _)| *id == self.id) {
             list.remove(i);
             ANY_INSTALLED.fetch_sub(1, Ordering::Relaxed);
         }
@@ -197,15 +239,19 @@ impl VirtualTime {
     /// assert_eq!(DefaultEnv.now() - before, Duration::from_secs(3600));
     /// assert_eq!(time.sleeps(), [Duration::from_secs(3600)]);
     /// ```
+    ///
+    /// Installs nest: the clock in force is the most recently installed one whose guard is
+    /// still alive, whatever the order the guards are dropped in.
     pub fn install(&self) -> InstallGuard {
         let thread = std::thread::current().id();
+        let id = NEXT_INSTALL.fetch_add(1, Ordering::Relaxed);
         INSTALLED
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .push((thread, self.clone()));
+            .push((thread, id, self.clone()));
         ANY_INSTALLED.fetch_add(1, Ordering::Relaxed);
         InstallGuard {
-            thread,
+            id,
             _not_send: std::marker::PhantomData,
         }
     }
@@ -302,6 +348,11 @@ impl<C: Clock> Clock for Seeded<C> {
     }
 
     #[inline]
+    fn now_blocking(&self) -> Instant {
+        self.env.now_blocking()
+    }
+
+    #[inline]
     fn seed(&self) -> Option<u64> {
         self.seed.or_else(|| self.env.seed())
     }
@@ -317,5 +368,68 @@ impl<C: Sleep> Sleep for Seeded<C> {
 impl<C: AsyncSleep> AsyncSleep for Seeded<C> {
     fn sleep_async(&self, d: Duration) -> impl Future<Output = ()> + Send {
         self.env.sleep_async(d)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[cfg(feature = "tokio")]
+    #[tokio::test(start_paused = true)]
+    async fn the_blocking_clock_agrees_with_the_blocking_sleeper_in_a_paused_runtime() {
+        let (tokio_before, std_before) = (DefaultEnv.now(), DefaultEnv.now_blocking());
+        DefaultEnv.sleep(Duration::from_millis(2));
+        assert_eq!(DefaultEnv.now(), tokio_before, "tokio's clock is paused");
+        assert!(DefaultEnv.now_blocking() - std_before >= Duration::from_millis(2));
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+        assert_eq!(DefaultEnv.now() - tokio_before, Duration::from_secs(3600));
+        let time = VirtualTime::new();
+        let _guard = time.install();
+        assert_eq!(
+            DefaultEnv.now_blocking(),
+            time.now(),
+            "a virtual clock overrides both"
+        );
+        assert_eq!(DefaultEnv.now(), time.now());
+    }
+
+    /// Whether `clock` is the virtual clock in force on this thread.
+    fn in_force(clock: &VirtualTime) -> bool {
+        installed().is_some_and(|t| Arc::ptr_eq(&t.inner, &clock.inner))
+    }
+
+    #[test]
+    fn guards_dropped_out_of_order_remove_their_own_clock() {
+        let a = VirtualTime::new();
+        let b = VirtualTime::new();
+        a.advance(Duration::from_secs(3600));
+        b.advance(Duration::from_secs(7200));
+        let guard_a = a.install();
+        assert!(in_force(&a));
+        let guard_b = b.install();
+        assert!(in_force(&b));
+        drop(guard_a);
+        assert!(in_force(&b), "dropping A's guard must leave B in force");
+        assert_eq!(DefaultEnv.now(), b.now());
+        drop(guard_b);
+        assert!(installed().is_none(), "no clock left installed");
+        // Back to real time: the real clock is far behind the virtual ones.
+        let real = Instant::now();
+        let now = DefaultEnv.now();
+        assert!(now < b.now() && now < a.now());
+        assert!(now.saturating_duration_since(real) < Duration::from_secs(60));
+    }
+
+    #[test]
+    fn guards_dropped_in_order_restore_the_previous_clock() {
+        let a = VirtualTime::new();
+        let b = VirtualTime::new();
+        let guard_a = a.install();
+        let guard_b = b.install();
+        drop(guard_b);
+        assert!(in_force(&a));
+        drop(guard_a);
+        assert!(installed().is_none());
     }
 }
