@@ -13,6 +13,8 @@
 
 #![warn(missing_docs)]
 
+mod text;
+
 use std::fmt;
 use std::time::Duration;
 
@@ -54,7 +56,7 @@ impl DurationError {
         match self {
             DurationError::Negative => "must not be negative",
             DurationError::NotFinite => "must be a finite number of seconds",
-            DurationError::TooLarge => "is too large for a duration",
+            DurationError::TooLarge => "is too large (at most 10^18 seconds)",
             DurationError::UnknownSuffix => {
                 "the unit must be one of `ns`, `us`, `ms`, `s`, `m`, `h`"
             }
@@ -143,53 +145,11 @@ pub fn from_number(digits: &str, suffix: &str) -> Result<Duration, DurationError
     from_secs(v * (unit as f64 / 1e9))
 }
 
-/// The seconds in one unit of humantime's grammar, or `None` for a unit it does not know.
-fn humantime_unit(unit: &str) -> Option<f64> {
-    Some(match unit {
-        "nsec" | "ns" => 1e-9,
-        "usec" | "us" | "µs" => 1e-6,
-        "msec" | "ms" => 1e-3,
-        "seconds" | "second" | "sec" | "s" => 1.0,
-        "minutes" | "minute" | "min" | "mins" | "m" => 60.0,
-        "hours" | "hour" | "hr" | "hrs" | "h" => 3600.0,
-        "days" | "day" | "d" => 86_400.0,
-        "weeks" | "week" | "w" => 604_800.0,
-        "months" | "month" | "M" => 2_630_016.0,
-        "years" | "year" | "y" => 31_557_600.0,
-        _ => return None,
-    })
-}
-
-/// An upper bound of the seconds a humantime string denotes (numbers with an unknown unit
-/// count as years). humantime then only sees strings whose value fits in a [`Duration`].
-fn humantime_bound(s: &str) -> f64 {
-    let mut total = 0.0;
-    let mut rest = s;
-    while !rest.is_empty() {
-        let digits_end = rest
-            .find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(rest.len());
-        if digits_end == 0 {
-            // Skip one character that is not part of a number.
-            let next = rest.chars().next().map_or(1, char::len_utf8);
-            rest = &rest[next..];
-            continue;
-        }
-        let number: f64 = rest[..digits_end].parse().unwrap_or(f64::INFINITY);
-        rest = &rest[digits_end..];
-        let unit_end = rest
-            .find(|c: char| c.is_ascii_digit() || c.is_whitespace())
-            .unwrap_or(rest.len());
-        let unit = humantime_unit(rest[..unit_end].trim()).unwrap_or(31_557_600.0);
-        rest = &rest[unit_end..];
-        total += number * unit;
-    }
-    total
-}
-
 /// Parses a duration written as a string: a humantime string (`"2s"`, `"150ms"`,
-/// `"1m 30s"`) or a number of seconds (`"1"`, `"0.5"`). Surrounding spaces are ignored;
-/// `"-0"` is zero; negative, NaN, infinite and too large values are errors.
+/// `"1m 30s"`) or a number of seconds (`"1"`, `"0.5"`). Surrounding spaces are ignored; the
+/// sign is the value's (`"-0"` and `"-0s"` are zero); negative, NaN, infinite and too large
+/// values are errors. No input panics: sums humantime would overflow on are rejected before
+/// it sees them.
 ///
 /// ```
 /// use std::time::Duration;
@@ -200,17 +160,7 @@ fn humantime_bound(s: &str) -> f64 {
 /// assert_eq!(parse_duration("18446744073709551615s 1000000000ns"), Err(DurationError::TooLarge));
 /// ```
 pub fn parse_duration(s: &str) -> Result<Duration, DurationError> {
-    let t = s.trim();
-    if let Ok(secs) = t.parse::<f64>() {
-        return from_secs(secs);
-    }
-    if humantime_bound(t) > MAX_SECS {
-        return Err(DurationError::TooLarge);
-    }
-    humantime::parse_duration(t).map_err(|e| match e {
-        humantime::DurationError::NumberOverflow => DurationError::TooLarge,
-        _ => DurationError::Syntax,
-    })
+    text::parse(s)
 }
 
 /// A duration as the messages write it: `"1s 500ms"`.

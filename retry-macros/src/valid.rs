@@ -217,11 +217,9 @@ fn limit(value: &Value, what: &str, infinite_ok: bool, errors: &mut Errors) -> O
         Value::Str(s) => {
             let text = s.value();
             let sp = Sp::from(s.span());
-            if text.trim().parse::<f64>().is_ok_and(|v| v < 0.0) {
-                return negative(errors, sp);
-            }
             match retry_grammar::parse_duration(&text) {
                 Ok(d) => Some(Limit::Finite(d)),
+                Err(DurationError::Negative) => negative(errors, sp),
                 Err(DurationError::Syntax) => {
                     errors.at(
                         sp,

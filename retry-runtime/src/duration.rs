@@ -22,7 +22,7 @@ use crate::ConfigError;
 /// # Ok::<(), retry_runtime::ConfigError>(())
 /// ```
 pub fn parse_duration(s: &str) -> Result<Duration, ConfigError> {
-    crate::duration_text::parse(s).map_err(|rule| ConfigError::new("duration", rule))
+    retry_grammar::parse_duration(s).map_err(|e| ConfigError::new("duration", e.rule()))
 }
 
 /// A duration of `secs` seconds for `parameter`. Errors: negative (`-0.0` is zero), NaN,
@@ -36,21 +36,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, ConfigError> {
 /// # Ok::<(), retry_runtime::ConfigError>(())
 /// ```
 pub fn duration_from_secs(parameter: &'static str, secs: f64) -> Result<Duration, ConfigError> {
-    if secs.is_nan() || secs.is_infinite() {
-        return Err(ConfigError::new(
-            parameter,
-            "must be a finite number of seconds",
-        ));
-    }
-    if secs == 0.0 {
-        // `-0.0` included: the sign is the value's, and zero has none.
-        return Ok(Duration::ZERO);
-    }
-    if secs < 0.0 {
-        return Err(ConfigError::new(parameter, "must not be negative"));
-    }
-    Duration::try_from_secs_f64(secs)
-        .map_err(|_| ConfigError::new(parameter, "is too large for a duration"))
+    retry_grammar::from_secs(secs).map_err(|e| ConfigError::new(parameter, e.rule()))
 }
 
 /// A limit of `secs` seconds where a negative number means "infinite" (`None`), as `timeout` and

@@ -58,7 +58,6 @@ mod budget;
 mod call;
 pub mod checks;
 mod duration;
-mod duration_text;
 mod error;
 mod extras;
 mod hooks;

@@ -1,9 +1,5 @@
-//! Durations written as text: the one grammar behind [`parse_duration`](crate::parse_duration).
-//!
-//! This module depends on `std` and `humantime` only, nothing else of the runtime, so that the
-//! attribute (`retry-macros`) can use the very same grammar (through a small shared crate, or
-//! by including this file): a string the attribute accepts at compile time must mean the same
-//! duration at run time.
+//! Durations written as text: the grammar behind [`parse_duration`](crate::parse_duration),
+//! which the attribute reads at compile time and the runtime at run time.
 //!
 //! The grammar: surrounding whitespace is ignored; a number is a number of seconds (`"2"`,
 //! `"0.5"`, `"1e-3"`); anything else is a humantime string (`"2s"`, `"150ms"`, `"1m 30s"`).
@@ -14,24 +10,20 @@
 
 use std::time::Duration;
 
-/// The largest duration accepted, in seconds (about 3·10^10 years): far enough below
-/// `u64::MAX` seconds (1.8·10^19) that no sum inside humantime can overflow.
-pub(crate) const MAX_SECS: f64 = 1e18;
+use crate::{DurationError, MAX_SECS};
 
 /// The rule broken by a negative value.
-pub(crate) const NEGATIVE: &str = "must not be negative";
+pub(crate) const NEGATIVE: DurationError = DurationError::Negative;
 /// The rule broken by a value above [`MAX_SECS`].
-pub(crate) const TOO_LARGE: &str = "is too large (at most 10^18 seconds)";
+pub(crate) const TOO_LARGE: DurationError = DurationError::TooLarge;
 /// The rule broken by `NaN` or an infinite number.
-pub(crate) const NOT_FINITE: &str = "must be a finite number of seconds";
+pub(crate) const NOT_FINITE: DurationError = DurationError::NotFinite;
 /// The rule broken by text that is neither a number nor a humantime string.
-pub(crate) const MALFORMED: &str =
-    "must be a humantime string like \"2s\", \"150ms\" or \"1m 30s\", or a number of seconds";
+pub(crate) const MALFORMED: DurationError = DurationError::Syntax;
 
-/// Parses a duration written as text (see the module documentation for the grammar). The
-/// error is the rule the text breaks, as a phrase ([`NEGATIVE`], [`TOO_LARGE`],
-/// [`NOT_FINITE`] or [`MALFORMED`]). Never panics.
-pub(crate) fn parse(text: &str) -> Result<Duration, &'static str> {
+/// Parses a duration written as text (see the module documentation for the grammar). Never
+/// panics.
+pub(crate) fn parse(text: &str) -> Result<Duration, DurationError> {
     let t = text.trim();
     if let Ok(secs) = t.parse::<f64>() {
         return if secs.is_nan() || secs.is_infinite() {
@@ -44,7 +36,7 @@ pub(crate) fn parse(text: &str) -> Result<Duration, &'static str> {
         } else if secs > MAX_SECS {
             Err(TOO_LARGE)
         } else {
-            Duration::try_from_secs_f64(secs).map_err(|_| TOO_LARGE)
+            crate::from_secs(secs)
         };
     }
     // A humantime string with a sign: only zero may be negative.
