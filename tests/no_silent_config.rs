@@ -1,0 +1,222 @@
+//! What an attribute says is what it does (SPEC sections 11 and 18): durations with a unit
+//! suffix, the sign of zero, bare names in kind lists, parameters under `#[cfg]` and
+//! wildcards. The compile errors for the mistakes beside these are in `tests/ui/fail`.
+
+use std::io::{self, ErrorKind};
+use std::time::Duration;
+
+use retry_runtime::time::VirtualTime;
+use retry_runtime::{parse_duration, robust};
+
+fn ms(v: &[u64]) -> Vec<Duration> {
+    v.iter().map(|m| Duration::from_millis(*m)).collect()
+}
+
+/// Runs `f` on a virtual clock; returns the delays slept.
+fn sleeps<T>(f: impl FnOnce() -> io::Result<T>) -> Vec<Duration> {
+    let time = VirtualTime::new();
+    let _g = time.install();
+    let _ = f();
+    time.sleeps()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Unit suffixes: `150ms` is 150 milliseconds, not 150 seconds.
+
+#[robust(retries = 2, jitter = none, backoff = constant(base = 150ms))]
+fn constant_150ms() -> io::Result<()> {
+    Err(ErrorKind::Other.into())
+}
+
+#[robust(retries = 3, jitter = none, backoff = exponential(base = 100ms, max = 1s, m = 2))]
+fn exponential_ms() -> io::Result<()> {
+    Err(ErrorKind::Other.into())
+}
+
+#[robust(retries = 3, jitter = none, backoff = linear(base = 500us, max = 1h, interval = 1.5ms))]
+fn linear_us() -> io::Result<()> {
+    Err(ErrorKind::Other.into())
+}
+
+#[robust(retries = 1, jitter = none, backoff = constant(base = 2m))]
+fn constant_minutes() -> io::Result<()> {
+    Err(ErrorKind::Other.into())
+}
+
+#[test]
+fn unit_suffixes_are_read_with_their_unit() {
+    assert_eq!(sleeps(constant_150ms), ms(&[150, 150]));
+    assert_eq!(sleeps(exponential_ms), ms(&[100, 200, 400]));
+    assert_eq!(
+        sleeps(linear_us),
+        [500, 2000, 3500].map(Duration::from_micros).to_vec()
+    );
+    assert_eq!(sleeps(constant_minutes), [Duration::from_secs(120)]);
+}
+
+#[robust(timeout = 150ms, retries = 0)]
+async fn slow_attempt() -> io::Result<()> {
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_async_timeout_with_a_unit_cuts_the_attempt_at_that_time() {
+    let start = tokio::time::Instant::now();
+    let err = slow_attempt().await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::TimedOut);
+    assert_eq!(start.elapsed(), Duration::from_millis(150));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Both crates read every duration the same way: the attribute's value (compile time) equals
+// `parse_duration` of the same text (run time).
+
+macro_rules! timeout_of {
+    ($name:ident, $value:tt) => {
+        #[robust(timeout = $value, retries = 0, attempt = ctx)]
+        fn $name() -> io::Result<Option<Duration>> {
+            Ok(ctx.timeout())
+        }
+    };
+}
+
+timeout_of!(t_humantime, "1m 30s");
+timeout_of!(t_fraction_string, "0.15");
+timeout_of!(t_exponent_string, "1e-3");
+timeout_of!(t_nanos_string, "1s 1ns");
+timeout_of!(t_days_string, "2days 3h");
+
+#[test]
+fn the_attribute_and_the_runtime_read_strings_alike() {
+    let cases: [(fn() -> io::Result<Option<Duration>>, &str); 5] = [
+        (t_humantime, "1m 30s"),
+        (t_fraction_string, "0.15"),
+        (t_exponent_string, "1e-3"),
+        (t_nanos_string, "1s 1ns"),
+        (t_days_string, "2days 3h"),
+    ];
+    for (f, text) in cases {
+        assert_eq!(f().unwrap(), Some(parse_duration(text).unwrap()), "{text}");
+    }
+}
+
+timeout_of!(t_seconds, 2);
+timeout_of!(t_float_seconds, 0.15);
+timeout_of!(t_ms, 150ms);
+timeout_of!(t_float_ms, 0.5ms);
+timeout_of!(t_us, 250us);
+timeout_of!(t_ns, 10ns);
+timeout_of!(t_h, 1.5h);
+
+#[test]
+fn numbers_with_units_mean_what_their_string_means() {
+    let cases: [(fn() -> io::Result<Option<Duration>>, &str); 7] = [
+        (t_seconds, "2"),
+        (t_float_seconds, "0.15"),
+        (t_ms, "150ms"),
+        (t_float_ms, "500us"),
+        (t_us, "250us"),
+        (t_ns, "10ns"),
+        (t_h, "90m"),
+    ];
+    for (f, text) in cases {
+        assert_eq!(f().unwrap(), Some(parse_duration(text).unwrap()), "{text}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The sign is the value's: `max_delay = -0` is zero ("never retry"), not "infinite".
+
+#[robust(max_delay = -0, retries = 5, backoff = none)]
+fn minus_zero_max_delay(calls: &std::cell::Cell<u32>) -> io::Result<()> {
+    calls.set(calls.get() + 1);
+    Err(ErrorKind::Other.into())
+}
+
+#[robust(max_delay = -1, retries = 5, backoff = none)]
+fn minus_one_max_delay(calls: &std::cell::Cell<u32>) -> io::Result<()> {
+    calls.set(calls.get() + 1);
+    Err(ErrorKind::Other.into())
+}
+
+#[test]
+fn minus_zero_is_zero() {
+    let calls = std::cell::Cell::new(0);
+    let _ = minus_zero_max_delay(&calls);
+    assert_eq!(calls.get(), 1, "max_delay = -0 never retries");
+    calls.set(0);
+    let _ = minus_one_max_delay(&calls);
+    assert_eq!(calls.get(), 6, "max_delay = -1 is infinite");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bare names in kind lists name values of the error type; they never bind every error.
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Status {
+    Busy,
+    Locked,
+    Gone,
+}
+
+const LOCKED: Status = Status::Locked;
+use Status::Busy;
+
+#[robust(on = [Busy, LOCKED], retries = 2, backoff = none)]
+fn status(calls: &std::cell::Cell<u32>, answer: Status) -> Result<(), Status> {
+    calls.set(calls.get() + 1);
+    Err(answer)
+}
+
+#[test]
+fn constants_and_unit_variants_match_only_themselves() {
+    let calls = std::cell::Cell::new(0);
+    for (answer, attempts) in [(Status::Busy, 3), (Status::Locked, 3), (Status::Gone, 1)] {
+        calls.set(0);
+        assert_eq!(status(&calls, answer), Err(answer));
+        assert_eq!(calls.get(), attempts, "{answer:?}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Valid Rust that compiles without the attribute compiles with it, and runs the same.
+
+struct NoClone;
+
+#[robust(retries = 2, backoff = none)]
+fn cfg_params(
+    #[cfg(any())] gone: String,
+    #[cfg(all())] kept: String,
+    _: NoClone,
+    calls: &std::cell::Cell<u32>,
+) -> io::Result<usize> {
+    calls.set(calls.get() + 1);
+    if calls.get() < 3 {
+        return Err(ErrorKind::Other.into());
+    }
+    Ok(kept.len())
+}
+
+#[test]
+fn cfg_parameters_and_wildcards_are_kept_as_written() {
+    let calls = std::cell::Cell::new(0);
+    assert_eq!(cfg_params("abc".into(), NoClone, &calls).unwrap(), 3);
+    assert_eq!(calls.get(), 3);
+}
+
+#[robust(retries = 1, backoff = none)]
+fn shared_borrow<'a>(data: &'a [u8], scratch: &mut Vec<u8>) -> io::Result<&'a [u8]> {
+    scratch.push(1);
+    if scratch.len() < 2 {
+        return Err(ErrorKind::Other.into());
+    }
+    Ok(&data[1..])
+}
+
+#[test]
+fn a_borrow_of_a_shared_argument_is_returned_beside_a_mut_one() {
+    let mut scratch = Vec::new();
+    assert_eq!(shared_borrow(&[1, 2, 3], &mut scratch).unwrap(), &[2, 3]);
+    assert_eq!(scratch.len(), 2);
+}
