@@ -35,6 +35,9 @@
 //! - [`time`]: the clock and sleepers, and [`VirtualTime`](time::VirtualTime) for tests.
 //! - Overload protection: [`RetryBudget`], [`CircuitBreaker`], hints and `on_retry`
 //!   ([`PolicyBuilder::budget`] and the methods after it).
+//! - [`parse_duration`]: durations written as text, read as the attribute reads them.
+//! - [`checks`]: the compile-time checks of `#[robust]` that go through types, with their
+//!   messages.
 //!
 //! ## Cost
 //! A policy is a plain value (no boxes); a call keeps its state on the stack. The blocking
