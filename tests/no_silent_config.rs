@@ -81,6 +81,9 @@ macro_rules! timeout_of {
     };
 }
 
+/// A fn returning the timeout its attempt context reads.
+type TimeoutOf = fn() -> io::Result<Option<Duration>>;
+
 timeout_of!(t_humantime, "1m 30s");
 timeout_of!(t_fraction_string, "0.15");
 timeout_of!(t_exponent_string, "1e-3");
@@ -89,7 +92,7 @@ timeout_of!(t_days_string, "2days 3h");
 
 #[test]
 fn the_attribute_and_the_runtime_read_strings_alike() {
-    let cases: [(fn() -> io::Result<Option<Duration>>, &str); 5] = [
+    let cases: [(TimeoutOf, &str); 5] = [
         (t_humantime, "1m 30s"),
         (t_fraction_string, "0.15"),
         (t_exponent_string, "1e-3"),
@@ -111,7 +114,7 @@ timeout_of!(t_h, 1.5h);
 
 #[test]
 fn numbers_with_units_mean_what_their_string_means() {
-    let cases: [(fn() -> io::Result<Option<Duration>>, &str); 7] = [
+    let cases: [(TimeoutOf, &str); 7] = [
         (t_seconds, "2"),
         (t_float_seconds, "0.15"),
         (t_ms, "150ms"),
@@ -187,7 +190,7 @@ struct NoClone;
 #[robust(retries = 2, backoff = none)]
 fn cfg_params(
     #[cfg(any())] gone: String,
-    #[cfg(all())] kept: String,
+    #[cfg(not(any()))] kept: String,
     _: NoClone,
     calls: &std::cell::Cell<u32>,
 ) -> io::Result<usize> {
