@@ -7,14 +7,19 @@ use std::time::{Duration, Instant};
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 
-use crate::extras::{Breaker, Budget, Describe, Extras, Hint, OnRetry, Reject, RetryInfo, RuleId};
-use crate::hooks::{OnError, OnSuccess};
+use crate::callbacks::{Describe, Hint, OnRetry, RetryInfo, RuleId};
+use crate::callbacks::{OnError, OnSuccess};
+use crate::guard::{Breaker, Budget, Reject};
 use crate::jitter::JitterState;
 use crate::kind::{Classify, Failure};
-use crate::policy::{AttemptTimeout, Policy};
+use crate::policy::Extras;
+use crate::policy::Policy;
 use crate::rules::{PlanVisitor, Rules};
 use crate::settings::Plan;
 use crate::time::{Clock, Env};
+#[cfg(feature = "tokio")]
+use crate::timeout::AsyncTimeout;
+use crate::timeout::AttemptTimeout;
 
 /// What the body of a retried function can know about the attempt it runs in (SPEC section 9).
 ///
@@ -573,7 +578,7 @@ where
         W: Rules<E>,
         K: Classify<E>,
         P: Plan,
-        T: crate::policy::AsyncTimeout<E>,
+        T: AsyncTimeout<E>,
         S: OnSuccess,
         F: OnError<E>,
         C: crate::time::AsyncSleep,
@@ -588,7 +593,7 @@ where
                 return rejected;
             }
             let attempt = call.attempt();
-            let (result, fired) = crate::__private::run_attempt(&self.timeout, body(attempt)).await;
+            let (result, fired) = crate::timeout::run_attempt(&self.timeout, body(attempt)).await;
             match call.settle(result, fired) {
                 Step::Return(r) => return r,
                 Step::Retry(delay) => self.env.sleep_async(delay).await,

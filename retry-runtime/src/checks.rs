@@ -12,7 +12,9 @@ use std::io::ErrorKind;
 use std::marker::PhantomData;
 use std::time::Duration;
 
-use crate::__private::{AsyncLimit, BreakerOf, Inspector, IoKind, TimeoutKind};
+use crate::__private::{Inspector, IoKind, TimeoutKind};
+use crate::guard::BreakerOf;
+use crate::timeout::AsyncLimit;
 use crate::{CircuitBreaker, Elapsed, RetryBudget, RetryInfo};
 
 /// The `Ok` and `Err` types of a `Result` return type.

@@ -56,20 +56,19 @@
 #![warn(missing_docs)]
 
 pub mod backoff;
-mod breaker;
-mod budget;
 mod call;
+mod callbacks;
 pub mod checks;
 mod duration;
 mod error;
-mod extras;
-mod hooks;
+mod guard;
 pub mod jitter;
 pub mod kind;
 mod policy;
 mod rules;
 mod settings;
 pub mod time;
+mod timeout;
 
 #[doc(hidden)]
 #[path = "private.rs"]
@@ -78,22 +77,22 @@ pub mod __private;
 pub use backoff::{
     Backoff, Constant, Exponential, Fibonacci, Linear, NoBackoff, Polynomial, Random,
 };
-pub use breaker::{BreakerState, CircuitBreaker, MAX_WINDOW, Open, Permit};
-pub use budget::RetryBudget;
 pub use call::{Attempt, Blocking, Call, LazyTimes, Step, Timed, Times, Untimed};
+pub use callbacks::{Describe, Hint, Name, OnRetry, RetryInfo, RuleId};
+pub use callbacks::{Noop, OnError, OnSuccess};
 pub use duration::{duration_from_secs, limit_from_secs, parse_duration};
 pub use error::{ConfigError, Elapsed};
-pub use extras::{
-    Breaker, Budget, Describe, Extras, Hint, Name, OnRetry, Reject, RetryInfo, RuleId,
-};
-pub use hooks::{Noop, OnError, OnSuccess};
+pub use guard::{Breaker, Budget, Reject};
+pub use guard::{BreakerState, CircuitBreaker, MAX_WINDOW, Open, Permit, RetryBudget};
 pub use jitter::{
     AwsDecorrelated, Decorrelated, EqualJitter, FullJitter, Jitter, JitterState, NoJitter,
 };
 pub use kind::Inspect;
-pub use policy::{AsyncTimeout, AttemptTimeout, NoTimeout, PerAttempt, Policy, PolicyBuilder};
+pub use policy::Extras;
+pub use policy::{Policy, PolicyBuilder};
 pub use rules::{PlanVisitor, Rule, Rules};
 pub use settings::{Plan, Retries, RuleSettings, Settings};
+pub use timeout::{AsyncTimeout, AttemptTimeout, NoTimeout, PerAttempt};
 
 #[cfg(feature = "macros")]
 #[doc = include_str!("robust.md")]

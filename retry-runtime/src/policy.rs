@@ -6,70 +6,37 @@
 use std::time::Duration;
 
 use crate::backoff::Exponential;
-use crate::breaker::CircuitBreaker;
-use crate::budget::RetryBudget;
-use crate::extras::Extras;
-use crate::hooks::Noop;
+use crate::callbacks::Noop;
+use crate::guard::{CircuitBreaker, RetryBudget};
 use crate::jitter::FullJitter;
 use crate::kind::AnyError;
 use crate::rules::Rule;
 use crate::settings::{Retries, RuleSettings, Settings};
 use crate::time::{DefaultEnv, Seeded};
-use crate::{ConfigError, Elapsed, limit_from_secs};
+use crate::timeout::{NoTimeout, PerAttempt};
+use crate::{ConfigError, limit_from_secs};
 
-/// No per-attempt timeout (the default).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct NoTimeout;
-
-/// A per-attempt timeout; `None` inside means infinite (a negative number in the SPEC).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PerAttempt(pub(crate) Option<Duration>);
-
-/// A timeout setting, read by the loop before each attempt.
-pub trait AttemptTimeout {
-    /// The limit for one attempt, `None` for infinite.
-    fn limit(&self) -> Option<Duration>;
+/// The overload-protection and observation settings of a policy: budget `Bu`, breaker `Br`,
+/// hint `H`, `on_retry` callback `R` and the description `N` its tracing events give of the
+/// call ([`Describe`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Extras<Bu = (), Br = (), H = Noop, R = Noop, N = ()> {
+    pub(crate) budget: Bu,
+    pub(crate) breaker: Br,
+    pub(crate) hint: H,
+    pub(crate) on_retry: R,
+    pub(crate) describe: N,
 }
 
-impl AttemptTimeout for NoTimeout {
-    #[inline]
-    fn limit(&self) -> Option<Duration> {
-        None
-    }
-}
-
-impl AttemptTimeout for PerAttempt {
-    #[inline]
-    fn limit(&self) -> Option<Duration> {
-        self.0
-    }
-}
-
-/// A timeout setting usable by async calls returning errors of type `E`: a timed-out attempt
-/// fails with `E::from(Elapsed)`.
-#[diagnostic::on_unimplemented(
-    message = "a per-attempt timeout needs `{E}: From<retry_runtime::Elapsed>`",
-    label = "the timed-out attempt must fail with a `{E}` built from `retry_runtime::Elapsed`",
-    note = "implement `From<retry_runtime::Elapsed>` for `{E}` (it is provided for `std::io::Error`, boxed errors and `anyhow::Error`)"
-)]
-pub trait AsyncTimeout<E>: AttemptTimeout {
-    /// The error of an attempt that ran out of the limit: `E::from(elapsed)`; `None` only for
-    /// a setting without a limit (which never expires).
-    fn elapsed(&self, elapsed: Elapsed) -> Option<E>;
-}
-
-impl<E> AsyncTimeout<E> for NoTimeout {
-    #[inline]
-    fn elapsed(&self, _: Elapsed) -> Option<E> {
-        None
-    }
-}
-
-impl<E: From<Elapsed>> AsyncTimeout<E> for PerAttempt {
-    #[inline]
-    fn elapsed(&self, elapsed: Elapsed) -> Option<E> {
-        Some(E::from(elapsed))
-    }
+impl Extras {
+    /// Nothing: no budget, no breaker, no hint, no callback, no name.
+    pub const NONE: Self = Extras {
+        budget: (),
+        breaker: (),
+        hint: Noop,
+        on_retry: Noop,
+        describe: (),
+    };
 }
 
 /// Every setting of a retried function: rules, timeout, callbacks, clock and sleeper, seed.

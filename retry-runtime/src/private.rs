@@ -9,12 +9,15 @@ use std::marker::PhantomData;
 use std::time::Duration;
 
 pub use crate::call::Step;
-pub use crate::extras::Extras;
-pub use crate::hooks::Noop;
+pub use crate::callbacks::Noop;
+pub use crate::guard::BreakerOf;
 pub use crate::kind::{AnyError, Or};
-pub use crate::policy::{NoTimeout, PerAttempt};
+pub use crate::policy::Extras;
 pub use crate::rules::Rule;
 pub use crate::time::DefaultEnv;
+pub use crate::timeout::{AsyncLimit, NoTimeout, PerAttempt, sync_timeout};
+#[cfg(feature = "tokio")]
+pub use crate::timeout::{BoxedTimer, backoff_boxed, backoff_on, boxed_timer, race, timer_for};
 pub use crate::{
     AwsDecorrelated, Constant, Decorrelated, EqualJitter, Exponential, Fibonacci, FullJitter,
     Linear, NoBackoff, NoJitter, Polynomial, Random, Retries,
@@ -27,7 +30,7 @@ use crate::kind::{Classify, Failure, chain_has_io, chain_has_timeout};
 pub use crate::settings::RuleSettings;
 use crate::time::Sleep;
 pub use crate::{Backoff, Jitter};
-use crate::{Elapsed, Inspect, Policy};
+use crate::{Inspect, Policy};
 
 pub use crate::checks::*;
 
@@ -35,50 +38,6 @@ pub use crate::checks::*;
 #[inline(always)]
 pub fn sync_attempt<Ret: IsResult, F: FnOnce() -> Ret>(body: F) -> Result<Ret::Ok, Ret::Err> {
     body().into_result()
-}
-
-/// An async per-attempt timeout built for the error type `E`. The conversion is taken when
-/// it is built, so the `From<Elapsed>` check is made once, where the user wrote `timeout`.
-pub struct AsyncLimit<E> {
-    /// The limit in nanoseconds (saturating at about 584 years): one word instead of a
-    /// `Duration`'s two, since this value lives in every async call's future.
-    pub(crate) limit_nanos: u64,
-    pub(crate) convert: fn(Elapsed) -> E,
-}
-
-impl<E> std::fmt::Debug for AsyncLimit<E> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AsyncLimit")
-            .field("limit", &Duration::from_nanos(self.limit_nanos))
-            .finish()
-    }
-}
-
-impl<E> Clone for AsyncLimit<E> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-impl<E> Copy for AsyncLimit<E> {}
-
-impl<E> crate::policy::AttemptTimeout for AsyncLimit<E> {
-    #[inline]
-    fn limit(&self) -> Option<Duration> {
-        Some(Duration::from_nanos(self.limit_nanos))
-    }
-}
-
-impl<E> crate::policy::AsyncTimeout<E> for AsyncLimit<E> {
-    #[inline]
-    fn elapsed(&self, e: Elapsed) -> Option<E> {
-        Some((self.convert)(e))
-    }
-}
-
-/// The timeout of a blocking fn (cooperative).
-#[inline(always)]
-pub const fn sync_timeout(limit: Duration) -> PerAttempt {
-    PerAttempt(Some(limit))
 }
 
 /// Settings from validated values.
@@ -132,35 +91,6 @@ pub const fn when<W, K, P>(rest: W, kind: K, settings: P) -> (W, Rule<K, P>) {
 #[inline(always)]
 pub fn sleep<C: Sleep>(env: &C, d: Duration) {
     env.sleep(d)
-}
-
-/// Runs one async attempt under the policy's timeout: the result and whether the timeout fired
-/// (in which case the attempt's future was dropped).
-#[cfg(feature = "tokio")]
-pub async fn run_attempt<R, E, T, Fut>(timeout: &T, attempt: Fut) -> (Result<R, E>, bool)
-where
-    T: crate::policy::AsyncTimeout<E>,
-    Fut: Future<Output = Result<R, E>>,
-{
-    let Some(limit) = timeout.limit() else {
-        return (attempt.await, false);
-    };
-    let mut sleep = std::pin::pin!(tokio::time::sleep(limit));
-    let mut attempt = std::pin::pin!(attempt);
-    std::future::poll_fn(|cx| {
-        if let std::task::Poll::Ready(r) = attempt.as_mut().poll(cx) {
-            return std::task::Poll::Ready((r, false));
-        }
-        // A setting with a limit converts its expiry; one that would not keeps waiting for the
-        // attempt rather than inventing an error.
-        if sleep.as_mut().poll(cx).is_ready()
-            && let Some(e) = timeout.elapsed(Elapsed::new())
-        {
-            return std::task::Poll::Ready((Err(e), true));
-        }
-        std::task::Poll::Pending
-    })
-    .await
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -258,93 +188,11 @@ pub fn predicate<E, F: Fn(&E) -> bool>(f: F) -> crate::kind::Predicate<F> {
     crate::kind::Predicate(f)
 }
 
-// ---------------------------------------------------------------------------------------------
-// The async loop of the attribute keeps one tokio timer for the whole call: it bounds each
-// attempt and then times the backoff. One `Sleep` instead of one per await point keeps the
-// future small; it is created only when a timeout or a backoff first needs it.
-
-/// The timer of an async call with a timeout, created with the first attempt's deadline and
-/// reset for every later attempt and every backoff.
-#[cfg(feature = "tokio")]
-#[inline]
-pub fn timer_for<T: crate::AttemptTimeout>(timeout: &T) -> tokio::time::Sleep {
-    tokio::time::sleep(timeout.limit().unwrap_or(Duration::ZERO))
-}
-
-/// `now + d`, saturating about thirty years ahead (what tokio itself uses for "never").
-#[cfg(feature = "tokio")]
-#[inline]
-fn deadline_in(d: Duration) -> tokio::time::Instant {
-    let now = tokio::time::Instant::now();
-    now.checked_add(d)
-        .or_else(|| now.checked_add(Duration::from_secs(86400 * 365 * 30)))
-        .unwrap_or(now)
-}
-
 /// Gives an async block its output type: the return type written on the fn, so that `?`
 /// converts into it. Adds no layer: the block is returned as it is.
 #[inline(always)]
 pub fn pin_output<Ret: IsResult, F: Future<Output = Ret>>(body: F) -> F {
     body
-}
-
-/// Runs one async attempt (already pinned in the caller) under the policy's timeout, on the
-/// call's timer (`rearm`: reset it for this attempt; the first attempt's is fresh): the
-/// result, and whether the timeout fired first (the error is then `E::from(Elapsed)`, and the
-/// caller drops the attempt right after, which cancels it).
-#[cfg(feature = "tokio")]
-pub fn race<'a, Ret, T, Fut>(
-    mut timer: std::pin::Pin<&'a mut tokio::time::Sleep>,
-    mut attempt: std::pin::Pin<&'a mut Fut>,
-    timeout: &'a T,
-    rearm: bool,
-) -> impl Future<Output = (Result<Ret::Ok, Ret::Err>, bool)> + 'a
-where
-    Ret: IsResult,
-    Ret::Err: 'a,
-    T: crate::policy::AsyncTimeout<Ret::Err>,
-    Fut: Future<Output = Ret>,
-{
-    if rearm && let Some(limit) = timeout.limit() {
-        timer.as_mut().reset(deadline_in(limit));
-    }
-    std::future::poll_fn(move |cx| {
-        if let std::task::Poll::Ready(r) = attempt.as_mut().poll(cx) {
-            return std::task::Poll::Ready((r.into_result(), false));
-        }
-        if timer.as_mut().poll(cx).is_ready()
-            && let Some(e) = timeout.elapsed(Elapsed::new())
-        {
-            return std::task::Poll::Ready((Err(e), true));
-        }
-        std::task::Poll::Pending
-    })
-}
-
-/// Sleeps `d` between async attempts on the call's timer (or on an installed virtual clock).
-#[cfg(feature = "tokio")]
-pub fn backoff_on(
-    mut timer: std::pin::Pin<&mut tokio::time::Sleep>,
-    d: Duration,
-) -> impl Future<Output = ()> + '_ {
-    let armed = match crate::time::installed() {
-        Some(t) => {
-            Sleep::sleep(&t, d);
-            false
-        }
-        None if d.is_zero() => false,
-        None => {
-            timer.as_mut().reset(deadline_in(d));
-            true
-        }
-    };
-    std::future::poll_fn(move |cx| {
-        if armed {
-            timer.as_mut().poll(cx)
-        } else {
-            std::task::Poll::Ready(())
-        }
-    })
 }
 
 /// The overload-protection settings written in the attribute, and what its tracing events
@@ -461,38 +309,6 @@ impl<E> ViaTypeName<E> for Probe<E> {
     }
 }
 
-/// A breaker with the error type's rejection taken where the user wrote `breaker`, so that a
-/// missing `From<Open>` is reported once, there.
-pub struct BreakerOf<'a, E> {
-    pub(crate) breaker: &'a CircuitBreaker,
-    pub(crate) reject: fn() -> E,
-}
-
-impl<E> std::fmt::Debug for BreakerOf<'_, E> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.breaker.fmt(f)
-    }
-}
-
-impl<E> crate::Breaker for BreakerOf<'_, E> {
-    const ACTIVE: bool = true;
-    #[inline]
-    fn acquire(&self, now: std::time::Instant) -> Option<crate::Permit> {
-        self.breaker.acquire(now)
-    }
-    #[inline]
-    fn record(&self, now: std::time::Instant, permit: crate::Permit, success: bool) {
-        self.breaker.record_permit(now, permit, success)
-    }
-}
-
-impl<E> crate::Reject<E> for BreakerOf<'_, E> {
-    #[inline]
-    fn reject(&self) -> Option<E> {
-        Some((self.reject)())
-    }
-}
-
 /// [`Call::admit`](crate::Call::admit) as a function returning the fn's own return type, so
 /// that the generated code carries the return type's span and binds no projection (a
 /// non-`Result` return type is then reported once, there).
@@ -511,43 +327,6 @@ where
     N: crate::Describe<Ret::Err>,
 {
     call.admit().map(Ret::from_result)
-}
-
-/// The backoff timer of an async call without a timeout: allocated on the first backoff that
-/// sleeps (so the success path and the future stay small), reset on the next ones.
-#[cfg(feature = "tokio")]
-pub type BoxedTimer = Option<std::pin::Pin<Box<tokio::time::Sleep>>>;
-
-/// An empty boxed timer.
-#[cfg(feature = "tokio")]
-#[inline(always)]
-pub const fn boxed_timer() -> BoxedTimer {
-    None
-}
-
-/// Sleeps `d` between async attempts on the call's boxed timer (or on an installed virtual
-/// clock).
-#[cfg(feature = "tokio")]
-pub fn backoff_boxed(timer: &mut BoxedTimer, d: Duration) -> impl Future<Output = ()> + '_ {
-    let armed = match crate::time::installed() {
-        Some(t) => {
-            Sleep::sleep(&t, d);
-            false
-        }
-        None if d.is_zero() => false,
-        None => {
-            let deadline = deadline_in(d);
-            match timer {
-                Some(sleep) => sleep.as_mut().reset(deadline),
-                None => *timer = Some(Box::pin(tokio::time::sleep_until(deadline))),
-            }
-            true
-        }
-    };
-    std::future::poll_fn(move |cx| match timer {
-        Some(sleep) if armed => sleep.as_mut().poll(cx),
-        _ => std::task::Poll::Ready(()),
-    })
 }
 
 /// Whether the `tracing` feature is on (its events make lazy calls keep their instants).

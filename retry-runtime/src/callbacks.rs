@@ -1,0 +1,193 @@
+//! Callbacks and observers: `on_success()` after a successful attempt, `on_error(&E, retries)`
+//! after every failed one, `on_retry(&E, &RetryInfo)` before each retry's sleep, the `hint`
+//! that reads a delay from a failure, and what tracing events say about a call ([`Describe`]).
+
+use std::fmt;
+use std::time::Duration;
+
+/// No callback.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Noop;
+
+/// Called once when an attempt succeeds. Implemented for every `Fn()`.
+#[diagnostic::on_unimplemented(
+    message = "`on_success` must be a `Fn()` callback",
+    label = "expected a closure or fn taking no arguments"
+)]
+pub trait OnSuccess {
+    /// The callback.
+    fn on_success(&self);
+}
+
+impl OnSuccess for Noop {
+    #[inline]
+    fn on_success(&self) {}
+}
+
+impl<F: Fn()> OnSuccess for F {
+    #[inline]
+    fn on_success(&self) {
+        self()
+    }
+}
+
+/// Called after every failed attempt, the last one too, with the error and the number of
+/// retries made so far: the failed attempt's [`Attempt::retries`](crate::Attempt::retries),
+/// 0 for the first attempt, 1 for the attempt retry 1 started, and so on. Implemented for
+/// every `Fn(&E, u32)`.
+#[diagnostic::on_unimplemented(
+    message = "`on_error` must be a `Fn(&{E}, u32)` callback",
+    label = "expected a closure or fn taking the error and the retry count"
+)]
+pub trait OnError<E> {
+    /// The callback.
+    fn on_error(&self, error: &E, retries: u32);
+}
+
+impl<E> OnError<E> for Noop {
+    #[inline]
+    fn on_error(&self, _: &E, _: u32) {}
+}
+
+impl<E, F: Fn(&E, u32)> OnError<E> for F {
+    #[inline]
+    fn on_error(&self, error: &E, retries: u32) {
+        self(error, retries)
+    }
+}
+
+/// A delay suggested by the failure itself (a `Retry-After` header, say): when it returns
+/// one, it replaces the computed backoff (still bounded by `max_delay`). Implemented for every
+/// `Fn(&E) -> Option<Duration>`.
+pub trait Hint<E> {
+    /// The delay the failure asks for, if any.
+    fn hint(&self, error: &E) -> Option<Duration>;
+}
+
+impl<E> Hint<E> for Noop {
+    #[inline(always)]
+    fn hint(&self, _: &E) -> Option<Duration> {
+        None
+    }
+}
+
+impl<E, F: Fn(&E) -> Option<Duration>> Hint<E> for F {
+    #[inline]
+    fn hint(&self, error: &E) -> Option<Duration> {
+        self(error)
+    }
+}
+
+/// Which rule decided a retry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuleId {
+    /// The `when` rule at this position (0 for the first written).
+    When(usize),
+    /// The `on` rule.
+    On,
+}
+
+/// What `on_retry` learns about the retry about to be made.
+///
+/// Retries are numbered from 1 everywhere: [`retry`](Self::retry) is 1 for the first retry,
+/// the `retry` field of the tracing event for it says 1, and the attempt it starts sees
+/// [`Attempt::retries`](crate::Attempt::retries) = 1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RetryInfo {
+    /// The number of this retry: 1 for the first. It is also the
+    /// [`Attempt::retries`](crate::Attempt::retries) of the attempt this retry starts.
+    pub retry: u32,
+    /// The delay about to be slept.
+    pub delay: Duration,
+    /// Time since the first attempt of the call started.
+    pub elapsed: Duration,
+    /// The rule that matched the error.
+    pub rule: RuleId,
+    /// Whether the delay came from the hint rather than the backoff strategy.
+    pub hinted: bool,
+}
+
+/// Called before each retry's sleep with the error and a [`RetryInfo`]. Implemented for every
+/// `Fn(&E, &RetryInfo)`.
+pub trait OnRetry<E> {
+    /// Whether there is a callback (the loop computes [`RetryInfo`] only then).
+    const ACTIVE: bool = true;
+    /// The callback.
+    fn on_retry(&self, error: &E, info: &RetryInfo);
+}
+
+impl<E> OnRetry<E> for Noop {
+    const ACTIVE: bool = false;
+    #[inline(always)]
+    fn on_retry(&self, _: &E, _: &RetryInfo) {}
+}
+
+impl<E, F: Fn(&E, &RetryInfo)> OnRetry<E> for F {
+    #[inline]
+    fn on_retry(&self, error: &E, info: &RetryInfo) {
+        self(error, info)
+    }
+}
+
+/// What the tracing events of a policy's calls say about them: the name of the retried
+/// function (the `function` field) and how an error is written (the `error` field).
+///
+/// `()`, the default, names no function and writes the error's type name; [`Name`], set with
+/// [`PolicyBuilder::name`](crate::PolicyBuilder::name), names the function; `#[robust]` gives
+/// the fn's name and writes the error's `Display` text when its type has one. Nothing reads it
+/// without the `tracing` feature.
+pub trait Describe<E> {
+    /// The name of the retried function, if known.
+    fn name(&self) -> Option<&'static str> {
+        None
+    }
+
+    /// Writes `error` for an event: by default, the name of its type.
+    fn write_error(&self, error: &E, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let _ = error;
+        f.write_str(std::any::type_name::<E>())
+    }
+}
+
+impl<E> Describe<E> for () {}
+
+/// The name of a policy's function for its tracing events, set with
+/// [`PolicyBuilder::name`](crate::PolicyBuilder::name). Without the `tracing` feature it is
+/// not kept (nothing would read it) and takes no space.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Name {
+    #[cfg(feature = "tracing")]
+    name: &'static str,
+}
+
+impl Name {
+    /// A function name.
+    pub const fn new(name: &'static str) -> Self {
+        #[cfg(not(feature = "tracing"))]
+        let _ = name;
+        Name {
+            #[cfg(feature = "tracing")]
+            name,
+        }
+    }
+
+    /// The name; `None` without the `tracing` feature, which does not keep it.
+    pub const fn get(&self) -> Option<&'static str> {
+        #[cfg(feature = "tracing")]
+        {
+            Some(self.name)
+        }
+        #[cfg(not(feature = "tracing"))]
+        {
+            None
+        }
+    }
+}
+
+impl<E> Describe<E> for Name {
+    #[inline]
+    fn name(&self) -> Option<&'static str> {
+        self.get()
+    }
+}

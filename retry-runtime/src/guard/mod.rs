@@ -1,0 +1,127 @@
+//! Guards against overload: a retry budget and a circuit breaker, each trait beside its
+//! implementation. `()` stands for "none" and costs nothing.
+
+use std::time::Instant;
+
+mod breaker;
+mod budget;
+
+pub use breaker::{BreakerState, CircuitBreaker, MAX_WINDOW, Open, Permit};
+pub use budget::RetryBudget;
+
+/// A retry budget, or `()` for none.
+pub trait Budget {
+    /// Credits one call.
+    fn deposit(&self);
+    /// Spends one retry; `false` if the budget is empty.
+    fn try_withdraw(&self) -> bool;
+}
+
+impl Budget for () {
+    #[inline(always)]
+    fn deposit(&self) {}
+    #[inline(always)]
+    fn try_withdraw(&self) -> bool {
+        true
+    }
+}
+
+impl Budget for &RetryBudget {
+    #[inline]
+    fn deposit(&self) {
+        RetryBudget::deposit(self)
+    }
+    #[inline]
+    fn try_withdraw(&self) -> bool {
+        RetryBudget::try_withdraw(self)
+    }
+}
+
+/// A circuit breaker, or `()` for none.
+pub trait Breaker {
+    /// Whether there is a breaker (the loop reads the clock for it only then).
+    const ACTIVE: bool;
+    /// Lets an attempt start at `now`, or not.
+    fn acquire(&self, now: Instant) -> Option<Permit>;
+    /// Records the outcome of an attempt admitted with `permit`.
+    fn record(&self, now: Instant, permit: Permit, success: bool);
+}
+
+impl Breaker for () {
+    const ACTIVE: bool = false;
+    #[inline(always)]
+    fn acquire(&self, _: Instant) -> Option<Permit> {
+        Some(Permit::NONE)
+    }
+    #[inline(always)]
+    fn record(&self, _: Instant, _: Permit, _: bool) {}
+}
+
+impl Breaker for &CircuitBreaker {
+    const ACTIVE: bool = true;
+    #[inline]
+    fn acquire(&self, now: Instant) -> Option<Permit> {
+        CircuitBreaker::acquire(self, now)
+    }
+    #[inline]
+    fn record(&self, now: Instant, permit: Permit, success: bool) {
+        CircuitBreaker::record_permit(self, now, permit, success)
+    }
+}
+
+/// Builds the error of a call rejected by an open breaker.
+#[diagnostic::on_unimplemented(
+    message = "`breaker` needs the error type `{E}` to implement `From<retry_runtime::Open>`",
+    label = "a call rejected by the open breaker fails with `{E}::from(retry_runtime::Open)`",
+    note = "implement `From<retry_runtime::Open>` for `{E}`; `std::io::Error`, boxed errors and `anyhow::Error` have it"
+)]
+pub trait Reject<E> {
+    /// The rejection error, `None` without a breaker.
+    fn reject(&self) -> Option<E>;
+}
+
+impl<E> Reject<E> for () {
+    #[inline(always)]
+    fn reject(&self) -> Option<E> {
+        None
+    }
+}
+
+impl<E: From<Open>> Reject<E> for &CircuitBreaker {
+    #[inline]
+    fn reject(&self) -> Option<E> {
+        Some(E::from(Open::new()))
+    }
+}
+
+/// A breaker with the error type's rejection taken where the user wrote `breaker` (by the
+/// attribute's `checks::check_breaker`), so that a missing `From<Open>` is reported once, there.
+pub struct BreakerOf<'a, E> {
+    pub(crate) breaker: &'a CircuitBreaker,
+    pub(crate) reject: fn() -> E,
+}
+
+impl<E> std::fmt::Debug for BreakerOf<'_, E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.breaker.fmt(f)
+    }
+}
+
+impl<E> Breaker for BreakerOf<'_, E> {
+    const ACTIVE: bool = true;
+    #[inline]
+    fn acquire(&self, now: Instant) -> Option<Permit> {
+        self.breaker.acquire(now)
+    }
+    #[inline]
+    fn record(&self, now: Instant, permit: Permit, success: bool) {
+        self.breaker.record_permit(now, permit, success)
+    }
+}
+
+impl<E> Reject<E> for BreakerOf<'_, E> {
+    #[inline]
+    fn reject(&self) -> Option<E> {
+        Some((self.reject)())
+    }
+}

@@ -1,0 +1,250 @@
+//! Timeouts: the per-attempt limit (a setting), and the one attempt race and the one call
+//! timer that the async loops of the builder and of `#[robust]` share.
+//!
+//! An async call keeps one tokio timer for its whole life: it bounds each attempt and then
+//! times the backoff. One `Sleep` instead of one per await point keeps the future small; it is
+//! created only when a timeout or a backoff first needs it. Blocking calls have no race: their
+//! timeout is cooperative (see [`Attempt::remaining`](crate::Attempt::remaining)).
+
+use std::time::Duration;
+
+use crate::Elapsed;
+#[cfg(feature = "tokio")]
+use crate::checks::IsResult;
+#[cfg(feature = "tokio")]
+use crate::time::Sleep;
+
+/// No per-attempt timeout (the default).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct NoTimeout;
+
+/// A per-attempt timeout; `None` inside means infinite (a negative number in the SPEC).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PerAttempt(pub(crate) Option<Duration>);
+
+/// A timeout setting, read by the loop before each attempt.
+pub trait AttemptTimeout {
+    /// The limit for one attempt, `None` for infinite.
+    fn limit(&self) -> Option<Duration>;
+}
+
+impl AttemptTimeout for NoTimeout {
+    #[inline]
+    fn limit(&self) -> Option<Duration> {
+        None
+    }
+}
+
+impl AttemptTimeout for PerAttempt {
+    #[inline]
+    fn limit(&self) -> Option<Duration> {
+        self.0
+    }
+}
+
+/// A timeout setting usable by async calls returning errors of type `E`: a timed-out attempt
+/// fails with `E::from(Elapsed)`.
+#[diagnostic::on_unimplemented(
+    message = "a per-attempt timeout needs `{E}: From<retry_runtime::Elapsed>`",
+    label = "the timed-out attempt must fail with a `{E}` built from `retry_runtime::Elapsed`",
+    note = "implement `From<retry_runtime::Elapsed>` for `{E}` (it is provided for `std::io::Error`, boxed errors and `anyhow::Error`)"
+)]
+pub trait AsyncTimeout<E>: AttemptTimeout {
+    /// The error of an attempt that ran out of the limit: `E::from(elapsed)`; `None` only for
+    /// a setting without a limit (which never expires).
+    fn elapsed(&self, elapsed: Elapsed) -> Option<E>;
+}
+
+impl<E> AsyncTimeout<E> for NoTimeout {
+    #[inline]
+    fn elapsed(&self, _: Elapsed) -> Option<E> {
+        None
+    }
+}
+
+impl<E: From<Elapsed>> AsyncTimeout<E> for PerAttempt {
+    #[inline]
+    fn elapsed(&self, elapsed: Elapsed) -> Option<E> {
+        Some(E::from(elapsed))
+    }
+}
+
+/// An async per-attempt timeout built for the error type `E`. The conversion is taken when
+/// it is built, so the `From<Elapsed>` check is made once, where the user wrote `timeout`.
+pub struct AsyncLimit<E> {
+    /// The limit in nanoseconds (saturating at about 584 years): one word instead of a
+    /// `Duration`'s two, since this value lives in every async call's future.
+    pub(crate) limit_nanos: u64,
+    pub(crate) convert: fn(Elapsed) -> E,
+}
+
+impl<E> std::fmt::Debug for AsyncLimit<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AsyncLimit")
+            .field("limit", &Duration::from_nanos(self.limit_nanos))
+            .finish()
+    }
+}
+
+impl<E> Clone for AsyncLimit<E> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<E> Copy for AsyncLimit<E> {}
+
+impl<E> AttemptTimeout for AsyncLimit<E> {
+    #[inline]
+    fn limit(&self) -> Option<Duration> {
+        Some(Duration::from_nanos(self.limit_nanos))
+    }
+}
+
+impl<E> AsyncTimeout<E> for AsyncLimit<E> {
+    #[inline]
+    fn elapsed(&self, e: Elapsed) -> Option<E> {
+        Some((self.convert)(e))
+    }
+}
+
+/// The timeout of a blocking fn (cooperative).
+#[inline(always)]
+pub const fn sync_timeout(limit: Duration) -> PerAttempt {
+    PerAttempt(Some(limit))
+}
+
+/// Runs one async attempt under `timeout` with a timer of its own: the result and whether the
+/// timeout fired (in which case the attempt's future was dropped). The builder's
+/// [`Policy::call_async`](crate::Policy::call_async) uses it; it is [`race`] on a fresh timer.
+#[cfg(feature = "tokio")]
+pub async fn run_attempt<R, E, T, Fut>(timeout: &T, attempt: Fut) -> (Result<R, E>, bool)
+where
+    T: AsyncTimeout<E>,
+    Fut: Future<Output = Result<R, E>>,
+{
+    if timeout.limit().is_none() {
+        return (attempt.await, false);
+    }
+    let timer = std::pin::pin!(timer_for(timeout));
+    let attempt = std::pin::pin!(attempt);
+    race::<Result<R, E>, T, Fut>(timer, attempt, timeout, false).await
+}
+
+/// The timer of an async call with a timeout, created with the first attempt's deadline and
+/// reset for every later attempt and every backoff.
+#[cfg(feature = "tokio")]
+#[inline]
+pub fn timer_for<T: AttemptTimeout>(timeout: &T) -> tokio::time::Sleep {
+    tokio::time::sleep(timeout.limit().unwrap_or(Duration::ZERO))
+}
+
+/// `now + d`, saturating about thirty years ahead (what tokio itself uses for "never").
+#[cfg(feature = "tokio")]
+#[inline]
+fn deadline_in(d: Duration) -> tokio::time::Instant {
+    let now = tokio::time::Instant::now();
+    now.checked_add(d)
+        .or_else(|| now.checked_add(Duration::from_secs(86400 * 365 * 30)))
+        .unwrap_or(now)
+}
+
+/// Runs one async attempt (already pinned in the caller) under the policy's timeout, on the
+/// call's timer (`rearm`: reset it for this attempt; the first attempt's is fresh): the
+/// result, and whether the timeout fired first (the error is then `E::from(Elapsed)`, and the
+/// caller drops the attempt right after, which cancels it).
+#[cfg(feature = "tokio")]
+pub fn race<'a, Ret, T, Fut>(
+    mut timer: std::pin::Pin<&'a mut tokio::time::Sleep>,
+    mut attempt: std::pin::Pin<&'a mut Fut>,
+    timeout: &'a T,
+    rearm: bool,
+) -> impl Future<Output = (Result<Ret::Ok, Ret::Err>, bool)> + 'a
+where
+    Ret: IsResult,
+    Ret::Err: 'a,
+    T: AsyncTimeout<Ret::Err>,
+    Fut: Future<Output = Ret>,
+{
+    if rearm && let Some(limit) = timeout.limit() {
+        timer.as_mut().reset(deadline_in(limit));
+    }
+    std::future::poll_fn(move |cx| {
+        if let std::task::Poll::Ready(r) = attempt.as_mut().poll(cx) {
+            return std::task::Poll::Ready((r.into_result(), false));
+        }
+        if timer.as_mut().poll(cx).is_ready()
+            && let Some(e) = timeout.elapsed(Elapsed::new())
+        {
+            return std::task::Poll::Ready((Err(e), true));
+        }
+        std::task::Poll::Pending
+    })
+}
+
+/// When a backoff of `d` ends on the tokio timer; `None` when there is nothing to wait for:
+/// `d` is zero, or an installed virtual clock has already advanced by `d`.
+#[cfg(feature = "tokio")]
+fn backoff_deadline(d: Duration) -> Option<tokio::time::Instant> {
+    match crate::time::installed() {
+        Some(t) => {
+            Sleep::sleep(&t, d);
+            None
+        }
+        None if d.is_zero() => None,
+        None => Some(deadline_in(d)),
+    }
+}
+
+/// Sleeps `d` between async attempts on the call's timer (or on an installed virtual clock).
+#[cfg(feature = "tokio")]
+pub fn backoff_on(
+    mut timer: std::pin::Pin<&mut tokio::time::Sleep>,
+    d: Duration,
+) -> impl Future<Output = ()> + '_ {
+    let armed = match backoff_deadline(d) {
+        Some(deadline) => {
+            timer.as_mut().reset(deadline);
+            true
+        }
+        None => false,
+    };
+    std::future::poll_fn(move |cx| {
+        if armed {
+            timer.as_mut().poll(cx)
+        } else {
+            std::task::Poll::Ready(())
+        }
+    })
+}
+
+/// The backoff timer of an async call without a timeout: allocated on the first backoff that
+/// sleeps (so the success path and the future stay small), reset on the next ones.
+#[cfg(feature = "tokio")]
+pub type BoxedTimer = Option<std::pin::Pin<Box<tokio::time::Sleep>>>;
+
+/// An empty boxed timer.
+#[cfg(feature = "tokio")]
+#[inline(always)]
+pub const fn boxed_timer() -> BoxedTimer {
+    None
+}
+
+/// Sleeps `d` between async attempts on the call's boxed timer (or on an installed virtual
+/// clock).
+#[cfg(feature = "tokio")]
+pub fn backoff_boxed(timer: &mut BoxedTimer, d: Duration) -> impl Future<Output = ()> + '_ {
+    let armed = match backoff_deadline(d) {
+        Some(deadline) => {
+            match timer {
+                Some(sleep) => sleep.as_mut().reset(deadline),
+                None => *timer = Some(Box::pin(tokio::time::sleep_until(deadline))),
+            }
+            true
+        }
+        None => false,
+    };
+    std::future::poll_fn(move |cx| match timer {
+        Some(sleep) if armed => sleep.as_mut().poll(cx),
+        _ => std::task::Poll::Ready(()),
+    })
+}
