@@ -12,8 +12,8 @@ use std::io::ErrorKind;
 use std::marker::PhantomData;
 use std::time::Duration;
 
-use crate::__private::{Inspector, IoKind, TimeoutKind};
 use crate::guard::BreakerOf;
+use crate::kind::{ErrorView as Inspector, Io, Timeout, Viewed};
 use crate::timeout::AsyncLimit;
 use crate::{CircuitBreaker, Elapsed, RetryBudget, RetryInfo};
 
@@ -228,20 +228,23 @@ impl<E> AnyView<E> for NoView<E> {
 
 /// `Io(...)`: checks that the error type has a view.
 #[inline(always)]
-pub fn io_kind<E, V: IoView<E>, const N: usize>(view: V, kinds: [ErrorKind; N]) -> IoKind<E, N> {
-    IoKind(view.inspector(), kinds)
+pub fn io_kind<E, V: IoView<E>, const N: usize>(
+    view: V,
+    kinds: [ErrorKind; N],
+) -> Viewed<Io<N>, E> {
+    Viewed::new(Io::of(kinds), view.inspector())
 }
 
 /// `Timeout` with a `timeout` set: matches with or without a view.
 #[inline(always)]
-pub fn timeout_kind<E, V: AnyView<E>>(view: V) -> TimeoutKind<E> {
-    TimeoutKind(view.inspector())
+pub fn timeout_kind<E, V: AnyView<E>>(view: V) -> Viewed<Timeout, E> {
+    Viewed::new(Timeout, view.inspector())
 }
 
 /// `Timeout` without a `timeout`: checks that the error type has a view.
 #[inline(always)]
-pub fn timeout_kind_viewed<E, V: TimeoutView<E>>(view: V) -> TimeoutKind<E> {
-    TimeoutKind(view.inspector())
+pub fn timeout_kind_viewed<E, V: TimeoutView<E>>(view: V) -> Viewed<Timeout, E> {
+    Viewed::new(Timeout, view.inspector())
 }
 
 /// A bare name written as a kind must name a value of the error type (a constant, unit

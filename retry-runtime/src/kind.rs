@@ -177,8 +177,16 @@ impl<E> Classify<E> for AnyError {
 pub struct Timeout;
 
 impl<E: Inspect> Classify<E> for Timeout {
+    #[inline]
     fn matches(&self, f: &Failure<'_, E>) -> bool {
-        f.timed_out || chain_has_timeout(f.error.as_error())
+        self.matches_view(f.error.as_error(), f.timed_out)
+    }
+}
+
+impl ClassifyView for Timeout {
+    #[inline]
+    fn matches_view(&self, error: Option<&(dyn Error + 'static)>, timed_out: bool) -> bool {
+        timed_out || chain_has_timeout(error)
     }
 }
 
@@ -218,8 +226,74 @@ impl<const N: usize> Io<N> {
 }
 
 impl<E: Inspect, const N: usize> Classify<E> for Io<N> {
+    #[inline]
     fn matches(&self, f: &Failure<'_, E>) -> bool {
-        chain_has_io(f.error.as_error(), &self.kinds)
+        self.matches_view(f.error.as_error(), f.timed_out)
+    }
+}
+
+impl<const N: usize> ClassifyView for Io<N> {
+    #[inline]
+    fn matches_view(&self, error: Option<&(dyn Error + 'static)>, _: bool) -> bool {
+        chain_has_io(error, &self.kinds)
+    }
+}
+
+/// A kind that decides from an `&dyn Error` view of the error and the timeout flag:
+/// [`Timeout`] and [`Io`]. With `E: Inspect` they are [`Classify`] directly; [`Viewed`] pairs
+/// them with any other way to see an `E` as `&dyn Error`.
+pub trait ClassifyView {
+    /// Whether a failure whose error is seen as `error` (`None`: no view) matches.
+    fn matches_view(&self, error: Option<&(dyn Error + 'static)>, timed_out: bool) -> bool;
+}
+
+/// A way to see an `E` as `&dyn Error`, if it has one.
+pub type ErrorView<E> = for<'a> fn(&'a E) -> Option<&'a (dyn Error + 'static)>;
+
+/// [`Timeout`] or [`Io`] with the view of `E` to look through: what `#[robust]` uses, since it
+/// finds a view for any `E: std::error::Error` without `Inspect`.
+///
+/// ```
+/// use retry_runtime::kind::{Classify, Failure, Io, Viewed};
+/// #[derive(Debug)]
+/// struct Mine(std::io::Error);
+/// let kind = Viewed::new(Io::ANY, |e: &Mine| Some(&e.0 as &(dyn std::error::Error + 'static)));
+/// let e = Mine(std::io::ErrorKind::ConnectionReset.into());
+/// assert!(kind.matches(&Failure::new(&e, false)));
+/// ```
+pub struct Viewed<K, E> {
+    kind: K,
+    view: ErrorView<E>,
+}
+
+impl<K, E> Viewed<K, E> {
+    /// `kind`, looking through `view`.
+    pub const fn new(kind: K, view: ErrorView<E>) -> Self {
+        Self { kind, view }
+    }
+}
+
+impl<K: Clone, E> Clone for Viewed<K, E> {
+    fn clone(&self) -> Self {
+        Self {
+            kind: self.kind.clone(),
+            view: self.view,
+        }
+    }
+}
+
+impl<K: Copy, E> Copy for Viewed<K, E> {}
+
+impl<K: std::fmt::Debug, E> std::fmt::Debug for Viewed<K, E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.kind.fmt(f)
+    }
+}
+
+impl<K: ClassifyView, E> Classify<E> for Viewed<K, E> {
+    #[inline]
+    fn matches(&self, f: &Failure<'_, E>) -> bool {
+        self.kind.matches_view((self.view)(f.error), f.timed_out)
     }
 }
 

@@ -26,7 +26,6 @@ pub use crate::{CircuitBreaker, RetryBudget, RetryInfo};
 pub use core::time::Duration as Dur;
 pub use std::io::ErrorKind;
 
-use crate::kind::{Classify, Failure, chain_has_io, chain_has_timeout};
 pub use crate::settings::RuleSettings;
 use crate::time::Sleep;
 pub use crate::{Backoff, Jitter};
@@ -98,7 +97,7 @@ pub fn sleep<C: Sleep>(env: &C, d: Duration) {
 // autoref specialisation, preferring `Inspect`, then `std::error::Error`, then none.
 
 /// How to view an `E` as `&dyn Error`.
-pub type Inspector<E> = for<'a> fn(&'a E) -> Option<&'a (dyn Error + 'static)>;
+pub use crate::kind::ErrorView as Inspector;
 
 /// A probe for autoref specialisation: `(&&&Probe::<E>::new()).inspector()`.
 #[derive(Debug)]
@@ -147,38 +146,6 @@ pub trait ViaNothing<E> {
 impl<E> ViaNothing<E> for Probe<E> {
     fn inspector(&self) -> NoView<E> {
         NoView(PhantomData)
-    }
-}
-
-/// The `Timeout` kind with an inspector.
-pub struct TimeoutKind<E>(pub Inspector<E>);
-
-impl<E> std::fmt::Debug for TimeoutKind<E> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Timeout")
-    }
-}
-
-impl<E> Classify<E> for TimeoutKind<E> {
-    #[inline]
-    fn matches(&self, f: &Failure<'_, E>) -> bool {
-        f.timed_out() || chain_has_timeout((self.0)(f.error()))
-    }
-}
-
-/// The `Io(...)` kind with an inspector.
-pub struct IoKind<E, const N: usize>(pub Inspector<E>, pub [ErrorKind; N]);
-
-impl<E, const N: usize> std::fmt::Debug for IoKind<E, N> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("Io").field(&self.1).finish()
-    }
-}
-
-impl<E, const N: usize> Classify<E> for IoKind<E, N> {
-    #[inline]
-    fn matches(&self, f: &Failure<'_, E>) -> bool {
-        chain_has_io((self.0)(f.error()), &self.1)
     }
 }
 
