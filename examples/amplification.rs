@@ -28,7 +28,9 @@ use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 use rand_distr::{Distribution, Exp};
 use retry_runtime::time::VirtualTime;
-use retry_runtime::{CircuitBreaker, Exponential, FullJitter, Policy, RetryBudget, Step};
+use retry_runtime::{
+    CircuitBreaker, Exponential, FullJitter, Policy, RetryBudget, RetryPolicy, Step,
+};
 use support::{legend, line, write_or_check};
 
 const CLIENTS: usize = 100;
@@ -114,27 +116,9 @@ fn simulate(p: f64, guard: Guard, seed: u64) -> Outcome {
     }
 }
 
-/// Drives one simulation with `policy` (generic over every policy shape the guards make).
-#[allow(clippy::type_complexity)]
-fn run<W, K, P, T, S, F, C, Bu, Br, H, Rt>(
-    p: f64,
-    seed: u64,
-    time: &VirtualTime,
-    policy: &Policy<W, K, P, T, S, F, C, retry_runtime::Extras<Bu, Br, H, Rt>>,
-) -> Outcome
-where
-    W: retry_runtime::Rules<Failure>,
-    K: retry_runtime::kind::Classify<Failure>,
-    P: retry_runtime::Plan,
-    T: retry_runtime::AttemptTimeout,
-    S: retry_runtime::OnSuccess,
-    F: retry_runtime::OnError<Failure>,
-    C: retry_runtime::time::Clock + Sync,
-    Bu: retry_runtime::Budget,
-    Br: retry_runtime::Breaker + retry_runtime::Reject<Failure>,
-    H: retry_runtime::Hint<Failure>,
-    Rt: retry_runtime::OnRetry<Failure>,
-{
+/// Drives one simulation with `policy`: any policy that retries `Failure`s, whatever the
+/// guards made its type.
+fn run<P: RetryPolicy<Failure>>(p: f64, seed: u64, time: &VirtualTime, policy: &P) -> Outcome {
     let mut rng = SmallRng::seed_from_u64(seed);
     let gap = Exp::new(RATE_PER_CLIENT).expect("valid rate");
     let mut queue = BinaryHeap::new();

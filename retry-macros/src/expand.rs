@@ -585,7 +585,7 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
     let pattern = spanned_group(quote!(#result, #fired), ret_span);
     let admit = quote_spanned! {ret_span=>
         if let ::core::option::Option::Some(#returned) =
-            #pr::admit::<#ret, _, _, _, _, _, _, _, _, _, _, _, _, _>(&mut #call)
+            #pr::admit::<#ret, _, _>(&mut #call)
         {
             return #returned;
         }

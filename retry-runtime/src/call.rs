@@ -7,16 +7,16 @@ use std::time::{Duration, Instant};
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 
-use crate::callbacks::{Describe, Hint, OnRetry, RetryInfo, RuleId};
-use crate::callbacks::{OnError, OnSuccess};
-use crate::guard::{Breaker, Budget, Reject};
+use crate::callbacks::{RetryInfo, RuleId};
+use crate::guard::{Breaker, Budget};
 use crate::jitter::JitterState;
-use crate::kind::{Classify, Failure};
-use crate::policy::Extras;
-use crate::policy::Policy;
-use crate::rules::{PlanVisitor, Rules};
+use crate::kind::Failure;
+use crate::policy::{Extras, Policy, PolicyCore, RetryPolicy};
+use crate::rules::PlanVisitor;
 use crate::settings::Plan;
-use crate::time::{Clock, Env};
+#[cfg(feature = "tokio")]
+use crate::time::AsyncSleep;
+use crate::time::{Clock, Env, Sleep};
 #[cfg(feature = "tokio")]
 use crate::timeout::AsyncTimeout;
 use crate::timeout::AttemptTimeout;
@@ -184,6 +184,23 @@ pub struct Timed {
     deadline: Option<Instant>,
 }
 
+impl Timed {
+    /// The instants of a call whose first attempt starts now on `clock` (its blocking reading
+    /// for a blocking call).
+    #[inline]
+    pub(crate) fn now<C: Clock + ?Sized>(clock: &C, blocking: bool) -> Self {
+        let now = if blocking {
+            clock.now_blocking()
+        } else {
+            clock.now()
+        };
+        Timed {
+            first: Some(now),
+            deadline: None,
+        }
+    }
+}
+
 impl Times for Timed {
     #[inline]
     fn first_or(&mut self, now: Instant) -> Instant {
@@ -220,7 +237,7 @@ impl Times for Untimed {
 /// the blocking sleeper ([`Clock::now_blocking`]). [`Policy::start_blocking`] and
 /// [`Policy::start_lazy_blocking`] make such calls.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Blocking<Tm = Timed>(Tm);
+pub struct Blocking<Tm = Timed>(pub(crate) Tm);
 
 impl<Tm: Times> Times for Blocking<Tm> {
     const BLOCKING: bool = true;
@@ -392,115 +409,44 @@ impl rand::TryRng for RetryRng<'_> {
 impl<W, K, P, T, S, F, C, Bu, Br, H, Rt, N> Policy<W, K, P, T, S, F, C, Extras<Bu, Br, H, Rt, N>>
 where
     T: AttemptTimeout,
-    C: Clock + Sync,
+    C: Env + Sync,
     Bu: Budget,
     Br: Breaker,
 {
-    /// Starts a call: a fresh retry count and clock reading. The call reads the async loop's
-    /// clock ([`Clock::now`]); a loop that waits with
-    /// [`Sleep::sleep`](crate::time::Sleep::sleep) uses [`start_blocking`](Self::start_blocking).
+    /// See [`PolicyCore::start`].
+    #[inline]
     pub fn start(&self) -> Call<'_, Self> {
-        self.extras.budget.deposit();
-        Call {
-            policy: self,
-            retries: 0,
-            permit: crate::Permit::NONE,
-            jitter: JitterState::default(),
-            times: Timed {
-                first: Some(self.env.now()),
-                deadline: None,
-            },
-            seed: CallSeed::default(),
-        }
+        PolicyCore::start(self)
     }
 
-    /// Starts a call that reads the clock only when something needs it: use it when no
-    /// attempt context is read, no rule has a `max_delay` and the timeout (if any) is enforced
-    /// by cancellation (async), as the `#[robust]` expansion does. Such a call's success path
-    /// reads no clock at all.
-    ///
-    /// With the `tracing` feature this is [`start`](Self::start), so that events report the
-    /// time since the first attempt.
+    /// See [`PolicyCore::start_lazy`].
+    #[inline]
     pub fn start_lazy(&self) -> Call<'_, Self, LazyTimes> {
-        #[cfg(feature = "tracing")]
-        {
-            self.start()
-        }
-        #[cfg(not(feature = "tracing"))]
-        {
-            self.start_untimed()
-        }
+        PolicyCore::start_lazy(self)
     }
 
-    /// Starts a blocking call: as [`start`](Self::start), but every clock reading of the call
-    /// (and of its [`Attempt`]s) is [`Clock::now_blocking`], the clock that agrees with
-    /// [`Sleep::sleep`](crate::time::Sleep::sleep). For [`DefaultEnv`](crate::time::DefaultEnv)
-    /// that is the system's monotonic clock even where tokio's clock is paused, so a
-    /// `max_delay` budget and a cooperative timeout count the time the thread slept.
-    /// [`Policy::call`] and `#[robust]` on a plain `fn` start their calls this way.
+    /// See [`PolicyCore::start_blocking`].
+    #[inline]
     pub fn start_blocking(&self) -> Call<'_, Self, Blocking> {
-        self.extras.budget.deposit();
-        Call {
-            policy: self,
-            retries: 0,
-            permit: crate::Permit::NONE,
-            jitter: JitterState::default(),
-            times: Blocking(Timed {
-                first: Some(self.env.now_blocking()),
-                deadline: None,
-            }),
-            seed: CallSeed::default(),
-        }
+        PolicyCore::start_blocking(self)
     }
 
-    /// [`start_lazy`](Self::start_lazy) for a blocking call: reads the clock only when
-    /// something needs it, and then the blocking one (see
-    /// [`start_blocking`](Self::start_blocking)).
+    /// See [`PolicyCore::start_lazy_blocking`].
+    #[inline]
     pub fn start_lazy_blocking(&self) -> Call<'_, Self, Blocking<LazyTimes>> {
-        #[cfg(feature = "tracing")]
-        {
-            self.start_blocking()
-        }
-        #[cfg(not(feature = "tracing"))]
-        {
-            let call = self.start_untimed();
-            Call {
-                policy: call.policy,
-                retries: call.retries,
-                permit: call.permit,
-                jitter: call.jitter,
-                times: Blocking(Untimed),
-                seed: call.seed,
-            }
-        }
+        PolicyCore::start_lazy_blocking(self)
     }
 
-    /// Starts a call that keeps no instants at all ([`Untimed`]), for policies whose rules
-    /// have no `max_delay` and that have no `on_retry` callback: such a call does not know when
-    /// its first attempt started, so a `max_delay` budget would never be spent and
-    /// [`RetryInfo::elapsed`](crate::RetryInfo) would read zero. Use [`start`](Self::start)
-    /// otherwise.
+    /// See [`PolicyCore::start_untimed`].
+    #[inline]
     pub fn start_untimed(&self) -> Call<'_, Self, Untimed> {
-        self.extras.budget.deposit();
-        Call {
-            policy: self,
-            retries: 0,
-            permit: crate::Permit::NONE,
-            jitter: JitterState::default(),
-            times: Untimed,
-            seed: CallSeed::default(),
-        }
+        PolicyCore::start_untimed(self)
     }
 
-    /// Starts a call whose random generator is seeded with `seed`, whatever the policy's own
-    /// seed: for simulations where every client must draw its own jitter reproducibly. It reads
-    /// the clock as [`start`](Self::start) does (the same as the blocking one for a
-    /// [`VirtualTime`](crate::time::VirtualTime)).
+    /// See [`PolicyCore::start_seeded`].
+    #[inline]
     pub fn start_seeded(&self, seed: u64) -> Call<'_, Self> {
-        Call {
-            seed: CallSeed::new(seed),
-            ..self.start()
-        }
+        PolicyCore::start_seeded(self, seed)
     }
 
     /// Runs `body` under this policy, blocking the thread while backing off.
@@ -512,38 +458,54 @@ where
     /// The call reads the clock that agrees with its sleeper ([`Clock::now_blocking`], see
     /// [`start_blocking`](Self::start_blocking)): called inside a tokio runtime whose clock is
     /// paused, it still sees real time pass while it sleeps.
-    pub fn call<'p, R, E, G>(&'p self, mut body: G) -> Result<R, E>
+    pub fn call<'p, R, E, G>(&'p self, body: G) -> Result<R, E>
     where
-        G: FnMut(Attempt<'p>) -> Result<R, E>,
-        W: Rules<E>,
-        K: Classify<E>,
-        P: Plan,
-        S: OnSuccess,
-        F: OnError<E>,
+        Self: RetryPolicy<E> + PolicyCore<Env = C>,
         C: Env,
-        Br: Reject<E>,
-        H: Hint<E>,
-        Rt: OnRetry<E>,
-        N: Describe<E>,
+        G: FnMut(Attempt<'p>) -> Result<R, E>,
     {
-        let mut call = self.start_blocking();
-        loop {
-            if let Some(rejected) = call.admit() {
-                return rejected;
-            }
-            let attempt = call.attempt();
-            match call.settle(body(attempt), false) {
-                Step::Return(r) => return r,
-                Step::Retry(delay) => self.env.sleep(delay),
-            }
+        run_blocking(self, body)
+    }
+}
+
+/// The blocking loop of [`RetryPolicy::call`].
+pub(crate) fn run_blocking<'p, P, R, E, G>(policy: &'p P, mut body: G) -> Result<R, E>
+where
+    P: RetryPolicy<E>,
+    G: FnMut(Attempt<'p>) -> Result<R, E>,
+{
+    let mut call = start(policy, Blocking(Timed::now(policy.env(), true)));
+    loop {
+        if let Some(rejected) = call.admit() {
+            return rejected;
         }
+        let attempt = call.attempt();
+        match call.settle(body(attempt), false) {
+            Step::Return(r) => return r,
+            Step::Retry(delay) => policy.env().sleep(delay),
+        }
+    }
+}
+
+/// A call of `policy` keeping its instants in `times`; credits the budget once.
+#[inline]
+pub(crate) fn start<P: PolicyCore, Tm>(policy: &P, times: Tm) -> Call<'_, P, Tm> {
+    policy.budget().deposit();
+    Call {
+        policy,
+        retries: 0,
+        permit: crate::Permit::NONE,
+        jitter: JitterState::default(),
+        times,
+        seed: CallSeed::default(),
     }
 }
 
 #[cfg(feature = "tokio")]
 impl<W, K, P, T, S, F, C, Bu, Br, H, Rt, N> Policy<W, K, P, T, S, F, C, Extras<Bu, Br, H, Rt, N>>
 where
-    C: Clock + Sync,
+    T: AttemptTimeout,
+    C: Env + Sync,
     Bu: Budget,
     Br: Breaker,
 {
@@ -571,54 +533,61 @@ where
     /// assert!(r.is_ok());
     /// # Ok(()) }
     /// ```
-    pub async fn call_async<'p, R, E, G, Fut>(&'p self, mut body: G) -> Result<R, E>
+    pub async fn call_async<'p, R, E, G, Fut>(&'p self, body: G) -> Result<R, E>
     where
+        Self: RetryPolicy<E> + PolicyCore<Env = C, Timeout = T>,
+        T: AsyncTimeout<E>,
+        C: crate::time::AsyncSleep,
         G: FnMut(Attempt<'p>) -> Fut,
         Fut: Future<Output = Result<R, E>>,
-        W: Rules<E>,
-        K: Classify<E>,
-        P: Plan,
-        T: AsyncTimeout<E>,
-        S: OnSuccess,
-        F: OnError<E>,
-        C: crate::time::AsyncSleep,
-        Br: Reject<E>,
-        H: Hint<E>,
-        Rt: OnRetry<E>,
-        N: Describe<E>,
     {
-        let mut call = self.start();
-        loop {
-            if let Some(rejected) = call.admit() {
-                return rejected;
-            }
-            let attempt = call.attempt();
-            let (result, fired) = crate::timeout::run_attempt(&self.timeout, body(attempt)).await;
-            match call.settle(result, fired) {
-                Step::Return(r) => return r,
-                Step::Retry(delay) => self.env.sleep_async(delay).await,
-            }
+        run_async(self, body).await
+    }
+}
+
+/// The async loop of [`RetryPolicy::call_async`].
+#[cfg(feature = "tokio")]
+pub(crate) async fn run_async<'p, P, R, E, G, Fut>(policy: &'p P, mut body: G) -> Result<R, E>
+where
+    P: RetryPolicy<E>,
+    P::Env: crate::time::AsyncSleep,
+    P::Timeout: AsyncTimeout<E>,
+    G: FnMut(Attempt<'p>) -> Fut,
+    Fut: Future<Output = Result<R, E>>,
+{
+    let mut call = start(policy, Timed::now(policy.env(), false));
+    loop {
+        if let Some(rejected) = call.admit() {
+            return rejected;
+        }
+        let attempt = call.attempt();
+        let (result, fired) =
+            crate::timeout::run_attempt(policy.timeout_setting(), body(attempt)).await;
+        match call.settle(result, fired) {
+            Step::Return(r) => return r,
+            Step::Retry(delay) => policy.env().sleep_async(delay).await,
         }
     }
 }
 
-impl<'p, W, K, P, T, S, F, C, Bu, Br, H, Rt, N, Tm>
-    Call<'p, Policy<W, K, P, T, S, F, C, Extras<Bu, Br, H, Rt, N>>, Tm>
-where
-    T: AttemptTimeout,
-    C: Clock + Sync,
-    Bu: Budget,
-    Br: Breaker,
-    Tm: Times,
-{
+impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
+    /// This call with its random generator seeded with `seed`.
+    #[inline]
+    pub(crate) fn with_seed(self, seed: u64) -> Self {
+        Call {
+            seed: CallSeed::new(seed),
+            ..self
+        }
+    }
+
     /// The current instant on the call's clock: [`Clock::now_blocking`] for a blocking call,
     /// [`Clock::now`] otherwise.
     #[inline]
     fn now(&self) -> Instant {
         if Tm::BLOCKING {
-            self.policy.env.now_blocking()
+            self.policy.env().now_blocking()
         } else {
-            self.policy.env.now()
+            self.policy.env().now()
         }
     }
 
@@ -627,13 +596,12 @@ where
     #[inline]
     pub fn admit<R, E>(&mut self) -> Option<Result<R, E>>
     where
-        Br: Reject<E>,
-        N: Describe<E>,
+        P: RetryPolicy<E>,
     {
-        if !Br::ACTIVE {
+        if !<P::Breaker as Breaker>::ACTIVE {
             return None;
         }
-        let breaker = &self.policy.extras.breaker;
+        let breaker = self.policy.breaker();
         if let Some(permit) = breaker.acquire(self.now()) {
             self.permit = permit;
             return None;
@@ -641,18 +609,18 @@ where
         #[cfg(feature = "tracing")]
         tracing::warn!(
             target: "retry_runtime",
-            function = Describe::<E>::name(&self.policy.extras.describe),
+            function = self.policy.name(),
             retries = self.retries,
             "circuit breaker open: attempt rejected without running it"
         );
-        breaker.reject().map(Err)
+        self.policy.reject().map(Err)
     }
 
     /// Marks the start of an attempt and returns its context.
     pub fn attempt(&mut self) -> Attempt<'p> {
         let started = self.now();
         let first = self.times.first_or(started);
-        let timeout = self.policy.timeout.limit();
+        let timeout = self.policy.timeout_setting().limit();
         self.times
             .set_deadline(timeout.and_then(|t| started.checked_add(t)));
         Attempt {
@@ -661,7 +629,7 @@ where
             timeout,
             started,
             first,
-            clock: &self.policy.env,
+            clock: self.policy.env(),
         }
     }
 
@@ -683,29 +651,21 @@ where
     #[inline]
     pub fn settle<R, E>(&mut self, result: Result<R, E>, timed_out: bool) -> Step<R, E>
     where
-        W: Rules<E>,
-        K: Classify<E>,
-        P: Plan,
-        S: OnSuccess,
-        F: OnError<E>,
-        H: Hint<E>,
-        Rt: OnRetry<E>,
-        N: Describe<E>,
+        P: RetryPolicy<E>,
     {
         let mut now = LazyNow {
-            clock: &self.policy.env,
+            clock: self.policy.env(),
             blocking: Tm::BLOCKING,
             at: None,
         };
-        if Br::ACTIVE {
+        if <P::Breaker as Breaker>::ACTIVE {
             self.policy
-                .extras
-                .breaker
+                .breaker()
                 .record(now.get(), self.permit, result.is_ok());
         }
         match result {
             Ok(value) => {
-                self.policy.on_success.on_success();
+                self.policy.on_success();
                 Step::Return(Ok(value))
             }
             Err(error) => match self.retry_delay(&error, timed_out, &mut now) {
@@ -723,12 +683,11 @@ where
     #[cold]
     fn trace_give_up<E>(&mut self, error: &E, reason: GiveUp)
     where
-        N: Describe<E>,
+        P: RetryPolicy<E>,
     {
-        let describe = &self.policy.extras.describe;
-        let function = describe.name();
+        let function = self.policy.name();
         let error_type = std::any::type_name::<E>();
-        let error = ErrorText(describe, error);
+        let error = ErrorText(self.policy, error);
         if reason == GiveUp::NotRetryable {
             tracing::debug!(
                 target: "retry_runtime",
@@ -764,35 +723,28 @@ where
         now: &mut LazyNow<'_>,
     ) -> Result<Duration, GiveUp>
     where
-        W: Rules<E>,
-        K: Classify<E>,
-        P: Plan,
-        F: OnError<E>,
-        H: Hint<E>,
-        Rt: OnRetry<E>,
-        N: Describe<E>,
+        P: RetryPolicy<E>,
     {
         let p = self.policy;
         let timed_out = timed_out || self.times.deadline().is_some_and(|d| now.get() >= d);
-        p.on_error.on_error(error, self.retries);
+        p.on_error(error, self.retries);
 
         let failure = Failure::new(error, timed_out);
-        let hinted = p.extras.hint.hint(error);
+        let hinted = p.hint(error);
         let visitor = Decide {
             retries: self.retries,
             jitter: &mut self.jitter,
             seed: &mut self.seed,
             times: &mut self.times,
-            env: &p.env,
+            env: p.env(),
             now,
             hinted,
         };
-        let (delay, rule) = match p.whens.select(&failure, visitor) {
-            Ok(decision) => decision?,
-            Err(visitor) if p.on.matches(&failure) => visitor.visit(&p.settings, RuleId::On)?,
-            Err(_) => return Err(GiveUp::NotRetryable),
+        let (delay, rule) = match p.select(&failure, visitor) {
+            Some(decision) => decision?,
+            None => return Err(GiveUp::NotRetryable),
         };
-        if !p.extras.budget.try_withdraw() {
+        if !p.budget().try_withdraw() {
             return Err(GiveUp::Budget);
         }
         // The clock is read for the callback, or for a tracing subscriber that wants the event.
@@ -800,7 +752,7 @@ where
         let trace = tracing::enabled!(target: "retry_runtime", tracing::Level::WARN);
         #[cfg(not(feature = "tracing"))]
         let trace = false;
-        if Rt::ACTIVE || trace {
+        if P::ON_RETRY || trace {
             let now = now.get();
             let info = RetryInfo {
                 retry: self.retries.saturating_add(1),
@@ -809,17 +761,17 @@ where
                 rule,
                 hinted: hinted.is_some(),
             };
-            p.extras.on_retry.on_retry(error, &info);
+            p.on_retry(error, &info);
             #[cfg(feature = "tracing")]
             tracing::warn!(
                 target: "retry_runtime",
-                function = p.extras.describe.name(),
+                function = p.name(),
                 retry = info.retry,
                 delay_ms = info.delay.as_millis() as u64,
                 elapsed_ms = info.elapsed.as_millis() as u64,
                 rule = ?info.rule,
                 hinted = info.hinted,
-                error = %ErrorText(&p.extras.describe, error),
+                error = %ErrorText(p, error),
                 error_type = std::any::type_name::<E>(),
                 "attempt failed, retrying"
             );
@@ -830,12 +782,12 @@ where
     }
 }
 
-/// An error as a policy's [`Describe`] writes it, for the `error` field of tracing events.
+/// An error as a policy writes it, for the `error` field of tracing events.
 #[cfg(feature = "tracing")]
-struct ErrorText<'a, N, E>(&'a N, &'a E);
+struct ErrorText<'a, P, E>(&'a P, &'a E);
 
 #[cfg(feature = "tracing")]
-impl<N: Describe<E>, E> fmt::Display for ErrorText<'_, N, E> {
+impl<P: RetryPolicy<E>, E> fmt::Display for ErrorText<'_, P, E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.0.write_error(self.1, f)
     }

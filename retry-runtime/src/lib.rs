@@ -88,8 +88,10 @@ pub use jitter::{
     AwsDecorrelated, Decorrelated, EqualJitter, FullJitter, Jitter, JitterState, NoJitter,
 };
 pub use kind::Inspect;
+#[cfg(feature = "tokio")]
+pub use policy::AsyncRetryPolicy;
 pub use policy::Extras;
-pub use policy::{Policy, PolicyBuilder};
+pub use policy::{Policy, PolicyBuilder, PolicyCore, RetryPolicy};
 pub use rules::{PlanVisitor, Rule, Rules};
 pub use settings::{Plan, Retries, RuleSettings, Settings};
 pub use timeout::{AsyncTimeout, AttemptTimeout, NoTimeout, PerAttempt};

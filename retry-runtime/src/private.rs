@@ -280,18 +280,11 @@ impl<E> ViaTypeName<E> for Probe<E> {
 /// that the generated code carries the return type's span and binds no projection (a
 /// non-`Result` return type is then reported once, there).
 #[inline(always)]
-#[allow(clippy::type_complexity)]
-pub fn admit<'p, Ret, W, K, P, T, S, F, C, Bu, Br, H, Rt, N, Tm>(
-    call: &mut crate::Call<'p, Policy<W, K, P, T, S, F, C, Extras<Bu, Br, H, Rt, N>>, Tm>,
-) -> Option<Ret>
+pub fn admit<Ret, P, Tm>(call: &mut crate::Call<'_, P, Tm>) -> Option<Ret>
 where
-    Tm: crate::call::Times,
     Ret: IsResult,
-    T: crate::AttemptTimeout,
-    C: crate::time::Clock + Sync,
-    Bu: crate::Budget,
-    Br: crate::Breaker + crate::Reject<Ret::Err>,
-    N: crate::Describe<Ret::Err>,
+    P: crate::RetryPolicy<Ret::Err>,
+    Tm: crate::call::Times,
 {
     call.admit().map(Ret::from_result)
 }
