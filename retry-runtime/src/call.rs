@@ -315,7 +315,7 @@ impl<Tm: Times> PlanVisitor for Decide<'_, '_, Tm> {
     type Out = Result<(Duration, RuleId), GiveUp>;
 
     #[inline]
-    fn visit<P: Plan + ?Sized>(self, plan: &P, rule: RuleId) -> Self::Out {
+    fn visit<P: Plan>(self, plan: &P, rule: RuleId) -> Self::Out {
         if !plan.retry_limit().allows(self.retries) {
             return Err(GiveUp::RetryLimit);
         }

@@ -122,7 +122,7 @@ impl Policy {
     }
 }
 
-mod sealed {
+pub(crate) mod sealed {
     /// Only this crate's policies implement [`PolicyCore`](super::PolicyCore).
     pub trait Sealed {}
 }
@@ -139,9 +139,9 @@ pub trait PolicyCore: sealed::Sealed {
     /// The per-attempt timeout setting.
     type Timeout: AttemptTimeout;
     /// The retry budget, `()` for none.
-    type Budget: Budget;
+    type Budget: Budget + ?Sized;
     /// The circuit breaker, `()` for none.
-    type Breaker: Breaker;
+    type Breaker: Breaker + ?Sized;
 
     /// The clock and sleepers.
     fn env(&self) -> &Self::Env;

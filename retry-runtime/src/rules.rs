@@ -23,7 +23,7 @@ pub trait PlanVisitor {
     /// What the visit returns.
     type Out;
     /// Called with the matching rule's settings and which rule it is.
-    fn visit<P: Plan + ?Sized>(self, plan: &P, rule: crate::RuleId) -> Self::Out;
+    fn visit<P: Plan>(self, plan: &P, rule: crate::RuleId) -> Self::Out;
 }
 
 /// An ordered list of rules: `()` is empty, `(Rest, Rule)` appends a rule after `Rest`.

@@ -1,0 +1,400 @@
+//! [`DynPolicy`]: a built policy behind one shared allocation, with a type to name.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::callbacks::{RetryInfo, RuleId};
+use crate::guard::{Breaker, Budget, Permit};
+use crate::kind::Failure;
+use crate::policy::{PolicyCore, RetryPolicy, sealed};
+use crate::rules::PlanVisitor;
+use crate::settings::Plan;
+use crate::time::{Clock, Env, Sleep};
+use crate::timeout::{AttemptTimeout, PerAttempt};
+
+/// A built policy for errors of type `E`, behind one shared allocation: the type to write
+/// where a policy is stored (a field of a struct, a `static` made once) or chosen at run time.
+///
+/// Any [`RetryPolicy<E>`] that is `Send + Sync + 'static` converts into one
+/// ([`DynPolicy::new`]); it is a `RetryPolicy<E>` itself (and an
+/// [`AsyncRetryPolicy<E>`](crate::AsyncRetryPolicy) when `E: From<Elapsed>`). Clones share
+/// the policy.
+///
+/// ```
+/// use std::io;
+/// use std::time::Duration;
+/// use retry_runtime::{Constant, DynPolicy, NoJitter, Policy};
+///
+/// struct Client {
+///     policy: DynPolicy<io::Error>,
+/// }
+///
+/// impl Client {
+///     fn new() -> Result<Self, retry_runtime::ConfigError> {
+///         let policy = Policy::builder()
+///             .retries(2)
+///             .backoff(Constant::new(Duration::ZERO))
+///             .jitter(NoJitter)
+///             .build()?;
+///         Ok(Client { policy: DynPolicy::new(policy) })
+///     }
+///
+///     fn get(&self, failures: &mut u32) -> io::Result<&'static str> {
+///         self.policy.call(|_attempt| {
+///             if *failures > 0 {
+///                 *failures -= 1;
+///                 return Err(io::ErrorKind::ConnectionReset.into());
+///             }
+///             Ok("body")
+///         })
+///     }
+/// }
+///
+/// let client = Client::new()?;
+/// assert_eq!(client.get(&mut 2)?, "body");
+/// assert!(client.get(&mut 3).is_err()); // 2 retries, 3 failures
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// # Cost
+/// One allocation when made; none per blocking call. Every decision goes through a virtual
+/// call, the breaker and `on_retry` are consulted whether or not the policy has them (so the
+/// clock is read before each attempt and each retry), and an async call that backs off boxes
+/// each backoff's sleep. Keep the concrete [`Policy`](crate::Policy) type where the
+/// nanoseconds matter.
+pub struct DynPolicy<E> {
+    inner: Arc<dyn Erased<E>>,
+    env: DynEnv,
+    timeout: PerAttempt,
+}
+
+impl<E> Clone for DynPolicy<E> {
+    fn clone(&self) -> Self {
+        DynPolicy {
+            inner: Arc::clone(&self.inner),
+            env: self.env.clone(),
+            timeout: self.timeout,
+        }
+    }
+}
+
+impl<E> fmt::Debug for DynPolicy<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DynPolicy")
+            .field("timeout", &self.timeout.limit())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<E: 'static> DynPolicy<E> {
+    /// `policy` behind one allocation.
+    pub fn new<P>(policy: P) -> Self
+    where
+        P: RetryPolicy<E> + Send + Sync + 'static,
+        P::Env: Clone + Send + Sync + 'static + DynSleep,
+    {
+        let env = DynEnv(Arc::new(policy.env().clone()));
+        let timeout = PerAttempt(policy.timeout_setting().limit());
+        DynPolicy {
+            inner: Arc::new(policy),
+            env,
+            timeout,
+        }
+    }
+}
+
+impl<E> DynPolicy<E> {
+    /// Runs `body` under this policy, blocking the thread while backing off: see
+    /// [`Policy::call`](crate::Policy::call).
+    pub fn call<'p, R, G>(&'p self, body: G) -> Result<R, E>
+    where
+        G: FnMut(crate::Attempt<'p>) -> Result<R, E>,
+    {
+        crate::call::run_blocking(self, body)
+    }
+
+    /// Runs the future `body` makes under this policy, on the tokio timer: see
+    /// [`Policy::call_async`](crate::Policy::call_async).
+    #[cfg(feature = "tokio")]
+    pub async fn call_async<'p, R, G, Fut>(&'p self, body: G) -> Result<R, E>
+    where
+        E: From<crate::Elapsed>,
+        G: FnMut(crate::Attempt<'p>) -> Fut,
+        Fut: Future<Output = Result<R, E>>,
+    {
+        crate::call::run_async(self, body).await
+    }
+}
+
+/// The environment of a [`DynPolicy`]: the policy's own, shared.
+#[derive(Clone)]
+pub struct DynEnv(Arc<dyn DynSleep>);
+
+impl fmt::Debug for DynEnv {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("DynEnv")
+    }
+}
+
+/// An environment a [`DynPolicy`] can keep: a clock that sleeps (and, with the `tokio`
+/// feature, sleeps asynchronously). Implemented for every such type.
+pub trait DynSleep: Send + Sync {
+    #[doc(hidden)]
+    fn dyn_now(&self) -> Instant;
+    #[doc(hidden)]
+    fn dyn_now_blocking(&self) -> Instant;
+    #[doc(hidden)]
+    fn dyn_seed(&self) -> Option<u64>;
+    #[doc(hidden)]
+    fn dyn_sleep(&self, d: Duration);
+    #[cfg(feature = "tokio")]
+    #[doc(hidden)]
+    fn dyn_sleep_async(
+        &self,
+        d: Duration,
+    ) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send + '_>>;
+}
+
+#[cfg(feature = "tokio")]
+impl<C: Env + crate::time::AsyncSleep + Send + Sync> DynSleep for C {
+    fn dyn_now(&self) -> Instant {
+        self.now()
+    }
+    fn dyn_now_blocking(&self) -> Instant {
+        self.now_blocking()
+    }
+    fn dyn_seed(&self) -> Option<u64> {
+        self.seed()
+    }
+    fn dyn_sleep(&self, d: Duration) {
+        self.sleep(d)
+    }
+    fn dyn_sleep_async(
+        &self,
+        d: Duration,
+    ) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        Box::pin(self.sleep_async(d))
+    }
+}
+
+#[cfg(not(feature = "tokio"))]
+impl<C: Env + Send + Sync> DynSleep for C {
+    fn dyn_now(&self) -> Instant {
+        self.now()
+    }
+    fn dyn_now_blocking(&self) -> Instant {
+        self.now_blocking()
+    }
+    fn dyn_seed(&self) -> Option<u64> {
+        self.seed()
+    }
+    fn dyn_sleep(&self, d: Duration) {
+        self.sleep(d)
+    }
+}
+
+impl Clock for DynEnv {
+    #[inline]
+    fn now(&self) -> Instant {
+        self.0.dyn_now()
+    }
+    #[inline]
+    fn now_blocking(&self) -> Instant {
+        self.0.dyn_now_blocking()
+    }
+    #[inline]
+    fn seed(&self) -> Option<u64> {
+        self.0.dyn_seed()
+    }
+}
+
+impl Sleep for DynEnv {
+    #[inline]
+    fn sleep(&self, d: Duration) {
+        self.0.dyn_sleep(d)
+    }
+}
+
+#[cfg(feature = "tokio")]
+impl crate::time::AsyncSleep for DynEnv {
+    fn sleep_async(&self, d: Duration) -> impl Future<Output = ()> + Send {
+        self.0.dyn_sleep_async(d)
+    }
+}
+
+/// The object-safe face of a policy for `E`, implemented for every `RetryPolicy<E> + Send +
+/// Sync`: what a [`DynPolicy`] calls.
+#[doc(hidden)]
+pub trait Erased<E>: Send + Sync {
+    fn deposit(&self);
+    fn try_withdraw(&self) -> bool;
+    fn acquire(&self, now: Instant) -> Option<Permit>;
+    fn record(&self, now: Instant, permit: Permit, success: bool);
+    fn reject(&self) -> Option<E>;
+    fn on_success(&self);
+    fn on_error(&self, error: &E, retries: u32);
+    fn hint(&self, error: &E) -> Option<Duration>;
+    fn on_retry(&self, error: &E, info: &RetryInfo);
+    fn name(&self) -> Option<&'static str>;
+    fn write_error(&self, error: &E, f: &mut fmt::Formatter<'_>) -> fmt::Result;
+    /// Calls `visit` with the settings of the first matching rule; false when none matches.
+    fn select_dyn(
+        &self,
+        failure: &Failure<'_, E>,
+        visit: &mut dyn FnMut(&dyn Plan, RuleId),
+    ) -> bool;
+}
+
+/// A visitor that hands the rule's settings to a callback, as `&dyn Plan`.
+struct ToDyn<'a>(&'a mut dyn FnMut(&dyn Plan, RuleId));
+
+impl PlanVisitor for ToDyn<'_> {
+    type Out = ();
+    fn visit<P: Plan>(self, plan: &P, rule: RuleId) {
+        (self.0)(plan, rule)
+    }
+}
+
+impl<E, P: RetryPolicy<E> + Send + Sync> Erased<E> for P {
+    fn deposit(&self) {
+        self.budget().deposit()
+    }
+    fn try_withdraw(&self) -> bool {
+        self.budget().try_withdraw()
+    }
+    fn acquire(&self, now: Instant) -> Option<Permit> {
+        if <P::Breaker as Breaker>::ACTIVE {
+            self.breaker().acquire(now)
+        } else {
+            Some(Permit::NONE)
+        }
+    }
+    fn record(&self, now: Instant, permit: Permit, success: bool) {
+        if <P::Breaker as Breaker>::ACTIVE {
+            self.breaker().record(now, permit, success)
+        }
+    }
+    fn reject(&self) -> Option<E> {
+        RetryPolicy::reject(self)
+    }
+    fn on_success(&self) {
+        RetryPolicy::on_success(self)
+    }
+    fn on_error(&self, error: &E, retries: u32) {
+        RetryPolicy::on_error(self, error, retries)
+    }
+    fn hint(&self, error: &E) -> Option<Duration> {
+        RetryPolicy::hint(self, error)
+    }
+    fn on_retry(&self, error: &E, info: &RetryInfo) {
+        if P::ON_RETRY {
+            RetryPolicy::on_retry(self, error, info)
+        }
+    }
+    fn name(&self) -> Option<&'static str> {
+        RetryPolicy::name(self)
+    }
+    fn write_error(&self, error: &E, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        RetryPolicy::write_error(self, error, f)
+    }
+    fn select_dyn(
+        &self,
+        failure: &Failure<'_, E>,
+        visit: &mut dyn FnMut(&dyn Plan, RuleId),
+    ) -> bool {
+        self.select(failure, ToDyn(visit)).is_some()
+    }
+}
+
+impl<E> Budget for dyn Erased<E> {
+    #[inline]
+    fn deposit(&self) {
+        Erased::deposit(self)
+    }
+    #[inline]
+    fn try_withdraw(&self) -> bool {
+        Erased::try_withdraw(self)
+    }
+}
+
+impl<E> Breaker for dyn Erased<E> {
+    const ACTIVE: bool = true;
+    #[inline]
+    fn acquire(&self, now: Instant) -> Option<Permit> {
+        Erased::acquire(self, now)
+    }
+    #[inline]
+    fn record(&self, now: Instant, permit: Permit, success: bool) {
+        Erased::record(self, now, permit, success)
+    }
+}
+
+impl<E> sealed::Sealed for DynPolicy<E> {}
+
+impl<E> PolicyCore for DynPolicy<E> {
+    type Env = DynEnv;
+    type Timeout = PerAttempt;
+    type Budget = dyn Erased<E>;
+    type Breaker = dyn Erased<E>;
+
+    #[inline]
+    fn env(&self) -> &DynEnv {
+        &self.env
+    }
+    #[inline]
+    fn timeout_setting(&self) -> &PerAttempt {
+        &self.timeout
+    }
+    #[inline]
+    fn budget(&self) -> &(dyn Erased<E> + 'static) {
+        &*self.inner
+    }
+    #[inline]
+    fn breaker(&self) -> &(dyn Erased<E> + 'static) {
+        &*self.inner
+    }
+}
+
+impl<E> RetryPolicy<E> for DynPolicy<E> {
+    const ON_RETRY: bool = true;
+
+    #[inline]
+    fn reject(&self) -> Option<E> {
+        self.inner.reject()
+    }
+    #[inline]
+    fn on_success(&self) {
+        self.inner.on_success()
+    }
+    #[inline]
+    fn on_error(&self, error: &E, retries: u32) {
+        self.inner.on_error(error, retries)
+    }
+    #[inline]
+    fn hint(&self, error: &E) -> Option<Duration> {
+        self.inner.hint(error)
+    }
+    #[inline]
+    fn on_retry(&self, error: &E, info: &RetryInfo) {
+        self.inner.on_retry(error, info)
+    }
+    #[inline]
+    fn name(&self) -> Option<&'static str> {
+        self.inner.name()
+    }
+    #[inline]
+    fn write_error(&self, error: &E, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.inner.write_error(error, f)
+    }
+    fn select<V: PlanVisitor>(&self, failure: &Failure<'_, E>, visitor: V) -> Option<V::Out> {
+        let mut visitor = Some(visitor);
+        let mut out = None;
+        self.inner.select_dyn(failure, &mut |plan, rule| {
+            if let Some(v) = visitor.take() {
+                out = Some(v.visit(&plan, rule));
+            }
+        });
+        out
+    }
+}
