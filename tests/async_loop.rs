@@ -166,8 +166,8 @@ async fn the_call_future_is_send_and_calls_are_independent() {
     type Shared = retry_runtime::Policy<
         (),
         retry_runtime::kind::AnyError,
-        retry_runtime::RuleSettings<NoBackoff, retry_runtime::FullJitter>,
-        retry_runtime::PerAttempt,
+        retry_runtime::policy::settings::RuleSettings<NoBackoff, retry_runtime::FullJitter>,
+        retry_runtime::timeout::PerAttempt,
     >;
     static POLICY: std::sync::LazyLock<Shared> = std::sync::LazyLock::new(|| {
         Policy::builder()

@@ -118,14 +118,14 @@ impl<F, C> std::fmt::Debug for Checked<F, C> {
     }
 }
 
-impl<E, F> crate::OnError<E> for Checked<F, fn(&F, &E, u32)> {
+impl<E, F> crate::callbacks::OnError<E> for Checked<F, fn(&F, &E, u32)> {
     #[inline(always)]
     fn on_error(&self, error: &E, retries: u32) {
         (self.call)(&self.f, error, retries)
     }
 }
 
-impl<E, F> crate::OnRetry<E> for Checked<F, fn(&F, &E, &RetryInfo)> {
+impl<E, F> crate::callbacks::OnRetry<E> for Checked<F, fn(&F, &E, &RetryInfo)> {
     #[inline(always)]
     fn on_retry(&self, error: &E, info: &RetryInfo) {
         (self.call)(&self.f, error, info)
@@ -135,7 +135,7 @@ impl<E, F> crate::OnRetry<E> for Checked<F, fn(&F, &E, &RetryInfo)> {
 /// The call of a checked `hint` closure.
 pub type HintCall<H, E> = fn(&H, &E) -> Option<Duration>;
 
-impl<E, F> crate::Hint<E> for Checked<F, HintCall<F, E>> {
+impl<E, F> crate::callbacks::Hint<E> for Checked<F, HintCall<F, E>> {
     #[inline(always)]
     fn hint(&self, error: &E) -> Option<Duration> {
         (self.call)(&self.f, error)

@@ -31,10 +31,15 @@
 //! - Kinds ([`kind`]): [`AnyError`](kind::AnyError), [`Timeout`](kind::Timeout),
 //!   [`Io`](kind::Io), [`Predicate`](kind::Predicate).
 //! - [`Policy`] and [`PolicyBuilder`]: every setting; [`Policy::call`] and
-//!   [`Policy::call_async`] run a call; [`Call`] is the loop's state for hand-written loops.
-//! - [`time`]: the clock and sleepers, and [`VirtualTime`](time::VirtualTime) for tests.
-//! - Overload protection: [`RetryBudget`], [`CircuitBreaker`], hints and `on_retry`
+//!   [`Policy::call_async`] run a call; [`Call`] is the loop's state for hand-written loops
+//!   (its parts in [`call`]).
+//! - Generic code names one bound, [`RetryPolicy<E>`] ([`AsyncRetryPolicy<E>`] for async
+//!   calls), not a policy's type parameters; [`DynPolicy<E>`] is a type to store a policy
+//!   under (a struct field). The [`policy`] module has the per-rule settings and rules.
+//! - [`timeout`]: per-attempt timeouts; [`callbacks`]: `on_success`, `on_error`, `on_retry`,
+//!   `hint`; [`guard`]: overload protection, [`RetryBudget`] and [`CircuitBreaker`]
 //!   ([`PolicyBuilder::budget`] and the methods after it).
+//! - [`time`]: the clock and sleepers, and [`VirtualTime`](time::VirtualTime) for tests.
 //! - [`parse_duration`]: durations written as text, read as the attribute reads them.
 //! - [`checks`]: the compile-time checks of `#[robust]` that go through types, with their
 //!   messages.
@@ -56,47 +61,39 @@
 #![warn(missing_docs)]
 
 pub mod backoff;
-mod call;
-mod callbacks;
+pub mod call;
+pub mod callbacks;
 pub mod checks;
 mod duration;
-mod dynamic;
 mod error;
-mod guard;
+pub mod guard;
 pub mod jitter;
 pub mod kind;
-mod policy;
-mod rules;
-mod settings;
+pub mod policy;
 pub mod time;
-mod timeout;
+pub mod timeout;
 
 #[doc(hidden)]
-#[path = "private.rs"]
 pub mod __private;
 
+// The user's vocabulary; the loop's parts stay in their modules.
 pub use backoff::{
     Backoff, Constant, Exponential, Fibonacci, Linear, NoBackoff, Polynomial, Random,
 };
-pub use call::{Attempt, Blocking, Call, LazyTimes, Step, Timed, Times, Untimed};
-pub use callbacks::{Describe, Hint, Name, OnRetry, RetryInfo, RuleId};
-pub use callbacks::{Noop, OnError, OnSuccess};
+pub use call::{Attempt, Call, Step};
+pub use callbacks::{RetryInfo, RuleId};
 pub use duration::{duration_from_secs, limit_from_secs, parse_duration};
-pub use dynamic::{DynEnv, DynPolicy, DynSleep};
 pub use error::{ConfigError, Elapsed};
-pub use guard::{Breaker, Budget, Reject};
-pub use guard::{BreakerState, CircuitBreaker, MAX_WINDOW, Open, Permit, RetryBudget};
+pub use guard::{BreakerState, CircuitBreaker, Open, RetryBudget};
 pub use jitter::{
     AwsDecorrelated, Decorrelated, EqualJitter, FullJitter, Jitter, JitterState, NoJitter,
 };
 pub use kind::Inspect;
 #[cfg(feature = "tokio")]
 pub use policy::AsyncRetryPolicy;
-pub use policy::Extras;
-pub use policy::{Policy, PolicyBuilder, PolicyCore, RetryPolicy};
-pub use rules::{PlanVisitor, Rule, Rules};
-pub use settings::{Plan, Retries, RuleSettings, Settings};
-pub use timeout::{AsyncTimeout, AttemptTimeout, NoTimeout, PerAttempt};
+pub use policy::dynamic::DynPolicy;
+pub use policy::settings::{Retries, Settings};
+pub use policy::{Policy, PolicyBuilder, RetryPolicy};
 
 #[cfg(feature = "macros")]
 #[doc = include_str!("robust.md")]

@@ -9,10 +9,10 @@ use std::sync::Arc;
 use proptest::prelude::*;
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
+use retry_runtime::policy::settings::Plan;
 use retry_runtime::{
     AwsDecorrelated, Backoff, Constant, Decorrelated, EqualJitter, Exponential, Fibonacci,
-    FullJitter, Jitter, JitterState, Linear, NoBackoff, NoJitter, Plan, Polynomial, Random,
-    Settings,
+    FullJitter, Jitter, JitterState, Linear, NoBackoff, NoJitter, Polynomial, Random, Settings,
 };
 
 trait DBackoff: Backoff + Debug {}

@@ -1,7 +1,7 @@
 //! Per-kind rules (`when` clauses) and the order in which they are tried.
 
 use crate::kind::{Classify, Failure};
-use crate::settings::Plan;
+use crate::policy::settings::Plan;
 
 /// One `when(KIND, ...)` rule: a kind and the settings it applies.
 #[derive(Debug, Clone, Copy)]

@@ -7,9 +7,9 @@ use std::time::{Duration, Instant};
 use crate::callbacks::{RetryInfo, RuleId};
 use crate::guard::{Breaker, Budget, Permit};
 use crate::kind::Failure;
+use crate::policy::rules::PlanVisitor;
+use crate::policy::settings::Plan;
 use crate::policy::{PolicyCore, RetryPolicy, sealed};
-use crate::rules::PlanVisitor;
-use crate::settings::Plan;
 use crate::time::{Clock, Env, Sleep};
 use crate::timeout::{AttemptTimeout, PerAttempt};
 

@@ -1,120 +1,29 @@
 //! The retry loop: per-call state ([`Call`]), the attempt context ([`Attempt`]) and the
 //! blocking and async entry points.
 
+mod attempt;
+mod decide;
+mod times;
+
+pub use attempt::Attempt;
+use decide::{CallSeed, Decide, GiveUp, LazyNow};
+pub use times::{Blocking, LazyTimes, Timed, Times, Untimed};
+
+#[cfg(feature = "tracing")]
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use rand::SeedableRng;
-use rand::rngs::SmallRng;
-
-use crate::callbacks::{RetryInfo, RuleId};
+use crate::callbacks::RetryInfo;
 use crate::guard::{Breaker, Budget};
 use crate::jitter::JitterState;
 use crate::kind::Failure;
 use crate::policy::{Extras, Policy, PolicyCore, RetryPolicy};
-use crate::rules::PlanVisitor;
-use crate::settings::Plan;
 #[cfg(feature = "tokio")]
 use crate::time::AsyncSleep;
 use crate::time::{Clock, Env, Sleep};
 #[cfg(feature = "tokio")]
 use crate::timeout::AsyncTimeout;
 use crate::timeout::AttemptTimeout;
-
-/// What the body of a retried function can know about the attempt it runs in (SPEC section 9).
-///
-/// ```
-/// use std::time::Duration;
-/// use retry_runtime::Policy;
-///
-/// let policy = Policy::builder().timeout(Duration::from_secs(5)).build()?;
-/// let r: Result<(), std::io::Error> = policy.call(|attempt| {
-///     assert_eq!(attempt.retries(), 0);
-///     assert_eq!(attempt.timeout(), Some(Duration::from_secs(5)));
-///     // A blocking body hands the time left to its socket:
-///     let left = attempt.remaining().unwrap();
-///     assert!(left <= Duration::from_secs(5));
-///     Ok(())
-/// });
-/// # r.unwrap();
-/// # Ok::<(), retry_runtime::ConfigError>(())
-/// ```
-#[derive(Clone, Copy)]
-pub struct Attempt<'a> {
-    retries: u32,
-    /// Whether the call is blocking: it then reads [`Clock::now_blocking`].
-    blocking: bool,
-    timeout: Option<Duration>,
-    started: Instant,
-    first: Instant,
-    clock: &'a (dyn Clock + Sync),
-}
-
-impl fmt::Debug for Attempt<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Attempt")
-            .field("retries", &self.retries)
-            .field("timeout", &self.timeout)
-            .field("started", &self.started)
-            .field("first", &self.first)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Attempt<'_> {
-    /// The current instant on the call's clock.
-    fn now(&self) -> Instant {
-        if self.blocking {
-            self.clock.now_blocking()
-        } else {
-            self.clock.now()
-        }
-    }
-
-    /// Retries made so far in this call: 0 in the first attempt, n in the attempt that retry n
-    /// started. Retries are numbered from 1: the second attempt is retry 1, as `on_retry`'s
-    /// [`RetryInfo::retry`](crate::RetryInfo::retry) and the tracing events' `retry` field
-    /// number it.
-    pub const fn retries(&self) -> u32 {
-        self.retries
-    }
-
-    /// The 1-based number of this attempt.
-    pub const fn number(&self) -> u32 {
-        self.retries.saturating_add(1)
-    }
-
-    /// This attempt's timeout, `None` for infinite.
-    pub const fn timeout(&self) -> Option<Duration> {
-        self.timeout
-    }
-
-    /// When this attempt started.
-    pub const fn started(&self) -> Instant {
-        self.started
-    }
-
-    /// This attempt's deadline, `None` without a timeout.
-    pub fn deadline(&self) -> Option<Instant> {
-        self.timeout.and_then(|t| self.started.checked_add(t))
-    }
-
-    /// Time left before the deadline (zero once past it), `None` without a timeout.
-    pub fn remaining(&self) -> Option<Duration> {
-        let deadline = self.deadline()?;
-        Some(deadline.saturating_duration_since(self.now()))
-    }
-
-    /// Whether the deadline has passed.
-    pub fn is_expired(&self) -> bool {
-        self.remaining().is_some_and(|r| r.is_zero())
-    }
-
-    /// Time since the first attempt of this call started.
-    pub fn elapsed(&self) -> Duration {
-        self.now().saturating_duration_since(self.first)
-    }
-}
 
 /// What to do after an attempt.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -154,256 +63,10 @@ pub struct Call<'p, P, Tm = Timed> {
     policy: &'p P,
     retries: u32,
     /// The breaker's permit for the current attempt.
-    permit: crate::Permit,
+    permit: crate::guard::Permit,
     jitter: JitterState,
     times: Tm,
     seed: CallSeed,
-}
-
-/// Where a call keeps the instants it needs: [`Timed`] keeps the first attempt's start and the
-/// current attempt's deadline; [`Untimed`] keeps nothing, for calls that never read them (no
-/// attempt context, no `max_delay`, no cooperative timeout, no `on_retry`), which keeps async
-/// futures small.
-pub trait Times: Default {
-    /// Whether the call blocks its thread to wait ([`Blocking`]): it then reads the clock that
-    /// agrees with [`Sleep::sleep`](crate::time::Sleep::sleep),
-    /// [`Clock::now_blocking`], instead of [`Clock::now`].
-    const BLOCKING: bool = false;
-    /// When the first attempt started; records `now` if that is not known.
-    fn first_or(&mut self, now: Instant) -> Instant;
-    /// The current attempt's deadline.
-    fn deadline(&self) -> Option<Instant>;
-    /// Sets the current attempt's deadline.
-    fn set_deadline(&mut self, deadline: Option<Instant>);
-}
-
-/// The instants of a call that reads time (see [`Times`]).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Timed {
-    first: Option<Instant>,
-    deadline: Option<Instant>,
-}
-
-impl Timed {
-    /// The instants of a call whose first attempt starts now on `clock` (its blocking reading
-    /// for a blocking call).
-    #[inline]
-    pub(crate) fn now<C: Clock + ?Sized>(clock: &C, blocking: bool) -> Self {
-        let now = if blocking {
-            clock.now_blocking()
-        } else {
-            clock.now()
-        };
-        Timed {
-            first: Some(now),
-            deadline: None,
-        }
-    }
-}
-
-impl Times for Timed {
-    #[inline]
-    fn first_or(&mut self, now: Instant) -> Instant {
-        *self.first.get_or_insert(now)
-    }
-    #[inline]
-    fn deadline(&self) -> Option<Instant> {
-        self.deadline
-    }
-    #[inline]
-    fn set_deadline(&mut self, deadline: Option<Instant>) {
-        self.deadline = deadline;
-    }
-}
-
-/// No instants: the first attempt is taken to start now, there is no deadline (see [`Times`]).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Untimed;
-
-impl Times for Untimed {
-    #[inline(always)]
-    fn first_or(&mut self, now: Instant) -> Instant {
-        now
-    }
-    #[inline(always)]
-    fn deadline(&self) -> Option<Instant> {
-        None
-    }
-    #[inline(always)]
-    fn set_deadline(&mut self, _: Option<Instant>) {}
-}
-
-/// The instants `Tm` of a blocking call (see [`Times`]), read from the clock that agrees with
-/// the blocking sleeper ([`Clock::now_blocking`]). [`Policy::start_blocking`] and
-/// [`Policy::start_lazy_blocking`] make such calls.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Blocking<Tm = Timed>(pub(crate) Tm);
-
-impl<Tm: Times> Times for Blocking<Tm> {
-    const BLOCKING: bool = true;
-    #[inline(always)]
-    fn first_or(&mut self, now: Instant) -> Instant {
-        self.0.first_or(now)
-    }
-    #[inline(always)]
-    fn deadline(&self) -> Option<Instant> {
-        self.0.deadline()
-    }
-    #[inline(always)]
-    fn set_deadline(&mut self, deadline: Option<Instant>) {
-        self.0.set_deadline(deadline)
-    }
-}
-
-/// What [`Policy::start_lazy`] keeps: nothing, unless the `tracing` feature is on, whose events
-/// report the time since the first attempt.
-#[cfg(not(feature = "tracing"))]
-pub type LazyTimes = Untimed;
-/// What [`Policy::start_lazy`] keeps: nothing, unless the `tracing` feature is on, whose events
-/// report the time since the first attempt.
-#[cfg(feature = "tracing")]
-pub type LazyTimes = Timed;
-
-/// The moment an attempt's outcome is settled, read from the clock at most once, and only if
-/// something (breaker, deadline, budget, `on_retry`) asks for it.
-struct LazyNow<'a> {
-    clock: &'a dyn Clock,
-    blocking: bool,
-    at: Option<Instant>,
-}
-
-impl LazyNow<'_> {
-    #[inline]
-    fn get(&mut self) -> Instant {
-        let (clock, blocking) = (self.clock, self.blocking);
-        *self.at.get_or_insert_with(|| {
-            if blocking {
-                clock.now_blocking()
-            } else {
-                clock.now()
-            }
-        })
-    }
-}
-
-/// The retry decision for the rule that matched (SPEC section 6, step 2 and 3).
-struct Decide<'a, 'n, Tm> {
-    retries: u32,
-    jitter: &'a mut JitterState,
-    seed: &'a mut CallSeed,
-    times: &'a mut Tm,
-    env: &'a dyn Clock,
-    now: &'a mut LazyNow<'n>,
-    /// The delay the failure asked for, which replaces the backoff.
-    hinted: Option<Duration>,
-}
-
-/// Why a call stops retrying.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum GiveUp {
-    /// No rule matches the error: it is not retried at all.
-    NotRetryable,
-    /// The matching rule's `retries` are used up.
-    RetryLimit,
-    /// The next retry could not start within `max_delay`.
-    MaxDelay,
-    /// The retry budget is empty.
-    Budget,
-}
-
-impl<Tm: Times> PlanVisitor for Decide<'_, '_, Tm> {
-    type Out = Result<(Duration, RuleId), GiveUp>;
-
-    #[inline]
-    fn visit<P: Plan>(self, plan: &P, rule: RuleId) -> Self::Out {
-        if !plan.retry_limit().allows(self.retries) {
-            return Err(GiveUp::RetryLimit);
-        }
-        let budget = plan.budget();
-        if budget.is_some_and(|b| b.is_zero()) {
-            return Err(GiveUp::MaxDelay);
-        }
-        let mut rng = RetryRng {
-            seed: self.seed,
-            env: self.env,
-            retries: self.retries,
-            rng: None,
-        };
-        let delay = match self.hinted {
-            Some(hint) => hint,
-            None => plan.next_delay(self.jitter, &mut rng),
-        };
-        if let Some(budget) = budget {
-            let now = self.now.get();
-            let elapsed = now.saturating_duration_since(self.times.first_or(now));
-            if elapsed.saturating_add(delay) >= budget {
-                return Err(GiveUp::MaxDelay);
-            }
-        }
-        Ok((delay, rule))
-    }
-}
-
-/// The call's randomness: one seed, drawn (or taken from the policy) the first time a retry
-/// needs a random number. Each retry's delay draws from a generator seeded with the call's
-/// seed and the retry count, so the call keeps one word, whatever the generator's size, and a
-/// call that never draws seeds nothing.
-#[derive(Debug, Default, Clone, Copy)]
-struct CallSeed(Option<std::num::NonZeroU64>);
-
-impl CallSeed {
-    /// One word: seed 0 is kept as `u64::MAX` (so those two seeds share a stream).
-    fn new(seed: u64) -> Self {
-        CallSeed(Some(
-            std::num::NonZeroU64::new(seed).unwrap_or(std::num::NonZeroU64::MAX),
-        ))
-    }
-}
-
-/// The generator of one retry, made on its first draw.
-struct RetryRng<'a> {
-    seed: &'a mut CallSeed,
-    env: &'a dyn Clock,
-    retries: u32,
-    rng: Option<SmallRng>,
-}
-
-impl RetryRng<'_> {
-    fn get(&mut self) -> &mut SmallRng {
-        let (seed, env, retries) = (&mut *self.seed, self.env, self.retries);
-        self.rng.get_or_insert_with(|| {
-            let call = match seed.0 {
-                Some(s) => s.get(),
-                None => {
-                    let drawn = env
-                        .seed()
-                        .unwrap_or_else(|| rand::Rng::next_u64(&mut rand::rng()));
-                    *seed = CallSeed::new(drawn);
-                    seed.0.map_or(drawn, std::num::NonZeroU64::get)
-                }
-            };
-            // `seed_from_u64` scrambles its input: consecutive retries get unrelated streams.
-            let mixed = call.wrapping_add(u64::from(retries).wrapping_mul(0x9E37_79B9_7F4A_7C15));
-            SmallRng::seed_from_u64(mixed)
-        })
-    }
-}
-
-impl rand::TryRng for RetryRng<'_> {
-    type Error = std::convert::Infallible;
-
-    fn try_next_u32(&mut self) -> Result<u32, Self::Error> {
-        Ok(rand::Rng::next_u32(self.get()))
-    }
-
-    fn try_next_u64(&mut self) -> Result<u64, Self::Error> {
-        Ok(rand::Rng::next_u64(self.get()))
-    }
-
-    fn try_fill_bytes(&mut self, dst: &mut [u8]) -> Result<(), Self::Error> {
-        rand::Rng::fill_bytes(self.get(), dst);
-        Ok(())
-    }
 }
 
 impl<W, K, P, T, S, F, C, Bu, Br, H, Rt, N> Policy<W, K, P, T, S, F, C, Extras<Bu, Br, H, Rt, N>>
@@ -494,7 +157,7 @@ pub(crate) fn start<P: PolicyCore, Tm>(policy: &P, times: Tm) -> Call<'_, P, Tm>
     Call {
         policy,
         retries: 0,
-        permit: crate::Permit::NONE,
+        permit: crate::guard::Permit::NONE,
         jitter: JitterState::default(),
         times,
         seed: CallSeed::default(),

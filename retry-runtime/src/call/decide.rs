@@ -1,0 +1,156 @@
+//! The retry decision after a failed attempt: the clock read at most once, the rule's limits
+//! and budget, and the call's randomness.
+
+use std::time::{Duration, Instant};
+
+use rand::SeedableRng;
+use rand::rngs::SmallRng;
+
+use super::Times;
+use crate::callbacks::RuleId;
+use crate::jitter::JitterState;
+use crate::policy::rules::PlanVisitor;
+use crate::policy::settings::Plan;
+use crate::time::Clock;
+
+/// The moment an attempt's outcome is settled, read from the clock at most once, and only if
+/// something (breaker, deadline, budget, `on_retry`) asks for it.
+pub(crate) struct LazyNow<'a> {
+    pub(crate) clock: &'a dyn Clock,
+    pub(crate) blocking: bool,
+    pub(crate) at: Option<Instant>,
+}
+
+impl LazyNow<'_> {
+    #[inline]
+    pub(crate) fn get(&mut self) -> Instant {
+        let (clock, blocking) = (self.clock, self.blocking);
+        *self.at.get_or_insert_with(|| {
+            if blocking {
+                clock.now_blocking()
+            } else {
+                clock.now()
+            }
+        })
+    }
+}
+
+/// The retry decision for the rule that matched (SPEC section 6, step 2 and 3).
+pub(crate) struct Decide<'a, 'n, Tm> {
+    pub(crate) retries: u32,
+    pub(crate) jitter: &'a mut JitterState,
+    pub(crate) seed: &'a mut CallSeed,
+    pub(crate) times: &'a mut Tm,
+    pub(crate) env: &'a dyn Clock,
+    pub(crate) now: &'a mut LazyNow<'n>,
+    /// The delay the failure asked for, which replaces the backoff.
+    pub(crate) hinted: Option<Duration>,
+}
+
+/// Why a call stops retrying.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum GiveUp {
+    /// No rule matches the error: it is not retried at all.
+    NotRetryable,
+    /// The matching rule's `retries` are used up.
+    RetryLimit,
+    /// The next retry could not start within `max_delay`.
+    MaxDelay,
+    /// The retry budget is empty.
+    Budget,
+}
+
+impl<Tm: Times> PlanVisitor for Decide<'_, '_, Tm> {
+    type Out = Result<(Duration, RuleId), GiveUp>;
+
+    #[inline]
+    fn visit<P: Plan>(self, plan: &P, rule: RuleId) -> Self::Out {
+        if !plan.retry_limit().allows(self.retries) {
+            return Err(GiveUp::RetryLimit);
+        }
+        let budget = plan.budget();
+        if budget.is_some_and(|b| b.is_zero()) {
+            return Err(GiveUp::MaxDelay);
+        }
+        let mut rng = RetryRng {
+            seed: self.seed,
+            env: self.env,
+            retries: self.retries,
+            rng: None,
+        };
+        let delay = match self.hinted {
+            Some(hint) => hint,
+            None => plan.next_delay(self.jitter, &mut rng),
+        };
+        if let Some(budget) = budget {
+            let now = self.now.get();
+            let elapsed = now.saturating_duration_since(self.times.first_or(now));
+            if elapsed.saturating_add(delay) >= budget {
+                return Err(GiveUp::MaxDelay);
+            }
+        }
+        Ok((delay, rule))
+    }
+}
+
+/// The call's randomness: one seed, drawn (or taken from the policy) the first time a retry
+/// needs a random number. Each retry's delay draws from a generator seeded with the call's
+/// seed and the retry count, so the call keeps one word, whatever the generator's size, and a
+/// call that never draws seeds nothing.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct CallSeed(pub(crate) Option<std::num::NonZeroU64>);
+
+impl CallSeed {
+    /// One word: seed 0 is kept as `u64::MAX` (so those two seeds share a stream).
+    pub(crate) fn new(seed: u64) -> Self {
+        CallSeed(Some(
+            std::num::NonZeroU64::new(seed).unwrap_or(std::num::NonZeroU64::MAX),
+        ))
+    }
+}
+
+/// The generator of one retry, made on its first draw.
+pub(crate) struct RetryRng<'a> {
+    seed: &'a mut CallSeed,
+    env: &'a dyn Clock,
+    retries: u32,
+    rng: Option<SmallRng>,
+}
+
+impl RetryRng<'_> {
+    fn get(&mut self) -> &mut SmallRng {
+        let (seed, env, retries) = (&mut *self.seed, self.env, self.retries);
+        self.rng.get_or_insert_with(|| {
+            let call = match seed.0 {
+                Some(s) => s.get(),
+                None => {
+                    let drawn = env
+                        .seed()
+                        .unwrap_or_else(|| rand::Rng::next_u64(&mut rand::rng()));
+                    *seed = CallSeed::new(drawn);
+                    seed.0.map_or(drawn, std::num::NonZeroU64::get)
+                }
+            };
+            // `seed_from_u64` scrambles its input: consecutive retries get unrelated streams.
+            let mixed = call.wrapping_add(u64::from(retries).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            SmallRng::seed_from_u64(mixed)
+        })
+    }
+}
+
+impl rand::TryRng for RetryRng<'_> {
+    type Error = std::convert::Infallible;
+
+    fn try_next_u32(&mut self) -> Result<u32, Self::Error> {
+        Ok(rand::Rng::next_u32(self.get()))
+    }
+
+    fn try_next_u64(&mut self) -> Result<u64, Self::Error> {
+        Ok(rand::Rng::next_u64(self.get()))
+    }
+
+    fn try_fill_bytes(&mut self, dst: &mut [u8]) -> Result<(), Self::Error> {
+        rand::Rng::fill_bytes(self.get(), dst);
+        Ok(())
+    }
+}

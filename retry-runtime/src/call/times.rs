@@ -1,0 +1,109 @@
+//! Where a call keeps the instants it needs ([`Times`]).
+
+use std::time::Instant;
+
+use crate::time::Clock;
+
+/// Where a call keeps the instants it needs: [`Timed`] keeps the first attempt's start and the
+/// current attempt's deadline; [`Untimed`] keeps nothing, for calls that never read them (no
+/// attempt context, no `max_delay`, no cooperative timeout, no `on_retry`), which keeps async
+/// futures small.
+pub trait Times: Default {
+    /// Whether the call blocks its thread to wait ([`Blocking`]): it then reads the clock that
+    /// agrees with [`Sleep::sleep`](crate::time::Sleep::sleep),
+    /// [`Clock::now_blocking`], instead of [`Clock::now`].
+    const BLOCKING: bool = false;
+    /// When the first attempt started; records `now` if that is not known.
+    fn first_or(&mut self, now: Instant) -> Instant;
+    /// The current attempt's deadline.
+    fn deadline(&self) -> Option<Instant>;
+    /// Sets the current attempt's deadline.
+    fn set_deadline(&mut self, deadline: Option<Instant>);
+}
+
+/// The instants of a call that reads time (see [`Times`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Timed {
+    pub(crate) first: Option<Instant>,
+    pub(crate) deadline: Option<Instant>,
+}
+
+impl Timed {
+    /// The instants of a call whose first attempt starts now on `clock` (its blocking reading
+    /// for a blocking call).
+    #[inline]
+    pub(crate) fn now<C: Clock + ?Sized>(clock: &C, blocking: bool) -> Self {
+        let now = if blocking {
+            clock.now_blocking()
+        } else {
+            clock.now()
+        };
+        Timed {
+            first: Some(now),
+            deadline: None,
+        }
+    }
+}
+
+impl Times for Timed {
+    #[inline]
+    fn first_or(&mut self, now: Instant) -> Instant {
+        *self.first.get_or_insert(now)
+    }
+    #[inline]
+    fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
+    #[inline]
+    fn set_deadline(&mut self, deadline: Option<Instant>) {
+        self.deadline = deadline;
+    }
+}
+
+/// No instants: the first attempt is taken to start now, there is no deadline (see [`Times`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Untimed;
+
+impl Times for Untimed {
+    #[inline(always)]
+    fn first_or(&mut self, now: Instant) -> Instant {
+        now
+    }
+    #[inline(always)]
+    fn deadline(&self) -> Option<Instant> {
+        None
+    }
+    #[inline(always)]
+    fn set_deadline(&mut self, _: Option<Instant>) {}
+}
+
+/// The instants `Tm` of a blocking call (see [`Times`]), read from the clock that agrees with
+/// the blocking sleeper ([`Clock::now_blocking`]). [`Policy::start_blocking`](crate::Policy::start_blocking) and
+/// [`Policy::start_lazy_blocking`](crate::Policy::start_lazy_blocking) make such calls.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Blocking<Tm = Timed>(pub(crate) Tm);
+
+impl<Tm: Times> Times for Blocking<Tm> {
+    const BLOCKING: bool = true;
+    #[inline(always)]
+    fn first_or(&mut self, now: Instant) -> Instant {
+        self.0.first_or(now)
+    }
+    #[inline(always)]
+    fn deadline(&self) -> Option<Instant> {
+        self.0.deadline()
+    }
+    #[inline(always)]
+    fn set_deadline(&mut self, deadline: Option<Instant>) {
+        self.0.set_deadline(deadline)
+    }
+}
+
+/// What [`Policy::start_lazy`](crate::Policy::start_lazy) keeps: nothing, unless the `tracing` feature is on, whose events
+/// report the time since the first attempt.
+#[cfg(not(feature = "tracing"))]
+pub type LazyTimes = Untimed;
+/// What [`Policy::start_lazy`](crate::Policy::start_lazy) keeps: nothing, unless the `tracing` feature is on, whose events
+/// report the time since the first attempt.
+#[cfg(feature = "tracing")]
+pub type LazyTimes = Timed;

@@ -1,0 +1,431 @@
+//! [`Policy`]: every setting of one retried function; [`PolicyBuilder`] to make one; the
+//! traits generic code names ([`PolicyCore`], [`RetryPolicy`], [`AsyncRetryPolicy`]);
+//! [`DynPolicy`](dynamic::DynPolicy) to store one; per-rule settings and the rules' order.
+
+mod builder;
+pub mod dynamic;
+pub mod rules;
+pub mod settings;
+
+pub use builder::PolicyBuilder;
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::call::{Attempt, Blocking, Call, LazyTimes, Timed, Untimed};
+use crate::callbacks::{Describe, Hint, Noop, OnError, OnRetry, OnSuccess, RetryInfo, RuleId};
+use crate::guard::{Breaker, Budget, Reject};
+use crate::kind::AnyError;
+use crate::kind::{Classify, Failure};
+use crate::policy::rules::{PlanVisitor, Rules};
+use crate::policy::settings::Plan;
+use crate::policy::settings::RuleSettings;
+#[cfg(feature = "tokio")]
+use crate::time::AsyncSleep;
+use crate::time::Env;
+use crate::time::{DefaultEnv, Seeded};
+#[cfg(feature = "tokio")]
+use crate::timeout::AsyncTimeout;
+use crate::timeout::AttemptTimeout;
+use crate::timeout::NoTimeout;
+
+/// The overload-protection and observation settings of a policy: budget `Bu`, breaker `Br`,
+/// hint `H`, `on_retry` callback `R` and the description `N` its tracing events give of the
+/// call ([`Describe`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Extras<Bu = (), Br = (), H = Noop, R = Noop, N = ()> {
+    pub(crate) budget: Bu,
+    pub(crate) breaker: Br,
+    pub(crate) hint: H,
+    pub(crate) on_retry: R,
+    pub(crate) describe: N,
+}
+
+impl Extras {
+    /// Nothing: no budget, no breaker, no hint, no callback, no name.
+    pub const NONE: Self = Extras {
+        budget: (),
+        breaker: (),
+        hint: Noop,
+        on_retry: Noop,
+        describe: (),
+    };
+}
+
+/// Every setting of a retried function: rules, timeout, callbacks, clock and sleeper, seed.
+///
+/// Build one with [`Policy::builder`]; run calls with [`Policy::call`] (blocking) or
+/// [`Policy::call_async`] (tokio). A policy holds no per-call state: one policy can serve any
+/// number of concurrent calls, and every call starts from a fresh retry count.
+///
+/// The type parameters are the rules added with `when` (`W`), the `on` kind (`K`), the settings
+/// of the `on` rule (`P`, a [`RuleSettings`] with its backoff and jitter types), the timeout
+/// (`T`), the callbacks (`S`, `F`) and the environment (`C`); they are all inferred from the
+/// builder calls.
+///
+/// ```
+/// use std::time::Duration;
+/// use retry_runtime::{Constant, NoJitter, Policy};
+///
+/// let policy = Policy::builder()
+///     .retries(2)
+///     .backoff(Constant::new(Duration::from_millis(1)))
+///     .jitter(NoJitter)
+///     .build()?;
+/// let mut attempts = 0;
+/// let result: Result<u32, &str> = policy.call(|_| {
+///     attempts += 1;
+///     if attempts < 3 { Err("busy") } else { Ok(attempts) }
+/// });
+/// assert_eq!(result, Ok(3));
+/// # Ok::<(), retry_runtime::ConfigError>(())
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct Policy<
+    W = (),
+    K = AnyError,
+    P = RuleSettings,
+    T = NoTimeout,
+    S = Noop,
+    F = Noop,
+    C = Seeded<DefaultEnv>,
+    X = Extras,
+> {
+    pub(crate) whens: W,
+    pub(crate) on: K,
+    pub(crate) settings: P,
+    pub(crate) timeout: T,
+    pub(crate) on_success: S,
+    pub(crate) on_error: F,
+    pub(crate) env: C,
+    pub(crate) extras: X,
+}
+
+pub(crate) mod sealed {
+    /// Only this crate's policies implement [`PolicyCore`](super::PolicyCore).
+    pub trait Sealed {}
+}
+
+impl<W, K, P, T, S, F, C, X> sealed::Sealed for Policy<W, K, P, T, S, F, C, X> {}
+
+/// What every built policy has, whatever its error type: an environment, a timeout setting
+/// and guards. Sealed; generic code names [`RetryPolicy<E>`], which implies it.
+///
+/// Its methods are the retry loop's view of a policy; they change without notice.
+pub trait PolicyCore: sealed::Sealed {
+    /// The clock and sleepers.
+    type Env: Env + Sync;
+    /// The per-attempt timeout setting.
+    type Timeout: AttemptTimeout;
+    /// The retry budget, `()` for none.
+    type Budget: Budget + ?Sized;
+    /// The circuit breaker, `()` for none.
+    type Breaker: Breaker + ?Sized;
+
+    /// The clock and sleepers.
+    fn env(&self) -> &Self::Env;
+    #[doc(hidden)]
+    fn timeout_setting(&self) -> &Self::Timeout;
+    #[doc(hidden)]
+    fn budget(&self) -> &Self::Budget;
+    #[doc(hidden)]
+    fn breaker(&self) -> &Self::Breaker;
+
+    /// Starts a call: a fresh retry count and clock reading. The call reads the async loop's
+    /// clock ([`Clock::now`](crate::time::Clock::now)); a loop that waits with
+    /// [`Sleep::sleep`](crate::time::Sleep::sleep) uses [`start_blocking`](Self::start_blocking).
+    fn start(&self) -> Call<'_, Self>
+    where
+        Self: Sized,
+    {
+        crate::call::start(self, Timed::now(self.env(), false))
+    }
+
+    /// Starts a call that reads the clock only when something needs it: use it when no
+    /// attempt context is read, no rule has a `max_delay` and the timeout (if any) is enforced
+    /// by cancellation (async), as the `#[robust]` expansion does. Such a call's success path
+    /// reads no clock at all.
+    ///
+    /// With the `tracing` feature this is [`start`](Self::start), so that events report the
+    /// time since the first attempt.
+    fn start_lazy(&self) -> Call<'_, Self, LazyTimes>
+    where
+        Self: Sized,
+    {
+        #[cfg(feature = "tracing")]
+        {
+            self.start()
+        }
+        #[cfg(not(feature = "tracing"))]
+        {
+            self.start_untimed()
+        }
+    }
+
+    /// Starts a blocking call: as [`start`](Self::start), but every clock reading of the call
+    /// (and of its [`Attempt`]s) is [`Clock::now_blocking`](crate::time::Clock::now_blocking), the clock that agrees with
+    /// [`Sleep::sleep`](crate::time::Sleep::sleep). For [`DefaultEnv`]
+    /// that is the system's monotonic clock even where tokio's clock is paused, so a
+    /// `max_delay` budget and a cooperative timeout count the time the thread slept.
+    /// [`Policy::call`] and `#[robust]` on a plain `fn` start their calls this way.
+    fn start_blocking(&self) -> Call<'_, Self, Blocking>
+    where
+        Self: Sized,
+    {
+        crate::call::start(self, Blocking(Timed::now(self.env(), true)))
+    }
+
+    /// [`start_lazy`](Self::start_lazy) for a blocking call: reads the clock only when
+    /// something needs it, and then the blocking one (see
+    /// [`start_blocking`](Self::start_blocking)).
+    fn start_lazy_blocking(&self) -> Call<'_, Self, Blocking<LazyTimes>>
+    where
+        Self: Sized,
+    {
+        #[cfg(feature = "tracing")]
+        {
+            self.start_blocking()
+        }
+        #[cfg(not(feature = "tracing"))]
+        {
+            crate::call::start(self, Blocking(Untimed))
+        }
+    }
+
+    /// Starts a call that keeps no instants at all ([`Untimed`]), for policies whose rules
+    /// have no `max_delay` and that have no `on_retry` callback: such a call does not know when
+    /// its first attempt started, so a `max_delay` budget would never be spent and
+    /// [`RetryInfo::elapsed`](crate::RetryInfo) would read zero. Use [`start`](Self::start)
+    /// otherwise.
+    fn start_untimed(&self) -> Call<'_, Self, Untimed>
+    where
+        Self: Sized,
+    {
+        crate::call::start(self, Untimed)
+    }
+
+    /// Starts a call whose random generator is seeded with `seed`, whatever the policy's own
+    /// seed: for simulations where every client must draw its own jitter reproducibly. It reads
+    /// the clock as [`start`](Self::start) does (the same as the blocking one for a
+    /// [`VirtualTime`](crate::time::VirtualTime)).
+    fn start_seeded(&self, seed: u64) -> Call<'_, Self>
+    where
+        Self: Sized,
+    {
+        self.start().with_seed(seed)
+    }
+}
+
+/// A built policy that retries errors of type `E`: the one bound generic code writes instead
+/// of a policy's type parameters (like tower's `retry::Policy`). Sealed: every
+/// [`Policy`] whose rules, kinds and callbacks accept `E` implements it.
+///
+/// ```
+/// use std::io;
+/// use std::time::Duration;
+/// use retry_runtime::{Constant, NoJitter, Policy, RetryPolicy};
+///
+/// /// Reads a value through any policy that retries `io::Error`s.
+/// fn read_with<P: RetryPolicy<io::Error>>(policy: &P, tries: &mut u32) -> io::Result<u32> {
+///     policy.call(|_attempt| {
+///         *tries += 1;
+///         if *tries < 3 { Err(io::ErrorKind::ConnectionReset.into()) } else { Ok(*tries) }
+///     })
+/// }
+///
+/// let policy = Policy::builder()
+///     .backoff(Constant::new(Duration::ZERO))
+///     .jitter(NoJitter)
+///     .build()?;
+/// let mut tries = 0;
+/// assert_eq!(read_with(&policy, &mut tries)?, 3);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub trait RetryPolicy<E>: PolicyCore {
+    /// Whether there is an `on_retry` callback (the loop computes its [`RetryInfo`] only then).
+    #[doc(hidden)]
+    const ON_RETRY: bool;
+    #[doc(hidden)]
+    fn reject(&self) -> Option<E>;
+    #[doc(hidden)]
+    fn on_success(&self);
+    #[doc(hidden)]
+    fn on_error(&self, error: &E, retries: u32);
+    #[doc(hidden)]
+    fn hint(&self, error: &E) -> Option<Duration>;
+    #[doc(hidden)]
+    fn on_retry(&self, error: &E, info: &RetryInfo);
+    #[doc(hidden)]
+    fn name(&self) -> Option<&'static str>;
+    #[doc(hidden)]
+    fn write_error(&self, error: &E, f: &mut fmt::Formatter<'_>) -> fmt::Result;
+    /// Visits the settings of the first rule that matches `failure` (the `when` rules in the
+    /// order written, then `on`); `None` when none does.
+    #[doc(hidden)]
+    fn select<V: PlanVisitor>(&self, failure: &Failure<'_, E>, visitor: V) -> Option<V::Out>;
+
+    /// Runs `body` under this policy, blocking the thread while backing off: see
+    /// [`Policy::call`].
+    fn call<'p, R, G>(&'p self, body: G) -> Result<R, E>
+    where
+        Self: Sized,
+        G: FnMut(Attempt<'p>) -> Result<R, E>,
+    {
+        crate::call::run_blocking(self, body)
+    }
+}
+
+/// A built policy that retries errors of type `E` in async code: a [`RetryPolicy<E>`] whose
+/// environment sleeps asynchronously and whose timeout can turn an expiry into an `E`
+/// (`E: From<Elapsed>` when a timeout is set). Implemented for every such policy.
+///
+/// ```
+/// use std::io;
+/// use std::time::Duration;
+/// use retry_runtime::{AsyncRetryPolicy, Policy};
+///
+/// async fn fetch_with<P: AsyncRetryPolicy<io::Error>>(policy: &P) -> io::Result<&'static str> {
+///     policy.call_async(|_attempt| async { Ok("ok") }).await
+/// }
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let policy = Policy::builder().timeout(Duration::from_secs(2)).build()?;
+/// assert_eq!(fetch_with(&policy).await?, "ok");
+/// # Ok(()) }
+/// ```
+#[cfg(feature = "tokio")]
+pub trait AsyncRetryPolicy<E>:
+    RetryPolicy<E> + PolicyCore<Env: AsyncSleep, Timeout: AsyncTimeout<E>>
+{
+    /// Runs the future `body` makes under this policy, on the tokio timer: see
+    /// [`Policy::call_async`].
+    fn call_async<'p, R, G, Fut>(&'p self, body: G) -> impl Future<Output = Result<R, E>>
+    where
+        Self: Sized,
+        G: FnMut(Attempt<'p>) -> Fut,
+        Fut: Future<Output = Result<R, E>>,
+    {
+        crate::call::run_async(self, body)
+    }
+}
+
+#[cfg(feature = "tokio")]
+impl<E, P> AsyncRetryPolicy<E> for P where
+    P: RetryPolicy<E> + PolicyCore<Env: AsyncSleep, Timeout: AsyncTimeout<E>>
+{
+}
+
+impl<W, K, P, T, S, F, C, Bu, Br, H, Rt, N> PolicyCore
+    for Policy<W, K, P, T, S, F, C, Extras<Bu, Br, H, Rt, N>>
+where
+    T: AttemptTimeout,
+    C: Env + Sync,
+    Bu: Budget,
+    Br: Breaker,
+{
+    type Env = C;
+    type Timeout = T;
+    type Budget = Bu;
+    type Breaker = Br;
+
+    #[inline(always)]
+    fn env(&self) -> &C {
+        &self.env
+    }
+    #[inline(always)]
+    fn timeout_setting(&self) -> &T {
+        &self.timeout
+    }
+    #[inline(always)]
+    fn budget(&self) -> &Bu {
+        &self.extras.budget
+    }
+    #[inline(always)]
+    fn breaker(&self) -> &Br {
+        &self.extras.breaker
+    }
+}
+
+impl<E, W, K, P, T, S, F, C, Bu, Br, H, Rt, N> RetryPolicy<E>
+    for Policy<W, K, P, T, S, F, C, Extras<Bu, Br, H, Rt, N>>
+where
+    W: Rules<E>,
+    K: Classify<E>,
+    P: Plan,
+    T: AttemptTimeout,
+    S: OnSuccess,
+    F: OnError<E>,
+    C: Env + Sync,
+    Bu: Budget,
+    Br: Breaker + Reject<E>,
+    H: Hint<E>,
+    Rt: OnRetry<E>,
+    N: Describe<E>,
+{
+    const ON_RETRY: bool = Rt::ACTIVE;
+
+    #[inline(always)]
+    fn reject(&self) -> Option<E> {
+        self.extras.breaker.reject()
+    }
+    #[inline(always)]
+    fn on_success(&self) {
+        self.on_success.on_success()
+    }
+    #[inline(always)]
+    fn on_error(&self, error: &E, retries: u32) {
+        self.on_error.on_error(error, retries)
+    }
+    #[inline(always)]
+    fn hint(&self, error: &E) -> Option<Duration> {
+        self.extras.hint.hint(error)
+    }
+    #[inline(always)]
+    fn on_retry(&self, error: &E, info: &RetryInfo) {
+        self.extras.on_retry.on_retry(error, info)
+    }
+    #[inline(always)]
+    fn name(&self) -> Option<&'static str> {
+        self.extras.describe.name()
+    }
+    #[inline]
+    fn write_error(&self, error: &E, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.extras.describe.write_error(error, f)
+    }
+    #[inline(always)]
+    fn select<V: PlanVisitor>(&self, failure: &Failure<'_, E>, visitor: V) -> Option<V::Out> {
+        match self.whens.select(failure, visitor) {
+            Ok(out) => Some(out),
+            Err(visitor) if self.on.matches(failure) => {
+                Some(visitor.visit(&self.settings, RuleId::On))
+            }
+            Err(_) => None,
+        }
+    }
+}
+
+impl<W, K, P, T, S, F, C, X> Policy<W, K, P, T, S, F, C, X> {
+    /// The environment (clock and sleepers) of this policy; a built policy's is its builder's
+    /// environment with the seed given to [`PolicyBuilder::seed`], if any.
+    pub const fn env(&self) -> &C {
+        &self.env
+    }
+
+    /// The settings of the `on` rule.
+    pub const fn settings(&self) -> &P {
+        &self.settings
+    }
+
+    /// The per-attempt timeout setting.
+    pub const fn timeout(&self) -> &T {
+        &self.timeout
+    }
+
+    /// The fixed RNG seed of the environment, if it fixes one (see [`PolicyBuilder::seed`]).
+    pub fn seed(&self) -> Option<u64>
+    where
+        C: crate::time::Clock,
+    {
+        self.env.seed()
+    }
+}
