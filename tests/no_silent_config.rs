@@ -223,3 +223,62 @@ fn a_borrow_of_a_shared_argument_is_returned_beside_a_mut_one() {
     assert_eq!(shared_borrow(&[1, 2, 3], &mut scratch).unwrap(), &[2, 3]);
     assert_eq!(scratch.len(), 2);
 }
+
+// ---------------------------------------------------------------------------------------------
+// The attribute's defaults are the runtime's (`RuleSettings::DEFAULT`, named by the expansion,
+// never copied): an attribute with nothing set sleeps exactly as a policy built with nothing
+// set, with the same seed.
+
+#[robust]
+fn all_defaults(calls: &std::cell::Cell<u32>) -> io::Result<()> {
+    calls.set(calls.get() + 1);
+    Err(ErrorKind::Other.into())
+}
+
+#[robust(backoff = polynomial(base = 0, max = 60), when(Io(NotFound), backoff = fibonacci(base = 0, max = 60), jitter = none))]
+fn default_params(kind: ErrorKind) -> io::Result<()> {
+    Err(kind.into())
+}
+
+#[test]
+fn unset_settings_are_the_runtimes_defaults() {
+    use retry_runtime::{Fibonacci, NoJitter, Policy, Polynomial};
+    let seeded = |f: &mut dyn FnMut()| {
+        let time = VirtualTime::seeded(42);
+        let _g = time.install();
+        f();
+        time.sleeps()
+    };
+    let calls = std::cell::Cell::new(0);
+    let attribute = seeded(&mut || drop(all_defaults(&calls)));
+    let policy = Policy::builder().build().unwrap();
+    let builder = seeded(&mut || drop(policy.call(|_| Err::<(), _>(io::Error::other("x")))));
+    assert_eq!(attribute, builder);
+    assert_eq!(calls.get(), 4, "3 retries by default");
+
+    // Strategy parameters left out (`p`, `unit`) are the runtime's too.
+    let poly = Policy::builder()
+        .backoff(
+            Polynomial::new(
+                Duration::ZERO,
+                Duration::from_secs(60),
+                Polynomial::DEFAULT_P,
+            )
+            .unwrap(),
+        )
+        .build()
+        .unwrap();
+    assert_eq!(
+        seeded(&mut || drop(default_params(ErrorKind::Other))),
+        seeded(&mut || drop(poly.call(|_| Err::<(), _>(io::Error::other("x")))))
+    );
+    let fib = Policy::builder()
+        .backoff(Fibonacci::new(Duration::ZERO, Duration::from_secs(60)).unwrap())
+        .jitter(NoJitter)
+        .build()
+        .unwrap();
+    assert_eq!(
+        seeded(&mut || drop(default_params(ErrorKind::NotFound))),
+        seeded(&mut || drop(fib.call(|_| Err::<(), _>(io::Error::other("x")))))
+    );
+}

@@ -55,14 +55,24 @@ fn limit(p: &TokenStream, l: Option<Limit>) -> TokenStream {
             let d = dur(p, d);
             quote!(::core::option::Option::Some(#d))
         }
-        Some(Limit::Infinite) | None => quote!(::core::option::Option::None),
+        Some(Limit::Infinite) => quote!(::core::option::Option::None),
+        None => quote!(#p::DEFAULT_MAX_DELAY),
     }
+}
+
+/// A duration, or the runtime's default `default` when not written.
+fn dur_or(p: &TokenStream, d: Option<Duration>, default: TokenStream) -> TokenStream {
+    d.map_or(default, |d| dur(p, d))
 }
 
 fn strategy(p: &TokenStream, s: &Strategy) -> TokenStream {
     match s {
         Strategy::Exponential { base, max, m } => {
-            let (b, x, m) = (dur(p, *base), dur(p, *max), float(*m));
+            let m = m.map_or(quote!(#p::DEFAULT_M), |m| {
+                let m = float(m);
+                quote!(#m)
+            });
+            let (b, x) = (dur(p, *base), dur(p, *max));
             quote!(#p::Exponential::new_unchecked(#b, #x, #m))
         }
         Strategy::Linear {
@@ -74,7 +84,8 @@ fn strategy(p: &TokenStream, s: &Strategy) -> TokenStream {
             quote!(#p::Linear::new_unchecked(#b, #x, #i))
         }
         Strategy::Fibonacci { base, max, unit } => {
-            let (b, x, u) = (dur(p, *base), dur(p, *max), dur(p, *unit));
+            let u = dur_or(p, *unit, quote!(#p::DEFAULT_UNIT));
+            let (b, x) = (dur(p, *base), dur(p, *max));
             quote!(#p::Fibonacci::new_unchecked(#b, #x, #u))
         }
         Strategy::Polynomial {
@@ -83,9 +94,16 @@ fn strategy(p: &TokenStream, s: &Strategy) -> TokenStream {
             p: exps,
             unit,
         } => {
-            let (b, x, u) = (dur(p, *base), dur(p, *max), dur(p, *unit));
-            let exps = exps.iter().map(|e| float(*e));
-            quote!(#p::Polynomial::new_unchecked(#b, #x, [#(#exps),*], #u))
+            let u = dur_or(p, *unit, quote!(#p::DEFAULT_UNIT));
+            let (b, x) = (dur(p, *base), dur(p, *max));
+            let exps = match exps {
+                Some(exps) => {
+                    let exps = exps.iter().map(|e| float(*e));
+                    quote!([#(#exps),*])
+                }
+                None => quote!(#p::DEFAULT_P),
+            };
+            quote!(#p::Polynomial::new_unchecked(#b, #x, #exps, #u))
         }
         Strategy::Random { base, max } => {
             let (b, x) = (dur(p, *base), dur(p, *max));
@@ -97,6 +115,7 @@ fn strategy(p: &TokenStream, s: &Strategy) -> TokenStream {
         }
         Strategy::None => quote!(#p::NoBackoff),
         Strategy::Custom(e) => quote!(#e),
+        Strategy::Default => quote!(#p::DEFAULT_BACKOFF),
     }
 }
 
@@ -108,11 +127,15 @@ fn jitter(p: &TokenStream, j: &JitterSpec) -> TokenStream {
         JitterSpec::Decorrelated => quote!(#p::Decorrelated),
         JitterSpec::AwsDecorrelated => quote!(#p::AwsDecorrelated),
         JitterSpec::Custom(e) => quote!(#e),
+        JitterSpec::Default => quote!(#p::DEFAULT_JITTER),
     }
 }
 
 fn retries(p: &TokenStream, r: Option<i64>) -> TokenStream {
-    match r.unwrap_or(3) {
+    let Some(r) = r else {
+        return quote!(#p::DEFAULT_RETRIES);
+    };
+    match r {
         n if n < 0 => quote!(#p::Retries::Forever),
         n => {
             let n = Literal::u32_suffixed(u32::try_from(n).unwrap_or(u32::MAX));
@@ -264,12 +287,13 @@ fn strategy_type(p: &TokenStream, s: &Strategy) -> Option<TokenStream> {
         Strategy::Linear { .. } => quote!(#p::Linear),
         Strategy::Fibonacci { .. } => quote!(#p::Fibonacci),
         Strategy::Polynomial { p: exps, .. } => {
-            let n = exps.len();
+            let n = exps.as_ref().map_or(1, Vec::len);
             quote!(#p::Polynomial<#n>)
         }
         Strategy::Random { .. } => quote!(#p::Random),
         Strategy::Constant { .. } => quote!(#p::Constant),
         Strategy::None => quote!(#p::NoBackoff),
+        Strategy::Default => quote!(#p::DefaultBackoff),
         Strategy::Custom(_) => return None,
     })
 }
@@ -282,6 +306,7 @@ fn jitter_type(p: &TokenStream, j: &JitterSpec) -> Option<TokenStream> {
         JitterSpec::Equal => quote!(#p::EqualJitter),
         JitterSpec::Decorrelated => quote!(#p::Decorrelated),
         JitterSpec::AwsDecorrelated => quote!(#p::AwsDecorrelated),
+        JitterSpec::Default => quote!(#p::DefaultJitter),
         JitterSpec::Custom(_) => return None,
     })
 }
@@ -304,12 +329,11 @@ fn rule_settings(
     let m = pick(|o| o.max_delay.is_some());
     let max_delay = limit(p, m.max_delay.as_ref().map(|s| s.value));
     let s = pick(|o| o.scale.is_some());
-    let scale = float(s.scale.as_ref().map_or(1.0, |s| s.value));
-    let default_backoff = Strategy::Exponential {
-        base: Duration::from_millis(100),
-        max: Duration::from_secs(20),
-        m: 2.0,
-    };
+    let scale = s.scale.as_ref().map_or(quote!(#p::DEFAULT_SCALE), |s| {
+        let f = float(s.value);
+        quote!(#f)
+    });
+    let default_backoff = Strategy::Default;
     let backoff = pick(|o| o.backoff.is_some())
         .backoff
         .as_ref()
@@ -317,7 +341,7 @@ fn rule_settings(
     let jitter_spec = pick(|o| o.jitter.is_some())
         .jitter
         .as_ref()
-        .map_or(&JitterSpec::Full, |s| &s.value);
+        .map_or(&JitterSpec::Default, |s| &s.value);
     match (strategy_type(p, backoff), jitter_type(p, jitter_spec)) {
         (Some(bt), Some(jt)) => {
             let name = format_ident!("__ROBUST_SETTINGS_{}", index, span = Span::mixed_site());
@@ -448,13 +472,12 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
     };
 
     let top = &config.settings;
-    let default_backoff = Strategy::Exponential {
-        base: Duration::from_millis(100),
-        max: Duration::from_secs(20),
-        m: 2.0,
-    };
+    let default_backoff = Strategy::Default;
     let top_backoff = top.backoff.as_ref().map_or(&default_backoff, |s| &s.value);
-    let top_jitter = top.jitter.as_ref().map_or(&JitterSpec::Full, |s| &s.value);
+    let top_jitter = top
+        .jitter
+        .as_ref()
+        .map_or(&JitterSpec::Default, |s| &s.value);
 
     let mut whens = quote!(());
     // Custom strategies and jitter are bound once to locals; built-in settings become consts.

@@ -27,7 +27,8 @@ pub enum Strategy {
     Exponential {
         base: Duration,
         max: Duration,
-        m: f64,
+        /// `None`: the runtime's default.
+        m: Option<f64>,
     },
     Linear {
         base: Duration,
@@ -37,13 +38,13 @@ pub enum Strategy {
     Fibonacci {
         base: Duration,
         max: Duration,
-        unit: Duration,
+        unit: Option<Duration>,
     },
     Polynomial {
         base: Duration,
         max: Duration,
-        p: Vec<f64>,
-        unit: Duration,
+        p: Option<Vec<f64>>,
+        unit: Option<Duration>,
     },
     Random {
         base: Duration,
@@ -54,9 +55,13 @@ pub enum Strategy {
     },
     None,
     Custom(Box<Expr>),
+    /// Not written: the runtime's default strategy.
+    Default,
 }
 
 pub enum JitterSpec {
+    /// Not written: the runtime's default jitter.
+    Default,
     None,
     Full,
     Equal,
@@ -500,17 +505,16 @@ fn strategy(value: &Value, errors: &mut Errors) -> Option<Strategy> {
         }
         _ => true,
     };
-    let unit = || Duration::from_secs(1);
     let result = match s.as_str() {
         "exponential" => {
             let m = match p.get("m") {
-                None => Some(2.0),
+                None => Some(None),
                 Some(v) => {
                     const RULE: &str = "a number >= 1, like 2 or 1.5";
                     number(v, "m", RULE, errors).and_then(|n| {
                         let m = finite(&n, "m", RULE, errors)?;
                         if m >= 1.0 {
-                            Some(m)
+                            Some(Some(m))
                         } else {
                             errors.at(n.sp, format!("`m` must be >= 1: expected {RULE}"));
                             None
@@ -547,7 +551,9 @@ fn strategy(value: &Value, errors: &mut Errors) -> Option<Strategy> {
             })()
         }
         "fibonacci" => {
-            let unit = p.duration("unit", errors).unwrap_or(Some(unit()));
+            let unit = p
+                .duration("unit", errors)
+                .map_or(Some(None), |u| u.map(Some));
             (|| {
                 Some(Strategy::Fibonacci {
                     base: base?,
@@ -557,10 +563,12 @@ fn strategy(value: &Value, errors: &mut Errors) -> Option<Strategy> {
             })()
         }
         "polynomial" => {
-            let unit = p.duration("unit", errors).unwrap_or(Some(unit()));
+            let unit = p
+                .duration("unit", errors)
+                .map_or(Some(None), |u| u.map(Some));
             let exps = match p.get("p") {
-                None => Some(vec![2.0]),
-                Some(v) => polynomial_exponents(v, errors),
+                None => Some(None),
+                Some(v) => polynomial_exponents(v, errors).map(Some),
             };
             (|| {
                 Some(Strategy::Polynomial {

@@ -33,6 +33,29 @@ pub use crate::{Backoff, Jitter};
 
 pub use crate::checks::*;
 
+// The defaults the attribute names for what it leaves unset: read from the one definition,
+// `RuleSettings::DEFAULT`.
+/// The default strategy's type.
+pub type DefaultBackoff = crate::Exponential;
+/// The default jitter's type.
+pub type DefaultJitter = crate::FullJitter;
+/// The default retry limit.
+pub const DEFAULT_RETRIES: Retries = RuleSettings::DEFAULT.retries;
+/// The default `max_delay` (none).
+pub const DEFAULT_MAX_DELAY: Option<Duration> = RuleSettings::DEFAULT.max_delay;
+/// The default strategy.
+pub const DEFAULT_BACKOFF: DefaultBackoff = RuleSettings::DEFAULT.backoff;
+/// The default jitter.
+pub const DEFAULT_JITTER: DefaultJitter = RuleSettings::DEFAULT.jitter;
+/// The default scale.
+pub const DEFAULT_SCALE: f64 = RuleSettings::DEFAULT.scale;
+/// The default growth factor of `exponential`.
+pub const DEFAULT_M: f64 = crate::Exponential::DEFAULT_M;
+/// The default `unit` of `fibonacci` and `polynomial`.
+pub const DEFAULT_UNIT: Duration = crate::backoff::DEFAULT_UNIT;
+/// The default exponents of `polynomial`.
+pub const DEFAULT_P: [f64; 1] = crate::Polynomial::<1>::DEFAULT_P;
+
 mod probe;
 pub use probe::*;
 

@@ -33,11 +33,15 @@ impl Default for Exponential {
 }
 
 impl Exponential {
-    /// `base = 100 ms`, `max = 20 s`, `m = 2`.
+    /// The default growth factor: `m = 2`.
+    pub const DEFAULT_M: f64 = 2.0;
+
+    /// `base = 100 ms`, `max = 20 s`, `m = 2`: the default strategy of a policy and of
+    /// `#[robust]`.
     pub const DEFAULT: Self = Self {
         base: Duration::from_millis(100),
         max: Duration::from_secs(20),
-        m: 2.0,
+        m: Self::DEFAULT_M,
     };
 
     /// A new exponential backoff. Errors: `base > max`; `m` below 1, NaN or infinite.

@@ -28,7 +28,7 @@ pub struct Fibonacci {
 impl Fibonacci {
     /// `unit = 1 s`. Error: `base > max`.
     pub fn new(base: Duration, max: Duration) -> Result<Self, ConfigError> {
-        Self::with_unit(base, max, Duration::from_secs(1))
+        Self::with_unit(base, max, super::DEFAULT_UNIT)
     }
 
     /// The same from numbers of seconds. Errors: a negative, NaN or infinite duration;

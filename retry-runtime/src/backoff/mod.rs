@@ -15,6 +15,10 @@ mod linear;
 mod polynomial;
 mod random;
 
+/// The default `unit` of [`Fibonacci`] and [`Polynomial`]: one second (the published design's
+/// implicit unit, made explicit).
+pub const DEFAULT_UNIT: Duration = Duration::from_secs(1);
+
 pub use constant::{Constant, NoBackoff};
 pub use exponential::Exponential;
 pub use fibonacci::Fibonacci;

@@ -27,10 +27,15 @@ pub struct Polynomial<const N: usize = 1> {
     unit: Duration,
 }
 
+impl Polynomial<1> {
+    /// The default exponents: `p = [2]`, a quadratic curve.
+    pub const DEFAULT_P: [f64; 1] = [2.0];
+}
+
 impl<const N: usize> Polynomial<N> {
     /// `unit = 1 s`. Errors: `base > max`; no exponent; an exponent `<= 1`, NaN or infinite.
     pub fn new(base: Duration, max: Duration, p: [f64; N]) -> Result<Self, ConfigError> {
-        Self::with_unit(base, max, p, Duration::from_secs(1))
+        Self::with_unit(base, max, p, super::DEFAULT_UNIT)
     }
 
     /// The same from numbers of seconds. Errors as for [`Polynomial::new`], and a negative,

@@ -86,6 +86,19 @@ pub struct RuleSettings<B = Exponential, J = FullJitter> {
     pub(crate) scale: f64,
 }
 
+impl RuleSettings {
+    /// The defaults of every rule (SPEC section 2), the one place they are written: 3 retries,
+    /// no `max_delay`, `exponential(base = 100ms, max = 20s, m = 2)`, full jitter, scale 1.
+    /// The builder starts from them and `#[robust]` names them for what it leaves unset.
+    pub const DEFAULT: Self = RuleSettings {
+        retries: Retries::Limited(3),
+        max_delay: None,
+        backoff: Exponential::DEFAULT,
+        jitter: FullJitter,
+        scale: 1.0,
+    };
+}
+
 impl<B, J> RuleSettings<B, J> {
     /// The retry limit.
     pub const fn retries(&self) -> Retries {
@@ -131,13 +144,7 @@ impl Settings {
     /// The SPEC defaults.
     pub const fn new() -> Self {
         Settings {
-            rule: RuleSettings {
-                retries: Retries::Limited(3),
-                max_delay: None,
-                backoff: Exponential::DEFAULT,
-                jitter: FullJitter,
-                scale: 1.0,
-            },
+            rule: RuleSettings::DEFAULT,
             error: None,
         }
     }
