@@ -13,6 +13,8 @@ use syn::ext::IdentExt;
 use syn::parse::{ParseStream, Parser};
 use syn::{Expr, ExprClosure, Ident, LitStr, Pat, Token, bracketed, parenthesized};
 
+use crate::table::Syntax;
+
 /// The first and last token of something written in the attribute. On stable Rust a span
 /// cannot be joined, so an error made from both (see [`Sp::error`]) underlines the whole of it:
 /// the minus of `-1` included.
@@ -419,16 +421,6 @@ fn parse_value(input: ParseStream<'_>, errors: &mut Vec<syn::Error>) -> syn::Res
         .error("expected a value: a number, a string, a name or a call like `exponential(...)`"))
 }
 
-/// Keys whose value is a Rust expression.
-pub const EXPR_KEYS: &[&str] = &[
-    "on_success",
-    "on_error",
-    "hint",
-    "on_retry",
-    "budget",
-    "breaker",
-];
-
 /// Reads one `key = value` or `when(...)` item; on a syntax error, collects it and returns
 /// `None` (the caller skips the rest of the item).
 fn parse_item(input: ParseStream<'_>, errors: &mut Vec<syn::Error>) -> Option<Item> {
@@ -448,7 +440,8 @@ fn parse_item_or_err(
     let key = input
         .call(Ident::parse_any)
         .map_err(|e| syn::Error::new(e.span(), "expected a setting like `retries = 3`"))?;
-    if key == "when" && input.peek(syn::token::Paren) {
+    let syntax = crate::table::syntax(&key.to_string());
+    if syntax == Syntax::When && input.peek(syn::token::Paren) {
         let content;
         let paren = parenthesized!(content in input);
         let sp = Sp::from(key.span()).to(paren.span.close().into());
@@ -500,9 +493,9 @@ fn parse_item_or_err(
             .to(eq.span.into())
             .error(format!("`{key} =` needs a value after the `=`")));
     }
-    let value = if EXPR_KEYS.contains(&key.to_string().as_str()) {
+    let value = if syntax == Syntax::Expr {
         Value::Expr(Box::new(input.parse()?))
-    } else if key == "on" {
+    } else if syntax == Syntax::Kinds {
         if !input.peek(syn::token::Bracket) {
             return Err(input.error("`on` takes a list of error kinds: `on = [Timeout, Io]`"));
         }

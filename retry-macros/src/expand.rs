@@ -9,7 +9,8 @@ use syn::spanned::Spanned;
 use syn::{FnArg, Ident, Pat, ReturnType, Type};
 
 use crate::ast::{Func, Kind};
-use crate::valid::{Config, JitterSpec, Limit, Overrides, Strategy, peel};
+use crate::model::{Config, JitterSpec, Limit, Overrides, Strategy};
+use crate::valid::peel;
 
 /// `tokens` with every span set to `span` (groups included), so that an error about a
 /// generated path points at the user's token instead of the whole attribute.
@@ -652,7 +653,7 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
     // The clock is read only when something needs it: the attempt context, a `max_delay`
     // budget, or a blocking fn's cooperative timeout. Otherwise the success path reads no
     // clock at all.
-    let finite = |l: &Option<crate::valid::Spanned<Limit>>| {
+    let finite = |l: &Option<crate::model::Spanned<Limit>>| {
         matches!(l.as_ref().map(|s| s.value), Some(Limit::Finite(_)))
     };
     let budget = finite(&config.settings.max_delay)

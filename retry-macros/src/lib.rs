@@ -3,16 +3,18 @@
 //!
 //! Use it through `retry_runtime::robust`; the documentation, with examples, is there.
 //!
-//! The crate reads the attribute into a raw syntax model (`ast`), checks every rule and the
-//! function's shape with the span of the offending token (`valid`, with the vocabulary in
-//! `table`), and writes the function with its body run in a loop over the attempts
-//! (`expand`). Every error is collected; on any error the function is emitted unchanged next
+//! The crate reads the attribute into a raw syntax model with spans (`ast`), checks every rule
+//! and the function's shape with the span of the offending token (`valid`), producing the
+//! validated model (`model`), and writes the function with its body run in a loop over the
+//! attempts (`expand`). One table (`table`) holds the keys, strategies, jitters and kinds:
+//! parsing, checks and messages ("expected one of", "did you mean") all read it. Every error is collected; on any error the function is emitted unchanged next
 //! to the errors, so one mistake does not cascade into others.
 
 use proc_macro::TokenStream;
 
 mod ast;
 mod expand;
+mod model;
 mod table;
 mod valid;
 

@@ -2,35 +2,60 @@
 //! jitters and the kinds. Parsing, checks and messages read these tables, so "expected one
 //! of" and "did you mean" never drift from what is accepted.
 
+/// How the value of a key is read.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Syntax {
+    /// A number, string, name, call or list of numbers.
+    Value,
+    /// A Rust expression (a callback, a `static`).
+    Expr,
+    /// A list of error kinds, `[Timeout, Io]`.
+    Kinds,
+    /// `when(KIND, key = value, ...)`.
+    When,
+}
+
 /// A key of the attribute.
 pub struct Key {
     pub name: &'static str,
     /// May be overridden in a `when(...)` clause.
     pub in_when: bool,
+    pub syntax: Syntax,
 }
 
-const fn key(name: &'static str, in_when: bool) -> Key {
-    Key { name, in_when }
+const fn key(name: &'static str, in_when: bool, syntax: Syntax) -> Key {
+    Key {
+        name,
+        in_when,
+        syntax,
+    }
 }
 
 pub const KEYS: &[Key] = &[
-    key("timeout", false),
-    key("retries", true),
-    key("max_delay", true),
-    key("backoff", true),
-    key("jitter", true),
-    key("scale", true),
-    key("on", false),
-    key("when", false),
-    key("on_success", false),
-    key("on_error", false),
-    key("on_retry", false),
-    key("hint", false),
-    key("budget", false),
-    key("breaker", false),
-    key("attempt", false),
-    key("crate", false),
+    key("timeout", false, Syntax::Value),
+    key("retries", true, Syntax::Value),
+    key("max_delay", true, Syntax::Value),
+    key("backoff", true, Syntax::Value),
+    key("jitter", true, Syntax::Value),
+    key("scale", true, Syntax::Value),
+    key("on", false, Syntax::Kinds),
+    key("when", false, Syntax::When),
+    key("on_success", false, Syntax::Expr),
+    key("on_error", false, Syntax::Expr),
+    key("on_retry", false, Syntax::Expr),
+    key("hint", false, Syntax::Expr),
+    key("budget", false, Syntax::Expr),
+    key("breaker", false, Syntax::Expr),
+    key("attempt", false, Syntax::Value),
+    key("crate", false, Syntax::Value),
 ];
+
+/// How `name`'s value is read; unknown keys read as plain values (and are reported later).
+pub fn syntax(name: &str) -> Syntax {
+    KEYS.iter()
+        .find(|k| k.name == name)
+        .map_or(Syntax::Value, |k| k.syntax)
+}
 
 /// A parameter of a strategy: required when it has no default.
 pub struct Param {
@@ -144,6 +169,49 @@ pub const JITTERS: &[&str] = &[
     "decorrelated",
     "aws_decorrelated",
     "custom",
+];
+
+/// The stable `std::io::ErrorKind` variants.
+pub const IO_KINDS: &[&str] = &[
+    "NotFound",
+    "PermissionDenied",
+    "ConnectionRefused",
+    "ConnectionReset",
+    "HostUnreachable",
+    "NetworkUnreachable",
+    "ConnectionAborted",
+    "NotConnected",
+    "AddrInUse",
+    "AddrNotAvailable",
+    "NetworkDown",
+    "BrokenPipe",
+    "AlreadyExists",
+    "WouldBlock",
+    "NotADirectory",
+    "IsADirectory",
+    "DirectoryNotEmpty",
+    "ReadOnlyFilesystem",
+    "StaleNetworkFileHandle",
+    "InvalidInput",
+    "InvalidData",
+    "TimedOut",
+    "WriteZero",
+    "StorageFull",
+    "NotSeekable",
+    "QuotaExceeded",
+    "FileTooLarge",
+    "ResourceBusy",
+    "ExecutableFileBusy",
+    "Deadlock",
+    "CrossesDevices",
+    "TooManyLinks",
+    "InvalidFilename",
+    "ArgumentListTooLong",
+    "Interrupted",
+    "Unsupported",
+    "UnexpectedEof",
+    "OutOfMemory",
+    "Other",
 ];
 
 /// The built-in error kinds, for "did you mean".

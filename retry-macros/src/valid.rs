@@ -1,5 +1,6 @@
-//! Validation: turns the raw items into a [`Config`], checking every rule of the reference
-//! design and collecting every error with the span of the offending token.
+//! Checks: turns the raw items into the validated model ([`Config`]), checking every rule of
+//! the reference design and the fn's own shape, and collecting every error with the span of
+//! the offending token.
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
@@ -9,143 +10,10 @@ use retry_grammar::DurationError;
 use syn::{Expr, Ident};
 
 use crate::ast::{Call, CallArgs, Item, Kind, Number, Sp, Value};
+use crate::model::{Config, JitterSpec, Limit, Overrides, Spanned, Strategy, WhenRule};
 use crate::table;
 
-/// A limit that may be infinite (negative numbers, `none`).
-#[derive(Clone, Copy)]
-pub enum Limit {
-    Finite(Duration),
-    Infinite,
-}
-
-pub struct Spanned<T> {
-    pub value: T,
-    pub span: Sp,
-}
-
-pub enum Strategy {
-    Exponential {
-        base: Duration,
-        max: Duration,
-        /// `None`: the runtime's default.
-        m: Option<f64>,
-    },
-    Linear {
-        base: Duration,
-        max: Duration,
-        interval: Duration,
-    },
-    Fibonacci {
-        base: Duration,
-        max: Duration,
-        unit: Option<Duration>,
-    },
-    Polynomial {
-        base: Duration,
-        max: Duration,
-        p: Option<Vec<f64>>,
-        unit: Option<Duration>,
-    },
-    Random {
-        base: Duration,
-        max: Duration,
-    },
-    Constant {
-        base: Duration,
-    },
-    None,
-    Custom(Box<Expr>),
-    /// Not written: the runtime's default strategy.
-    Default,
-}
-
-pub enum JitterSpec {
-    /// Not written: the runtime's default jitter.
-    Default,
-    None,
-    Full,
-    Equal,
-    Decorrelated,
-    AwsDecorrelated,
-    Custom(Box<Expr>),
-}
-
-/// The settings a `when` clause may override (and the top level sets).
-#[derive(Default)]
-pub struct Overrides {
-    pub retries: Option<Spanned<i64>>,
-    pub max_delay: Option<Spanned<Limit>>,
-    pub backoff: Option<Spanned<Strategy>>,
-    pub jitter: Option<Spanned<JitterSpec>>,
-    pub scale: Option<Spanned<f64>>,
-}
-
-pub struct WhenRule {
-    pub kind: Kind,
-    pub overrides: Overrides,
-}
-
-/// The validated attribute.
-#[derive(Default)]
-pub struct Config {
-    pub timeout: Option<Spanned<Limit>>,
-    pub settings: Overrides,
-    pub on: Option<Spanned<Vec<Kind>>>,
-    pub whens: Vec<WhenRule>,
-    pub on_success: Option<Box<Expr>>,
-    pub on_error: Option<Box<Expr>>,
-    pub on_retry: Option<Box<Expr>>,
-    pub hint: Option<Box<Expr>>,
-    pub budget: Option<Box<Expr>>,
-    pub breaker: Option<Box<Expr>>,
-    pub attempt: Option<Ident>,
-    pub krate: Option<syn::Path>,
-}
-
 const DURATION_FORMS: &str = "a number with a unit like 150ms, 2s or 1m (units: `ns`, `us`, `ms`, `s`, `m`, `h`), a number of seconds like 2 or 0.5, or a humantime string like \"1m 30s\"";
-
-/// The stable `std::io::ErrorKind` variants.
-pub const IO_KINDS: &[&str] = &[
-    "NotFound",
-    "PermissionDenied",
-    "ConnectionRefused",
-    "ConnectionReset",
-    "HostUnreachable",
-    "NetworkUnreachable",
-    "ConnectionAborted",
-    "NotConnected",
-    "AddrInUse",
-    "AddrNotAvailable",
-    "NetworkDown",
-    "BrokenPipe",
-    "AlreadyExists",
-    "WouldBlock",
-    "NotADirectory",
-    "IsADirectory",
-    "DirectoryNotEmpty",
-    "ReadOnlyFilesystem",
-    "StaleNetworkFileHandle",
-    "InvalidInput",
-    "InvalidData",
-    "TimedOut",
-    "WriteZero",
-    "StorageFull",
-    "NotSeekable",
-    "QuotaExceeded",
-    "FileTooLarge",
-    "ResourceBusy",
-    "ExecutableFileBusy",
-    "Deadlock",
-    "CrossesDevices",
-    "TooManyLinks",
-    "InvalidFilename",
-    "ArgumentListTooLong",
-    "Interrupted",
-    "Unsupported",
-    "UnexpectedEof",
-    "OutOfMemory",
-    "Other",
-];
 
 /// Collects errors; [`Errors::finish`] combines them into one.
 #[derive(Default)]
@@ -706,13 +574,13 @@ fn check_kind(kind: &Kind, params: &[String], errors: &mut Errors) -> bool {
             let mut seen = Vec::new();
             for k in kinds {
                 let name = k.to_string();
-                if !IO_KINDS.contains(&name.as_str()) {
+                if !table::IO_KINDS.contains(&name.as_str()) {
                     errors.at(
                         k.span(),
                         format!(
                             "unknown `std::io::ErrorKind` `{name}`{}: expected one of {}",
-                            table::suggestion(&name, IO_KINDS.iter().copied()),
-                            IO_KINDS.join(", ")
+                            table::suggestion(&name, table::IO_KINDS.iter().copied()),
+                            table::IO_KINDS.join(", ")
                         ),
                     );
                     ok = false;

@@ -1,0 +1,99 @@
+//! The validated attribute: what `valid` makes of the raw items and `expand` writes out.
+//! Every value here has passed its checks; `None` means "not written: the runtime's default".
+
+use std::time::Duration;
+
+use syn::{Expr, Ident};
+
+use crate::ast::{Kind, Sp};
+
+/// A limit that may be infinite (negative numbers, `none`).
+#[derive(Clone, Copy)]
+pub enum Limit {
+    Finite(Duration),
+    Infinite,
+}
+
+pub struct Spanned<T> {
+    pub value: T,
+    pub span: Sp,
+}
+
+pub enum Strategy {
+    Exponential {
+        base: Duration,
+        max: Duration,
+        /// `None`: the runtime's default.
+        m: Option<f64>,
+    },
+    Linear {
+        base: Duration,
+        max: Duration,
+        interval: Duration,
+    },
+    Fibonacci {
+        base: Duration,
+        max: Duration,
+        unit: Option<Duration>,
+    },
+    Polynomial {
+        base: Duration,
+        max: Duration,
+        p: Option<Vec<f64>>,
+        unit: Option<Duration>,
+    },
+    Random {
+        base: Duration,
+        max: Duration,
+    },
+    Constant {
+        base: Duration,
+    },
+    None,
+    Custom(Box<Expr>),
+    /// Not written: the runtime's default strategy.
+    Default,
+}
+
+pub enum JitterSpec {
+    /// Not written: the runtime's default jitter.
+    Default,
+    None,
+    Full,
+    Equal,
+    Decorrelated,
+    AwsDecorrelated,
+    Custom(Box<Expr>),
+}
+
+/// The settings a `when` clause may override (and the top level sets).
+#[derive(Default)]
+pub struct Overrides {
+    pub retries: Option<Spanned<i64>>,
+    pub max_delay: Option<Spanned<Limit>>,
+    pub backoff: Option<Spanned<Strategy>>,
+    pub jitter: Option<Spanned<JitterSpec>>,
+    pub scale: Option<Spanned<f64>>,
+}
+
+pub struct WhenRule {
+    pub kind: Kind,
+    pub overrides: Overrides,
+}
+
+/// The validated attribute.
+#[derive(Default)]
+pub struct Config {
+    pub timeout: Option<Spanned<Limit>>,
+    pub settings: Overrides,
+    pub on: Option<Spanned<Vec<Kind>>>,
+    pub whens: Vec<WhenRule>,
+    pub on_success: Option<Box<Expr>>,
+    pub on_error: Option<Box<Expr>>,
+    pub on_retry: Option<Box<Expr>>,
+    pub hint: Option<Box<Expr>>,
+    pub budget: Option<Box<Expr>>,
+    pub breaker: Option<Box<Expr>>,
+    pub attempt: Option<Ident>,
+    pub krate: Option<syn::Path>,
+}
