@@ -5,12 +5,11 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+mod common;
+use common::*;
+
 use retry_runtime::{Elapsed, robust};
 use tokio::time::Instant;
-
-fn ms(m: u64) -> Duration {
-    Duration::from_millis(m)
-}
 
 /// A scripted server: each call takes the next step (a delay, then an outcome).
 #[derive(Default)]

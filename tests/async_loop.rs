@@ -6,13 +6,12 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
+mod common;
+use common::*;
+
 use retry_runtime::kind::{Io, Timeout};
 use retry_runtime::{Constant, Elapsed, Exponential, NoBackoff, NoJitter, Policy};
 use tokio::time::Instant;
-
-fn secs(s: u64) -> Duration {
-    Duration::from_secs(s)
-}
 
 #[tokio::test(start_paused = true)]
 async fn sleeps_the_computed_delays_on_the_tokio_timer() {

@@ -5,23 +5,14 @@
 use std::io::{self, ErrorKind};
 use std::time::Duration;
 
+mod common;
+use common::*;
+
 use retry_runtime::time::VirtualTime;
 use retry_runtime::{
     AwsDecorrelated, Backoff, Decorrelated, EqualJitter, Exponential, FullJitter, Jitter, NoJitter,
     Policy, Random, robust,
 };
-
-fn ms(v: &[u64]) -> Vec<Duration> {
-    v.iter().map(|m| Duration::from_millis(*m)).collect()
-}
-
-/// Runs `f` on a virtual clock with `seed`; returns the delays slept.
-fn sleeps(seed: u64, f: impl FnOnce() -> io::Result<()>) -> Vec<Duration> {
-    let time = VirtualTime::seeded(seed);
-    let _g = time.install();
-    assert!(f().is_err());
-    time.sleeps()
-}
 
 macro_rules! failing {
     ($name:ident, $($attr:tt)*) => {
@@ -112,13 +103,16 @@ fn deterministic_strategies_sleep_their_formulas() {
     assert_eq!(sleeps(0, linear), s(&[1, 2, 3, 4, 5]));
     assert_eq!(sleeps(0, linear_interval), s(&[1, 3, 5, 7, 8]));
     assert_eq!(sleeps(0, fibonacci), s(&[1, 2, 2, 3, 4, 6, 9]));
-    assert_eq!(sleeps(0, fibonacci_unit), ms(&[100, 110, 110, 120, 130]));
+    assert_eq!(
+        sleeps(0, fibonacci_unit),
+        ms_each(&[100, 110, 110, 120, 130])
+    );
     assert_eq!(sleeps(0, polynomial), s(&[1, 2, 5, 10, 17, 26, 37, 50, 60]));
     // x^2 + x^3 ms
-    assert_eq!(sleeps(0, polynomial_list), ms(&[0, 2, 12, 36]));
-    assert_eq!(sleeps(0, constant), ms(&[250, 250, 250]));
-    assert_eq!(sleeps(0, no_backoff), ms(&[0, 0, 0]));
-    assert_eq!(sleeps(0, scaled), ms(&[500, 1000, 2000, 4000]));
+    assert_eq!(sleeps(0, polynomial_list), ms_each(&[0, 2, 12, 36]));
+    assert_eq!(sleeps(0, constant), ms_each(&[250, 250, 250]));
+    assert_eq!(sleeps(0, no_backoff), ms_each(&[0, 0, 0]));
+    assert_eq!(sleeps(0, scaled), ms_each(&[500, 1000, 2000, 4000]));
 }
 
 failing!(
@@ -236,5 +230,12 @@ failing!(
 
 #[test]
 fn custom_strategy_and_jitter() {
-    assert_eq!(sleeps(0, custom), ms(&[11, 21, 31]));
+    assert_eq!(sleeps(0, custom), ms_each(&[11, 21, 31]));
+}
+
+/// Runs `f` (which must fail) on a virtual clock with `seed`; returns the delays slept.
+fn sleeps(seed: u64, f: impl FnOnce() -> io::Result<()>) -> Vec<Duration> {
+    let (r, slept) = on_virtual_time(Some(seed), f);
+    assert!(r.is_err());
+    slept
 }

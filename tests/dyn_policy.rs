@@ -7,15 +7,14 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+mod common;
+use common::*;
+
 use retry_runtime::kind::Io;
 use retry_runtime::time::VirtualTime;
 use retry_runtime::{
     CircuitBreaker, DynPolicy, Exponential, FullJitter, Policy, RetryBudget, RetryInfo, RetryPolicy,
 };
-
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
 
 /// Runs `call` (which always fails with `kind`) on a fresh seeded virtual clock; returns the
 /// attempts made, the delays slept and the error returned.

@@ -5,20 +5,11 @@
 use std::io::{self, ErrorKind};
 use std::time::Duration;
 
+mod common;
+use common::*;
+
 use retry_runtime::time::VirtualTime;
 use retry_runtime::{parse_duration, robust};
-
-fn ms(v: &[u64]) -> Vec<Duration> {
-    v.iter().map(|m| Duration::from_millis(*m)).collect()
-}
-
-/// Runs `f` on a virtual clock; returns the delays slept.
-fn sleeps<T>(f: impl FnOnce() -> io::Result<T>) -> Vec<Duration> {
-    let time = VirtualTime::new();
-    let _g = time.install();
-    let _ = f();
-    time.sleeps()
-}
 
 // ---------------------------------------------------------------------------------------------
 // Unit suffixes: `150ms` is 150 milliseconds, not 150 seconds.
@@ -45,8 +36,8 @@ fn constant_minutes() -> io::Result<()> {
 
 #[test]
 fn unit_suffixes_are_read_with_their_unit() {
-    assert_eq!(sleeps(constant_150ms), ms(&[150, 150]));
-    assert_eq!(sleeps(exponential_ms), ms(&[100, 200, 400]));
+    assert_eq!(sleeps(constant_150ms), ms_each(&[150, 150]));
+    assert_eq!(sleeps(exponential_ms), ms_each(&[100, 200, 400]));
     assert_eq!(
         sleeps(linear_us),
         [500, 2000, 3500].map(Duration::from_micros).to_vec()
@@ -281,4 +272,9 @@ fn unset_settings_are_the_runtimes_defaults() {
         seeded(&mut || drop(default_params(ErrorKind::NotFound))),
         seeded(&mut || drop(fib.call(|_| Err::<(), _>(io::Error::other("x")))))
     );
+}
+
+/// Runs `f` on a virtual clock; returns the delays slept.
+fn sleeps<T>(f: impl FnOnce() -> io::Result<T>) -> Vec<Duration> {
+    on_virtual_time(None, f).1
 }

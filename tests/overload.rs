@@ -6,15 +6,14 @@ use std::io::{self, ErrorKind};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+mod common;
+use common::*;
+
 use retry_runtime::time::{Clock, VirtualTime};
 use retry_runtime::{
     BreakerState, CircuitBreaker, Constant, NoJitter, Open, Policy, RetryBudget, RetryInfo, RuleId,
     robust,
 };
-
-fn secs(s: u64) -> Duration {
-    Duration::from_secs(s)
-}
 
 #[test]
 fn budget_tokens_are_never_lost_or_double_counted_under_contention() {

@@ -6,12 +6,11 @@ use std::fmt::Debug;
 use std::io::{self, ErrorKind};
 use std::time::Duration;
 
+mod common;
+use common::*;
+
 use retry_runtime::robust;
 use retry_runtime::time::VirtualTime;
-
-fn secs(s: u64) -> Duration {
-    Duration::from_secs(s)
-}
 
 thread_local! {
     static ATTEMPTS: Cell<u32> = const { Cell::new(0) };

@@ -4,27 +4,17 @@ use std::cell::RefCell;
 use std::io::{self, ErrorKind};
 use std::time::Duration;
 
+mod common;
+use common::*;
+
 use retry_runtime::kind::{ClassifyExt, Io, Predicate, Timeout};
 use retry_runtime::time::{Clock, VirtualTime};
 use retry_runtime::{
     Constant, EqualJitter, Exponential, FullJitter, Linear, NoBackoff, NoJitter, Policy,
 };
 
-fn secs(s: u64) -> Duration {
-    Duration::from_secs(s)
-}
-
 fn exp_1_60() -> Exponential {
     Exponential::new(secs(1), secs(60), 2.0).unwrap()
-}
-
-/// Runs a body that fails `fail` times with `kind`, then succeeds; returns (result, attempts).
-fn failing(fail: u32, kind: ErrorKind) -> impl FnMut() -> io::Result<u32> {
-    let mut n = 0;
-    move || {
-        n += 1;
-        if n <= fail { Err(kind.into()) } else { Ok(n) }
-    }
 }
 
 #[test]

@@ -1,0 +1,40 @@
+//! Helpers shared by the root test files (`mod common;` in each that uses them).
+#![allow(dead_code)]
+
+use std::io::{self, ErrorKind};
+use std::time::Duration;
+
+use retry_runtime::time::VirtualTime;
+
+/// `s` seconds.
+pub fn secs(s: u64) -> Duration {
+    Duration::from_secs(s)
+}
+
+/// `m` milliseconds.
+pub fn ms(m: u64) -> Duration {
+    Duration::from_millis(m)
+}
+
+/// Each of `v`, in milliseconds.
+pub fn ms_each(v: &[u64]) -> Vec<Duration> {
+    v.iter().map(|m| ms(*m)).collect()
+}
+
+/// Runs `f` with a virtual clock installed on this thread (seeded with `seed`, if any, which
+/// fixes the jitter); returns what `f` returned and every delay slept.
+pub fn on_virtual_time<T>(seed: Option<u64>, f: impl FnOnce() -> T) -> (T, Vec<Duration>) {
+    let time = seed.map_or_else(VirtualTime::new, VirtualTime::seeded);
+    let _guard = time.install();
+    let out = f();
+    (out, time.sleeps())
+}
+
+/// A body that fails `fail` times with `kind`, then succeeds with the number of attempts.
+pub fn failing(fail: u32, kind: ErrorKind) -> impl FnMut() -> io::Result<u32> {
+    let mut n = 0;
+    move || {
+        n += 1;
+        if n <= fail { Err(kind.into()) } else { Ok(n) }
+    }
+}
