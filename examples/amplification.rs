@@ -31,7 +31,7 @@ use retry_runtime::time::VirtualTime;
 use retry_runtime::{
     CircuitBreaker, Exponential, FullJitter, Policy, RetryBudget, RetryPolicy, Step,
 };
-use support::{legend, line, write_or_check};
+use support::{PALETTE, legend, line, write_or_check};
 
 const CLIENTS: usize = 100;
 const RATE_PER_CLIENT: f64 = 10.0;
@@ -195,13 +195,6 @@ fn all() -> Vec<Series> {
     ]
 }
 
-const COLORS: [RGBColor; 4] = [
-    RGBColor(127, 127, 127),
-    RGBColor(214, 39, 40),
-    RGBColor(31, 119, 180),
-    RGBColor(44, 160, 44),
-];
-
 fn picture(series: &[Series]) -> Result<String, Box<dyn Error>> {
     let mut svg = String::new();
     {
@@ -246,7 +239,7 @@ fn picture(series: &[Series]) -> Result<String, Box<dyn Error>> {
                     .zip(values)
                     .map(|(p, o)| (*p, if value == 0 { o.load } else { o.success }))
                     .collect();
-                line(&mut chart, name, COLORS[i % COLORS.len()], &points)?;
+                line(&mut chart, name, PALETTE[i % PALETTE.len()], &points)?;
             }
             let position = if value == 0 {
                 SeriesLabelPosition::UpperLeft

@@ -32,7 +32,7 @@ use retry_runtime::{
     AwsDecorrelated, Backoff, Decorrelated, EqualJitter, Exponential, FullJitter, Jitter,
     NoBackoff, NoJitter, Policy, Step,
 };
-use support::{legend, line, write_or_check};
+use support::{PALETTE, legend, line, write_or_check};
 
 const RUNS: u64 = 100;
 const CLIENTS: [usize; 19] = [
@@ -204,15 +204,6 @@ fn simulate() -> Vec<Series> {
     ]
 }
 
-const COLORS: [RGBColor; 6] = [
-    RGBColor(127, 127, 127),
-    RGBColor(214, 39, 40),
-    RGBColor(31, 119, 180),
-    RGBColor(44, 160, 44),
-    RGBColor(255, 127, 14),
-    RGBColor(148, 103, 189),
-];
-
 /// A line chart of `value` against N; `log` gives a logarithmic y axis.
 fn chart(
     series: &[Series],
@@ -280,7 +271,7 @@ where
                 .zip(values)
                 .map(|(n, o)| (*n as f64, value(o)))
                 .collect();
-            line(&mut chart, name, COLORS[i % COLORS.len()], &points)?;
+            line(&mut chart, name, PALETTE[i % PALETTE.len()], &points)?;
         }
         let position = if log {
             SeriesLabelPosition::LowerRight

@@ -7,6 +7,18 @@ use plotters::coord::ranged1d::{Ranged, ValueFormatter};
 use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
+/// The colours of the simulations' curves, in the order their series are drawn: the baseline
+/// (grey) first, then red, blue, green, orange, purple.
+#[allow(dead_code)] // plots.rs draws strategies with its own colours.
+pub const PALETTE: [RGBColor; 6] = [
+    RGBColor(127, 127, 127),
+    RGBColor(214, 39, 40),
+    RGBColor(31, 119, 180),
+    RGBColor(44, 160, 44),
+    RGBColor(255, 127, 14),
+    RGBColor(148, 103, 189),
+];
+
 /// A chart of f64 x values on an SVG backend.
 pub type Chart<'a, Y> = ChartContext<'a, SVGBackend<'a>, Cartesian2d<RangedCoordf64, Y>>;
 
