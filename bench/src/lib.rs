@@ -177,3 +177,115 @@ mod tests {
         });
     }
 }
+
+// --- sync success path with a kind list -------------------------------------------------------
+
+/// A body the optimiser cannot prove always succeeds: it fails for one input.
+#[inline(never)]
+pub fn fallible(x: u64) -> io::Result<u64> {
+    let x = black_box(x);
+    if x == u64::MAX {
+        return Err(ErrorKind::ConnectionReset.into());
+    }
+    Ok(x.wrapping_mul(3).rotate_left(7))
+}
+
+/// `#[robust]` retrying only I/O errors.
+#[robust(retries = 3, on = [Io])]
+pub fn robust_sync_io(x: u64) -> io::Result<u64> {
+    fallible(x)
+}
+
+/// The same, by hand: the error's kind is looked at only when there is an error.
+pub fn hand_sync_io(x: u64) -> io::Result<u64> {
+    let mut retries = 0u32;
+    let mut rng: Option<SmallRng> = None;
+    loop {
+        match fallible(x) {
+            Ok(v) => return Ok(v),
+            Err(e) if retries >= 3 => return Err(e),
+            Err(e)
+                if (&e as &dyn std::error::Error)
+                    .downcast_ref::<io::Error>()
+                    .is_none() =>
+            {
+                return Err(e);
+            }
+            Err(_) => {
+                let v = BASE.saturating_mul(1 << retries.min(31)).min(MAX);
+                let rng = rng.get_or_insert_with(rand::make_rng);
+                let d = Duration::from_nanos(rng.random_range(0..=v.as_nanos() as u64));
+                std::thread::sleep(d);
+                retries += 1;
+            }
+        }
+    }
+}
+
+/// [`fallible`], async.
+#[inline(never)]
+pub async fn fallible_async(x: u64) -> io::Result<u64> {
+    fallible(x)
+}
+
+/// `#[robust]` with a 2 s timeout, retrying only I/O errors.
+#[robust(timeout = "2s", retries = 3, on = [Io])]
+pub async fn robust_async_io(x: u64) -> io::Result<u64> {
+    fallible_async(x).await
+}
+
+/// The same by hand: `tokio::time::timeout` around each attempt, the error's kind looked at
+/// only when there is an error.
+pub async fn hand_async_io(x: u64) -> io::Result<u64> {
+    let mut retries = 0u32;
+    loop {
+        match tokio::time::timeout(TIMEOUT, fallible_async(x)).await {
+            Ok(Ok(v)) => return Ok(v),
+            Ok(Err(e)) if retries >= 3 => return Err(e),
+            Ok(Err(e))
+                if (&e as &dyn std::error::Error)
+                    .downcast_ref::<io::Error>()
+                    .is_none() =>
+            {
+                return Err(e);
+            }
+            Err(elapsed) if retries >= 3 => return Err(elapsed.into()),
+            _ => {
+                let v = BASE.saturating_mul(1 << retries.min(31)).min(MAX);
+                let d = Duration::from_nanos(rand::rng().random_range(0..=v.as_nanos() as u64));
+                tokio::time::sleep(d).await;
+                retries += 1;
+            }
+        }
+    }
+}
+
+/// `#[robust]` without a timeout, retrying only I/O errors.
+#[robust(retries = 3, on = [Io])]
+pub async fn robust_async_plain_io(x: u64) -> io::Result<u64> {
+    fallible_async(x).await
+}
+
+/// The same by hand, without a timeout.
+pub async fn hand_async_plain_io(x: u64) -> io::Result<u64> {
+    let mut retries = 0u32;
+    loop {
+        match fallible_async(x).await {
+            Ok(v) => return Ok(v),
+            Err(e) if retries >= 3 => return Err(e),
+            Err(e)
+                if (&e as &dyn std::error::Error)
+                    .downcast_ref::<io::Error>()
+                    .is_none() =>
+            {
+                return Err(e);
+            }
+            Err(_) => {
+                let v = BASE.saturating_mul(1 << retries.min(31)).min(MAX);
+                let d = Duration::from_nanos(rand::rng().random_range(0..=v.as_nanos() as u64));
+                tokio::time::sleep(d).await;
+                retries += 1;
+            }
+        }
+    }
+}

@@ -694,24 +694,92 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
             .collect(),
         _ => Vec::new(),
     });
-    let new_block = quote! {{
-        #(#name_checks)*
-        #inspector
-        #(#locals)*
-        let __robust_on_error = #on_error;
-        let #policy = #p::policy(#whens, #on, #top_settings, #timeout, #on_success, __robust_on_error, #extras);
-        let mut #call = #start;
-        #timer_stmt
-        loop {
-            #admit
-            #attempt_stmt
-            #run_attempt
-            match #call.settle(#result, #fired) {
-                #p::Step::Return(#returned) => return #from_result,
-                #p::Step::Retry(#delay) => #sleep,
+    // The fast path of a blocking fn: when no breaker must admit the first attempt and no
+    // clock is read for it, the body (a closure) runs first, and the policy and the call are
+    // made only if it fails. Async fns start the call first: measured, a lazy call or an async
+    // closure made their success path no faster and their future larger (docs/BENCHMARKS.md).
+    let fast = !needs_clock && config.breaker.is_none() && !is_async;
+    let new_block = if fast {
+        let first = Ident::new("__robust_first", Span::mixed_site());
+        let tm = Ident::new("__robust_timeout", Span::mixed_site());
+        let body_fn = Ident::new("__robust_body", Span::mixed_site());
+        let on_success_value = Ident::new("__robust_on_success", Span::mixed_site());
+        let budget_value = Ident::new("__robust_budget", Span::mixed_site());
+        // What the success path needs is bound before the first attempt: the `on_success`
+        // callback and the budget, credited once per call. The rest is made after a failure.
+        let (on_success_bind, on_success_ref, on_success_now) = match &config.on_success {
+            Some(_) => (
+                quote!(let #on_success_value = #on_success;),
+                quote!(&#on_success_value),
+                quote!(#p::OnSuccess::on_success(&#on_success_value);),
+            ),
+            None => (quote!(), quote!(#p::Noop), quote!()),
+        };
+        let (budget_bind, budget_ref) = match &config.budget {
+            Some(_) => (
+                quote! {
+                    let #budget_value = #budget_tokens;
+                    #p::Budget::deposit(&#budget_value);
+                },
+                quote!(#budget_value),
+            ),
+            None => (quote!(), quote!(())),
+        };
+        let extras = quote!(#p::extras(#budget_ref, (), #hint_tokens, #on_retry_tokens, #describe));
+        // The body is a closure called once per attempt.
+        let make_body = quote_spanned!(ret_span=> #pr::body_fn::<#ret, _>(|| #body));
+        let run = quote_spanned!(ret_span=> <#ret as #pr::IsResult>::into_result(#body_fn()));
+        quote! {{
+            #(#name_checks)*
+            #inspector
+            #(#locals)*
+            #on_success_bind
+            #budget_bind
+            let #tm = #timeout;
+            let #first = #p::first_instant(true);
+            let mut #body_fn = #make_body;
+            let #result = match #run {
+                ::core::result::Result::Ok(__robust_v) => {
+                    #on_success_now
+                    let #returned = ::core::result::Result::Ok(__robust_v);
+                    return #from_result;
+                }
+                __robust_e => __robust_e,
+            };
+            let #policy = {
+                let __robust_on_error = #on_error;
+                #p::policy(#whens, #on, #top_settings, #tm, #on_success_ref, __robust_on_error, #extras)
+            };
+            let mut #call = #p::resume_blocking(&#policy, #first);
+            let mut #result = #result;
+            loop {
+                match #call.settle(#result, false) {
+                    #p::Step::Return(#returned) => return #from_result,
+                    #p::Step::Retry(#delay) => #p::sleep(&#p::DefaultEnv, #delay),
+                }
+                #result = #run;
             }
-        }
-    }};
+        }}
+    } else {
+        quote! {{
+            #(#name_checks)*
+            #inspector
+            #(#locals)*
+            let __robust_on_error = #on_error;
+            let #policy = #p::policy(#whens, #on, #top_settings, #timeout, #on_success, __robust_on_error, #extras);
+            let mut #call = #start;
+            #timer_stmt
+            loop {
+                #admit
+                #attempt_stmt
+                #run_attempt
+                match #call.settle(#result, #fired) {
+                    #p::Step::Return(#returned) => return #from_result,
+                    #p::Step::Retry(#delay) => #sleep,
+                }
+            }
+        }}
+    };
     let Func {
         attrs, vis, sig, ..
     } = &f;

@@ -65,6 +65,14 @@ pub fn sync_attempt<Ret: IsResult, F: FnOnce() -> Ret>(body: F) -> Result<Ret::O
     body().into_result()
 }
 
+/// The body of a blocking fn as a closure run once per attempt; `Ret` pins its return type
+/// so `?` converts into it. (No `IsResult` bound here: a return type that is not a `Result`
+/// is reported once, at the return type, by the expansion's `<Ret as IsResult>` paths.)
+#[inline(always)]
+pub fn body_fn<Ret, F: FnMut() -> Ret>(body: F) -> F {
+    body
+}
+
 /// Settings from validated values.
 #[inline(always)]
 pub const fn settings<B, J>(
@@ -162,6 +170,42 @@ where
 {
     call.admit().map(Ret::from_result)
 }
+
+// The fast path of a blocking fn's expansion: the first attempt runs before any policy is
+// built; a call is started (without crediting the budget again) only when it fails.
+
+/// When a lazily started call's first attempt starts: read only with the `tracing` feature,
+/// whose events report the time since then (`blocking`: on the blocking fn's clock).
+#[inline(always)]
+pub fn first_instant(blocking: bool) -> Option<std::time::Instant> {
+    use crate::time::Clock;
+    if TRACING {
+        Some(if blocking {
+            DefaultEnv.now_blocking()
+        } else {
+            DefaultEnv.now()
+        })
+    } else {
+        None
+    }
+}
+
+/// A blocking call started after its first attempt failed; the budget was credited before
+/// that attempt.
+#[inline]
+pub fn resume_blocking<P: crate::policy::PolicyCore>(
+    policy: &P,
+    first: Option<std::time::Instant>,
+) -> crate::Call<'_, P, crate::call::Blocking<crate::call::LazyTimes>> {
+    let mut times = crate::call::Blocking::<crate::call::LazyTimes>::default();
+    if let Some(first) = first {
+        crate::call::Times::first_or(&mut times, first);
+    }
+    crate::call::start_credited(policy, times)
+}
+
+pub use crate::callbacks::OnSuccess;
+pub use crate::guard::Budget;
 
 /// Whether the `tracing` feature is on (its events make lazy calls keep their instants).
 pub const TRACING: bool = cfg!(feature = "tracing");

@@ -154,6 +154,12 @@ where
 #[inline]
 pub(crate) fn start<P: PolicyCore, Tm>(policy: &P, times: Tm) -> Call<'_, P, Tm> {
     policy.budget().deposit();
+    start_credited(policy, times)
+}
+
+/// A call of `policy` whose budget was already credited for it.
+#[inline]
+pub(crate) fn start_credited<P: PolicyCore, Tm>(policy: &P, times: Tm) -> Call<'_, P, Tm> {
     Call {
         policy,
         retries: 0,
