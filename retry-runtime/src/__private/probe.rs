@@ -64,6 +64,9 @@ impl<E> ViaNothing<E> for Probe<E> {
 
 /// The fn's name and the way to write its errors; see [`describe`].
 pub struct Described<Nm, D> {
+    /// The fn's name: a closure returning it with the `tracing` feature, `()` without (nothing
+    /// reads it then), so that without tracing fns with the same settings share one policy
+    /// type, and the retry loop is compiled once for all of them.
     name: Nm,
     _error: D,
 }
@@ -84,22 +87,65 @@ impl<Nm: Clone, D: Clone> Clone for Described<Nm, D> {
 }
 impl<Nm: Copy, D: Copy> Copy for Described<Nm, D> {}
 
+/// How an annotated fn's name is kept: as the closure that returns it with the `tracing`
+/// feature, not at all without.
+pub trait KeepName {
+    /// What is kept.
+    type Kept: NameOf;
+    /// Keeps it.
+    fn keep(self) -> Self::Kept;
+}
+
+#[cfg(feature = "tracing")]
+impl<F: Fn() -> &'static str> KeepName for F {
+    type Kept = F;
+    #[inline(always)]
+    fn keep(self) -> F {
+        self
+    }
+}
+
+#[cfg(not(feature = "tracing"))]
+impl<F: Fn() -> &'static str> KeepName for F {
+    type Kept = ();
+    #[inline(always)]
+    fn keep(self) {}
+}
+
+/// A kept name, or none.
+pub trait NameOf {
+    /// The name, if kept.
+    fn name_of(&self) -> Option<&'static str>;
+}
+
+impl NameOf for () {
+    #[inline(always)]
+    fn name_of(&self) -> Option<&'static str> {
+        None
+    }
+}
+
+impl<F: Fn() -> &'static str> NameOf for F {
+    #[inline(always)]
+    fn name_of(&self) -> Option<&'static str> {
+        Some(self())
+    }
+}
+
 /// What the events of an annotated fn say: `name` returns the fn's name; `error` is the
 /// marker `(&&Probe::<E>::new()).error_writer()` picked (`DisplayText` or `TypeName`).
 #[inline(always)]
-pub const fn describe<Nm: Fn() -> &'static str, D>(name: Nm, error: D) -> Described<Nm, D> {
+pub fn describe<Nm: KeepName, D>(name: Nm, error: D) -> Described<Nm::Kept, D> {
     Described {
-        name,
+        name: name.keep(),
         _error: error,
     }
 }
 
-impl<E, Nm: Fn() -> &'static str, D: WriteError<E>> crate::callbacks::Describe<E>
-    for Described<Nm, D>
-{
+impl<E, Nm: NameOf, D: WriteError<E>> crate::callbacks::Describe<E> for Described<Nm, D> {
     #[inline]
     fn name(&self) -> Option<&'static str> {
-        Some((self.name)())
+        self.name.name_of()
     }
     fn write_error(&self, error: &E, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         D::write_error(error, f)
