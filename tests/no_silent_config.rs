@@ -278,3 +278,39 @@ fn unset_settings_are_the_runtimes_defaults() {
 fn sleeps<T>(f: impl FnOnce() -> io::Result<T>) -> Vec<Duration> {
     on_virtual_time(None, f).1
 }
+
+// ---------------------------------------------------------------------------------------------
+// Every attempt starts from the arguments passed in: a `mut` reference parameter reassigned by
+// one attempt is the caller's again in the next.
+
+#[robust(retries = 2, backoff = none)]
+fn reassigns(mut r: &'static str, seen: &std::cell::RefCell<Vec<&'static str>>) -> io::Result<()> {
+    seen.borrow_mut().push(r);
+    r = "changed";
+    let _ = r;
+    Err(ErrorKind::Other.into())
+}
+
+#[test]
+fn a_mut_reference_parameter_is_rebound_for_every_attempt() {
+    let seen = std::cell::RefCell::new(Vec::new());
+    let _ = reassigns("original", &seen);
+    assert_eq!(*seen.borrow(), ["original"; 3]);
+}
+
+// Constants written as paths match the error by value.
+#[robust(on = [self::LOCKED], retries = 2, backoff = none)]
+fn status_by_path(calls: &std::cell::Cell<u32>, answer: Status) -> Result<(), Status> {
+    calls.set(calls.get() + 1);
+    Err(answer)
+}
+
+#[test]
+fn constants_written_as_paths_match_only_themselves() {
+    let calls = std::cell::Cell::new(0);
+    assert_eq!(status_by_path(&calls, Status::Locked), Err(Status::Locked));
+    assert_eq!(calls.get(), 3);
+    calls.set(0);
+    assert_eq!(status_by_path(&calls, Status::Busy), Err(Status::Busy));
+    assert_eq!(calls.get(), 1);
+}

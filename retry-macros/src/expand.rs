@@ -246,11 +246,11 @@ fn kind(p: &TokenStream, err: &TokenStream, names: &Names, k: &Kind) -> TokenStr
             // Bare names (constants, unit structs and variants) are matched against the error
             // itself: a constant pattern does not see through the reference. Other patterns
             // are matched against the reference, so their bindings borrow.
-            let mut names_alt = Vec::new();
+            let mut values = Vec::new();
             let mut others = Vec::new();
-            crate::valid::alternatives(pat, &mut names_alt, &mut others);
-            let by_value = (!names_alt.is_empty())
-                .then(|| quote_spanned!(pat.span()=> ::core::matches!(*#e, #(#names_alt)|*)));
+            crate::valid::alternatives(pat, &mut values, &mut others);
+            let by_value = (!values.is_empty())
+                .then(|| quote_spanned!(pat.span()=> ::core::matches!(*#e, #(#values)|*)));
             let by_ref = (!others.is_empty())
                 .then(|| quote_spanned!(pat.span()=> ::core::matches!(#e, #(#others)|*)));
             let test = match (by_value, by_ref) {
@@ -391,7 +391,13 @@ fn rebind_args(p: &TokenStream, f: &mut Func) -> Vec<TokenStream> {
                 if is_mut_ref {
                     let m = pi.mutability.take();
                     prelude.push(quote!(#(#attrs)* let #m #ident = &mut *#ident;));
-                } else if !is_ref {
+                } else if is_ref {
+                    // `mut r: &T`: each attempt starts from the reference passed in, whatever
+                    // an earlier attempt reassigned.
+                    if let Some(m) = pi.mutability.take() {
+                        prelude.push(quote!(#(#attrs)* let #m #ident = #ident;));
+                    }
+                } else {
                     let m = pi.mutability.take();
                     let p = respan(p, ty_span);
                     let clone = quote_spanned!(ty_span=> #p::clone_arg(&#ident));
@@ -425,7 +431,6 @@ fn rebind_args(p: &TokenStream, f: &mut Func) -> Vec<TokenStream> {
     prelude
 }
 
-/// The function under the attribute, expanded.
 /// The function under the attribute, expanded. `valid::check_fn` has accepted its shape.
 pub fn expand(config: Config, mut f: Func) -> TokenStream {
     let p = match &config.krate {
@@ -736,7 +741,7 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
             #on_success_bind
             #budget_bind
             let #tm = #timeout;
-            let #first = #p::first_instant(true);
+            let #first = #p::first_instant();
             let mut #body_fn = #make_body;
             let #result = match #run {
                 ::core::result::Result::Ok(__robust_v) => {

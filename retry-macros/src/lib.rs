@@ -18,17 +18,52 @@ mod model;
 mod table;
 mod valid;
 
-/// The stack the macro runs on. Types and expressions nested thousands of levels deep are
-/// valid Rust, and reading them recurses: the macro must not be what overflows first. The
-/// memory is reserved, not used, until a deep input needs it.
-const STACK: usize = 512 * 1024 * 1024;
+/// Types and expressions nested thousands of levels deep are valid Rust, and reading them
+/// recurses: the macro must not be what overflows first. Inputs whose attribute and signature
+/// hold more than [`DEEP`] tokens (the body is never parsed) run on a stack of [`STACK`] bytes
+/// (the `stacker` crate, as rustc itself does); other inputs run on the compiler's own.
+const DEEP: usize = 1_000;
+const STACK: usize = 256 * 1024 * 1024;
 
 /// Makes a function resilient: see `retry_runtime::robust` for the documentation.
 #[proc_macro_attribute]
 pub fn robust(attr: TokenStream, item: TokenStream) -> TokenStream {
     let attr = proc_macro2::TokenStream::from(attr);
     let item = proc_macro2::TokenStream::from(item);
-    stacker::grow(STACK, move || robust2(attr, item)).into()
+    if tokens_outside_bodies(&attr) + tokens_outside_bodies(&item) > DEEP {
+        stacker::grow(STACK, move || robust2(attr, item)).into()
+    } else {
+        robust2(attr, item).into()
+    }
+}
+
+/// The number of tokens in `tokens`, groups included, but not inside a top-level `{ ... }`
+/// (a fn's body, which the macro moves without reading). Iterative: no recursion here.
+fn tokens_outside_bodies(tokens: &proc_macro2::TokenStream) -> usize {
+    use proc_macro2::{Delimiter, TokenTree};
+    let mut count = 0;
+    let mut stack: Vec<proc_macro2::token_stream::IntoIter> = Vec::new();
+    for tt in tokens.clone() {
+        count += 1;
+        if let TokenTree::Group(g) = tt
+            && g.delimiter() != Delimiter::Brace
+        {
+            stack.push(g.stream().into_iter());
+        }
+        while let Some(iter) = stack.last_mut() {
+            match iter.next() {
+                Some(TokenTree::Group(g)) => {
+                    count += 1;
+                    stack.push(g.stream().into_iter());
+                }
+                Some(_) => count += 1,
+                None => {
+                    stack.pop();
+                }
+            }
+        }
+    }
+    count
 }
 
 fn robust2(

@@ -71,8 +71,10 @@ fn limit(value: &Value, what: &str, infinite_ok: bool, errors: &mut Errors) -> O
         None
     };
     match value {
-        Value::Number(n) if n.is_negative() => negative(errors, n.sp),
+        // The unit and the magnitude are checked whatever the sign: `-1min` is an unknown
+        // unit and `-1e400` is not finite, not "infinite".
         Value::Number(n) => match retry_grammar::from_number(&n.digits, &n.suffix) {
+            Ok(_) if n.is_negative() => negative(errors, n.sp),
             Ok(d) => Some(Limit::Finite(d)),
             Err(DurationError::UnknownSuffix) => {
                 errors.at(
@@ -544,27 +546,54 @@ fn jitter(value: &Value, errors: &mut Errors) -> Option<JitterSpec> {
     }
 }
 
-/// The top-level alternatives of a pattern (through `|` and parentheses): bare names in
-/// `names`, the rest in `others`.
+/// The top-level alternatives of a pattern (through `|` and parentheses), split by how they
+/// are matched: `by_value` against the error itself (bare names, paths, literals and ranges:
+/// constant patterns, which do not see through a reference, and bind nothing), `by_ref`
+/// against `&E` (the rest, so that their bindings borrow).
 pub fn alternatives<'a>(
     pat: &'a syn::Pat,
-    names: &mut Vec<&'a syn::PatIdent>,
-    others: &mut Vec<&'a syn::Pat>,
+    by_value: &mut Vec<&'a syn::Pat>,
+    by_ref: &mut Vec<&'a syn::Pat>,
 ) {
     match pat {
-        syn::Pat::Ident(pi) if pi.subpat.is_none() => names.push(pi),
-        syn::Pat::Or(o) => o.cases.iter().for_each(|c| alternatives(c, names, others)),
-        syn::Pat::Paren(p) => alternatives(&p.pat, names, others),
-        other => others.push(other),
+        syn::Pat::Ident(pi)
+            if pi.subpat.is_none() && pi.by_ref.is_none() && pi.mutability.is_none() =>
+        {
+            by_value.push(pat)
+        }
+        syn::Pat::Path(_) | syn::Pat::Lit(_) | syn::Pat::Range(_) => by_value.push(pat),
+        syn::Pat::Or(o) => o
+            .cases
+            .iter()
+            .for_each(|c| alternatives(c, by_value, by_ref)),
+        syn::Pat::Paren(p) => alternatives(&p.pat, by_value, by_ref),
+        other => by_ref.push(other),
+    }
+}
+
+/// The top-level alternatives of a pattern that bind a name: bare names (which must name a
+/// value of the error type), `ref`/`mut` bindings and `name @ subpattern`.
+fn top_bindings(pat: &syn::Pat) -> Vec<&syn::PatIdent> {
+    match pat {
+        syn::Pat::Ident(pi) => vec![pi],
+        syn::Pat::Or(o) => o.cases.iter().flat_map(top_bindings).collect(),
+        syn::Pat::Paren(p) => top_bindings(&p.pat),
+        _ => Vec::new(),
     }
 }
 
 /// The bare names at the top of a pattern (alternatives and parentheses included): written as
 /// a kind, each would bind every error unless it names a constant, unit struct or variant.
 pub fn bare_names(pat: &syn::Pat) -> Vec<&syn::PatIdent> {
-    let (mut names, mut others) = (Vec::new(), Vec::new());
-    alternatives(pat, &mut names, &mut others);
-    names
+    let (mut by_value, mut by_ref) = (Vec::new(), Vec::new());
+    alternatives(pat, &mut by_value, &mut by_ref);
+    by_value
+        .into_iter()
+        .filter_map(|p| match p {
+            syn::Pat::Ident(pi) => Some(pi),
+            _ => None,
+        })
+        .collect()
 }
 
 fn check_kind(kind: &Kind, params: &[String], errors: &mut Errors) -> bool {
@@ -594,13 +623,29 @@ fn check_kind(kind: &Kind, params: &[String], errors: &mut Errors) -> bool {
         }
         Kind::Pattern(p) => {
             let mut ok = true;
-            for pi in bare_names(p) {
+            for pi in top_bindings(p) {
                 let name = pi.ident.to_string();
                 let sp = Sp::of(pi);
-                if pi.by_ref.is_some() || pi.mutability.is_some() {
+                let catch_all = pi
+                    .subpat
+                    .as_ref()
+                    .is_none_or(|(_, sub)| matches!(&**sub, syn::Pat::Wild(_)));
+                if pi.subpat.is_some() && !catch_all {
+                    // `name @ MyError::Busy { .. }`: restricted by its subpattern.
+                    continue;
+                }
+                if pi.by_ref.is_some() || pi.mutability.is_some() || pi.subpat.is_some() {
                     errors.at(
                         sp,
-                        "this pattern binds every error, so every error would match: write the error kinds to retry, like `Timeout`, `Io` or `MyError::Busy`",
+                        "this pattern binds every error, so every error would match: write the error kinds to retry, like `Timeout`, `Io` or `MyError::Busy` (or `_` if every error is meant)",
+                    );
+                    ok = false;
+                } else if table::KINDS.contains(&name.as_str()) {
+                    errors.at(
+                        sp,
+                        format!(
+                            "`{name}` is a kind of its own, not a pattern: list the kinds separately, like `on = [Timeout, Io]`"
+                        ),
                     );
                     ok = false;
                 } else if let Some(kind) = table::did_you_mean(&name, table::KINDS.iter().copied())
@@ -969,6 +1014,9 @@ pub fn check_fn(f: &crate::ast::Func, errors: &mut Errors) {
     }
     let mut mut_receiver = false;
     let mut mut_lifetimes: Vec<(String, String)> = Vec::new();
+    // Lifetimes a shared reference carries too: a borrow named by one of these may come from
+    // that reference, which the retry loop does not hold (rustc decides).
+    let mut shared_lifetimes: Vec<String> = Vec::new();
     let mut input_slots = Vec::new();
     for arg in &sig.inputs {
         match arg {
@@ -985,10 +1033,10 @@ pub fn check_fn(f: &crate::ast::Func, errors: &mut Errors) {
                 let s = slots(r.ty.to_token_stream());
                 mut_receiver = s.first().is_some_and(|s| s.mutable);
                 for slot in &s {
-                    if slot.mutable
-                        && let Some(n) = &slot.name
-                    {
-                        mut_lifetimes.push((n.clone(), "self".into()));
+                    match (&slot.name, slot.mutable) {
+                        (Some(n), true) => mut_lifetimes.push((n.clone(), "self".into())),
+                        (Some(n), false) => shared_lifetimes.push(n.clone()),
+                        (None, _) => {}
                     }
                 }
                 input_slots.extend(s.into_iter().map(|s| (s, "self".to_owned())));
@@ -996,10 +1044,10 @@ pub fn check_fn(f: &crate::ast::Func, errors: &mut Errors) {
             syn::FnArg::Typed(pt) => {
                 let name = pt.pat.to_token_stream().to_string();
                 for slot in slots(pt.ty.to_token_stream()) {
-                    if slot.mutable
-                        && let Some(n) = &slot.name
-                    {
-                        mut_lifetimes.push((n.clone(), name.clone()));
+                    match (&slot.name, slot.mutable) {
+                        (Some(n), true) => mut_lifetimes.push((n.clone(), name.clone())),
+                        (Some(n), false) => shared_lifetimes.push(n.clone()),
+                        (None, _) => {}
                     }
                     input_slots.push((slot, name.clone()));
                 }
@@ -1027,6 +1075,7 @@ pub fn check_fn(f: &crate::ast::Func, errors: &mut Errors) {
     let receiver_is_ref = matches!(sig.inputs.first(), Some(syn::FnArg::Receiver(r)) if r.reference.is_some() || matches!(peel(&r.ty), syn::Type::Reference(_)));
     for slot in slots(ret.to_token_stream()) {
         let from = match &slot.name {
+            Some(n) if shared_lifetimes.contains(n) => None,
             Some(n) => mut_lifetimes
                 .iter()
                 .find(|(l, _)| l == n)

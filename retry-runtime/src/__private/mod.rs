@@ -8,25 +8,24 @@
 
 use std::time::Duration;
 
+// What the expansion names, and nothing else.
 pub use crate::call::Step;
 pub use crate::callbacks::Noop;
-pub use crate::guard::BreakerOf;
 pub use crate::kind::{AnyError, Or};
-pub use crate::policy::Extras;
-pub use crate::policy::rules::Rule;
 pub use crate::time::DefaultEnv;
-pub use crate::timeout::{AsyncLimit, NoTimeout, PerAttempt, sync_timeout};
+pub use crate::timeout::{NoTimeout, sync_timeout};
 #[cfg(feature = "tokio")]
-pub use crate::timeout::{BoxedTimer, backoff_boxed, backoff_on, boxed_timer, race, timer_for};
+pub use crate::timeout::{backoff_boxed, backoff_on, boxed_timer, race, timer_for};
 pub use crate::{
     AwsDecorrelated, Constant, Decorrelated, EqualJitter, Exponential, Fibonacci, FullJitter,
     Linear, NoBackoff, NoJitter, Polynomial, Random, Retries,
 };
-pub use crate::{CircuitBreaker, RetryBudget, RetryInfo};
 pub use core::time::Duration as Dur;
 pub use std::io::ErrorKind;
 
 use crate::Policy;
+use crate::policy::Extras;
+use crate::policy::rules::Rule;
 pub use crate::policy::settings::RuleSettings;
 use crate::time::Sleep;
 pub use crate::{Backoff, Jitter};
@@ -174,20 +173,12 @@ where
 // The fast path of a blocking fn's expansion: the first attempt runs before any policy is
 // built; a call is started (without crediting the budget again) only when it fails.
 
-/// When a lazily started call's first attempt starts: read only with the `tracing` feature,
-/// whose events report the time since then (`blocking`: on the blocking fn's clock).
+/// When a blocking fn's first attempt starts, on its clock: read only with the `tracing`
+/// feature, whose events report the time since then.
 #[inline(always)]
-pub fn first_instant(blocking: bool) -> Option<std::time::Instant> {
+pub fn first_instant() -> Option<std::time::Instant> {
     use crate::time::Clock;
-    if TRACING {
-        Some(if blocking {
-            DefaultEnv.now_blocking()
-        } else {
-            DefaultEnv.now()
-        })
-    } else {
-        None
-    }
+    TRACING.then(|| DefaultEnv.now_blocking())
 }
 
 /// A blocking call started after its first attempt failed; the budget was credited before

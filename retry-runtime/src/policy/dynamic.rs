@@ -138,7 +138,9 @@ impl fmt::Debug for DynEnv {
 }
 
 /// An environment a [`DynPolicy`] can keep: a clock that sleeps (and, with the `tokio`
-/// feature, sleeps asynchronously). Implemented for every such type.
+/// feature, sleeps asynchronously: a custom environment then needs
+/// [`AsyncSleep`](crate::time::AsyncSleep) too, as the built-in ones have). Implemented for
+/// every such type.
 pub trait DynSleep: Send + Sync {
     #[doc(hidden)]
     fn dyn_now(&self) -> Instant;

@@ -96,6 +96,10 @@ use Unit::Busy;
 #[robust(on = [Busy, LOCKED], when(self::Busy, retries = 1))]
 fn unit_kinds() -> Result<(), Unit> { Ok(()) }
 
+// Constants written as paths, and a binding restricted by its subpattern.
+#[robust(on = [self::LOCKED | Unit::Busy], when(e @ Unit::Busy, retries = 1))]
+fn path_kinds() -> Result<(), Unit> { Ok(()) }
+
 // `Timeout` with a timeout matches whatever the error type (a blocking fn's late error).
 #[robust(timeout = 1, on = [Timeout])]
 fn timeout_on_string() -> Result<(), String> { Ok(()) }
@@ -113,6 +117,13 @@ fn cfg_and_wildcard(#[cfg(any())] _gone: u32, #[cfg(all())] kept: u32, _: NoClon
 fn borrow_of_shared<'a>(data: &'a [u8], scratch: &mut Vec<u8>) -> io::Result<&'a [u8]> {
     scratch.push(1);
     Ok(data)
+}
+
+// A lifetime shared by a `&mut` and a `&` argument: the borrow may come from the `&` one.
+#[robust]
+fn shared_lifetime<'a>(buf: &'a mut Vec<u8>, y: &'a u8) -> Result<&'a u8, String> {
+    buf.clear();
+    Ok(y)
 }
 
 struct Holder(Vec<u8>);
