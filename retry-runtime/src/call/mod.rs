@@ -129,6 +129,42 @@ where
     {
         run_blocking(self, body)
     }
+
+    /// Runs the future `body` makes under this policy, on the tokio timer.
+    ///
+    /// With a timeout, each attempt runs under `tokio::time::timeout`: on expiry its future
+    /// is dropped (cancelled) and the attempt fails with `E::from(Elapsed)`, which counts as
+    /// a `Timeout`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use retry_runtime::Policy;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let policy = Policy::builder().timeout(Duration::from_millis(50)).retries(1).build()?;
+    /// let r: std::io::Result<()> = policy
+    ///     .call_async(|attempt| async move {
+    ///         if attempt.retries() == 0 {
+    ///             tokio::time::sleep(Duration::from_secs(1)).await; // cancelled after 50 ms
+    ///         }
+    ///         Ok(())
+    ///     })
+    ///     .await;
+    /// assert!(r.is_ok());
+    /// # Ok(()) }
+    /// ```
+    #[cfg(feature = "tokio")]
+    pub async fn call_async<'p, R, E, G, Fut>(&'p self, body: G) -> Result<R, E>
+    where
+        Self: RetryPolicy<E> + PolicyCore<Env = C, Timeout = T>,
+        T: AsyncTimeout<E>,
+        C: crate::time::AsyncSleep,
+        G: FnMut(Attempt<'p>) -> Fut,
+        Fut: Future<Output = Result<R, E>>,
+    {
+        run_async(self, body).await
+    }
 }
 
 /// The blocking loop of [`RetryPolicy::call`].
@@ -167,50 +203,6 @@ pub(crate) fn start_credited<P: PolicyCore, Tm>(policy: &P, times: Tm) -> Call<'
         jitter: JitterState::default(),
         times,
         seed: CallSeed::default(),
-    }
-}
-
-#[cfg(feature = "tokio")]
-impl<W, K, P, T, S, F, C, Bu, Br, H, Rt, N> Policy<W, K, P, T, S, F, C, Extras<Bu, Br, H, Rt, N>>
-where
-    T: AttemptTimeout,
-    C: Env + Sync,
-    Bu: Budget,
-    Br: Breaker,
-{
-    /// Runs the future `body` makes under this policy, on the tokio timer.
-    ///
-    /// With a timeout, each attempt runs under `tokio::time::timeout`: on expiry its future
-    /// is dropped (cancelled) and the attempt fails with `E::from(Elapsed)`, which counts as
-    /// a `Timeout`.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use retry_runtime::Policy;
-    ///
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// let policy = Policy::builder().timeout(Duration::from_millis(50)).retries(1).build()?;
-    /// let r: std::io::Result<()> = policy
-    ///     .call_async(|attempt| async move {
-    ///         if attempt.retries() == 0 {
-    ///             tokio::time::sleep(Duration::from_secs(1)).await; // cancelled after 50 ms
-    ///         }
-    ///         Ok(())
-    ///     })
-    ///     .await;
-    /// assert!(r.is_ok());
-    /// # Ok(()) }
-    /// ```
-    pub async fn call_async<'p, R, E, G, Fut>(&'p self, body: G) -> Result<R, E>
-    where
-        Self: RetryPolicy<E> + PolicyCore<Env = C, Timeout = T>,
-        T: AsyncTimeout<E>,
-        C: crate::time::AsyncSleep,
-        G: FnMut(Attempt<'p>) -> Fut,
-        Fut: Future<Output = Result<R, E>>,
-    {
-        run_async(self, body).await
     }
 }
 

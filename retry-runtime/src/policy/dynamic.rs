@@ -158,8 +158,20 @@ pub trait DynSleep: Send + Sync {
     ) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send + '_>>;
 }
 
+/// [`AsyncSleep`](crate::time::AsyncSleep) with the `tokio` feature, nothing without: what a
+/// [`DynPolicy`]'s environment needs besides [`Env`].
 #[cfg(feature = "tokio")]
-impl<C: Env + crate::time::AsyncSleep + Send + Sync> DynSleep for C {
+pub trait MaybeAsyncSleep: crate::time::AsyncSleep {}
+#[cfg(feature = "tokio")]
+impl<C: crate::time::AsyncSleep> MaybeAsyncSleep for C {}
+/// [`AsyncSleep`](crate::time::AsyncSleep) with the `tokio` feature, nothing without: what a
+/// [`DynPolicy`]'s environment needs besides [`Env`].
+#[cfg(not(feature = "tokio"))]
+pub trait MaybeAsyncSleep {}
+#[cfg(not(feature = "tokio"))]
+impl<C> MaybeAsyncSleep for C {}
+
+impl<C: Env + MaybeAsyncSleep + Send + Sync> DynSleep for C {
     fn dyn_now(&self) -> Instant {
         self.now()
     }
@@ -172,27 +184,12 @@ impl<C: Env + crate::time::AsyncSleep + Send + Sync> DynSleep for C {
     fn dyn_sleep(&self, d: Duration) {
         self.sleep(d)
     }
+    #[cfg(feature = "tokio")]
     fn dyn_sleep_async(
         &self,
         d: Duration,
     ) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send + '_>> {
         Box::pin(self.sleep_async(d))
-    }
-}
-
-#[cfg(not(feature = "tokio"))]
-impl<C: Env + Send + Sync> DynSleep for C {
-    fn dyn_now(&self) -> Instant {
-        self.now()
-    }
-    fn dyn_now_blocking(&self) -> Instant {
-        self.now_blocking()
-    }
-    fn dyn_seed(&self) -> Option<u64> {
-        self.seed()
-    }
-    fn dyn_sleep(&self, d: Duration) {
-        self.sleep(d)
     }
 }
 
