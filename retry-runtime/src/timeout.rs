@@ -26,6 +26,74 @@ pub struct PerAttempt(pub(crate) Option<Duration>);
 pub trait AttemptTimeout {
     /// The limit for one attempt, `None` for infinite.
     fn limit(&self) -> Option<Duration>;
+
+    /// The limit for the whole call, from the start of its first attempt (SPEC section 12),
+    /// `None` for none. Set with [`PolicyBuilder::deadline`](crate::PolicyBuilder::deadline).
+    #[inline]
+    fn deadline(&self) -> Option<Duration> {
+        None
+    }
+}
+
+/// A per-attempt timeout setting `T` and a deadline for the whole call (SPEC section 12), as
+/// [`PolicyBuilder::deadline`](crate::PolicyBuilder::deadline) sets them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WithDeadline<T> {
+    pub(crate) timeout: T,
+    pub(crate) deadline: Duration,
+}
+
+impl<T: AttemptTimeout> AttemptTimeout for WithDeadline<T> {
+    #[inline]
+    fn limit(&self) -> Option<Duration> {
+        self.timeout.limit()
+    }
+    #[inline]
+    fn deadline(&self) -> Option<Duration> {
+        Some(self.deadline)
+    }
+}
+
+/// An async attempt cut by the deadline fails with `E::from(Elapsed)`, as one cut by its
+/// timeout does.
+impl<E: From<Elapsed>, T: AttemptTimeout> AsyncTimeout<E> for WithDeadline<T> {
+    #[inline]
+    fn elapsed(&self, elapsed: Elapsed) -> Option<E> {
+        Some(E::from(elapsed))
+    }
+}
+
+/// How the builder sets a per-attempt timeout on a setting that may already carry a deadline:
+/// the deadline is kept.
+pub trait SetTimeout {
+    /// The setting with a per-attempt timeout.
+    type With: AttemptTimeout;
+    /// Sets the per-attempt timeout.
+    fn set_timeout(self, timeout: PerAttempt) -> Self::With;
+}
+
+impl SetTimeout for NoTimeout {
+    type With = PerAttempt;
+    fn set_timeout(self, timeout: PerAttempt) -> PerAttempt {
+        timeout
+    }
+}
+
+impl SetTimeout for PerAttempt {
+    type With = PerAttempt;
+    fn set_timeout(self, timeout: PerAttempt) -> PerAttempt {
+        timeout
+    }
+}
+
+impl<T> SetTimeout for WithDeadline<T> {
+    type With = WithDeadline<PerAttempt>;
+    fn set_timeout(self, timeout: PerAttempt) -> WithDeadline<PerAttempt> {
+        WithDeadline {
+            timeout,
+            deadline: self.deadline,
+        }
+    }
 }
 
 impl AttemptTimeout for NoTimeout {
@@ -113,19 +181,24 @@ pub const fn sync_timeout(limit: Duration) -> PerAttempt {
     PerAttempt(Some(limit))
 }
 
-/// Runs one async attempt under `timeout` with a timer of its own: the result and whether the
-/// timeout fired (in which case the attempt's future was dropped). The builder's
+/// Runs one async attempt under `timeout` with a timer of its own, armed for `limit` (the
+/// attempt's time: its timeout, or less when the call's deadline comes first): the result and
+/// whether the timer fired (in which case the attempt's future was dropped). The builder's
 /// [`Policy::call_async`](crate::Policy::call_async) uses it; it is [`race`] on a fresh timer.
 #[cfg(feature = "tokio")]
-pub async fn run_attempt<R, E, T, Fut>(timeout: &T, attempt: Fut) -> (Result<R, E>, bool)
+pub async fn run_attempt<R, E, T, Fut>(
+    timeout: &T,
+    limit: Option<Duration>,
+    attempt: Fut,
+) -> (Result<R, E>, bool)
 where
     T: AsyncTimeout<E>,
     Fut: Future<Output = Result<R, E>>,
 {
-    if timeout.limit().is_none() {
+    let Some(limit) = limit else {
         return (attempt.await, false);
-    }
-    let timer = std::pin::pin!(timer_for(timeout));
+    };
+    let timer = std::pin::pin!(tokio::time::sleep(limit));
     let attempt = std::pin::pin!(attempt);
     race::<Result<R, E>, T, Fut>(timer, attempt, timeout, false).await
 }

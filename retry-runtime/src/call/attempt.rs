@@ -31,6 +31,8 @@ pub struct Attempt<'a> {
     pub(crate) timeout: Option<Duration>,
     pub(crate) started: Instant,
     pub(crate) first: Instant,
+    /// When the whole call must end (its deadline), if it has one.
+    pub(crate) call_deadline: Option<Instant>,
     pub(crate) clock: &'a (dyn Clock + Sync),
 }
 
@@ -78,12 +80,25 @@ impl Attempt<'_> {
         self.started
     }
 
-    /// This attempt's deadline, `None` without a timeout.
+    /// This attempt's deadline: the earlier of its timeout's end and the call's deadline,
+    /// `None` with neither.
     pub fn deadline(&self) -> Option<Instant> {
-        self.timeout.and_then(|t| self.started.checked_add(t))
+        let own = self.timeout.and_then(|t| self.started.checked_add(t));
+        match (own, self.call_deadline) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
-    /// Time left before the deadline (zero once past it), `None` without a timeout.
+    /// The time this attempt may take: from its start to its [`deadline`](Self::deadline),
+    /// `None` without one.
+    pub fn limit(&self) -> Option<Duration> {
+        self.deadline()
+            .map(|d| d.saturating_duration_since(self.started))
+    }
+
+    /// Time left before the deadline (zero once past it), `None` without one: the smaller of
+    /// the attempt's and the call's time left.
     pub fn remaining(&self) -> Option<Duration> {
         let deadline = self.deadline()?;
         Some(deadline.saturating_duration_since(self.now()))

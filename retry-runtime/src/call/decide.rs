@@ -58,6 +58,8 @@ pub(crate) enum GiveUp {
     MaxDelay,
     /// The retry budget is empty.
     Budget,
+    /// The call's deadline has passed, or the next backoff would end at or after it.
+    Deadline,
 }
 
 impl<Tm: Times> PlanVisitor for Decide<'_, '_, Tm> {

@@ -222,8 +222,9 @@ where
             return rejected;
         }
         let attempt = call.attempt();
+        let limit = attempt.limit();
         let (result, fired) =
-            crate::timeout::run_attempt(policy.timeout_setting(), body(attempt)).await;
+            crate::timeout::run_attempt(policy.timeout_setting(), limit, body(attempt)).await;
         match call.settle(result, fired) {
             Step::Return(r) => return r,
             Step::Retry(delay) => policy.env().sleep_async(delay).await,
@@ -282,16 +283,26 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
         let started = self.now();
         let first = self.times.first_or(started);
         let timeout = self.policy.timeout_setting().limit();
-        self.times
-            .set_deadline(timeout.and_then(|t| started.checked_add(t)));
-        Attempt {
+        let attempt = Attempt {
             retries: self.retries,
             blocking: Tm::BLOCKING,
             timeout,
             started,
             first,
+            call_deadline: self.call_deadline(first),
             clock: self.policy.env(),
-        }
+        };
+        self.times.set_deadline(attempt.deadline());
+        attempt
+    }
+
+    /// When the call must end, for a call whose first attempt started at `first`.
+    #[inline]
+    fn call_deadline(&self, first: Instant) -> Option<Instant> {
+        self.policy
+            .timeout_setting()
+            .deadline()
+            .and_then(|d| first.checked_add(d))
     }
 
     /// Retries made so far: 0 during the first attempt, n during the attempt retry n started.
@@ -405,6 +416,17 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
             Some(decision) => decision?,
             None => return Err(GiveUp::NotRetryable),
         };
+        // The call's deadline: no retry once it has passed, nor one whose backoff would end
+        // at or after it (SPEC section 12).
+        if p.timeout_setting().deadline().is_some() {
+            let now = now.get();
+            let first = self.times.first_or(now);
+            if let Some(end) = self.call_deadline(first)
+                && now.checked_add(delay).is_none_or(|wake| wake >= end)
+            {
+                return Err(GiveUp::Deadline);
+            }
+        }
         if !p.budget().try_withdraw() {
             return Err(GiveUp::Budget);
         }

@@ -14,7 +14,7 @@ use crate::kind::AnyError;
 use crate::policy::rules::Rule;
 use crate::policy::settings::{Retries, RuleSettings, Settings};
 use crate::time::{DefaultEnv, Seeded};
-use crate::timeout::{NoTimeout, PerAttempt};
+use crate::timeout::{NoTimeout, PerAttempt, SetTimeout, WithDeadline};
 use crate::{ConfigError, limit_from_secs};
 
 impl Policy {
@@ -200,9 +200,12 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
     }
 
     /// A per-attempt timeout. `Duration::ZERO` is an error (an attempt could never succeed).
-    pub fn timeout(self, limit: Duration) -> PolicyBuilder<W, K, B, J, PerAttempt, S, F, C, X> {
+    pub fn timeout(self, limit: Duration) -> PolicyBuilder<W, K, B, J, T::With, S, F, C, X>
+    where
+        T: SetTimeout,
+    {
         let zero = limit.is_zero();
-        let b = self.with_timeout(PerAttempt(Some(limit)));
+        let b = self.map_timeout(|t| t.set_timeout(PerAttempt(Some(limit))));
         if zero {
             b.fail(ConfigError::new(
                 "timeout",
@@ -214,22 +217,88 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
     }
 
     /// A per-attempt timeout in seconds; negative = infinite; 0, NaN or infinite is an error.
-    pub fn timeout_secs(self, secs: f64) -> PolicyBuilder<W, K, B, J, PerAttempt, S, F, C, X> {
+    pub fn timeout_secs(self, secs: f64) -> PolicyBuilder<W, K, B, J, T::With, S, F, C, X>
+    where
+        T: SetTimeout,
+    {
         match limit_from_secs("timeout", secs) {
             Ok(Some(d)) => self.timeout(d),
-            Ok(None) => self.with_timeout(PerAttempt(None)),
-            Err(e) => self.with_timeout(PerAttempt(None)).fail(e),
+            Ok(None) => self.map_timeout(|t| t.set_timeout(PerAttempt(None))),
+            Err(e) => self
+                .map_timeout(|t| t.set_timeout(PerAttempt(None)))
+                .fail(e),
         }
     }
 
-    fn with_timeout<T2>(self, timeout: T2) -> PolicyBuilder<W, K, B, J, T2, S, F, C, X> {
+    /// A deadline for the whole call, from the start of its first attempt (SPEC section 12):
+    /// an async attempt runs under the smaller of its timeout and the time left, and is
+    /// cancelled when the deadline passes (the call then returns `E::from(Elapsed)`, which
+    /// needs `E: From<Elapsed>` for [`call_async`](Policy::call_async)); a blocking attempt
+    /// sees it in [`Attempt::remaining`](crate::Attempt::remaining); no retry is made once it
+    /// has passed, nor one whose backoff would end at or after it (the last failure is then
+    /// returned unchanged). `max_delay` stays as it is. Zero is an error.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use retry_runtime::{Constant, NoJitter, Policy};
+    /// use retry_runtime::time::VirtualTime;
+    ///
+    /// let time = VirtualTime::new();
+    /// let policy = Policy::builder()
+    ///     .retries(10)
+    ///     .backoff(Constant::new(Duration::from_millis(100)))
+    ///     .jitter(NoJitter)
+    ///     .deadline(Duration::from_millis(250))
+    ///     .env(time.clone())
+    ///     .build()?;
+    /// let mut attempts = 0;
+    /// let r: Result<(), &str> = policy.call(|_| { attempts += 1; Err("busy") });
+    /// // Attempts at 0, 100 and 200 ms; the next backoff would end at 300 ms, past the deadline.
+    /// assert_eq!((r, attempts), (Err("busy"), 3));
+    /// assert_eq!(time.slept(), Duration::from_millis(200));
+    /// # Ok::<(), retry_runtime::ConfigError>(())
+    /// ```
+    pub fn deadline(
+        self,
+        limit: Duration,
+    ) -> PolicyBuilder<W, K, B, J, WithDeadline<T>, S, F, C, X> {
+        let zero = limit.is_zero();
+        let b = self.map_timeout(|timeout| WithDeadline {
+            timeout,
+            deadline: limit,
+        });
+        if zero {
+            b.fail(ConfigError::new(
+                "deadline",
+                "must be > 0 (use a negative value for none)",
+            ))
+        } else {
+            b
+        }
+    }
+
+    /// A deadline for the whole call in seconds; negative = none; 0, NaN or infinite is an
+    /// error. See [`deadline`](Self::deadline).
+    pub fn deadline_secs(
+        self,
+        secs: f64,
+    ) -> PolicyBuilder<W, K, B, J, WithDeadline<T>, S, F, C, X> {
+        match limit_from_secs("deadline", secs) {
+            Ok(Some(d)) => self.deadline(d),
+            // "None" is a deadline no call reaches.
+            Ok(None) => self.deadline(Duration::MAX),
+            Err(e) => self.deadline(Duration::MAX).fail(e),
+        }
+    }
+
+    fn map_timeout<T2>(self, f: impl FnOnce(T) -> T2) -> PolicyBuilder<W, K, B, J, T2, S, F, C, X> {
         let p = self.policy;
         PolicyBuilder {
             policy: Policy {
                 whens: p.whens,
                 on: p.on,
                 settings: p.settings,
-                timeout,
+                timeout: f(p.timeout),
                 on_success: p.on_success,
                 on_error: p.on_error,
                 env: p.env,

@@ -11,7 +11,7 @@ use crate::policy::rules::PlanVisitor;
 use crate::policy::settings::Plan;
 use crate::policy::{PolicyCore, RetryPolicy, sealed};
 use crate::time::{Clock, Env, Sleep};
-use crate::timeout::{AttemptTimeout, PerAttempt};
+use crate::timeout::{AsyncTimeout, AttemptTimeout};
 
 /// A built policy for errors of type `E`, behind one shared allocation: the type to write
 /// where a policy is stored (a field of a struct, a `static` made once) or chosen at run time.
@@ -66,7 +66,32 @@ use crate::timeout::{AttemptTimeout, PerAttempt};
 pub struct DynPolicy<E> {
     inner: Arc<dyn Erased<E>>,
     env: DynEnv,
-    timeout: PerAttempt,
+    timeout: DynTimeout,
+}
+
+/// The timeout and deadline of a [`DynPolicy`]: its policy's, read when it was made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DynTimeout {
+    limit: Option<Duration>,
+    deadline: Option<Duration>,
+}
+
+impl AttemptTimeout for DynTimeout {
+    #[inline]
+    fn limit(&self) -> Option<Duration> {
+        self.limit
+    }
+    #[inline]
+    fn deadline(&self) -> Option<Duration> {
+        self.deadline
+    }
+}
+
+impl<E: From<crate::Elapsed>> AsyncTimeout<E> for DynTimeout {
+    #[inline]
+    fn elapsed(&self, elapsed: crate::Elapsed) -> Option<E> {
+        Some(E::from(elapsed))
+    }
 }
 
 impl<E> Clone for DynPolicy<E> {
@@ -95,7 +120,11 @@ impl<E: 'static> DynPolicy<E> {
         P::Env: Clone + Send + Sync + 'static + DynSleep,
     {
         let env = DynEnv(Arc::new(policy.env().clone()));
-        let timeout = PerAttempt(policy.timeout_setting().limit());
+        let setting = policy.timeout_setting();
+        let timeout = DynTimeout {
+            limit: setting.limit(),
+            deadline: setting.deadline(),
+        };
         DynPolicy {
             inner: Arc::new(policy),
             env,
@@ -333,7 +362,7 @@ impl<E> sealed::Sealed for DynPolicy<E> {}
 
 impl<E> PolicyCore for DynPolicy<E> {
     type Env = DynEnv;
-    type Timeout = PerAttempt;
+    type Timeout = DynTimeout;
     type Budget = dyn Erased<E>;
     type Breaker = dyn Erased<E>;
 
@@ -342,7 +371,7 @@ impl<E> PolicyCore for DynPolicy<E> {
         &self.env
     }
     #[inline]
-    fn timeout_setting(&self) -> &PerAttempt {
+    fn timeout_setting(&self) -> &DynTimeout {
         &self.timeout
     }
     #[inline]

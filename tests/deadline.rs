@@ -1,0 +1,232 @@
+//! A deadline for the whole call (SPEC section 12), set with `PolicyBuilder::deadline`: the
+//! exact instant a call returns when the deadline falls during an attempt, during a backoff,
+//! and after the retries are used up; async on tokio's paused clock, blocking on `VirtualTime`.
+
+use std::cell::Cell;
+use std::io::{self, ErrorKind};
+use std::time::Duration;
+
+use retry_runtime::time::VirtualTime;
+use retry_runtime::{Constant, NoBackoff, NoJitter, Policy};
+use tokio::time::Instant;
+
+mod common;
+use common::*;
+
+#[tokio::test(start_paused = true)]
+async fn a_deadline_during_an_attempt_cancels_it_and_returns_at_once() {
+    let errors = Cell::new(Vec::new());
+    let policy = Policy::builder()
+        .retries(10)
+        .backoff(NoBackoff)
+        .deadline(ms(250))
+        .on_error(|e: &io::Error, _| {
+            let mut v = errors.take();
+            v.push(e.kind());
+            errors.set(v);
+        })
+        .build()
+        .unwrap();
+    let start = Instant::now();
+    let attempts = Cell::new(0);
+    let r: io::Result<()> = policy
+        .call_async(|_| async {
+            attempts.set(attempts.get() + 1);
+            tokio::time::sleep(secs(10)).await;
+            Ok(())
+        })
+        .await;
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::TimedOut);
+    assert_eq!(start.elapsed(), ms(250));
+    assert_eq!(attempts.get(), 1);
+    assert_eq!(
+        errors.take(),
+        [ErrorKind::TimedOut],
+        "on_error sees the cut attempt"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn no_retry_is_made_whose_backoff_would_end_past_the_deadline() {
+    let policy = Policy::builder()
+        .retries(10)
+        .backoff(Constant::new(ms(100)))
+        .jitter(NoJitter)
+        .deadline(ms(250))
+        .build()
+        .unwrap();
+    let start = Instant::now();
+    let attempts = Cell::new(0);
+    let r: io::Result<()> = policy
+        .call_async(|_| async {
+            attempts.set(attempts.get() + 1);
+            Err(ErrorKind::ConnectionReset.into())
+        })
+        .await;
+    // Attempts at 0, 100 and 200 ms; a backoff to 300 ms would pass the deadline: the last
+    // failure is returned unchanged, at 200 ms.
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::ConnectionReset);
+    assert_eq!(attempts.get(), 3);
+    assert_eq!(start.elapsed(), ms(200));
+}
+
+#[tokio::test(start_paused = true)]
+async fn each_attempt_runs_under_the_smaller_of_its_timeout_and_the_time_left() {
+    let policy = Policy::builder()
+        .retries(10)
+        .backoff(NoBackoff)
+        .timeout(ms(100))
+        .deadline(ms(250))
+        .build()
+        .unwrap();
+    let start = Instant::now();
+    let limits = Cell::new(Vec::new());
+    let r: io::Result<()> = policy
+        .call_async(|attempt| {
+            let mut v = limits.take();
+            v.push(attempt.limit());
+            limits.set(v);
+            async {
+                tokio::time::sleep(secs(10)).await;
+                Ok(())
+            }
+        })
+        .await;
+    // 0-100 and 100-200 ms cut by the timeout, 200-250 ms by the deadline: no fourth attempt.
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::TimedOut);
+    assert_eq!(start.elapsed(), ms(250));
+    assert_eq!(limits.take(), [Some(ms(100)), Some(ms(100)), Some(ms(50))]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn retries_used_up_before_the_deadline_end_the_call_as_before() {
+    let policy = Policy::builder()
+        .retries(2)
+        .backoff(Constant::new(ms(10)))
+        .jitter(NoJitter)
+        .deadline(secs(10))
+        .build()
+        .unwrap();
+    let start = Instant::now();
+    let attempts = Cell::new(0);
+    let r: io::Result<()> = policy
+        .call_async(|_| async {
+            attempts.set(attempts.get() + 1);
+            Err(ErrorKind::ConnectionReset.into())
+        })
+        .await;
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::ConnectionReset);
+    assert_eq!(attempts.get(), 3);
+    assert_eq!(start.elapsed(), ms(20));
+}
+
+#[test]
+fn a_blocking_call_sees_the_deadline_in_its_attempt_context() {
+    let time = VirtualTime::new();
+    let policy = Policy::builder()
+        .retries(10)
+        .backoff(Constant::new(ms(100)))
+        .jitter(NoJitter)
+        .timeout(secs(1))
+        .deadline(ms(250))
+        .env(time.clone())
+        .build()
+        .unwrap();
+    let mut remaining = Vec::new();
+    let r: Result<(), &str> = policy.call(|attempt| {
+        remaining.push(attempt.remaining());
+        Err("busy")
+    });
+    assert_eq!(r, Err("busy"));
+    // The attempt's own timeout is 1 s: the call's 250 ms is the smaller.
+    assert_eq!(remaining, [Some(ms(250)), Some(ms(150)), Some(ms(50))]);
+    assert_eq!(time.slept(), ms(200));
+}
+
+#[test]
+fn an_error_returned_after_the_deadline_is_not_retried() {
+    let time = VirtualTime::new();
+    let policy = Policy::builder()
+        .retries(10)
+        .backoff(NoBackoff)
+        .deadline(ms(250))
+        .env(time.clone())
+        .build()
+        .unwrap();
+    let mut attempts = 0;
+    let r: Result<(), &str> = policy.call(|_| {
+        attempts += 1;
+        time.advance(ms(300)); // a slow blocking attempt
+        Err("late")
+    });
+    assert_eq!((r, attempts), (Err("late"), 1));
+}
+
+#[test]
+fn a_zero_deadline_is_an_error_and_a_negative_one_is_none() {
+    let e = Policy::builder()
+        .deadline(Duration::ZERO)
+        .build()
+        .unwrap_err();
+    assert_eq!(e.parameter(), "deadline");
+    assert!(Policy::builder().deadline_secs(f64::NAN).build().is_err());
+
+    let time = VirtualTime::new();
+    let policy = Policy::builder()
+        .retries(3)
+        .backoff(Constant::new(secs(3600)))
+        .jitter(NoJitter)
+        .deadline_secs(-1.0)
+        .env(time.clone())
+        .build()
+        .unwrap();
+    let mut attempts = 0;
+    let _: Result<(), &str> = policy.call(|_| {
+        attempts += 1;
+        Err("busy")
+    });
+    assert_eq!(attempts, 4, "no deadline: every retry is made");
+}
+
+#[test]
+fn a_timeout_set_after_the_deadline_keeps_it() {
+    let time = VirtualTime::new();
+    let policy = Policy::builder()
+        .retries(10)
+        .backoff(Constant::new(ms(100)))
+        .jitter(NoJitter)
+        .deadline(ms(250))
+        .timeout(secs(1))
+        .env(time.clone())
+        .build()
+        .unwrap();
+    let mut attempts = 0;
+    let _: Result<(), &str> = policy.call(|_| {
+        attempts += 1;
+        Err("busy")
+    });
+    assert_eq!(attempts, 3);
+}
+
+#[test]
+fn a_dyn_policy_keeps_the_deadline() {
+    let time = VirtualTime::new();
+    let policy = retry_runtime::DynPolicy::new(
+        Policy::builder()
+            .retries(10)
+            .backoff(Constant::new(ms(100)))
+            .jitter(NoJitter)
+            .deadline(ms(250))
+            .env(time.clone())
+            .build()
+            .unwrap(),
+    );
+    let mut attempts = 0;
+    let r: Result<(), io::Error> = policy.call(|_| {
+        attempts += 1;
+        Err(io::Error::other("busy"))
+    });
+    assert!(r.is_err());
+    assert_eq!(attempts, 3);
+    assert_eq!(time.slept(), ms(200));
+}
