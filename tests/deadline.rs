@@ -230,3 +230,83 @@ fn a_dyn_policy_keeps_the_deadline() {
     assert_eq!(attempts, 3);
     assert_eq!(time.slept(), ms(200));
 }
+
+// ---------------------------------------------------------------------------------------------
+// The same through the attribute: `deadline = DURATION`.
+
+mod attribute {
+    use super::*;
+    use retry_runtime::robust;
+
+    #[robust(deadline = 250ms, retries = 10, backoff = none)]
+    async fn hangs(attempts: &Cell<u32>) -> io::Result<()> {
+        attempts.set(attempts.get() + 1);
+        tokio::time::sleep(secs(10)).await;
+        Ok(())
+    }
+
+    #[robust(deadline = 250ms, retries = 10, backoff = constant(base = 100ms), jitter = none)]
+    async fn fails(attempts: &Cell<u32>) -> io::Result<()> {
+        attempts.set(attempts.get() + 1);
+        Err(ErrorKind::ConnectionReset.into())
+    }
+
+    #[robust(timeout = 100ms, deadline = 250ms, retries = 10, backoff = none, on = [Timeout])]
+    async fn times_out(attempts: &Cell<u32>) -> io::Result<()> {
+        attempts.set(attempts.get() + 1);
+        tokio::time::sleep(secs(10)).await;
+        Ok(())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_attempt_is_cut_when_the_deadline_passes() {
+        let start = Instant::now();
+        let attempts = Cell::new(0);
+        assert_eq!(
+            hangs(&attempts).await.unwrap_err().kind(),
+            ErrorKind::TimedOut
+        );
+        assert_eq!((start.elapsed(), attempts.get()), (ms(250), 1));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn no_backoff_ends_past_the_deadline() {
+        let start = Instant::now();
+        let attempts = Cell::new(0);
+        assert_eq!(
+            fails(&attempts).await.unwrap_err().kind(),
+            ErrorKind::ConnectionReset
+        );
+        assert_eq!((start.elapsed(), attempts.get()), (ms(200), 3));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_last_attempt_gets_only_the_time_left() {
+        let start = Instant::now();
+        let attempts = Cell::new(0);
+        assert_eq!(
+            times_out(&attempts).await.unwrap_err().kind(),
+            ErrorKind::TimedOut
+        );
+        assert_eq!((start.elapsed(), attempts.get()), (ms(250), 3));
+    }
+
+    #[robust(timeout = 1s, deadline = 250ms, retries = 10, backoff = constant(base = 100ms), jitter = none, attempt = ctx)]
+    fn blocking(remaining: &std::cell::RefCell<Vec<Option<Duration>>>) -> Result<(), String> {
+        remaining.borrow_mut().push(ctx.remaining());
+        Err("busy".into())
+    }
+
+    #[test]
+    fn a_blocking_fn_reads_the_deadline_in_its_context() {
+        let time = VirtualTime::new();
+        let _guard = time.install();
+        let remaining = std::cell::RefCell::new(Vec::new());
+        assert!(blocking(&remaining).is_err());
+        assert_eq!(
+            *remaining.borrow(),
+            [Some(ms(250)), Some(ms(150)), Some(ms(50))]
+        );
+        assert_eq!(time.slept(), ms(200));
+    }
+}

@@ -443,11 +443,12 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
     };
     let is_async = f.sig.asyncness.is_some();
     let prelude = rebind_args(&p, &mut f);
-    // Without a timeout an async attempt is simply awaited: no timer, no race.
-    let timed = matches!(
-        config.timeout.as_ref().map(|t| t.value),
-        Some(Limit::Finite(_))
-    );
+    // Without a timeout or a deadline an async attempt is simply awaited: no timer, no race.
+    let finite_limit = |l: &Option<crate::model::Spanned<Limit>>| {
+        matches!(l.as_ref().map(|s| s.value), Some(Limit::Finite(_)))
+    };
+    let has_deadline = finite_limit(&config.deadline);
+    let timed = finite_limit(&config.timeout) || has_deadline;
     let names = Names::new(timed);
     let Names {
         policy,
@@ -526,7 +527,11 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
             Limit::Finite(d) => {
                 let d = dur(&p, d);
                 let ps = respan(&p, t.span.start);
-                if is_async {
+                if is_async && config.deadline.is_some() {
+                    // Wrapped by the deadline below, the error type is not inferred: name it.
+                    let err = respan(&err, t.span.start);
+                    quote_spanned!(t.span.start=> #ps::async_timeout::<#err>(#d))
+                } else if is_async {
                     quote_spanned!(t.span.start=> #ps::async_timeout::<_>(#d))
                 } else {
                     quote_spanned!(t.span.start=> #ps::sync_timeout(#d))
@@ -535,6 +540,20 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
             Limit::Infinite => quote!(#p::NoTimeout),
         },
         None => quote!(#p::NoTimeout),
+    };
+    // A deadline wraps the timeout setting; in an async fn its expiry builds `E::from(Elapsed)`,
+    // checked where `deadline` is written.
+    let timeout = match config.deadline.as_ref().map(|d| (d.value, d.span)) {
+        Some((Limit::Finite(d), sp)) => {
+            let d = dur(&p, d);
+            let ps = respan(&p, sp.start);
+            if is_async {
+                quote_spanned!(sp.start=> #ps::async_deadline::<_, _>(#timeout, #d))
+            } else {
+                quote_spanned!(sp.start=> #ps::sync_deadline(#timeout, #d))
+            }
+        }
+        _ => timeout,
     };
     let on_success = match &config.on_success {
         Some(e) => {
@@ -620,6 +639,14 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
         }
     };
     let timer = Ident::new("__robust_timer", Span::mixed_site());
+    // With a deadline the timer is armed for each attempt's own time (the smaller of its
+    // timeout and the time left), read from the attempt context.
+    let fut_name = Ident::new("__robust_future", Span::mixed_site());
+    let race_call = if has_deadline {
+        quote!(#p::race_until(#timer.as_mut(), #fut_name, #policy.timeout(), #attempt.limit()).await)
+    } else {
+        quote!(#p::race(#timer.as_mut(), #fut_name, #policy.timeout(), #call.retries() > 0).await)
+    };
     let run_attempt = if is_async && !timed {
         let plain = quote_spanned! {ret_span=>
             (<#ret as #pr::IsResult>::into_result(
@@ -632,7 +659,7 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
         quote! {
             let #pattern = {
                 let #fut = ::core::pin::pin!(#async_attempt);
-                #p::race(#timer.as_mut(), #fut, #policy.timeout(), #call.retries() > 0).await
+                #race_call
             };
         }
     } else {
@@ -665,6 +692,7 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
         || config.whens.iter().any(|w| finite(&w.overrides.max_delay));
     let needs_clock = config.attempt.is_some()
         || budget
+        || has_deadline
         || config.on_retry.is_some()
         || (!is_async && finite(&config.timeout));
     // A blocking fn's call reads the clock its sleeper agrees with (std's, not tokio's).

@@ -85,6 +85,8 @@ pub struct WhenRule {
 #[derive(Default)]
 pub struct Config {
     pub timeout: Option<Spanned<Limit>>,
+    /// The whole call's limit (SPEC section 12).
+    pub deadline: Option<Spanned<Limit>>,
     pub settings: Overrides,
     pub on: Option<Spanned<Vec<Kind>>>,
     pub whens: Vec<WhenRule>,

@@ -33,6 +33,7 @@ const fn key(name: &'static str, in_when: bool, syntax: Syntax) -> Key {
 
 pub const KEYS: &[Key] = &[
     key("timeout", false, Syntax::Value),
+    key("deadline", false, Syntax::Value),
     key("retries", true, Syntax::Value),
     key("max_delay", true, Syntax::Value),
     key("backoff", true, Syntax::Value),

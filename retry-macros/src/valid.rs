@@ -725,6 +725,19 @@ pub fn validate(items: Vec<Item>, params: &[String], errors: &mut Errors) -> Con
                 };
                 errors.set_once(&mut c.timeout, &key, v);
             }
+            ("deadline", value) => {
+                let v = match limit(&value, "deadline", true, errors) {
+                    Some(Limit::Finite(d)) if d.is_zero() => {
+                        errors.at(
+                            value.sp(),
+                            "`deadline` must be > 0: a call with no time can never succeed (use a negative number or `none` for no deadline)",
+                        );
+                        None
+                    }
+                    other => other.map(|v| spanned(v, key.span().into())),
+                };
+                errors.set_once(&mut c.deadline, &key, v);
+            }
             ("on", Value::Kinds(sp, kinds, clean)) => {
                 if kinds.is_empty() && clean {
                     errors.at(

@@ -73,8 +73,8 @@ pub fn clone_arg<T: CloneArg>(arg: &T) -> T {
 
 /// `timeout` on an async fn needs `E: From<Elapsed>`.
 #[diagnostic::on_unimplemented(
-    message = "`timeout` needs the error type `{Self}` to implement `From<retry_runtime::Elapsed>`",
-    label = "a timed-out attempt fails with `{Self}::from(retry_runtime::Elapsed)`",
+    message = "`timeout` and `deadline` need the error type `{Self}` to implement `From<retry_runtime::Elapsed>`",
+    label = "an attempt cut by its timeout or the call's deadline fails with `{Self}::from(retry_runtime::Elapsed)`",
     note = "implement `From<retry_runtime::Elapsed>` for `{Self}`; `std::io::Error`, boxed errors and `anyhow::Error` have it"
 )]
 pub trait FromElapsed {
@@ -94,6 +94,19 @@ impl<E: From<Elapsed>> FromElapsed for E {
 pub fn async_timeout<E: FromElapsed>(limit: Duration) -> AsyncLimit<E> {
     AsyncLimit {
         limit_nanos: u64::try_from(limit.as_nanos()).unwrap_or(u64::MAX),
+        convert: E::from_elapsed,
+    }
+}
+
+/// The deadline of an async fn: checks `E: From<Elapsed>` where the user wrote `deadline`.
+#[inline(always)]
+pub fn async_deadline<E: FromElapsed, T>(
+    timeout: T,
+    deadline: Duration,
+) -> crate::timeout::AsyncDeadline<T, E> {
+    crate::timeout::AsyncDeadline {
+        timeout,
+        deadline,
         convert: E::from_elapsed,
     }
 }

@@ -63,6 +63,58 @@ impl<E: From<Elapsed>, T: AttemptTimeout> AsyncTimeout<E> for WithDeadline<T> {
     }
 }
 
+/// The deadline of an async fn under `#[robust]`, with the error type's conversion taken where
+/// the user wrote `deadline` (so a missing `From<Elapsed>` is reported once, there).
+pub struct AsyncDeadline<T, E> {
+    pub(crate) timeout: T,
+    pub(crate) deadline: Duration,
+    pub(crate) convert: fn(Elapsed) -> E,
+}
+
+impl<T: std::fmt::Debug, E> std::fmt::Debug for AsyncDeadline<T, E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AsyncDeadline")
+            .field("timeout", &self.timeout)
+            .field("deadline", &self.deadline)
+            .finish()
+    }
+}
+
+impl<T: Clone, E> Clone for AsyncDeadline<T, E> {
+    fn clone(&self) -> Self {
+        AsyncDeadline {
+            timeout: self.timeout.clone(),
+            deadline: self.deadline,
+            convert: self.convert,
+        }
+    }
+}
+impl<T: Copy, E> Copy for AsyncDeadline<T, E> {}
+
+impl<T: AttemptTimeout, E> AttemptTimeout for AsyncDeadline<T, E> {
+    #[inline]
+    fn limit(&self) -> Option<Duration> {
+        self.timeout.limit()
+    }
+    #[inline]
+    fn deadline(&self) -> Option<Duration> {
+        Some(self.deadline)
+    }
+}
+
+impl<T: AttemptTimeout, E> AsyncTimeout<E> for AsyncDeadline<T, E> {
+    #[inline]
+    fn elapsed(&self, elapsed: Elapsed) -> Option<E> {
+        Some((self.convert)(elapsed))
+    }
+}
+
+/// The deadline of a blocking fn under `#[robust]` (cooperative, as its timeout).
+#[inline(always)]
+pub const fn sync_deadline<T>(timeout: T, deadline: Duration) -> WithDeadline<T> {
+    WithDeadline { timeout, deadline }
+}
+
 /// How the builder sets a per-attempt timeout on a setting that may already carry a deadline:
 /// the deadline is kept.
 pub trait SetTimeout {
@@ -227,8 +279,8 @@ fn deadline_in(d: Duration) -> tokio::time::Instant {
 /// caller drops the attempt right after, which cancels it).
 #[cfg(feature = "tokio")]
 pub fn race<'a, Ret, T, Fut>(
-    mut timer: std::pin::Pin<&'a mut tokio::time::Sleep>,
-    mut attempt: std::pin::Pin<&'a mut Fut>,
+    timer: std::pin::Pin<&'a mut tokio::time::Sleep>,
+    attempt: std::pin::Pin<&'a mut Fut>,
     timeout: &'a T,
     rearm: bool,
 ) -> impl Future<Output = (Result<Ret::Ok, Ret::Err>, bool)> + 'a
@@ -238,7 +290,42 @@ where
     T: AsyncTimeout<Ret::Err>,
     Fut: Future<Output = Ret>,
 {
-    if rearm && let Some(limit) = timeout.limit() {
+    race_inner::<Ret, T, Fut>(timer, attempt, timeout, timeout.limit().filter(|_| rearm))
+}
+
+/// [`race`] with the timer armed for `limit`, the attempt's time when the call has a deadline
+/// (the smaller of its timeout and the time left, read from the attempt context).
+#[cfg(feature = "tokio")]
+pub fn race_until<'a, Ret, T, Fut>(
+    timer: std::pin::Pin<&'a mut tokio::time::Sleep>,
+    attempt: std::pin::Pin<&'a mut Fut>,
+    timeout: &'a T,
+    limit: Option<Duration>,
+) -> impl Future<Output = (Result<Ret::Ok, Ret::Err>, bool)> + 'a
+where
+    Ret: IsResult,
+    Ret::Err: 'a,
+    T: AsyncTimeout<Ret::Err>,
+    Fut: Future<Output = Ret>,
+{
+    race_inner::<Ret, T, Fut>(timer, attempt, timeout, limit)
+}
+
+/// The race itself; `reset`: arm the timer for this long first.
+#[cfg(feature = "tokio")]
+fn race_inner<'a, Ret, T, Fut>(
+    mut timer: std::pin::Pin<&'a mut tokio::time::Sleep>,
+    mut attempt: std::pin::Pin<&'a mut Fut>,
+    timeout: &'a T,
+    reset: Option<Duration>,
+) -> impl Future<Output = (Result<Ret::Ok, Ret::Err>, bool)> + 'a
+where
+    Ret: IsResult,
+    Ret::Err: 'a,
+    T: AsyncTimeout<Ret::Err>,
+    Fut: Future<Output = Ret>,
+{
+    if let Some(limit) = reset {
         timer.as_mut().reset(deadline_in(limit));
     }
     std::future::poll_fn(move |cx| {

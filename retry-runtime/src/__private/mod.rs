@@ -13,9 +13,9 @@ pub use crate::call::Step;
 pub use crate::callbacks::Noop;
 pub use crate::kind::{AnyError, Or};
 pub use crate::time::DefaultEnv;
-pub use crate::timeout::{NoTimeout, sync_timeout};
+pub use crate::timeout::{NoTimeout, sync_deadline, sync_timeout};
 #[cfg(feature = "tokio")]
-pub use crate::timeout::{backoff_boxed, backoff_on, boxed_timer, race, timer_for};
+pub use crate::timeout::{backoff_boxed, backoff_on, boxed_timer, race, race_until, timer_for};
 pub use crate::{
     AwsDecorrelated, Constant, Decorrelated, EqualJitter, Exponential, Fibonacci, FullJitter,
     Linear, NoBackoff, NoJitter, Polynomial, Random, Retries,

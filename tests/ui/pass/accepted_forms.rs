@@ -135,3 +135,13 @@ impl Holder {
         Ok(&self.0)
     }
 }
+
+// A deadline for the whole call: a duration, or none.
+#[robust(deadline = "1m 30s", timeout = 2s)]
+fn deadline_sync() -> io::Result<()> { Ok(()) }
+
+#[robust(deadline = none)]
+async fn deadline_none() -> io::Result<()> { Ok(()) }
+
+#[robust(deadline = -1, on = [Timeout])]
+fn deadline_negative() -> io::Result<()> { Ok(()) }
