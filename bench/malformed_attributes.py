@@ -43,7 +43,7 @@ VALID_ITEMS = [
     "when(Io(ConnectionRefused), retries = 0)",
 ]
 
-KEYS = ["timeout", "retries", "max_delay", "backoff", "jitter", "scale", "on", "when",
+KEYS = ["timeout", "deadline", "retries", "max_delay", "backoff", "jitter", "scale", "on", "when",
         "on_success", "on_error", "on_retry", "hint", "budget", "breaker", "attempt", "crate"]
 
 
@@ -100,6 +100,7 @@ def mistakes(rng):
         "when(Timeout, retriez = 1)", "when(Timeout, on_retry = |_, _| ())",
         "when(io, retries = 0)", "when(Io(), retries = 1)", "when(Timeout retries = 1)",
         "when(Timeout, retries = 1, retries = 2)", "when(Timeout, scale = 0)",
+        "when(Timeout, deadline = 1s)",
         "when(Timeout, backoff = none()), when(Timeout, retries = 1)",
     ]
     other_mistakes = [
@@ -114,12 +115,12 @@ def mistakes(rng):
     ]
     choice = rng.randrange(8)
     if choice == 0:
-        key = rng.choice(["timeout", "max_delay"])
+        key = rng.choice(["timeout", "deadline", "max_delay"])
         value = rng.choice(bad_durations)
         if key == "max_delay" and value in ("0", "-0"):
             value = "-0.0ms" if value == "-0" else "0x"  # zero is valid there: "never retry"
             if value == "-0.0ms":
-                key = "timeout"
+                key = rng.choice(["timeout", "deadline"])
         return f"{key} = {value}"
     if choice == 1:
         return f"backoff = {rng.choice(strategy_mistakes)}"
