@@ -673,6 +673,28 @@ fn check_kind(kind: &Kind, params: &[String], errors: &mut Errors) -> bool {
     }
 }
 
+/// A limit that may be infinite but not zero (`timeout`, `deadline`): zero would leave `what`
+/// (an attempt, a call) no time to succeed.
+fn positive_limit(
+    key: &Ident,
+    value: &Value,
+    what: &str,
+    errors: &mut Errors,
+) -> Option<Spanned<Limit>> {
+    match limit(value, &key.to_string(), true, errors) {
+        Some(Limit::Finite(d)) if d.is_zero() => {
+            errors.at(
+                value.sp(),
+                format!(
+                    "`{key}` must be > 0: {what} with no time can never succeed (use a negative number or `none` for no {key})"
+                ),
+            );
+            None
+        }
+        other => other.map(|v| spanned(v, key.span().into())),
+    }
+}
+
 /// Reads one of the overridable settings into `o`; false if `key` is not one of them.
 fn overridable(key: &Ident, value: &Value, o: &mut Overrides, errors: &mut Errors) -> bool {
     let span = value.sp();
@@ -713,29 +735,11 @@ pub fn validate(items: Vec<Item>, params: &[String], errors: &mut Errors) -> Con
         }
         match (key.to_string().as_str(), value) {
             ("timeout", value) => {
-                let v = match limit(&value, "timeout", true, errors) {
-                    Some(Limit::Finite(d)) if d.is_zero() => {
-                        errors.at(
-                            value.sp(),
-                            "`timeout` must be > 0: an attempt with no time can never succeed (use a negative number or `none` for no timeout)",
-                        );
-                        None
-                    }
-                    other => other.map(|v| spanned(v, key.span().into())),
-                };
+                let v = positive_limit(&key, &value, "an attempt", errors);
                 errors.set_once(&mut c.timeout, &key, v);
             }
             ("deadline", value) => {
-                let v = match limit(&value, "deadline", true, errors) {
-                    Some(Limit::Finite(d)) if d.is_zero() => {
-                        errors.at(
-                            value.sp(),
-                            "`deadline` must be > 0: a call with no time can never succeed (use a negative number or `none` for no deadline)",
-                        );
-                        None
-                    }
-                    other => other.map(|v| spanned(v, key.span().into())),
-                };
+                let v = positive_limit(&key, &value, "a call", errors);
                 errors.set_once(&mut c.deadline, &key, v);
             }
             ("on", Value::Kinds(sp, kinds, clean)) => {

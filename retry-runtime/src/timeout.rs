@@ -290,30 +290,14 @@ where
     T: AsyncTimeout<Ret::Err>,
     Fut: Future<Output = Ret>,
 {
-    race_inner::<Ret, T, Fut>(timer, attempt, timeout, timeout.limit().filter(|_| rearm))
+    race_until::<Ret, T, Fut>(timer, attempt, timeout, timeout.limit().filter(|_| rearm))
 }
 
-/// [`race`] with the timer armed for `limit`, the attempt's time when the call has a deadline
-/// (the smaller of its timeout and the time left, read from the attempt context).
+/// [`race`] with the timer armed for `reset` first, if given: the attempt's time when the call
+/// has a deadline (the smaller of its timeout and the time left, read from the attempt
+/// context).
 #[cfg(feature = "tokio")]
 pub fn race_until<'a, Ret, T, Fut>(
-    timer: std::pin::Pin<&'a mut tokio::time::Sleep>,
-    attempt: std::pin::Pin<&'a mut Fut>,
-    timeout: &'a T,
-    limit: Option<Duration>,
-) -> impl Future<Output = (Result<Ret::Ok, Ret::Err>, bool)> + 'a
-where
-    Ret: IsResult,
-    Ret::Err: 'a,
-    T: AsyncTimeout<Ret::Err>,
-    Fut: Future<Output = Ret>,
-{
-    race_inner::<Ret, T, Fut>(timer, attempt, timeout, limit)
-}
-
-/// The race itself; `reset`: arm the timer for this long first.
-#[cfg(feature = "tokio")]
-fn race_inner<'a, Ret, T, Fut>(
     mut timer: std::pin::Pin<&'a mut tokio::time::Sleep>,
     mut attempt: std::pin::Pin<&'a mut Fut>,
     timeout: &'a T,
