@@ -44,7 +44,9 @@ fn a_dyn_policy_decides_as_its_policy() {
             .backoff(Exponential::new(ms(10), ms(200), 2.0).unwrap())
             .jitter(FullJitter)
             .on(Io::of([ErrorKind::ConnectionReset]))
-            .on_retry(move |_: &io::Error, info: &RetryInfo| seen.lock().unwrap().push(info.retry))
+            .on_retry(move |_: &io::Result<()>, info: &RetryInfo| {
+                seen.lock().unwrap().push(info.retry)
+            })
             .build()
             .unwrap()
     };
@@ -83,7 +85,7 @@ fn the_budget_is_the_policys_and_clones_share_it() {
         .budget(&BUDGET)
         .build()
         .unwrap();
-    let a = DynPolicy::<io::Error>::new(policy);
+    let a = DynPolicy::<_, io::Error>::new(policy);
     let b = a.clone();
     // Two tokens for both: the first call retries twice, the second not at all.
     assert_eq!(run(|body| a.call(|_| body()), ErrorKind::Other).0, 3);
@@ -102,7 +104,7 @@ fn an_open_breaker_rejects_through_a_dyn_policy() {
         .breaker(breaker)
         .build()
         .unwrap();
-    let dynamic = DynPolicy::<io::Error>::new(policy);
+    let dynamic = DynPolicy::<_, io::Error>::new(policy);
     // Four failed attempts open it; the next call is rejected without running its body.
     assert_eq!(run(|body| dynamic.call(|_| body()), ErrorKind::Other).0, 4);
     let (attempts, _, kind) = run(|body| dynamic.call(|_| body()), ErrorKind::Other);
@@ -112,7 +114,7 @@ fn an_open_breaker_rejects_through_a_dyn_policy() {
 
 #[test]
 fn generic_code_takes_either() {
-    fn attempts<P: RetryPolicy<io::Error>>(policy: &P) -> u32 {
+    fn attempts<P: RetryPolicy<(), io::Error>>(policy: &P) -> u32 {
         run(|body| policy.call(|_| body()), ErrorKind::Other).0
     }
     let make = || {
@@ -128,7 +130,7 @@ fn generic_code_takes_either() {
 
 #[test]
 fn one_dyn_policy_serves_many_threads() {
-    let policy = DynPolicy::<io::Error>::new(
+    let policy = DynPolicy::<_, io::Error>::new(
         Policy::builder()
             .retries(3)
             .backoff(retry_runtime::NoBackoff)
@@ -165,7 +167,7 @@ fn one_dyn_policy_serves_many_threads() {
 
 #[tokio::test(start_paused = true)]
 async fn async_calls_are_timed_and_back_off() {
-    let policy = DynPolicy::<io::Error>::new(
+    let policy = DynPolicy::<_, io::Error>::new(
         Policy::builder()
             .timeout(ms(100))
             .retries(2)

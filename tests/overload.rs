@@ -168,7 +168,9 @@ fn on_retry_reports_count_delay_elapsed_and_rule() {
         .when(retry_runtime::kind::Predicate(|e: &u32| *e == 0), |s| {
             s.backoff(Constant::new(secs(5)))
         })
-        .on_retry(|e: &u32, info: &RetryInfo| log.borrow_mut().push((*e, *info)))
+        .on_retry(|r: &Result<(), u32>, info: &RetryInfo| {
+            log.borrow_mut().push((*r.as_ref().unwrap_err(), *info))
+        })
         .env(time.clone())
         .build()
         .unwrap();
@@ -252,7 +254,7 @@ fn the_attribute_fails_fast_on_an_open_breaker() {
     backoff = constant(base = "1s"),
     jitter = none,
     hint = |e: &io::Error| (e.kind() == ErrorKind::WouldBlock).then(|| Duration::from_secs(4)),
-    on_retry = |_e: &io::Error, info: &RetryInfo| RETRIES.with(|r| r.borrow_mut().push((info.retry, info.delay, info.hinted))),
+    on_retry = |_r: &io::Result<()>, info: &RetryInfo| RETRIES.with(|r| r.borrow_mut().push((info.retry, info.delay, info.hinted))),
 )]
 fn hinted(script: &[ErrorKind]) -> io::Result<()> {
     let n = ATTEMPTS.with(|a| {

@@ -133,7 +133,7 @@ thread_local! {
     backoff = constant(base = "250ms"),
     jitter = none,
     attempt = ctx,
-    on_retry = |_e: &io::Error, info: &RetryInfo| ON_RETRY.with(|r| r.borrow_mut().push(info.retry)),
+    on_retry = |_r: &io::Result<u32>, info: &RetryInfo| ON_RETRY.with(|r| r.borrow_mut().push(info.retry)),
 )]
 fn flaky(seen: &RefCell<Vec<u32>>) -> io::Result<u32> {
     seen.borrow_mut().push(ctx.retries());

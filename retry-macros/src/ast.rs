@@ -205,7 +205,8 @@ pub struct When {
     pub sp: Sp,
 }
 
-/// An error kind: `Timeout`, `Io`, `Io(A, B)`, a closure or a pattern.
+/// A kind: `Timeout`, `Io`, `Io(A, B)`, a closure or a pattern over the error; or `Ok(..)`,
+/// a closure or a pattern over the successful value (SPEC section 13).
 pub enum Kind {
     Timeout(Ident),
     Io {
@@ -215,6 +216,11 @@ pub enum Kind {
     },
     Closure(Box<ExprClosure>),
     Pattern(Box<Pat>),
+    /// `Ok(inner)`: `inner` is a `Closure` or a `Pattern`, over the value.
+    Ok {
+        inner: Box<Kind>,
+        sp: Sp,
+    },
 }
 
 impl Kind {
@@ -224,7 +230,13 @@ impl Kind {
             Kind::Io { sp, .. } => *sp,
             Kind::Closure(c) => Sp::of(c),
             Kind::Pattern(p) => Sp::of(p),
+            Kind::Ok { sp, .. } => *sp,
         }
+    }
+
+    /// Whether this is an `Ok(..)` kind, over values.
+    pub fn is_ok(&self) -> bool {
+        matches!(self, Kind::Ok { .. })
     }
 
     /// A key that identifies the kind for duplicate checks: its tokens as text.
@@ -237,6 +249,7 @@ impl Kind {
             }
             Kind::Closure(c) => quote::quote!(#c).to_string(),
             Kind::Pattern(p) => quote::quote!(#p).to_string(),
+            Kind::Ok { inner, .. } => format!("Ok({})", inner.key()),
         }
     }
 }
@@ -317,6 +330,9 @@ fn parse_kind_or_err(
     if input.peek(Ident) {
         let fork = input.fork();
         let ident: Ident = fork.parse()?;
+        if ident == "Ok" {
+            return parse_ok_kind(input).map(Some);
+        }
         if ident == "Timeout" && at_item_end(&fork) {
             input.parse::<Ident>()?;
             return Ok(Some(Kind::Timeout(ident)));
@@ -361,6 +377,40 @@ fn parse_kind_or_err(
         )
     })?;
     Ok(Some(Kind::Pattern(Box::new(pat))))
+}
+
+/// `Ok(PATTERN)` or `Ok(CLOSURE)`.
+fn parse_ok_kind(input: ParseStream<'_>) -> syn::Result<Kind> {
+    let ident: Ident = input.parse()?;
+    let what = "`Ok(..)` takes one pattern or closure over the fn's `Ok` value, like `Ok(Status::Busy)` or `Ok(|r: &Response| r.status() == 503)`";
+    if !input.peek(syn::token::Paren) {
+        return Err(syn::Error::new(ident.span(), what));
+    }
+    let content;
+    let paren = parenthesized!(content in input);
+    let sp = Sp::from(ident.span()).to(Sp::from(paren.span.close()));
+    if content.is_empty() {
+        return Err(sp.error(what));
+    }
+    let inner = if content.peek(Token![|]) || content.peek(Token![||]) || content.peek(Token![move])
+    {
+        content.parse().map(|c| Kind::Closure(Box::new(c)))
+    } else {
+        Pat::parse_multi_with_leading_vert(&content)
+            .map(|p| Kind::Pattern(Box::new(p)))
+            .map_err(|e| syn::Error::new(e.span(), what))
+    };
+    let rest = (!content.is_empty()).then(|| content.span());
+    // What is left inside the parentheses is consumed, so that the error is this one.
+    let _ = content.parse::<proc_macro2::TokenStream>();
+    let inner = inner?;
+    if let Some(at) = rest {
+        return Err(syn::Error::new(at, what));
+    }
+    Ok(Kind::Ok {
+        inner: Box::new(inner),
+        sp,
+    })
 }
 
 /// Reads a value: number, string, word, call or list of numbers.
@@ -493,7 +543,16 @@ fn parse_item_or_err(
             .to(eq.span.into())
             .error(format!("`{key} =` needs a value after the `=`")));
     }
-    let value = if syntax == Syntax::Expr {
+    let known = crate::table::KEYS.iter().any(|k| key == k.name);
+    let value = if !known {
+        // An unknown key is reported by name (with "did you mean"), whatever its value: the
+        // value's tokens are skipped, so that a closure after a misspelled callback key does
+        // not read as a malformed value.
+        while !at_item_end(input) {
+            input.parse::<TokenTree>()?;
+        }
+        Value::Expr(Box::new(syn::Expr::Verbatim(TokenStream::new())))
+    } else if syntax == Syntax::Expr {
         Value::Expr(Box::new(input.parse()?))
     } else if syntax == Syntax::Kinds {
         if !input.peek(syn::token::Bracket) {

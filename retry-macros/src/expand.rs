@@ -241,6 +241,11 @@ fn kind(p: &TokenStream, err: &TokenStream, names: &Names, k: &Kind) -> TokenStr
             let p = respan(p, c.span());
             quote_spanned!(c.span()=> #p::predicate::<#err, _>(#c))
         }
+        Kind::Ok { sp, .. } => {
+            // Value kinds are split out before: never an error kind.
+            sp.error("internal: `Ok(..)` among error kinds")
+                .to_compile_error()
+        }
         Kind::Pattern(pat) => {
             let e = &names.e;
             // Bare names (constants, unit structs and variants) are matched against the error
@@ -264,13 +269,60 @@ fn kind(p: &TokenStream, err: &TokenStream, names: &Names, k: &Kind) -> TokenStr
     }
 }
 
-fn kinds(p: &TokenStream, err: &TokenStream, names: &Names, ks: &[Kind]) -> TokenStream {
+fn kinds(p: &TokenStream, err: &TokenStream, names: &Names, ks: &[&Kind]) -> TokenStream {
     match ks.split_first() {
         None => quote!(#p::AnyError),
         Some((first, [])) => kind(p, err, names, first),
         Some((first, rest)) => {
             let a = kind(p, err, names, first);
             let b = kinds(p, err, names, rest);
+            quote!(#p::Or(#a, #b))
+        }
+    }
+}
+
+/// An `Ok(..)` kind, checked against the fn's `Ok` type `ok` where it is written.
+fn value_kind(p: &TokenStream, ok: &TokenStream, names: &Names, k: &Kind) -> TokenStream {
+    let Kind::Ok { inner, sp } = k else {
+        return quote!(());
+    };
+    let ps = respan(p, sp.start);
+    let ok_at = respan(ok, inner.sp().start);
+    match &**inner {
+        Kind::Closure(c) => {
+            quote_spanned!(c.span()=> #ps::ok_kind::<#ok_at, _>(#c))
+        }
+        Kind::Pattern(pat) => {
+            let v = &names.e;
+            let mut values = Vec::new();
+            let mut others = Vec::new();
+            crate::valid::alternatives(pat, &mut values, &mut others);
+            let by_value = (!values.is_empty())
+                .then(|| quote_spanned!(pat.span()=> ::core::matches!(*#v, #(#values)|*)));
+            let by_ref = (!others.is_empty())
+                .then(|| quote_spanned!(pat.span()=> ::core::matches!(#v, #(#others)|*)));
+            let test = match (by_value, by_ref) {
+                (Some(a), Some(b)) => quote!(#a || #b),
+                (Some(a), None) | (None, Some(a)) => a,
+                (None, None) => quote!(false),
+            };
+            quote_spanned!(pat.span()=> #ps::ok_kind::<#ok_at, _>(|#v: &#ok_at| #test))
+        }
+        other => other
+            .sp()
+            .error("internal: unexpected kind inside `Ok(..)`")
+            .to_compile_error(),
+    }
+}
+
+/// The `Ok(..)` kinds of the `on` list, combined; `()` for none.
+fn value_kinds(p: &TokenStream, ok: &TokenStream, names: &Names, ks: &[&Kind]) -> TokenStream {
+    match ks.split_first() {
+        None => quote!(()),
+        Some((first, [])) => value_kind(p, ok, names, first),
+        Some((first, rest)) => {
+            let a = value_kind(p, ok, names, first);
+            let b = value_kinds(p, ok, names, rest);
             quote!(#p::Or(#a, #b))
         }
     }
@@ -465,6 +517,7 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
     let ret_span = ret.span();
     let pr = respan(&p, ret_span);
     let err = quote_spanned!(ret_span=> <#ret as #pr::IsResult>::Err);
+    let ok = quote_spanned!(ret_span=> <#ret as #pr::IsResult>::Ok);
 
     let inspector = if uses_inspector(&config) {
         quote! {
@@ -496,7 +549,20 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
         locals.push(bind_jitter(&p, jitter_name, top_jitter, is_async));
     }
     for (i, w) in config.whens.iter().enumerate() {
-        let k = kind(&p, &err, &names, &w.kind);
+        let value_rule = w.kind.is_ok();
+        let k = if value_rule {
+            let k = value_kind(&p, &ok, &names, &w.kind);
+            match &w.hint {
+                Some(h) => {
+                    let ps = respan(&p, h.span());
+                    let ok_at = respan(&ok, h.span());
+                    quote_spanned!(h.span()=> #ps::ok_hint::<#ok_at, _, _>(#k, #h))
+                }
+                None => k,
+            }
+        } else {
+            kind(&p, &err, &names, &w.kind)
+        };
         let mut b = backoff.clone();
         let mut j = jitter_name.clone();
         if let Some(s) = &w.overrides.backoff
@@ -512,14 +578,22 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
             locals.push(bind_jitter(&p, &j, &s.value, is_async));
         }
         let s = rule_settings(&p, top, Some(&w.overrides), i + 1, (&b, &j), &mut locals);
-        whens = quote!(#p::when(#whens, #k, #s));
+        whens = if value_rule {
+            quote!(#p::when_ok(#whens, #k, #s))
+        } else {
+            quote!(#p::when(#whens, #k, #s))
+        };
     }
-    let on = kinds(
-        &p,
-        &err,
-        &names,
-        config.on.as_ref().map_or(&[][..], |o| &o.value),
-    );
+    let on_list: Vec<&Kind> = config.on.iter().flat_map(|o| o.value.iter()).collect();
+    let (on_values, on_errors): (Vec<&Kind>, Vec<&Kind>) = on_list.iter().partition(|k| k.is_ok());
+    let on = if config.on.is_some() && on_errors.is_empty() {
+        // An `on` list of `Ok(..)` kinds only retries no error.
+        quote!(#p::NoError)
+    } else {
+        kinds(&p, &err, &names, &on_errors)
+    };
+    let on_ok = value_kinds(&p, &ok, &names, &on_values);
+    let has_values = !on_values.is_empty() || config.whens.iter().any(|w| w.kind.is_ok());
     let top_settings = rule_settings(&p, top, None, 0, (backoff, jitter_name), &mut locals);
 
     let timeout = match &config.timeout {
@@ -594,10 +668,11 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
         .hint
         .as_ref()
         .map_or(quote!(#p::Noop), |e| spanned_call(e, "hint", true));
-    let on_retry_tokens = config
-        .on_retry
-        .as_ref()
-        .map_or(quote!(#p::Noop), |e| spanned_call(e, "on_retry", true));
+    let on_retry_tokens = config.on_retry.as_ref().map_or(quote!(#p::Noop), |e| {
+        let ps = respan(&p, e.span());
+        let (ok, err) = (respan(&ok, e.span()), respan(&err, e.span()));
+        quote_spanned!(e.span()=> #ps::on_retry::<#ok, #err, _>(#e))
+    });
     // Tracing events name the fn and write the error's `Display` text if it has one.
     let fn_name = syn::ext::IdentExt::unraw(&f.sig.ident).to_string();
     let describe = quote_spanned!(ret_span=> #pr::describe(|| #fn_name, {
@@ -605,7 +680,7 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
         use #p::{ViaDisplay as _, ViaTypeName as _};
         (&&#pr::Probe::<#err>::new()).error_writer()
     }));
-    let extras = quote!(#p::extras(#budget_tokens, #breaker_tokens, #hint_tokens, #on_retry_tokens, #describe));
+    let extras = quote!(#p::extras(#budget_tokens, #breaker_tokens, #hint_tokens, #on_retry_tokens, #describe, #on_ok));
     let ctx = config.attempt.as_ref().map(|ctx| {
         let krate = match &config.krate {
             Some(path) => quote!(#path),
@@ -631,11 +706,53 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
     // Bind with patterns spanned at the return type: a type error in the binding is then
     // reported there too (and merged with the error above) instead of on the whole attribute.
     let pattern = spanned_group(quote!(#result, #fired), ret_span);
+    // The fallback (SPEC section 14) replaces the error the call would return.
+    let fb = Ident::new("__robust_fallback", Span::mixed_site());
+    let (fallback_bind, apply_fallback) = match &config.fallback {
+        None => (quote!(), quote!()),
+        Some(e) => {
+            let ps = respan(&p, e.span());
+            let (ok_at, err_at) = (respan(&ok, e.span()), respan(&err, e.span()));
+            let fe = Ident::new("__robust_fe", Span::mixed_site());
+            let out = Ident::new("__robust_fo", Span::mixed_site());
+            if is_async {
+                let awaited = quote_spanned! {e.span()=>
+                    match #fb.run_async(#fe) {
+                        #out => {
+                            #[allow(unused_imports)]
+                            use #ps::{FallbackIsFuture as _, FallbackIsResult as _};
+                            (&#out).fallback_kind().into_future::<#ok_at, #err_at, _>(#out).await
+                        }
+                    }
+                };
+                (
+                    quote_spanned!(e.span()=> let #fb = #ps::async_fallback::<#err_at, _>(#e);),
+                    quote! {
+                        let #returned = match #returned {
+                            ::core::result::Result::Err(#fe) => #awaited,
+                            __robust_ok => __robust_ok,
+                        };
+                    },
+                )
+            } else {
+                (
+                    quote_spanned!(e.span()=> let #fb = #ps::fallback::<#ok_at, #err_at, _>(#e);),
+                    quote! {
+                        let #returned = match #returned {
+                            ::core::result::Result::Err(#fe) => #fb.run(#fe),
+                            __robust_ok => __robust_ok,
+                        };
+                    },
+                )
+            }
+        }
+    };
     let admit = quote_spanned! {ret_span=>
         if let ::core::option::Option::Some(#returned) =
             #pr::admit::<#ret, _, _>(&mut #call)
         {
-            return #returned;
+            #apply_fallback
+            return #from_result;
         }
     };
     let timer = Ident::new("__robust_timer", Span::mixed_site());
@@ -716,22 +833,28 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
         .iter()
         .flat_map(|o| o.value.iter())
         .chain(config.whens.iter().map(|w| &w.kind));
-    let name_checks = all_kinds.flat_map(|k| match k {
-        Kind::Pattern(pat) => crate::valid::bare_names(pat)
-            .into_iter()
-            .map(|pi| {
-                let name = &pi.ident;
-                let ps = respan(&p, name.span());
-                quote_spanned!(name.span()=> let _ = || #ps::is_value_of::<#err>(|| #name);)
-            })
-            .collect(),
-        _ => Vec::new(),
+    let name_checks = all_kinds.flat_map(|k| {
+        let (k, of) = match k {
+            Kind::Ok { inner, .. } => (&**inner, &ok),
+            k => (k, &err),
+        };
+        match k {
+            Kind::Pattern(pat) => crate::valid::bare_names(pat)
+                .into_iter()
+                .map(|pi| {
+                    let name = &pi.ident;
+                    let ps = respan(&p, name.span());
+                    quote_spanned!(name.span()=> let _ = || #ps::is_value_of::<#of>(|| #name);)
+                })
+                .collect(),
+            _ => Vec::new(),
+        }
     });
     // The fast path of a blocking fn: when no breaker must admit the first attempt and no
     // clock is read for it, the body (a closure) runs first, and the policy and the call are
     // made only if it fails. Async fns start the call first: measured, a lazy call or an async
     // closure made their success path no faster and their future larger (docs/BENCHMARKS.md).
-    let fast = !needs_clock && config.breaker.is_none() && !is_async;
+    let fast = !needs_clock && config.breaker.is_none() && !is_async && !has_values;
     let new_block = if fast {
         let first = Ident::new("__robust_first", Span::mixed_site());
         let tm = Ident::new("__robust_timeout", Span::mixed_site());
@@ -758,7 +881,8 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
             ),
             None => (quote!(), quote!(())),
         };
-        let extras = quote!(#p::extras(#budget_ref, (), #hint_tokens, #on_retry_tokens, #describe));
+        let extras =
+            quote!(#p::extras(#budget_ref, (), #hint_tokens, #on_retry_tokens, #describe, ()));
         // The body is a closure called once per attempt.
         let make_body = quote_spanned!(ret_span=> #pr::body_fn::<#ret, _>(|| #body));
         let run = quote_spanned!(ret_span=> <#ret as #pr::IsResult>::into_result(#body_fn()));
@@ -766,6 +890,7 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
             #(#name_checks)*
             #inspector
             #(#locals)*
+            #fallback_bind
             #on_success_bind
             #budget_bind
             let #tm = #timeout;
@@ -787,7 +912,10 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
             let mut #result = #result;
             loop {
                 match #call.settle(#result, false) {
-                    #p::Step::Return(#returned) => return #from_result,
+                    #p::Step::Return(#returned) => {
+                        #apply_fallback
+                        return #from_result;
+                    }
                     #p::Step::Retry(#delay) => #p::sleep(&#p::DefaultEnv, #delay),
                 }
                 #result = #run;
@@ -798,6 +926,7 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
             #(#name_checks)*
             #inspector
             #(#locals)*
+            #fallback_bind
             let __robust_on_error = #on_error;
             let #policy = #p::policy(#whens, #on, #top_settings, #timeout, #on_success, __robust_on_error, #extras);
             let mut #call = #start;
@@ -807,7 +936,10 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
                 #attempt_stmt
                 #run_attempt
                 match #call.settle(#result, #fired) {
-                    #p::Step::Return(#returned) => return #from_result,
+                    #p::Step::Return(#returned) => {
+                        #apply_fallback
+                        return #from_result;
+                    }
                     #p::Step::Retry(#delay) => #sleep,
                 }
             }

@@ -79,6 +79,8 @@ pub struct Overrides {
 pub struct WhenRule {
     pub kind: Kind,
     pub overrides: Overrides,
+    /// `hint = ...` of a `when(Ok(..), ...)` clause: reads the delay from the value.
+    pub hint: Option<Box<Expr>>,
 }
 
 /// The validated attribute.
@@ -94,6 +96,8 @@ pub struct Config {
     pub on_error: Option<Box<Expr>>,
     pub on_retry: Option<Box<Expr>>,
     pub hint: Option<Box<Expr>>,
+    /// `fallback = ...` (SPEC section 14).
+    pub fallback: Option<Box<Expr>>,
     pub budget: Option<Box<Expr>>,
     pub breaker: Option<Box<Expr>>,
     pub attempt: Option<Ident>,

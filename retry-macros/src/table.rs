@@ -45,6 +45,7 @@ pub const KEYS: &[Key] = &[
     key("on_error", false, Syntax::Expr),
     key("on_retry", false, Syntax::Expr),
     key("hint", false, Syntax::Expr),
+    key("fallback", false, Syntax::Expr),
     key("budget", false, Syntax::Expr),
     key("breaker", false, Syntax::Expr),
     key("attempt", false, Syntax::Value),

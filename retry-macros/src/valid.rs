@@ -597,7 +597,13 @@ pub fn bare_names(pat: &syn::Pat) -> Vec<&syn::PatIdent> {
 }
 
 fn check_kind(kind: &Kind, params: &[String], errors: &mut Errors) -> bool {
+    check_kind_of(kind, "error", params, errors)
+}
+
+/// Checks a kind over `what` ("error", or "value" inside `Ok(..)`).
+fn check_kind_of(kind: &Kind, what: &str, params: &[String], errors: &mut Errors) -> bool {
     match kind {
+        Kind::Ok { inner, .. } => check_kind_of(inner, "value", params, errors),
         Kind::Io { kinds, .. } => {
             let mut ok = true;
             let mut seen = Vec::new();
@@ -635,11 +641,31 @@ fn check_kind(kind: &Kind, params: &[String], errors: &mut Errors) -> bool {
                     continue;
                 }
                 if pi.by_ref.is_some() || pi.mutability.is_some() || pi.subpat.is_some() {
+                    let msg = if what == "value" {
+                        "this pattern binds every value, so every success would be retried: write the values to retry, like `Ok(Status::Busy)`, or a closure `Ok(|v| ...)`".to_owned()
+                    } else {
+                        "this pattern binds every error, so every error would match: write the error kinds to retry, like `Timeout`, `Io` or `MyError::Busy` (or `_` if every error is meant)".to_owned()
+                    };
+                    errors.at(sp, msg);
+                    ok = false;
+                } else if what == "value" && table::KINDS.contains(&name.as_str()) {
                     errors.at(
                         sp,
-                        "this pattern binds every error, so every error would match: write the error kinds to retry, like `Timeout`, `Io` or `MyError::Busy` (or `_` if every error is meant)",
+                        format!(
+                            "`{name}` is an error kind: inside `Ok(..)` write a pattern or closure over the fn's `Ok` value, and list `{name}` on its own, like `on = [{name}, Ok(..)]`"
+                        ),
                     );
                     ok = false;
+                } else if what == "value" {
+                    if params.contains(&name) {
+                        errors.at(
+                            sp,
+                            format!(
+                                "`{name}` is a parameter of this fn: inside `Ok(..)` it would bind every value; write a pattern or closure over the fn's `Ok` value"
+                            ),
+                        );
+                        ok = false;
+                    }
                 } else if table::KINDS.contains(&name.as_str()) {
                     errors.at(
                         sp,
@@ -788,8 +814,28 @@ pub fn validate(items: Vec<Item>, params: &[String], errors: &mut Errors) -> Con
                         ok = false;
                     }
                 }
+                let mut hint = None;
+                let is_ok = w.kind.as_ref().is_some_and(Kind::is_ok);
                 for Item { key, value } in w.overrides {
-                    if key == "timeout" {
+                    if key == "hint" {
+                        match value {
+                            Value::Expr(e) if is_ok => errors.set_once(&mut hint, &key, Some(e)),
+                            _ if is_ok => {
+                                errors.at(
+                                    value.sp(),
+                                    "`hint` inside `when(Ok(..), ...)` takes a closure over the value, `|v: &T| -> Option<Duration>`",
+                                );
+                                ok = false;
+                            }
+                            _ => {
+                                errors.at(
+                                    key.span(),
+                                    "`hint` inside `when` reads the delay from a value matched by an `Ok(..)` kind; for errors, set `hint` at the top level",
+                                );
+                                ok = false;
+                            }
+                        }
+                    } else if key == "timeout" {
                         errors.at(
                             key.span(),
                             "`timeout` cannot be set in a `when` clause: it limits every attempt before its error is known; set it at the top level",
@@ -817,13 +863,18 @@ pub fn validate(items: Vec<Item>, params: &[String], errors: &mut Errors) -> Con
                     }
                 }
                 if ok && let Some(kind) = w.kind {
-                    c.whens.push(WhenRule { kind, overrides: o });
+                    c.whens.push(WhenRule {
+                        kind,
+                        overrides: o,
+                        hint,
+                    });
                 }
             }
             ("on_success", Value::Expr(e)) => errors.set_once(&mut c.on_success, &key, Some(e)),
             ("on_error", Value::Expr(e)) => errors.set_once(&mut c.on_error, &key, Some(e)),
             ("on_retry", Value::Expr(e)) => errors.set_once(&mut c.on_retry, &key, Some(e)),
             ("hint", Value::Expr(e)) => errors.set_once(&mut c.hint, &key, Some(e)),
+            ("fallback", Value::Expr(e)) => errors.set_once(&mut c.fallback, &key, Some(e)),
             ("budget", Value::Expr(e)) => errors.set_once(&mut c.budget, &key, Some(e)),
             ("breaker", Value::Expr(e)) => errors.set_once(&mut c.breaker, &key, Some(e)),
             ("attempt", Value::Word(w)) => {

@@ -1,6 +1,7 @@
 //! Callbacks and observers: `on_success()` after a successful attempt, `on_error(&E, retries)`
-//! after every failed one, `on_retry(&E, &RetryInfo)` before each retry's sleep, the `hint`
-//! that reads a delay from a failure, and what tracing events say about a call ([`Describe`]).
+//! after every failed one, `on_retry(&Result<T, E>, &RetryInfo)` before each retry's sleep,
+//! the `hint` that reads a delay from a failure, the [`Fallback`] called when the call gives
+//! up, and what tracing events say about a call ([`Describe`]).
 
 use std::fmt;
 use std::time::Duration;
@@ -102,31 +103,67 @@ pub struct RetryInfo {
     pub delay: Duration,
     /// Time since the first attempt of the call started.
     pub elapsed: Duration,
-    /// The rule that matched the error.
+    /// The rule that matched the failure (an error, or a value an `Ok(..)` kind matched).
     pub rule: RuleId,
     /// Whether the delay came from the hint rather than the backoff strategy.
     pub hinted: bool,
 }
 
-/// Called before each retry's sleep with the error and a [`RetryInfo`]. Implemented for every
-/// `Fn(&E, &RetryInfo)`.
-pub trait OnRetry<E> {
+/// Called before each retry's sleep with the outcome that is retried and a [`RetryInfo`]:
+/// `Err(e)` for an error, `Ok(v)` for a value an `Ok(..)` kind matched. Implemented for every
+/// `Fn(&Result<T, E>, &RetryInfo)`.
+#[diagnostic::on_unimplemented(
+    message = "`on_retry` must be a `Fn(&Result<{T}, {E}>, &retry_runtime::RetryInfo)` callback",
+    label = "expected a closure or fn taking the retried outcome and the retry's details"
+)]
+pub trait OnRetry<T, E> {
     /// Whether there is a callback (the loop computes [`RetryInfo`] only then).
     const ACTIVE: bool = true;
     /// The callback.
-    fn on_retry(&self, error: &E, info: &RetryInfo);
+    fn on_retry(&self, outcome: &Result<T, E>, info: &RetryInfo);
 }
 
-impl<E> OnRetry<E> for Noop {
+impl<T, E> OnRetry<T, E> for Noop {
     const ACTIVE: bool = false;
     #[inline(always)]
-    fn on_retry(&self, _: &E, _: &RetryInfo) {}
+    fn on_retry(&self, _: &Result<T, E>, _: &RetryInfo) {}
 }
 
-impl<E, F: Fn(&E, &RetryInfo)> OnRetry<E> for F {
+impl<T, E, F: Fn(&Result<T, E>, &RetryInfo)> OnRetry<T, E> for F {
     #[inline]
-    fn on_retry(&self, error: &E, info: &RetryInfo) {
-        self(error, info)
+    fn on_retry(&self, outcome: &Result<T, E>, info: &RetryInfo) {
+        self(outcome, info)
+    }
+}
+
+/// What a call returns instead of giving up with an error (SPEC section 14): called once with
+/// the error the call would return (not retried, retries used up, `max_delay`, deadline, empty
+/// budget, open breaker); its result is returned. Never called on success, nor when a value an
+/// `Ok(..)` kind matched is returned after the retries. Implemented for every
+/// `Fn(E) -> Result<T, E>`; [`Noop`] returns the error.
+#[diagnostic::on_unimplemented(
+    message = "`fallback` must be a `Fn({E}) -> Result<{T}, {E}>`",
+    label = "expected a closure or fn taking the error by value and returning the fn's `Result`"
+)]
+pub trait Fallback<T, E> {
+    /// Whether there is a fallback.
+    const ACTIVE: bool = true;
+    /// The result to return instead of `Err(error)`.
+    fn fallback(&self, error: E) -> Result<T, E>;
+}
+
+impl<T, E> Fallback<T, E> for Noop {
+    const ACTIVE: bool = false;
+    #[inline(always)]
+    fn fallback(&self, error: E) -> Result<T, E> {
+        Err(error)
+    }
+}
+
+impl<T, E, F: Fn(E) -> Result<T, E>> Fallback<T, E> for F {
+    #[inline]
+    fn fallback(&self, error: E) -> Result<T, E> {
+        self(error)
     }
 }
 

@@ -138,10 +138,13 @@ impl<E, F> crate::callbacks::OnError<E> for Checked<F, fn(&F, &E, u32)> {
     }
 }
 
-impl<E, F> crate::callbacks::OnRetry<E> for Checked<F, fn(&F, &E, &RetryInfo)> {
+/// The call of a checked `on_retry` callback.
+pub type OnRetryCall<R, T, E> = fn(&R, &Result<T, E>, &RetryInfo);
+
+impl<T, E, F> crate::callbacks::OnRetry<T, E> for Checked<F, OnRetryCall<F, T, E>> {
     #[inline(always)]
-    fn on_retry(&self, error: &E, info: &RetryInfo) {
-        (self.call)(&self.f, error, info)
+    fn on_retry(&self, outcome: &Result<T, E>, info: &RetryInfo) {
+        (self.call)(&self.f, outcome, info)
     }
 }
 
@@ -280,15 +283,258 @@ pub fn hint<E, H: Fn(&E) -> Option<Duration>>(h: H) -> Checked<H, HintCall<H, E>
     }
 }
 
-/// Checks an `on_retry` callback against the error type `E` (reported once, here).
+/// Checks an `on_retry` callback against the fn's `Result<T, E>` (reported once, here).
 #[inline(always)]
-pub fn on_retry<E, R: Fn(&E, &RetryInfo)>(r: R) -> Checked<R, fn(&R, &E, &RetryInfo)> {
+pub fn on_retry<T, E, R: Fn(&Result<T, E>, &RetryInfo)>(r: R) -> Checked<R, OnRetryCall<R, T, E>> {
     Checked {
         f: r,
-        call: |r, e, i| r(e, i),
+        call: |r, o, i| r(o, i),
     }
 }
 
+/// An `Ok(..)` kind written as a closure must take `&T`, the fn's `Ok` type.
+#[diagnostic::on_unimplemented(
+    message = "an `Ok(..)` closure must be a `Fn(&{T}) -> bool`",
+    label = "`Ok(..)` kinds are called with a reference to the fn's `Ok` value, `&{T}`",
+    note = "write the closure as `|v: &{T}| ...` returning `bool`, or give a pattern of `{T}` such as `Ok(Status::Busy)`"
+)]
+pub trait OkPredicate<T> {
+    /// Whether the value matches.
+    fn test(&self, value: &T) -> bool;
+}
+impl<T, F: Fn(&T) -> bool> OkPredicate<T> for F {
+    #[inline(always)]
+    fn test(&self, value: &T) -> bool {
+        self(value)
+    }
+}
+
+/// A `hint` inside `when(Ok(..), ...)` must read the fn's `Ok` value.
+#[diagnostic::on_unimplemented(
+    message = "a `hint` inside `when(Ok(..), ...)` must be a `Fn(&{T}) -> Option<std::time::Duration>`",
+    label = "it reads the delay from the matched value, a `&{T}`"
+)]
+pub trait OkHint<T> {
+    /// The delay asked for.
+    fn delay(&self, value: &T) -> Option<Duration>;
+}
+impl<T, F: Fn(&T) -> Option<Duration>> OkHint<T> for F {
+    #[inline(always)]
+    fn delay(&self, value: &T) -> Option<Duration> {
+        self(value)
+    }
+}
+
+/// A checked `Ok(..)` kind of the fn's `Ok` type `T`, with its `hint` (`Noop` for none).
+pub struct OkKind<T, F, H> {
+    test: F,
+    hint: H,
+    call: fn(&F, &T) -> bool,
+    hint_call: fn(&H, &T) -> Option<Duration>,
+}
+
+impl<T, F, H> std::fmt::Debug for OkKind<T, F, H> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OkKind")
+    }
+}
+
+impl<T, F, H> crate::kind::ClassifyValue<T> for OkKind<T, F, H> {
+    #[inline(always)]
+    fn matches_value(&self, value: &T) -> bool {
+        (self.call)(&self.test, value)
+    }
+    #[inline(always)]
+    fn hint_value(&self, value: &T) -> Option<Duration> {
+        (self.hint_call)(&self.hint, value)
+    }
+}
+
+/// `Ok(CLOSURE)` or `Ok(PATTERN)` (as a closure): checks it against the fn's `Ok` type `T`,
+/// where it is written.
+#[inline(always)]
+pub fn ok_kind<T, F: OkPredicate<T>>(test: F) -> OkKind<T, F, crate::callbacks::Noop> {
+    OkKind {
+        test,
+        hint: crate::callbacks::Noop,
+        call: F::test,
+        hint_call: |_, _| None,
+    }
+}
+
+/// `hint = ...` inside `when(Ok(..), ...)`: checks it against the fn's `Ok` type `T`.
+#[inline(always)]
+pub fn ok_hint<T, F, H: OkHint<T>>(
+    kind: OkKind<T, F, crate::callbacks::Noop>,
+    hint: H,
+) -> OkKind<T, F, H> {
+    OkKind {
+        test: kind.test,
+        hint,
+        call: kind.call,
+        hint_call: H::delay,
+    }
+}
+
+/// A blocking fn's `fallback` must take the error and return the fn's `Result`.
+#[diagnostic::on_unimplemented(
+    message = "`fallback` must be a `Fn({E}) -> Result<{T}, {E}>`",
+    label = "it is called once with the error the call would return, and its `Result` is returned",
+    note = "take the error by value and return the fn's `Result` type; only an `async fn` may give an async fallback"
+)]
+pub trait SyncFallback<T, E> {
+    /// The result to return instead of the error.
+    fn run(&self, error: E) -> Result<T, E>;
+}
+impl<T, E, F: Fn(E) -> Result<T, E>> SyncFallback<T, E> for F {
+    #[inline(always)]
+    fn run(&self, error: E) -> Result<T, E> {
+        self(error)
+    }
+}
+
+/// The call of a checked fallback.
+pub type FallbackCall<F, E, O> = fn(&F, E) -> O;
+
+/// A checked fallback: `F` was proven to be one where the attribute's `fallback` is written,
+/// and is called through `call` (so a wrong one is reported once, there).
+pub struct FallbackChecked<F, C> {
+    f: F,
+    call: C,
+}
+
+impl<F, C> std::fmt::Debug for FallbackChecked<F, C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("FallbackChecked")
+    }
+}
+
+impl<F, T, E> FallbackChecked<F, FallbackCall<F, E, Result<T, E>>> {
+    /// Calls a blocking fn's fallback.
+    #[inline(always)]
+    pub fn run(&self, error: E) -> Result<T, E> {
+        (self.call)(&self.f, error)
+    }
+}
+
+/// Checks a blocking fn's `fallback` against its `Result<T, E>` (reported once, here).
+#[inline(always)]
+pub fn fallback<T, E, F: SyncFallback<T, E>>(
+    f: F,
+) -> FallbackChecked<F, FallbackCall<F, E, Result<T, E>>> {
+    FallbackChecked { f, call: F::run }
+}
+
+/// An async fn's `fallback` must take the error by value; it returns the fn's `Result` or a
+/// future of it.
+#[diagnostic::on_unimplemented(
+    message = "`fallback` must be a `Fn({E}) -> Result<T, {E}>` or a `Fn({E}) -> impl Future<Output = Result<T, {E}>>`",
+    label = "it is called once with the error the call would return, and its `Result` is returned",
+    note = "take the error by value and return the fn's `Result` type (an async fallback returns a future of it)"
+)]
+pub trait AsyncFallbackFn<E> {
+    /// What the fallback returns: a `Result`, or a future of one.
+    type Output;
+    /// Calls the fallback.
+    fn run(&self, error: E) -> Self::Output;
+}
+impl<E, O, F: Fn(E) -> O> AsyncFallbackFn<E> for F {
+    type Output = O;
+    #[inline(always)]
+    fn run(&self, error: E) -> O {
+        self(error)
+    }
+}
+
+impl<F, E, O> FallbackChecked<F, FallbackCall<F, E, O>> {
+    /// Calls an async fn's fallback: a `Result`, or a future of one.
+    #[inline(always)]
+    pub fn run_async(&self, error: E) -> O {
+        (self.call)(&self.f, error)
+    }
+}
+
+/// Checks an async fn's `fallback` against its error type `E` (reported once, here).
+#[inline(always)]
+pub fn async_fallback<E, F: AsyncFallbackFn<E>>(
+    f: F,
+) -> FallbackChecked<F, FallbackCall<F, E, F::Output>> {
+    FallbackChecked { f, call: F::run }
+}
+
+/// Tells apart what an async fn's fallback returned, by autoref: a `Result` is returned as it
+/// is ([`FallbackResult`]), a future is awaited ([`FallbackAwait`]).
+pub trait FallbackIsResult {
+    /// The tag of a `Result`.
+    fn fallback_kind(&self) -> FallbackResult {
+        FallbackResult
+    }
+}
+impl<T, E> FallbackIsResult for Result<T, E> {}
+
+/// See [`FallbackIsResult`]: the tag of a future.
+pub trait FallbackIsFuture {
+    /// The tag of a future.
+    fn fallback_kind(&self) -> FallbackAwait {
+        FallbackAwait
+    }
+}
+impl<F> FallbackIsFuture for &F {}
+
+/// What an async fn's fallback returns, when it is not a `Result`: a future of one.
+#[diagnostic::on_unimplemented(
+    message = "`fallback` must return `Result<{T}, {E}>` or a future of it, found `{Self}`",
+    label = "the value of this fallback is returned by the fn",
+    note = "an async fallback returns a future whose output is the fn's `Result` type"
+)]
+pub trait FallbackFuture<T, E>: Future<Output = Result<T, E>> {}
+impl<T, E, F: Future<Output = Result<T, E>>> FallbackFuture<T, E> for F {}
+
+/// The fallback returned a `Result`.
+#[derive(Debug, Clone, Copy)]
+pub struct FallbackResult;
+
+impl FallbackResult {
+    /// The `Result`, as a ready future.
+    #[inline(always)]
+    pub fn into_future<T, E, R: FallbackResultOf<T, E>>(
+        self,
+        r: R,
+    ) -> std::future::Ready<Result<T, E>> {
+        std::future::ready(r.into_result())
+    }
+}
+
+/// A fallback's `Result` must be the fn's.
+#[diagnostic::on_unimplemented(
+    message = "`fallback` must return `Result<{T}, {E}>` or a future of it, found `{Self}`",
+    label = "the value of this fallback is returned by the fn"
+)]
+pub trait FallbackResultOf<T, E> {
+    /// The `Result`.
+    fn into_result(self) -> Result<T, E>;
+}
+impl<T, E> FallbackResultOf<T, E> for Result<T, E> {
+    #[inline(always)]
+    fn into_result(self) -> Result<T, E> {
+        self
+    }
+}
+
+/// The fallback returned a future.
+#[derive(Debug, Clone, Copy)]
+pub struct FallbackAwait;
+
+impl FallbackAwait {
+    /// The future, to await.
+    #[inline(always)]
+    pub fn into_future<T, E, F: FallbackFuture<T, E>>(
+        self,
+        f: F,
+    ) -> impl Future<Output = Result<T, E>> {
+        f
+    }
+}
 /// `breaker` needs `E: From<Open>`.
 #[diagnostic::on_unimplemented(
     message = "`breaker` needs the error type `{Self}` to implement `From<retry_runtime::Open>`",

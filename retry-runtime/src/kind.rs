@@ -171,6 +171,17 @@ impl<E> Classify<E> for AnyError {
     }
 }
 
+/// No error: the `on` kind of a policy that retries only values (an `on` list in the
+/// attribute that holds only `Ok(..)` kinds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct NoError;
+
+impl<E> Classify<E> for NoError {
+    fn matches(&self, _: &Failure<'_, E>) -> bool {
+        false
+    }
+}
+
 /// The attempt ran out of its timeout, or an `std::io::Error` of kind `TimedOut` (or an
 /// [`Elapsed`]) is in the error's `source()` chain.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -317,6 +328,118 @@ impl<E, A: Classify<E>, B: Classify<E>> Classify<E> for Or<A, B> {
     }
 }
 
+/// Decides whether a rule applies to a successful value: the `Ok(..)` kinds of SPEC section 13.
+/// A matched value counts as a failed attempt (same rules, retry count, backoff, `max_delay`,
+/// deadline, budget and breaker); when its rule gives up, the last value is returned as
+/// `Ok(value)`.
+///
+/// `()` matches no value; [`OkIf`] is a closure over `&T`; [`OkIf::hint`] adds a delay read
+/// from the value (a `Retry-After` header); [`Or`] combines value kinds.
+///
+/// ```
+/// use retry_runtime::kind::{ClassifyValue, OkIf};
+/// let busy = OkIf(|status: &u16| *status == 503);
+/// assert!(busy.matches_value(&503));
+/// assert!(!busy.matches_value(&200));
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not an `Ok(..)` kind for values of type `{T}`",
+    label = "expected a closure `Fn(&{T}) -> bool` (wrap it in `retry_runtime::kind::OkIf`)"
+)]
+pub trait ClassifyValue<T> {
+    /// Whether this kind can match anything (`()` cannot): the loop skips values otherwise.
+    const ACTIVE: bool = true;
+    /// True if the rule applies to `value`.
+    fn matches_value(&self, value: &T) -> bool;
+    /// The delay a matched value asks for, which replaces the backoff (still bounded by
+    /// `max_delay` and the deadline).
+    fn hint_value(&self, value: &T) -> Option<std::time::Duration> {
+        let _ = value;
+        None
+    }
+}
+
+impl<T> ClassifyValue<T> for () {
+    const ACTIVE: bool = false;
+    #[inline(always)]
+    fn matches_value(&self, _: &T) -> bool {
+        false
+    }
+}
+
+impl<T, K: ClassifyValue<T> + ?Sized> ClassifyValue<T> for &K {
+    const ACTIVE: bool = K::ACTIVE;
+    #[inline]
+    fn matches_value(&self, value: &T) -> bool {
+        (**self).matches_value(value)
+    }
+    #[inline]
+    fn hint_value(&self, value: &T) -> Option<std::time::Duration> {
+        (**self).hint_value(value)
+    }
+}
+
+/// An `Ok(..)` kind: a closure over the successful value, `OkIf(|r: &Response| r.status() ==
+/// 503)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OkIf<F>(pub F);
+
+impl<F> OkIf<F> {
+    /// This kind, with a delay read from the matched value: when `hint` returns one, it
+    /// replaces the backoff (a `Retry-After` header, say).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use retry_runtime::kind::{ClassifyValue, OkIf};
+    /// let busy = OkIf(|s: &(u16, u64)| s.0 == 429).hint(|s: &(u16, u64)| Some(Duration::from_secs(s.1)));
+    /// assert_eq!(busy.hint_value(&(429, 3)), Some(Duration::from_secs(3)));
+    /// ```
+    pub fn hint<H>(self, hint: H) -> OkHinted<F, H> {
+        OkHinted { kind: self.0, hint }
+    }
+}
+
+impl<T, F: Fn(&T) -> bool> ClassifyValue<T> for OkIf<F> {
+    #[inline]
+    fn matches_value(&self, value: &T) -> bool {
+        (self.0)(value)
+    }
+}
+
+/// An [`OkIf`] kind with a hint read from the value (see [`OkIf::hint`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OkHinted<F, H> {
+    kind: F,
+    hint: H,
+}
+
+impl<T, F: Fn(&T) -> bool, H: Fn(&T) -> Option<std::time::Duration>> ClassifyValue<T>
+    for OkHinted<F, H>
+{
+    #[inline]
+    fn matches_value(&self, value: &T) -> bool {
+        (self.kind)(value)
+    }
+    #[inline]
+    fn hint_value(&self, value: &T) -> Option<std::time::Duration> {
+        (self.hint)(value)
+    }
+}
+
+impl<T, A: ClassifyValue<T>, B: ClassifyValue<T>> ClassifyValue<T> for Or<A, B> {
+    const ACTIVE: bool = A::ACTIVE || B::ACTIVE;
+    fn matches_value(&self, value: &T) -> bool {
+        self.0.matches_value(value) || self.1.matches_value(value)
+    }
+    fn hint_value(&self, value: &T) -> Option<std::time::Duration> {
+        if self.0.matches_value(value) {
+            self.0.hint_value(value)
+        } else {
+            self.1.hint_value(value)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -364,6 +487,18 @@ mod tests {
         assert!(Timeout.matches(&failure(&via_io)));
         let other: Box<dyn Error> = "nope".into();
         assert!(!Timeout.matches(&failure(&other)));
+    }
+
+    #[test]
+    fn value_kinds_match_and_hint() {
+        use std::time::Duration;
+        let k = OkIf(|v: &u16| *v == 503)
+            .or(OkIf(|v: &u16| *v == 429).hint(|_: &u16| Some(Duration::from_secs(2))));
+        assert!(k.matches_value(&503) && k.matches_value(&429) && !k.matches_value(&200));
+        assert_eq!(k.hint_value(&503), None);
+        assert_eq!(k.hint_value(&429), Some(Duration::from_secs(2)));
+        assert!(!().matches_value(&503));
+        const { assert!(!<() as ClassifyValue<u16>>::ACTIVE) };
     }
 
     #[test]

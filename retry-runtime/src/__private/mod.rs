@@ -11,7 +11,7 @@ use std::time::Duration;
 // What the expansion names, and nothing else.
 pub use crate::call::Step;
 pub use crate::callbacks::Noop;
-pub use crate::kind::{AnyError, Or};
+pub use crate::kind::{AnyError, NoError, Or};
 pub use crate::time::DefaultEnv;
 pub use crate::timeout::{NoTimeout, sync_deadline, sync_timeout};
 #[cfg(feature = "tokio")]
@@ -25,7 +25,7 @@ pub use std::io::ErrorKind;
 
 use crate::Policy;
 use crate::policy::Extras;
-use crate::policy::rules::Rule;
+use crate::policy::rules::{OkRule, Rule};
 pub use crate::policy::settings::RuleSettings;
 use crate::time::Sleep;
 pub use crate::{Backoff, Jitter};
@@ -141,19 +141,22 @@ pub fn pin_output<Ret: IsResult, F: Future<Output = Ret>>(body: F) -> F {
 /// The overload-protection settings written in the attribute, and what its tracing events
 /// say about the fn ([`describe`]).
 #[inline(always)]
-pub const fn extras<Bu, Br, H, R, N>(
+pub const fn extras<Bu, Br, H, R, N, V>(
     budget: Bu,
     breaker: Br,
     hint: H,
     on_retry: R,
     describe: N,
-) -> Extras<Bu, Br, H, R, N> {
+    on_ok: V,
+) -> Extras<Bu, Br, H, R, N, V> {
     Extras {
         budget,
         breaker,
         hint,
         on_retry,
         describe,
+        on_ok,
+        fallback: Noop,
     }
 }
 
@@ -161,13 +164,19 @@ pub const fn extras<Bu, Br, H, R, N>(
 /// that the generated code carries the return type's span and binds no projection (a
 /// non-`Result` return type is then reported once, there).
 #[inline(always)]
-pub fn admit<Ret, P, Tm>(call: &mut crate::Call<'_, P, Tm>) -> Option<Ret>
+pub fn admit<Ret, P, Tm>(call: &mut crate::Call<'_, P, Tm>) -> Option<Result<Ret::Ok, Ret::Err>>
 where
     Ret: IsResult,
-    P: crate::RetryPolicy<Ret::Err>,
+    P: crate::RetryPolicy<Ret::Ok, Ret::Err>,
     Tm: crate::call::Times,
 {
-    call.admit().map(Ret::from_result)
+    call.admit()
+}
+
+/// Appends a `when(Ok(..), ...)` rule.
+#[inline(always)]
+pub const fn when_ok<W, K, P>(rest: W, kind: K, settings: P) -> (W, OkRule<K, P>) {
+    (rest, OkRule::new(kind, settings))
 }
 
 // The fast path of a blocking fn's expansion: the first attempt runs before any policy is

@@ -43,7 +43,8 @@ pub(crate) struct Decide<'a, 'n, Tm> {
     pub(crate) times: &'a mut Tm,
     pub(crate) env: &'a dyn Clock,
     pub(crate) now: &'a mut LazyNow<'n>,
-    /// The delay the failure asked for, which replaces the backoff.
+    /// The delay the error asked for (the policy's hint), which replaces the backoff; a
+    /// matched value's own hint is given to `visit`.
     pub(crate) hinted: Option<Duration>,
 }
 
@@ -63,10 +64,11 @@ pub(crate) enum GiveUp {
 }
 
 impl<Tm: Times> PlanVisitor for Decide<'_, '_, Tm> {
-    type Out = Result<(Duration, RuleId), GiveUp>;
+    /// The delay, the rule, and whether a matched value's hint gave the delay.
+    type Out = Result<(Duration, RuleId, bool), GiveUp>;
 
     #[inline]
-    fn visit<P: Plan>(self, plan: &P, rule: RuleId) -> Self::Out {
+    fn visit<P: Plan>(self, plan: &P, rule: RuleId, value_hint: Option<Duration>) -> Self::Out {
         if !plan.retry_limit().allows(self.retries) {
             return Err(GiveUp::RetryLimit);
         }
@@ -80,7 +82,7 @@ impl<Tm: Times> PlanVisitor for Decide<'_, '_, Tm> {
             retries: self.retries,
             rng: None,
         };
-        let delay = match self.hinted {
+        let delay = match value_hint.or(self.hinted) {
             Some(hint) => hint,
             None => plan.next_delay(self.jitter, &mut rng),
         };
@@ -91,7 +93,7 @@ impl<Tm: Times> PlanVisitor for Decide<'_, '_, Tm> {
                 return Err(GiveUp::MaxDelay);
             }
         }
-        Ok((delay, rule))
+        Ok((delay, rule, value_hint.is_some()))
     }
 }
 

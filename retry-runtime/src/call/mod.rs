@@ -69,7 +69,8 @@ pub struct Call<'p, P, Tm = Timed> {
     seed: CallSeed,
 }
 
-impl<W, K, P, T, S, F, C, Bu, Br, H, Rt, N> Policy<W, K, P, T, S, F, C, Extras<Bu, Br, H, Rt, N>>
+impl<W, K, P, T, S, F, C, Bu, Br, H, Rt, N, V, Fb>
+    Policy<W, K, P, T, S, F, C, Extras<Bu, Br, H, Rt, N, V, Fb>>
 where
     T: AttemptTimeout,
     C: Env + Sync,
@@ -123,7 +124,7 @@ where
     /// paused, it still sees real time pass while it sleeps.
     pub fn call<'p, R, E, G>(&'p self, body: G) -> Result<R, E>
     where
-        Self: RetryPolicy<E> + PolicyCore<Env = C>,
+        Self: RetryPolicy<R, E> + PolicyCore<Env = C>,
         C: Env,
         G: FnMut(Attempt<'p>) -> Result<R, E>,
     {
@@ -157,7 +158,7 @@ where
     #[cfg(feature = "tokio")]
     pub async fn call_async<'p, R, E, G, Fut>(&'p self, body: G) -> Result<R, E>
     where
-        Self: RetryPolicy<E> + PolicyCore<Env = C, Timeout = T>,
+        Self: RetryPolicy<R, E> + PolicyCore<Env = C, Timeout = T>,
         T: AsyncTimeout<E>,
         C: crate::time::AsyncSleep,
         G: FnMut(Attempt<'p>) -> Fut,
@@ -170,19 +171,28 @@ where
 /// The blocking loop of [`RetryPolicy::call`].
 pub(crate) fn run_blocking<'p, P, R, E, G>(policy: &'p P, mut body: G) -> Result<R, E>
 where
-    P: RetryPolicy<E>,
+    P: RetryPolicy<R, E>,
     G: FnMut(Attempt<'p>) -> Result<R, E>,
 {
     let mut call = start(policy, Blocking(Timed::now(policy.env(), true)));
     loop {
         if let Some(rejected) = call.admit() {
-            return rejected;
+            return finish(policy, rejected);
         }
         let attempt = call.attempt();
         match call.settle(body(attempt), false) {
-            Step::Return(r) => return r,
+            Step::Return(r) => return finish(policy, r),
             Step::Retry(delay) => policy.env().sleep(delay),
         }
+    }
+}
+
+/// What a call returns: `result`, or the fallback's result for an error.
+#[inline(always)]
+fn finish<P: RetryPolicy<R, E>, R, E>(policy: &P, result: Result<R, E>) -> Result<R, E> {
+    match result {
+        Err(e) => policy.fallback(e),
+        ok => ok,
     }
 }
 
@@ -210,7 +220,7 @@ pub(crate) fn start_credited<P: PolicyCore, Tm>(policy: &P, times: Tm) -> Call<'
 #[cfg(feature = "tokio")]
 pub(crate) async fn run_async<'p, P, R, E, G, Fut>(policy: &'p P, mut body: G) -> Result<R, E>
 where
-    P: RetryPolicy<E>,
+    P: RetryPolicy<R, E>,
     P::Env: crate::time::AsyncSleep,
     P::Timeout: AsyncTimeout<E>,
     G: FnMut(Attempt<'p>) -> Fut,
@@ -219,14 +229,14 @@ where
     let mut call = start(policy, Timed::now(policy.env(), false));
     loop {
         if let Some(rejected) = call.admit() {
-            return rejected;
+            return finish(policy, rejected);
         }
         let attempt = call.attempt();
         let limit = attempt.limit();
         let (result, fired) =
             crate::timeout::run_attempt(policy.timeout_setting(), limit, body(attempt)).await;
         match call.settle(result, fired) {
-            Step::Return(r) => return r,
+            Step::Return(r) => return finish(policy, r),
             Step::Retry(delay) => policy.env().sleep_async(delay).await,
         }
     }
@@ -258,7 +268,7 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
     #[inline]
     pub fn admit<R, E>(&mut self) -> Option<Result<R, E>>
     where
-        P: RetryPolicy<E>,
+        P: RetryPolicy<R, E>,
     {
         if !<P::Breaker as Breaker>::ACTIVE {
             return None;
@@ -310,56 +320,76 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
         self.retries
     }
 
-    /// Decides what follows an attempt's `result` (SPEC section 6). `timed_out` says the
-    /// attempt was cancelled by its timeout; an error returned at or after the attempt's
+    /// Decides what follows an attempt's `result` (SPEC sections 6 and 13). `timed_out` says
+    /// the attempt was cancelled by its timeout; an error returned at or after the attempt's
     /// deadline also counts as timed out.
     ///
-    /// On success, `on_success()` is called and the value returned. On error, `on_error(&e,
-    /// retries)` is called (`retries` is the failed attempt's [`Attempt::retries`]); then the
-    /// first matching rule decides: no rule, its retry limit reached, or its `max_delay`
-    /// budget unable to fit the next delay returns the error unchanged; otherwise `on_retry`
-    /// is called (with [`RetryInfo::retry`] = the number of the retry about to be made, 1 for
-    /// the first) and the delay (strategy, jitter, scale) is returned for sleeping.
+    /// On success, a value that no `Ok(..)` kind matches calls `on_success()` and is returned.
+    /// On error, `on_error(&e, retries)` is called (`retries` is the failed attempt's
+    /// [`Attempt::retries`]). Then, for an error or a matched value, the first matching rule
+    /// decides: no rule, its retry limit reached, or its `max_delay` budget unable to fit the
+    /// next delay returns the outcome unchanged (an error as `Err`, a matched value as `Ok`);
+    /// otherwise `on_retry` is called (with [`RetryInfo::retry`] = the number of the retry
+    /// about to be made, 1 for the first) and the delay (strategy, jitter, scale) is returned
+    /// for sleeping. The fallback, if any, is not applied here: the loops apply it to what
+    /// they return.
     #[inline]
     pub fn settle<R, E>(&mut self, result: Result<R, E>, timed_out: bool) -> Step<R, E>
     where
-        P: RetryPolicy<E>,
+        P: RetryPolicy<R, E>,
     {
         let mut now = LazyNow {
             clock: self.policy.env(),
             blocking: Tm::BLOCKING,
             at: None,
         };
+        if result.is_ok() && P::VALUES {
+            // A value an `Ok(..)` kind matches is a failed attempt for every rule and guard.
+            match self.retry_delay(&result, timed_out, &mut now) {
+                Err(GiveUp::NotRetryable) => {}
+                decided => {
+                    if <P::Breaker as Breaker>::ACTIVE {
+                        self.policy.breaker().record(now.get(), self.permit, false);
+                    }
+                    return match decided {
+                        Ok(delay) => Step::Retry(delay),
+                        Err(_reason) => {
+                            #[cfg(feature = "tracing")]
+                            self.trace_give_up(&result, _reason);
+                            Step::Return(result)
+                        }
+                    };
+                }
+            }
+        }
         if <P::Breaker as Breaker>::ACTIVE {
             self.policy
                 .breaker()
                 .record(now.get(), self.permit, result.is_ok());
         }
-        match result {
-            Ok(value) => {
-                self.policy.on_success();
-                Step::Return(Ok(value))
+        if result.is_ok() {
+            self.policy.on_success();
+            return Step::Return(result);
+        }
+        match self.retry_delay(&result, timed_out, &mut now) {
+            Ok(delay) => Step::Retry(delay),
+            Err(_reason) => {
+                #[cfg(feature = "tracing")]
+                self.trace_give_up(&result, _reason);
+                Step::Return(result)
             }
-            Err(error) => match self.retry_delay(&error, timed_out, &mut now) {
-                Ok(delay) => Step::Retry(delay),
-                Err(_reason) => {
-                    #[cfg(feature = "tracing")]
-                    self.trace_give_up(&error, _reason);
-                    Step::Return(Err(error))
-                }
-            },
         }
     }
 
     #[cfg(feature = "tracing")]
     #[cold]
-    fn trace_give_up<E>(&mut self, error: &E, reason: GiveUp)
+    fn trace_give_up<R, E>(&mut self, outcome: &Result<R, E>, reason: GiveUp)
     where
-        P: RetryPolicy<E>,
+        P: RetryPolicy<R, E>,
     {
         let function = self.policy.name();
         let error_type = std::any::type_name::<E>();
-        let error = ErrorText(self.policy, error);
+        let error = OutcomeText(self.policy, outcome);
         if reason == GiveUp::NotRetryable {
             tracing::debug!(
                 target: "retry_runtime",
@@ -372,48 +402,79 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
         } else if tracing::enabled!(target: "retry_runtime", tracing::Level::ERROR) {
             let now = self.now();
             let elapsed = now.saturating_duration_since(self.times.first_or(now));
-            tracing::error!(
-                target: "retry_runtime",
-                function,
-                retries = self.retries,
-                elapsed_ms = elapsed.as_millis() as u64,
-                reason = ?reason,
-                error = %error,
-                error_type,
-                "giving up: returning the last error"
-            );
+            if outcome.is_ok() {
+                tracing::error!(
+                    target: "retry_runtime",
+                    function,
+                    retries = self.retries,
+                    elapsed_ms = elapsed.as_millis() as u64,
+                    reason = ?reason,
+                    value_type = std::any::type_name::<R>(),
+                    "giving up: returning the last value"
+                );
+            } else {
+                tracing::error!(
+                    target: "retry_runtime",
+                    function,
+                    retries = self.retries,
+                    elapsed_ms = elapsed.as_millis() as u64,
+                    reason = ?reason,
+                    error = %error,
+                    error_type,
+                    "giving up: returning the last error"
+                );
+            }
         }
     }
 
-    /// The error path of [`settle`](Self::settle): the delay before the next attempt, or
-    /// `None` to give up.
+    /// The failure path of [`settle`](Self::settle), for an error or a value: the delay
+    /// before the next attempt, or why not to retry.
     #[inline]
-    fn retry_delay<E>(
+    fn retry_delay<R, E>(
         &mut self,
-        error: &E,
+        outcome: &Result<R, E>,
         timed_out: bool,
         now: &mut LazyNow<'_>,
     ) -> Result<Duration, GiveUp>
     where
-        P: RetryPolicy<E>,
+        P: RetryPolicy<R, E>,
     {
         let p = self.policy;
-        let timed_out = timed_out || self.times.deadline().is_some_and(|d| now.get() >= d);
-        p.on_error(error, self.retries);
-
-        let failure = Failure::new(error, timed_out);
-        let hinted = p.hint(error);
-        let visitor = Decide {
-            retries: self.retries,
-            jitter: &mut self.jitter,
-            seed: &mut self.seed,
-            times: &mut self.times,
-            env: p.env(),
-            now,
-            hinted,
+        let (hinted, selected) = match outcome {
+            Err(error) => {
+                let timed_out = timed_out || self.times.deadline().is_some_and(|d| now.get() >= d);
+                p.on_error(error, self.retries);
+                let failure = Failure::new(error, timed_out);
+                let hinted = p.hint(error);
+                let visitor = Decide {
+                    retries: self.retries,
+                    jitter: &mut self.jitter,
+                    seed: &mut self.seed,
+                    times: &mut self.times,
+                    env: p.env(),
+                    now,
+                    hinted,
+                };
+                (hinted, p.select(&failure, visitor))
+            }
+            Ok(value) => {
+                let visitor = Decide {
+                    retries: self.retries,
+                    jitter: &mut self.jitter,
+                    seed: &mut self.seed,
+                    times: &mut self.times,
+                    env: p.env(),
+                    now,
+                    hinted: None,
+                };
+                (None, p.select_value(value, visitor))
+            }
         };
-        let (delay, rule) = match p.select(&failure, visitor) {
-            Some(decision) => decision?,
+        let (delay, rule, hinted) = match selected {
+            Some(decision) => {
+                let (delay, rule, value_hint) = decision?;
+                (delay, rule, hinted.is_some() || value_hint)
+            }
             None => return Err(GiveUp::NotRetryable),
         };
         // The call's deadline: no retry once it has passed, nor one whose backoff would end
@@ -442,22 +503,36 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
                 delay,
                 elapsed: now.saturating_duration_since(self.times.first_or(now)),
                 rule,
-                hinted: hinted.is_some(),
+                hinted,
             };
-            p.on_retry(error, &info);
+            p.on_retry(outcome, &info);
             #[cfg(feature = "tracing")]
-            tracing::warn!(
-                target: "retry_runtime",
-                function = p.name(),
-                retry = info.retry,
-                delay_ms = info.delay.as_millis() as u64,
-                elapsed_ms = info.elapsed.as_millis() as u64,
-                rule = ?info.rule,
-                hinted = info.hinted,
-                error = %ErrorText(p, error),
-                error_type = std::any::type_name::<E>(),
-                "attempt failed, retrying"
-            );
+            if outcome.is_ok() {
+                tracing::warn!(
+                    target: "retry_runtime",
+                    function = p.name(),
+                    retry = info.retry,
+                    delay_ms = info.delay.as_millis() as u64,
+                    elapsed_ms = info.elapsed.as_millis() as u64,
+                    rule = ?info.rule,
+                    hinted = info.hinted,
+                    value_type = std::any::type_name::<R>(),
+                    "attempt returned a value an Ok(..) kind matches, retrying"
+                );
+            } else {
+                tracing::warn!(
+                    target: "retry_runtime",
+                    function = p.name(),
+                    retry = info.retry,
+                    delay_ms = info.delay.as_millis() as u64,
+                    elapsed_ms = info.elapsed.as_millis() as u64,
+                    rule = ?info.rule,
+                    hinted = info.hinted,
+                    error = %OutcomeText(p, outcome),
+                    error_type = std::any::type_name::<E>(),
+                    "attempt failed, retrying"
+                );
+            }
         }
         self.retries = self.retries.saturating_add(1);
         self.jitter.exponent = self.jitter.exponent.saturating_add(1);
@@ -465,13 +540,17 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
     }
 }
 
-/// An error as a policy writes it, for the `error` field of tracing events.
+/// An outcome as a policy writes it, for the `error` field of tracing events: the error's
+/// text, or the value's type.
 #[cfg(feature = "tracing")]
-struct ErrorText<'a, P, E>(&'a P, &'a E);
+struct OutcomeText<'a, P, R, E>(&'a P, &'a Result<R, E>);
 
 #[cfg(feature = "tracing")]
-impl<P: RetryPolicy<E>, E> fmt::Display for ErrorText<'_, P, E> {
+impl<P: RetryPolicy<R, E>, R, E> fmt::Display for OutcomeText<'_, P, R, E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.write_error(self.1, f)
+        match self.1 {
+            Err(e) => self.0.write_error(e, f),
+            Ok(_) => write!(f, "a value of type {}", std::any::type_name::<R>()),
+        }
     }
 }

@@ -11,7 +11,7 @@ use crate::callbacks::Noop;
 use crate::guard::{CircuitBreaker, RetryBudget};
 use crate::jitter::FullJitter;
 use crate::kind::AnyError;
-use crate::policy::rules::Rule;
+use crate::policy::rules::{OkRule, Rule};
 use crate::policy::settings::{Retries, RuleSettings, Settings};
 use crate::time::{DefaultEnv, Seeded};
 use crate::timeout::{NoTimeout, PerAttempt, SetTimeout, WithDeadline};
@@ -186,6 +186,54 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
         PolicyBuilder {
             policy: Policy {
                 whens: (p.whens, Rule::new(kind, settings.rule)),
+                on: p.on,
+                settings: p.settings,
+                timeout: p.timeout,
+                on_success: p.on_success,
+                on_error: p.on_error,
+                env: p.env,
+                extras: p.extras,
+            },
+            error,
+            seed: self.seed,
+        }
+    }
+
+    /// Adds a rule for successful values (SPEC section 13): values matching the `Ok(..)` kind
+    /// `kind` (an [`OkIf`](crate::kind::OkIf), with [`OkIf::hint`](crate::kind::OkIf::hint)
+    /// to read the delay from the value) count as failed attempts and use the settings `f`
+    /// makes from the current `on` settings. Rules are tried in the order added, with the
+    /// error rules; a value is only ever matched by value rules.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use retry_runtime::kind::OkIf;
+    /// use retry_runtime::{NoBackoff, Policy};
+    ///
+    /// // (status, Retry-After in seconds)
+    /// let busy = OkIf(|r: &(u16, u64)| r.0 == 429).hint(|r: &(u16, u64)| Some(Duration::from_secs(r.1)));
+    /// let policy = Policy::builder().backoff(NoBackoff).when_ok(busy, |s| s.retries(10)).build()?;
+    /// # let _ = policy;
+    /// # Ok::<(), retry_runtime::ConfigError>(())
+    /// ```
+    pub fn when_ok<K2, B2, J2>(
+        self,
+        kind: K2,
+        f: impl FnOnce(Settings<B, J>) -> Settings<B2, J2>,
+    ) -> PolicyBuilder<(W, OkRule<K2, RuleSettings<B2, J2>>), K, B, J, T, S, F, C, X>
+    where
+        B: Clone,
+        J: Clone,
+    {
+        let p = self.policy;
+        let settings = f(p.settings.clone());
+        let mut error = self.error;
+        if let Some(e) = settings.error {
+            error.get_or_insert(e);
+        }
+        PolicyBuilder {
+            policy: Policy {
+                whens: (p.whens, OkRule::new(kind, settings.rule)),
                 on: p.on,
                 settings: p.settings,
                 timeout: p.timeout,
@@ -416,8 +464,8 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
     }
 }
 
-impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N>
-    PolicyBuilder<W, K, B, J, T, S, F, C, Extras<Bu, Br, H, R, N>>
+impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb>
+    PolicyBuilder<W, K, B, J, T, S, F, C, Extras<Bu, Br, H, R, N, V, Fb>>
 {
     /// Shares a retry budget: every call earns tokens, every retry spends them, and a retry
     /// that finds the budget empty is not made.
@@ -434,7 +482,7 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N>
     ///     .budget(&budget)
     ///     .breaker(&breaker)
     ///     .hint(|e: &std::io::Error| None)
-    ///     .on_retry(|e: &std::io::Error, info| eprintln!("retry {} in {:?}", info.retry, info.delay))
+    ///     .on_retry(|_: &std::io::Result<()>, info| eprintln!("retry {} in {:?}", info.retry, info.delay))
     ///     .build()?;
     /// let mut attempts = 0;
     /// let r: std::io::Result<()> = policy.call(|_| {
@@ -448,13 +496,15 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N>
     pub fn budget(
         self,
         budget: &RetryBudget,
-    ) -> PolicyBuilder<W, K, B, J, T, S, F, C, Extras<&RetryBudget, Br, H, R, N>> {
+    ) -> PolicyBuilder<W, K, B, J, T, S, F, C, Extras<&RetryBudget, Br, H, R, N, V, Fb>> {
         self.map_extras(|x| Extras {
             budget,
             breaker: x.breaker,
             hint: x.hint,
             on_retry: x.on_retry,
             describe: x.describe,
+            on_ok: x.on_ok,
+            fallback: x.fallback,
         })
     }
 
@@ -463,13 +513,15 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N>
     pub fn breaker(
         self,
         breaker: &CircuitBreaker,
-    ) -> PolicyBuilder<W, K, B, J, T, S, F, C, Extras<Bu, &CircuitBreaker, H, R, N>> {
+    ) -> PolicyBuilder<W, K, B, J, T, S, F, C, Extras<Bu, &CircuitBreaker, H, R, N, V, Fb>> {
         self.map_extras(|x| Extras {
             budget: x.budget,
             breaker,
             hint: x.hint,
             on_retry: x.on_retry,
             describe: x.describe,
+            on_ok: x.on_ok,
+            fallback: x.fallback,
         })
     }
 
@@ -478,29 +530,109 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N>
     pub fn hint<E, H2: Fn(&E) -> Option<Duration>>(
         self,
         hint: H2,
-    ) -> PolicyBuilder<W, K, B, J, T, S, F, C, Extras<Bu, Br, H2, R, N>> {
+    ) -> PolicyBuilder<W, K, B, J, T, S, F, C, Extras<Bu, Br, H2, R, N, V, Fb>> {
         self.map_extras(|x| Extras {
             budget: x.budget,
             breaker: x.breaker,
             hint,
             on_retry: x.on_retry,
             describe: x.describe,
+            on_ok: x.on_ok,
+            fallback: x.fallback,
         })
     }
 
-    /// Called before each retry's sleep with the error and a [`RetryInfo`](crate::RetryInfo):
-    /// the number of the retry (1 for the first), the delay, the time since the first attempt
-    /// and the rule that matched.
-    pub fn on_retry<E, R2: Fn(&E, &crate::RetryInfo)>(
+    /// Called before each retry's sleep with the outcome retried (`Err(e)`, or `Ok(v)` for a
+    /// value an `Ok(..)` kind matched) and a [`RetryInfo`](crate::RetryInfo): the number of
+    /// the retry (1 for the first), the delay, the time since the first attempt and the rule
+    /// that matched.
+    pub fn on_retry<T2, E, R2: Fn(&Result<T2, E>, &crate::RetryInfo)>(
         self,
         on_retry: R2,
-    ) -> PolicyBuilder<W, K, B, J, T, S, F, C, Extras<Bu, Br, H, R2, N>> {
+    ) -> PolicyBuilder<W, K, B, J, T, S, F, C, Extras<Bu, Br, H, R2, N, V, Fb>> {
         self.map_extras(|x| Extras {
             budget: x.budget,
             breaker: x.breaker,
             hint: x.hint,
             on_retry,
             describe: x.describe,
+            on_ok: x.on_ok,
+            fallback: x.fallback,
+        })
+    }
+
+    /// Which successful values the `on` rule retries (SPEC section 13): an `Ok(..)` kind,
+    /// such as [`OkIf`](crate::kind::OkIf)`(|r: &Response| r.status() == 503)`. A matched
+    /// value counts as a failed attempt for every rule, limit and guard; when the rule gives
+    /// up, the last value is returned as `Ok`. Values matched by no kind are successes.
+    ///
+    /// ```
+    /// use retry_runtime::kind::OkIf;
+    /// use retry_runtime::{NoBackoff, Policy};
+    ///
+    /// let policy = Policy::builder()
+    ///     .retries(3)
+    ///     .backoff(NoBackoff)
+    ///     .on_ok(OkIf(|status: &u16| *status == 503))
+    ///     .build()?;
+    /// let mut statuses = [503, 503, 200].into_iter();
+    /// let r: Result<u16, std::io::Error> = policy.call(|_| Ok(statuses.next().unwrap()));
+    /// assert_eq!(r?, 200);
+    ///
+    /// let r: Result<u16, std::io::Error> = policy.call(|_| Ok(503));
+    /// assert_eq!(r?, 503); // 3 retries, then the last value
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn on_ok<V2>(
+        self,
+        kind: V2,
+    ) -> PolicyBuilder<W, K, B, J, T, S, F, C, Extras<Bu, Br, H, R, N, V2, Fb>> {
+        self.map_extras(|x| Extras {
+            budget: x.budget,
+            breaker: x.breaker,
+            hint: x.hint,
+            on_retry: x.on_retry,
+            describe: x.describe,
+            on_ok: kind,
+            fallback: x.fallback,
+        })
+    }
+
+    /// What the call returns instead of an error (SPEC section 14): `fallback` is called once
+    /// with the error the call would return, whatever the reason (not retried, retries used
+    /// up, `max_delay`, deadline, empty budget, open breaker), and its result is returned. It
+    /// is not called on success, nor when a value an `Ok(..)` kind matched is returned after
+    /// the retries. (An async fallback is the attribute's; with the builder, await one on the
+    /// error `call_async` returns.)
+    ///
+    /// ```
+    /// use retry_runtime::{NoBackoff, Policy};
+    ///
+    /// let policy = Policy::builder()
+    ///     .retries(2)
+    ///     .backoff(NoBackoff)
+    ///     .fallback(|_e: std::io::Error| Ok("cached"))
+    ///     .build()?;
+    /// let mut attempts = 0;
+    /// let r = policy.call(|_| {
+    ///     attempts += 1;
+    ///     Err(std::io::ErrorKind::ConnectionReset.into())
+    /// });
+    /// assert_eq!((r?, attempts), ("cached", 3));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn fallback<T2, E, Fb2: Fn(E) -> Result<T2, E>>(
+        self,
+        fallback: Fb2,
+    ) -> PolicyBuilder<W, K, B, J, T, S, F, C, Extras<Bu, Br, H, R, N, V, Fb2>> {
+        self.map_extras(|x| Extras {
+            budget: x.budget,
+            breaker: x.breaker,
+            hint: x.hint,
+            on_retry: x.on_retry,
+            describe: x.describe,
+            on_ok: x.on_ok,
+            fallback,
         })
     }
 
@@ -521,13 +653,16 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N>
     pub fn name(
         self,
         name: &'static str,
-    ) -> PolicyBuilder<W, K, B, J, T, S, F, C, Extras<Bu, Br, H, R, crate::callbacks::Name>> {
+    ) -> PolicyBuilder<W, K, B, J, T, S, F, C, Extras<Bu, Br, H, R, crate::callbacks::Name, V, Fb>>
+    {
         self.map_extras(|x| Extras {
             budget: x.budget,
             breaker: x.breaker,
             hint: x.hint,
             on_retry: x.on_retry,
             describe: crate::callbacks::Name::new(name),
+            on_ok: x.on_ok,
+            fallback: x.fallback,
         })
     }
 }

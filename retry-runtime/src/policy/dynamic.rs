@@ -13,13 +13,18 @@ use crate::policy::{PolicyCore, RetryPolicy, sealed};
 use crate::time::{Clock, Env, Sleep};
 use crate::timeout::{AsyncTimeout, AttemptTimeout};
 
-/// A built policy for errors of type `E`, behind one shared allocation: the type to write
-/// where a policy is stored (a field of a struct, a `static` made once) or chosen at run time.
+/// A built policy for calls returning `Result<T, E>`, behind one shared allocation: the type
+/// to write where a policy is stored (a field of a struct, a `static` made once) or chosen at
+/// run time.
 ///
-/// Any [`RetryPolicy<E>`] that is `Send + Sync + 'static` converts into one
-/// ([`DynPolicy::new`]); it is a `RetryPolicy<E>` itself (and an
-/// [`AsyncRetryPolicy<E>`](crate::AsyncRetryPolicy) when `E: From<Elapsed>`). Clones share
+/// Any [`RetryPolicy<T, E>`] that is `Send + Sync + 'static` converts into one
+/// ([`DynPolicy::new`]); it is a `RetryPolicy<T, E>` itself (and an
+/// [`AsyncRetryPolicy<T, E>`](crate::AsyncRetryPolicy) when `E: From<Elapsed>`). Clones share
 /// the policy.
+///
+/// A `DynPolicy` serves one return type, as it keeps the policy's `Ok(..)` kinds, `on_retry`
+/// and fallback, which are typed by it; a policy with none of them converts into a
+/// `DynPolicy<T, E>` for any `T`.
 ///
 /// ```
 /// use std::io;
@@ -27,7 +32,7 @@ use crate::timeout::{AsyncTimeout, AttemptTimeout};
 /// use retry_runtime::{Constant, DynPolicy, NoJitter, Policy};
 ///
 /// struct Client {
-///     policy: DynPolicy<io::Error>,
+///     policy: DynPolicy<&'static str, io::Error>,
 /// }
 ///
 /// impl Client {
@@ -63,8 +68,8 @@ use crate::timeout::{AsyncTimeout, AttemptTimeout};
 /// clock is read before each attempt and each retry), and an async call that backs off boxes
 /// each backoff's sleep. Keep the concrete [`Policy`](crate::Policy) type where the
 /// nanoseconds matter.
-pub struct DynPolicy<E> {
-    inner: Arc<dyn Erased<E>>,
+pub struct DynPolicy<T, E> {
+    inner: Arc<dyn Erased<T, E>>,
     env: DynEnv,
     timeout: DynTimeout,
 }
@@ -94,7 +99,7 @@ impl<E: From<crate::Elapsed>> AsyncTimeout<E> for DynTimeout {
     }
 }
 
-impl<E> Clone for DynPolicy<E> {
+impl<T, E> Clone for DynPolicy<T, E> {
     fn clone(&self) -> Self {
         DynPolicy {
             inner: Arc::clone(&self.inner),
@@ -104,7 +109,7 @@ impl<E> Clone for DynPolicy<E> {
     }
 }
 
-impl<E> fmt::Debug for DynPolicy<E> {
+impl<T, E> fmt::Debug for DynPolicy<T, E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("DynPolicy")
             .field("timeout", &self.timeout.limit())
@@ -112,11 +117,11 @@ impl<E> fmt::Debug for DynPolicy<E> {
     }
 }
 
-impl<E: 'static> DynPolicy<E> {
+impl<T: 'static, E: 'static> DynPolicy<T, E> {
     /// `policy` behind one allocation.
     pub fn new<P>(policy: P) -> Self
     where
-        P: RetryPolicy<E> + Send + Sync + 'static,
+        P: RetryPolicy<T, E> + Send + Sync + 'static,
         P::Env: Clone + Send + Sync + 'static + DynSleep,
     {
         let env = DynEnv(Arc::new(policy.env().clone()));
@@ -133,12 +138,12 @@ impl<E: 'static> DynPolicy<E> {
     }
 }
 
-impl<E> DynPolicy<E> {
+impl<T, E> DynPolicy<T, E> {
     /// Runs `body` under this policy, blocking the thread while backing off: see
     /// [`Policy::call`](crate::Policy::call).
-    pub fn call<'p, R, G>(&'p self, body: G) -> Result<R, E>
+    pub fn call<'p, G>(&'p self, body: G) -> Result<T, E>
     where
-        G: FnMut(crate::Attempt<'p>) -> Result<R, E>,
+        G: FnMut(crate::Attempt<'p>) -> Result<T, E>,
     {
         crate::call::run_blocking(self, body)
     }
@@ -146,11 +151,11 @@ impl<E> DynPolicy<E> {
     /// Runs the future `body` makes under this policy, on the tokio timer: see
     /// [`Policy::call_async`](crate::Policy::call_async).
     #[cfg(feature = "tokio")]
-    pub async fn call_async<'p, R, G, Fut>(&'p self, body: G) -> Result<R, E>
+    pub async fn call_async<'p, G, Fut>(&'p self, body: G) -> Result<T, E>
     where
         E: From<crate::Elapsed>,
         G: FnMut(crate::Attempt<'p>) -> Fut,
-        Fut: Future<Output = Result<R, E>>,
+        Fut: Future<Output = Result<T, E>>,
     {
         crate::call::run_async(self, body).await
     }
@@ -251,10 +256,10 @@ impl crate::time::AsyncSleep for DynEnv {
     }
 }
 
-/// The object-safe face of a policy for `E`, implemented for every `RetryPolicy<E> + Send +
-/// Sync`: what a [`DynPolicy`] calls.
+/// The object-safe face of a policy for `Result<T, E>`, implemented for every
+/// `RetryPolicy<T, E> + Send + Sync`: what a [`DynPolicy`] calls.
 #[doc(hidden)]
-pub trait Erased<E>: Send + Sync {
+pub trait Erased<T, E>: Send + Sync {
     fn deposit(&self);
     fn try_withdraw(&self) -> bool;
     fn acquire(&self, now: Instant) -> Option<Permit>;
@@ -263,28 +268,31 @@ pub trait Erased<E>: Send + Sync {
     fn on_success(&self);
     fn on_error(&self, error: &E, retries: u32);
     fn hint(&self, error: &E) -> Option<Duration>;
-    fn on_retry(&self, error: &E, info: &RetryInfo);
+    fn on_retry(&self, outcome: &Result<T, E>, info: &RetryInfo);
+    fn fallback(&self, error: E) -> Result<T, E>;
+    fn values(&self) -> bool;
     fn name(&self) -> Option<&'static str>;
     fn write_error(&self, error: &E, f: &mut fmt::Formatter<'_>) -> fmt::Result;
     /// Calls `visit` with the settings of the first matching rule; false when none matches.
-    fn select_dyn(
-        &self,
-        failure: &Failure<'_, E>,
-        visit: &mut dyn FnMut(&dyn Plan, RuleId),
-    ) -> bool;
+    fn select_dyn(&self, failure: &Failure<'_, E>, visit: &mut DynVisit<'_>) -> bool;
+    /// Calls `visit` with the settings of the first `Ok(..)` rule matching `value`.
+    fn select_value_dyn(&self, value: &T, visit: &mut DynVisit<'_>) -> bool;
 }
 
-/// A visitor that hands the rule's settings to a callback, as `&dyn Plan`.
-struct ToDyn<'a>(&'a mut dyn FnMut(&dyn Plan, RuleId));
+/// A visit of the settings of a rule, as `&dyn Plan`.
+pub type DynVisit<'a> = dyn FnMut(&dyn Plan, RuleId, Option<Duration>) + 'a;
 
-impl PlanVisitor for ToDyn<'_> {
+/// A visitor that hands the rule's settings to a callback, as `&dyn Plan`.
+struct ToDyn<'a, 'b>(&'a mut DynVisit<'b>);
+
+impl PlanVisitor for ToDyn<'_, '_> {
     type Out = ();
-    fn visit<P: Plan>(self, plan: &P, rule: RuleId) {
-        (self.0)(plan, rule)
+    fn visit<P: Plan>(self, plan: &P, rule: RuleId, hint: Option<Duration>) {
+        (self.0)(plan, rule, hint)
     }
 }
 
-impl<E, P: RetryPolicy<E> + Send + Sync> Erased<E> for P {
+impl<T, E, P: RetryPolicy<T, E> + Send + Sync> Erased<T, E> for P {
     fn deposit(&self) {
         self.budget().deposit()
     }
@@ -315,10 +323,16 @@ impl<E, P: RetryPolicy<E> + Send + Sync> Erased<E> for P {
     fn hint(&self, error: &E) -> Option<Duration> {
         RetryPolicy::hint(self, error)
     }
-    fn on_retry(&self, error: &E, info: &RetryInfo) {
+    fn on_retry(&self, outcome: &Result<T, E>, info: &RetryInfo) {
         if P::ON_RETRY {
-            RetryPolicy::on_retry(self, error, info)
+            RetryPolicy::on_retry(self, outcome, info)
         }
+    }
+    fn fallback(&self, error: E) -> Result<T, E> {
+        RetryPolicy::fallback(self, error)
+    }
+    fn values(&self) -> bool {
+        P::VALUES
     }
     fn name(&self) -> Option<&'static str> {
         RetryPolicy::name(self)
@@ -326,16 +340,15 @@ impl<E, P: RetryPolicy<E> + Send + Sync> Erased<E> for P {
     fn write_error(&self, error: &E, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         RetryPolicy::write_error(self, error, f)
     }
-    fn select_dyn(
-        &self,
-        failure: &Failure<'_, E>,
-        visit: &mut dyn FnMut(&dyn Plan, RuleId),
-    ) -> bool {
+    fn select_dyn(&self, failure: &Failure<'_, E>, visit: &mut DynVisit<'_>) -> bool {
         self.select(failure, ToDyn(visit)).is_some()
+    }
+    fn select_value_dyn(&self, value: &T, visit: &mut DynVisit<'_>) -> bool {
+        self.select_value(value, ToDyn(visit)).is_some()
     }
 }
 
-impl<E> Budget for dyn Erased<E> {
+impl<T, E> Budget for dyn Erased<T, E> {
     #[inline]
     fn deposit(&self) {
         Erased::deposit(self)
@@ -346,7 +359,7 @@ impl<E> Budget for dyn Erased<E> {
     }
 }
 
-impl<E> Breaker for dyn Erased<E> {
+impl<T, E> Breaker for dyn Erased<T, E> {
     const ACTIVE: bool = true;
     #[inline]
     fn acquire(&self, now: Instant) -> Option<Permit> {
@@ -358,13 +371,13 @@ impl<E> Breaker for dyn Erased<E> {
     }
 }
 
-impl<E> sealed::Sealed for DynPolicy<E> {}
+impl<T, E> sealed::Sealed for DynPolicy<T, E> {}
 
-impl<E> PolicyCore for DynPolicy<E> {
+impl<T, E> PolicyCore for DynPolicy<T, E> {
     type Env = DynEnv;
     type Timeout = DynTimeout;
-    type Budget = dyn Erased<E>;
-    type Breaker = dyn Erased<E>;
+    type Budget = dyn Erased<T, E>;
+    type Breaker = dyn Erased<T, E>;
 
     #[inline]
     fn env(&self) -> &DynEnv {
@@ -375,17 +388,18 @@ impl<E> PolicyCore for DynPolicy<E> {
         &self.timeout
     }
     #[inline]
-    fn budget(&self) -> &(dyn Erased<E> + 'static) {
+    fn budget(&self) -> &(dyn Erased<T, E> + 'static) {
         &*self.inner
     }
     #[inline]
-    fn breaker(&self) -> &(dyn Erased<E> + 'static) {
+    fn breaker(&self) -> &(dyn Erased<T, E> + 'static) {
         &*self.inner
     }
 }
 
-impl<E> RetryPolicy<E> for DynPolicy<E> {
+impl<T, E> RetryPolicy<T, E> for DynPolicy<T, E> {
     const ON_RETRY: bool = true;
+    const VALUES: bool = true;
 
     #[inline]
     fn reject(&self) -> Option<E> {
@@ -404,8 +418,12 @@ impl<E> RetryPolicy<E> for DynPolicy<E> {
         self.inner.hint(error)
     }
     #[inline]
-    fn on_retry(&self, error: &E, info: &RetryInfo) {
-        self.inner.on_retry(error, info)
+    fn on_retry(&self, outcome: &Result<T, E>, info: &RetryInfo) {
+        self.inner.on_retry(outcome, info)
+    }
+    #[inline]
+    fn fallback(&self, error: E) -> Result<T, E> {
+        self.inner.fallback(error)
     }
     #[inline]
     fn name(&self) -> Option<&'static str> {
@@ -418,9 +436,22 @@ impl<E> RetryPolicy<E> for DynPolicy<E> {
     fn select<V: PlanVisitor>(&self, failure: &Failure<'_, E>, visitor: V) -> Option<V::Out> {
         let mut visitor = Some(visitor);
         let mut out = None;
-        self.inner.select_dyn(failure, &mut |plan, rule| {
+        self.inner.select_dyn(failure, &mut |plan, rule, hint| {
             if let Some(v) = visitor.take() {
-                out = Some(v.visit(&plan, rule));
+                out = Some(v.visit(&plan, rule, hint));
+            }
+        });
+        out
+    }
+    fn select_value<V: PlanVisitor>(&self, value: &T, visitor: V) -> Option<V::Out> {
+        if !self.inner.values() {
+            return None;
+        }
+        let mut visitor = Some(visitor);
+        let mut out = None;
+        self.inner.select_value_dyn(value, &mut |plan, rule, hint| {
+            if let Some(v) = visitor.take() {
+                out = Some(v.visit(&plan, rule, hint));
             }
         });
         out

@@ -13,11 +13,13 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::call::{Attempt, Blocking, Call, LazyTimes, Timed, Untimed};
-use crate::callbacks::{Describe, Hint, Noop, OnError, OnRetry, OnSuccess, RetryInfo, RuleId};
+use crate::callbacks::{
+    Describe, Fallback, Hint, Noop, OnError, OnRetry, OnSuccess, RetryInfo, RuleId,
+};
 use crate::guard::{Breaker, Budget, Reject};
 use crate::kind::AnyError;
-use crate::kind::{Classify, Failure};
-use crate::policy::rules::{PlanVisitor, Rules};
+use crate::kind::{Classify, ClassifyValue, Failure};
+use crate::policy::rules::{PlanVisitor, Rules, ValueRules};
 use crate::policy::settings::Plan;
 use crate::policy::settings::RuleSettings;
 #[cfg(feature = "tokio")]
@@ -30,15 +32,18 @@ use crate::timeout::AttemptTimeout;
 use crate::timeout::NoTimeout;
 
 /// The overload-protection and observation settings of a policy: budget `Bu`, breaker `Br`,
-/// hint `H`, `on_retry` callback `R` and the description `N` its tracing events give of the
-/// call ([`Describe`]).
+/// hint `H`, `on_retry` callback `R`, the description `N` its tracing events give of the
+/// call ([`Describe`]), the `Ok(..)` kind of the `on` rule `V` ([`ClassifyValue`], `()` for
+/// none) and the [`Fallback`] `Fb`.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Extras<Bu = (), Br = (), H = Noop, R = Noop, N = ()> {
+pub struct Extras<Bu = (), Br = (), H = Noop, R = Noop, N = (), V = (), Fb = Noop> {
     pub(crate) budget: Bu,
     pub(crate) breaker: Br,
     pub(crate) hint: H,
     pub(crate) on_retry: R,
     pub(crate) describe: N,
+    pub(crate) on_ok: V,
+    pub(crate) fallback: Fb,
 }
 
 impl Extras {
@@ -49,6 +54,8 @@ impl Extras {
         hint: Noop,
         on_retry: Noop,
         describe: (),
+        on_ok: (),
+        fallback: Noop,
     };
 }
 
@@ -109,7 +116,7 @@ pub(crate) mod sealed {
 impl<W, K, P, T, S, F, C, X> sealed::Sealed for Policy<W, K, P, T, S, F, C, X> {}
 
 /// What every built policy has, whatever its error type: an environment, a timeout setting
-/// and guards. Sealed; generic code names [`RetryPolicy<E>`], which implies it.
+/// and guards. Sealed; generic code names [`RetryPolicy<T, E>`], which implies it.
 ///
 /// Its methods are the retry loop's view of a policy; they change without notice.
 pub trait PolicyCore: sealed::Sealed {
@@ -216,17 +223,18 @@ pub trait PolicyCore: sealed::Sealed {
     }
 }
 
-/// A built policy that retries errors of type `E`: the one bound generic code writes instead
-/// of a policy's type parameters (like tower's `retry::Policy`). Sealed: every
-/// [`Policy`] whose rules, kinds and callbacks accept `E` implements it.
+/// A built policy for calls that return `Result<T, E>`: the one bound generic code writes
+/// instead of a policy's type parameters (like tower's `retry::Policy<Req, Res, E>`). Sealed:
+/// every [`Policy`] whose rules, kinds and callbacks accept `T` and `E` implements it; a policy
+/// with no `Ok(..)` kind, `on_retry` or fallback implements it for every `T`.
 ///
 /// ```
 /// use std::io;
 /// use std::time::Duration;
 /// use retry_runtime::{Constant, NoJitter, Policy, RetryPolicy};
 ///
-/// /// Reads a value through any policy that retries `io::Error`s.
-/// fn read_with<P: RetryPolicy<io::Error>>(policy: &P, tries: &mut u32) -> io::Result<u32> {
+/// /// Reads a value through any policy that retries `io::Result<u32>` calls.
+/// fn read_with<P: RetryPolicy<u32, io::Error>>(policy: &P, tries: &mut u32) -> io::Result<u32> {
 ///     policy.call(|_attempt| {
 ///         *tries += 1;
 ///         if *tries < 3 { Err(io::ErrorKind::ConnectionReset.into()) } else { Ok(*tries) }
@@ -241,10 +249,13 @@ pub trait PolicyCore: sealed::Sealed {
 /// assert_eq!(read_with(&policy, &mut tries)?, 3);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub trait RetryPolicy<E>: PolicyCore {
+pub trait RetryPolicy<T, E>: PolicyCore {
     /// Whether there is an `on_retry` callback (the loop computes its [`RetryInfo`] only then).
     #[doc(hidden)]
     const ON_RETRY: bool;
+    /// Whether a successful value can match a rule (an `Ok(..)` kind).
+    #[doc(hidden)]
+    const VALUES: bool;
     #[doc(hidden)]
     fn reject(&self) -> Option<E>;
     #[doc(hidden)]
@@ -254,7 +265,9 @@ pub trait RetryPolicy<E>: PolicyCore {
     #[doc(hidden)]
     fn hint(&self, error: &E) -> Option<Duration>;
     #[doc(hidden)]
-    fn on_retry(&self, error: &E, info: &RetryInfo);
+    fn on_retry(&self, outcome: &Result<T, E>, info: &RetryInfo);
+    #[doc(hidden)]
+    fn fallback(&self, error: E) -> Result<T, E>;
     #[doc(hidden)]
     fn name(&self) -> Option<&'static str>;
     #[doc(hidden)]
@@ -263,19 +276,23 @@ pub trait RetryPolicy<E>: PolicyCore {
     /// order written, then `on`); `None` when none does.
     #[doc(hidden)]
     fn select<V: PlanVisitor>(&self, failure: &Failure<'_, E>, visitor: V) -> Option<V::Out>;
+    /// Visits the settings of the first `Ok(..)` rule that matches `value`; `None` when none
+    /// does.
+    #[doc(hidden)]
+    fn select_value<V: PlanVisitor>(&self, value: &T, visitor: V) -> Option<V::Out>;
 
     /// Runs `body` under this policy, blocking the thread while backing off: see
     /// [`Policy::call`].
-    fn call<'p, R, G>(&'p self, body: G) -> Result<R, E>
+    fn call<'p, G>(&'p self, body: G) -> Result<T, E>
     where
         Self: Sized,
-        G: FnMut(Attempt<'p>) -> Result<R, E>,
+        G: FnMut(Attempt<'p>) -> Result<T, E>,
     {
         crate::call::run_blocking(self, body)
     }
 }
 
-/// A built policy that retries errors of type `E` in async code: a [`RetryPolicy<E>`] whose
+/// A built policy for async calls that return `Result<T, E>`: a [`RetryPolicy<T, E>`] whose
 /// environment sleeps asynchronously and whose timeout can turn an expiry into an `E`
 /// (`E: From<Elapsed>` when a timeout is set). Implemented for every such policy.
 ///
@@ -284,7 +301,7 @@ pub trait RetryPolicy<E>: PolicyCore {
 /// use std::time::Duration;
 /// use retry_runtime::{AsyncRetryPolicy, Policy};
 ///
-/// async fn fetch_with<P: AsyncRetryPolicy<io::Error>>(policy: &P) -> io::Result<&'static str> {
+/// async fn fetch_with<P: AsyncRetryPolicy<&'static str, io::Error>>(policy: &P) -> io::Result<&'static str> {
 ///     policy.call_async(|_attempt| async { Ok("ok") }).await
 /// }
 /// # #[tokio::main(flavor = "current_thread")]
@@ -294,29 +311,29 @@ pub trait RetryPolicy<E>: PolicyCore {
 /// # Ok(()) }
 /// ```
 #[cfg(feature = "tokio")]
-pub trait AsyncRetryPolicy<E>:
-    RetryPolicy<E> + PolicyCore<Env: AsyncSleep, Timeout: AsyncTimeout<E>>
+pub trait AsyncRetryPolicy<T, E>:
+    RetryPolicy<T, E> + PolicyCore<Env: AsyncSleep, Timeout: AsyncTimeout<E>>
 {
     /// Runs the future `body` makes under this policy, on the tokio timer: see
     /// [`Policy::call_async`].
-    fn call_async<'p, R, G, Fut>(&'p self, body: G) -> impl Future<Output = Result<R, E>>
+    fn call_async<'p, G, Fut>(&'p self, body: G) -> impl Future<Output = Result<T, E>>
     where
         Self: Sized,
         G: FnMut(Attempt<'p>) -> Fut,
-        Fut: Future<Output = Result<R, E>>,
+        Fut: Future<Output = Result<T, E>>,
     {
         crate::call::run_async(self, body)
     }
 }
 
 #[cfg(feature = "tokio")]
-impl<E, P> AsyncRetryPolicy<E> for P where
-    P: RetryPolicy<E> + PolicyCore<Env: AsyncSleep, Timeout: AsyncTimeout<E>>
+impl<T, E, P> AsyncRetryPolicy<T, E> for P where
+    P: RetryPolicy<T, E> + PolicyCore<Env: AsyncSleep, Timeout: AsyncTimeout<E>>
 {
 }
 
-impl<W, K, P, T, S, F, C, Bu, Br, H, Rt, N> PolicyCore
-    for Policy<W, K, P, T, S, F, C, Extras<Bu, Br, H, Rt, N>>
+impl<W, K, P, T, S, F, C, Bu, Br, H, Rt, N, V, Fb> PolicyCore
+    for Policy<W, K, P, T, S, F, C, Extras<Bu, Br, H, Rt, N, V, Fb>>
 where
     T: AttemptTimeout,
     C: Env + Sync,
@@ -346,10 +363,10 @@ where
     }
 }
 
-impl<E, W, K, P, T, S, F, C, Bu, Br, H, Rt, N> RetryPolicy<E>
-    for Policy<W, K, P, T, S, F, C, Extras<Bu, Br, H, Rt, N>>
+impl<R, E, W, K, P, T, S, F, C, Bu, Br, H, Rt, N, V, Fb> RetryPolicy<R, E>
+    for Policy<W, K, P, T, S, F, C, Extras<Bu, Br, H, Rt, N, V, Fb>>
 where
-    W: Rules<E>,
+    W: Rules<E> + ValueRules<R>,
     K: Classify<E>,
     P: Plan,
     T: AttemptTimeout,
@@ -359,10 +376,13 @@ where
     Bu: Budget,
     Br: Breaker + Reject<E>,
     H: Hint<E>,
-    Rt: OnRetry<E>,
+    Rt: OnRetry<R, E>,
     N: Describe<E>,
+    V: ClassifyValue<R>,
+    Fb: Fallback<R, E>,
 {
     const ON_RETRY: bool = Rt::ACTIVE;
+    const VALUES: bool = <W as ValueRules<R>>::ACTIVE || V::ACTIVE;
 
     #[inline(always)]
     fn reject(&self) -> Option<E> {
@@ -381,8 +401,12 @@ where
         self.extras.hint.hint(error)
     }
     #[inline(always)]
-    fn on_retry(&self, error: &E, info: &RetryInfo) {
-        self.extras.on_retry.on_retry(error, info)
+    fn on_retry(&self, outcome: &Result<R, E>, info: &RetryInfo) {
+        self.extras.on_retry.on_retry(outcome, info)
+    }
+    #[inline(always)]
+    fn fallback(&self, error: E) -> Result<R, E> {
+        self.extras.fallback.fallback(error)
     }
     #[inline(always)]
     fn name(&self) -> Option<&'static str> {
@@ -393,12 +417,24 @@ where
         self.extras.describe.write_error(error, f)
     }
     #[inline(always)]
-    fn select<V: PlanVisitor>(&self, failure: &Failure<'_, E>, visitor: V) -> Option<V::Out> {
+    fn select<Vi: PlanVisitor>(&self, failure: &Failure<'_, E>, visitor: Vi) -> Option<Vi::Out> {
         match self.whens.select(failure, visitor) {
             Ok(out) => Some(out),
             Err(visitor) if self.on.matches(failure) => {
-                Some(visitor.visit(&self.settings, RuleId::On))
+                Some(visitor.visit(&self.settings, RuleId::On, None))
             }
+            Err(_) => None,
+        }
+    }
+    #[inline(always)]
+    fn select_value<Vi: PlanVisitor>(&self, value: &R, visitor: Vi) -> Option<Vi::Out> {
+        match self.whens.select_value(value, visitor) {
+            Ok(out) => Some(out),
+            Err(visitor) if self.extras.on_ok.matches_value(value) => Some(visitor.visit(
+                &self.settings,
+                RuleId::On,
+                self.extras.on_ok.hint_value(value),
+            )),
             Err(_) => None,
         }
     }

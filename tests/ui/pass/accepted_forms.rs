@@ -145,3 +145,50 @@ async fn deadline_none() -> io::Result<()> { Ok(()) }
 
 #[robust(deadline = -1, on = [Timeout])]
 fn deadline_negative() -> io::Result<()> { Ok(()) }
+
+// `Ok(..)` kinds: patterns (paths, alternatives, constants, bindings restricted by a
+// subpattern), closures, in `on` with error kinds or alone, and in `when` with a hint.
+#[derive(Debug, PartialEq)]
+enum Reply {
+    Busy,
+    Ready(u32),
+    Throttled { after: u64 },
+}
+const UNAVAILABLE: u16 = 503;
+
+#[robust(on = [Io, Ok(Reply::Busy)])]
+fn ok_pattern() -> io::Result<Reply> { Ok(Reply::Ready(1)) }
+
+#[robust(on = [Ok(Reply::Ready(0) | Reply::Busy), Ok(Reply::Throttled { .. })])]
+fn ok_alternatives() -> io::Result<Reply> { Ok(Reply::Ready(1)) }
+
+#[robust(on = [Ok(|s: &u16| *s >= 500), Ok(UNAVAILABLE), Ok(429..=429)])]
+fn ok_closure_constant_range() -> io::Result<u16> { Ok(200) }
+
+#[robust(on = [Ok(r @ Reply::Ready(0))])]
+fn ok_bound_subpattern() -> io::Result<Reply> { Ok(Reply::Busy) }
+
+#[robust(on = [Timeout], timeout = 1s,
+         when(Ok(|r: &Reply| matches!(r, Reply::Throttled { .. })), retries = 5,
+              hint = |r: &Reply| match r { Reply::Throttled { after } => Some(std::time::Duration::from_secs(*after)), _ => None }))]
+async fn ok_when_hint() -> io::Result<Reply> { Ok(Reply::Busy) }
+
+#[robust(when(Ok(Reply::Busy), retries = 2), on = [Ok(|r: &Reply| *r == Reply::Ready(0))])]
+fn ok_when_and_on() -> Result<Reply, String> { Ok(Reply::Busy) }
+
+// A fallback: a closure, a fn, an async closure on an async fn, with every other key.
+fn recover(e: io::Error) -> io::Result<u32> {
+    if e.kind() == io::ErrorKind::NotFound { Ok(0) } else { Err(e) }
+}
+
+#[robust(fallback = recover)]
+fn fallback_fn() -> io::Result<u32> { Ok(1) }
+
+#[robust(fallback = |_e: io::Error| Ok(0), on = [Ok(|v: &u32| *v == 0)], on_retry = |_r: &io::Result<u32>, _i: &retry_runtime::RetryInfo| ())]
+fn fallback_closure() -> io::Result<u32> { Ok(1) }
+
+#[robust(timeout = 1s, deadline = 5s, fallback = |e: io::Error| async move { Err(e) })]
+async fn fallback_async() -> io::Result<u32> { Ok(1) }
+
+#[robust(fallback = recover)]
+async fn fallback_sync_in_async() -> io::Result<u32> { Ok(1) }

@@ -1,0 +1,234 @@
+//! `fallback = EXPR` (SPEC section 14): called once with the error the call would return,
+//! whatever the reason it gives up, and never on success or for a value an `Ok(..)` kind
+//! matched; sync and async fallbacks; the builder's `fallback`.
+
+use std::cell::{Cell, RefCell};
+use std::io::{self, ErrorKind};
+use std::time::Duration;
+
+use retry_runtime::time::VirtualTime;
+use retry_runtime::{CircuitBreaker, DynPolicy, NoBackoff, Policy, RetryBudget, robust};
+use tokio::time::Instant;
+
+mod common;
+use common::*;
+
+thread_local! {
+    static SEEN: RefCell<Vec<ErrorKind>> = const { RefCell::new(Vec::new()) };
+}
+/// The fallback of these tests: records the error's kind, answers 0 for a refused connection
+/// and returns any other error.
+fn recover(e: io::Error) -> io::Result<u32> {
+    SEEN.with(|s| s.borrow_mut().push(e.kind()));
+    if e.kind() == ErrorKind::ConnectionRefused {
+        Ok(0)
+    } else {
+        Err(e)
+    }
+}
+fn seen() -> Vec<ErrorKind> {
+    SEEN.with(|s| s.take())
+}
+
+#[robust(retries = 2, backoff = none, on = [Io(ConnectionRefused)], fallback = recover)]
+fn refused_then(n: &Cell<u32>, fail: u32, kind: ErrorKind) -> io::Result<u32> {
+    n.set(n.get() + 1);
+    if n.get() <= fail {
+        Err(kind.into())
+    } else {
+        Ok(n.get())
+    }
+}
+
+#[test]
+fn the_fallback_answers_once_the_retries_are_used_up() {
+    let n = Cell::new(0);
+    assert_eq!(
+        refused_then(&n, 10, ErrorKind::ConnectionRefused).unwrap(),
+        0
+    );
+    assert_eq!(n.get(), 3, "the retries were made first");
+    assert_eq!(seen(), [ErrorKind::ConnectionRefused], "called once");
+}
+
+#[test]
+fn the_fallback_is_not_called_on_success() {
+    let n = Cell::new(0);
+    assert_eq!(
+        refused_then(&n, 1, ErrorKind::ConnectionRefused).unwrap(),
+        2
+    );
+    assert!(seen().is_empty());
+}
+
+#[test]
+fn an_error_no_rule_retries_goes_to_the_fallback_at_once() {
+    let n = Cell::new(0);
+    let e = refused_then(&n, 10, ErrorKind::NotFound).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotFound, "the fallback returned it");
+    assert_eq!(n.get(), 1);
+    assert_eq!(seen(), [ErrorKind::NotFound]);
+}
+
+#[robust(retries = 3, backoff = none, on = [Ok(|v: &u32| *v == 0)], fallback = recover)]
+fn zero(n: &Cell<u32>) -> io::Result<u32> {
+    n.set(n.get() + 1);
+    Ok(0)
+}
+
+#[test]
+fn a_matched_value_returned_after_the_retries_does_not_call_the_fallback() {
+    let n = Cell::new(0);
+    assert_eq!(zero(&n).unwrap(), 0);
+    assert_eq!(n.get(), 4);
+    assert!(seen().is_empty());
+}
+
+#[robust(retries = -1, backoff = constant(base = 1s), jitter = none, max_delay = 2500ms,
+         fallback = recover)]
+fn until_max_delay(n: &Cell<u32>) -> io::Result<u32> {
+    n.set(n.get() + 1);
+    Err(ErrorKind::ConnectionRefused.into())
+}
+
+#[test]
+fn max_delay_spent_calls_the_fallback() {
+    let n = Cell::new(0);
+    let (r, sleeps) = on_virtual_time(None, || until_max_delay(&n));
+    assert_eq!(r.unwrap(), 0);
+    assert_eq!(sleeps, [secs(1), secs(1)]);
+    assert_eq!(seen(), [ErrorKind::ConnectionRefused]);
+}
+
+static EMPTY: RetryBudget = match RetryBudget::new(1.0, 0.0, 1.0) {
+    Ok(b) => b,
+    Err(_) => panic!("invalid budget"),
+};
+
+#[robust(retries = 5, backoff = none, budget = EMPTY, fallback = recover)]
+fn budgeted(n: &Cell<u32>) -> io::Result<u32> {
+    n.set(n.get() + 1);
+    Err(ErrorKind::ConnectionRefused.into())
+}
+
+#[test]
+fn an_empty_budget_calls_the_fallback() {
+    let n = Cell::new(0);
+    assert_eq!(budgeted(&n).unwrap(), 0);
+    assert_eq!(n.get(), 2, "one token: one retry");
+    assert_eq!(seen(), [ErrorKind::ConnectionRefused]);
+}
+
+static BREAKER: std::sync::LazyLock<CircuitBreaker> = std::sync::LazyLock::new(|| {
+    CircuitBreaker::new(2, 2, 0.5, Duration::from_secs(30), 1).expect("valid breaker")
+});
+
+#[robust(retries = 1, backoff = none, breaker = BREAKER, fallback = recover)]
+fn guarded(n: &Cell<u32>) -> io::Result<u32> {
+    n.set(n.get() + 1);
+    Err(ErrorKind::ConnectionReset.into())
+}
+
+#[test]
+fn an_open_breaker_calls_the_fallback_without_an_attempt() {
+    let _t = VirtualTime::new().install();
+    let n = Cell::new(0);
+    assert_eq!(guarded(&n).unwrap_err().kind(), ErrorKind::ConnectionReset);
+    assert_eq!(n.get(), 2);
+    // Open: rejected with E::from(Open), which the fallback receives.
+    assert_eq!(guarded(&n).unwrap_err().kind(), ErrorKind::Other);
+    assert_eq!(n.get(), 2);
+    assert_eq!(seen(), [ErrorKind::ConnectionReset, ErrorKind::Other]);
+}
+
+#[robust(timeout = 10s, deadline = 250ms, retries = 5, backoff = none,
+         fallback = |e: io::Error| async move {
+             tokio::time::sleep(Duration::from_millis(50)).await;
+             SEEN.with(|s| s.borrow_mut().push(e.kind()));
+             Ok(42)
+         })]
+async fn slow() -> io::Result<u32> {
+    tokio::time::sleep(secs(60)).await;
+    Ok(1)
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_async_fallback_is_awaited_after_the_deadline() {
+    let start = Instant::now();
+    assert_eq!(slow().await.unwrap(), 42);
+    // Cut at the deadline (250 ms), then the fallback's own 50 ms.
+    assert_eq!(start.elapsed(), ms(300));
+    assert_eq!(seen(), [ErrorKind::TimedOut]);
+}
+
+#[robust(retries = 1, backoff = none, fallback = recover)]
+async fn refused_async(n: &Cell<u32>) -> io::Result<u32> {
+    n.set(n.get() + 1);
+    Err(ErrorKind::ConnectionRefused.into())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_sync_fallback_works_on_an_async_fn() {
+    let n = Cell::new(0);
+    assert_eq!(refused_async(&n).await.unwrap(), 0);
+    assert_eq!(n.get(), 2);
+    assert_eq!(seen(), [ErrorKind::ConnectionRefused]);
+}
+
+#[test]
+fn the_builder_applies_its_fallback_in_blocking_and_dyn_calls() {
+    let calls = Cell::new(0);
+    let policy = Policy::builder()
+        .retries(2)
+        .backoff(NoBackoff)
+        .fallback(|e: io::Error| {
+            calls.set(calls.get() + 1);
+            if e.kind() == ErrorKind::ConnectionRefused {
+                Ok("cached")
+            } else {
+                Err(e)
+            }
+        })
+        .build()
+        .unwrap();
+    let attempts = Cell::new(0);
+    let r = policy.call(|_| {
+        attempts.set(attempts.get() + 1);
+        Err(ErrorKind::ConnectionRefused.into())
+    });
+    assert_eq!((r.unwrap(), attempts.get(), calls.get()), ("cached", 3, 1));
+    assert_eq!(policy.call(|_| Ok("fresh")).unwrap(), "fresh");
+    assert_eq!(calls.get(), 1, "not called on success");
+
+    let dynamic = DynPolicy::new(
+        Policy::builder()
+            .retries(0)
+            .fallback(|_: io::Error| Ok(7u32))
+            .build()
+            .unwrap(),
+    );
+    assert_eq!(dynamic.call(|_| Err(ErrorKind::Other.into())).unwrap(), 7);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_builder_applies_its_fallback_in_async_calls() {
+    let policy = Policy::builder()
+        .retries(1)
+        .backoff(NoBackoff)
+        .timeout(ms(100))
+        .fallback(|e: io::Error| {
+            assert_eq!(e.kind(), ErrorKind::TimedOut);
+            Ok(5u32)
+        })
+        .build()
+        .unwrap();
+    let start = Instant::now();
+    let r = policy
+        .call_async(|_| async {
+            tokio::time::sleep(secs(1)).await;
+            Ok(1)
+        })
+        .await;
+    assert_eq!(r.unwrap(), 5);
+    assert_eq!(start.elapsed(), ms(200));
+}

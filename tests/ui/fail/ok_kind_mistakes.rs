@@ -1,0 +1,16 @@
+use retry_runtime::robust;
+
+#[derive(Debug, PartialEq)]
+enum Status { Busy, Done }
+
+#[robust(on = [Ok(), Ok, Ok(s), Ok(Timeout), Ok(Status::Busy, Status::Done)])]
+fn kinds(s: u32) -> std::io::Result<Status> { let _ = s; Ok(Status::Done) }
+
+#[robust(on = [Io, Ok(Status::Busy), Ok(Status::Busy)])]
+fn duplicate() -> std::io::Result<Status> { Ok(Status::Done) }
+
+#[robust(when(Io, retries = 2, hint = |e: &std::io::Error| None),
+         when(Ok(Status::Busy), hint = 5))]
+fn hints() -> std::io::Result<Status> { Ok(Status::Done) }
+
+fn main() {}
