@@ -238,3 +238,34 @@ fn errors_that_are_not_retried_are_debug_and_rejections_warn() {
             .starts_with("circuit breaker open")
     );
 }
+
+#[robust(retries = 2, backoff = constant(base = 100ms), jitter = none, on = [Ok(|v: &u32| *v == 503)])]
+fn status() -> io::Result<u32> {
+    Ok(503)
+}
+
+#[test]
+fn value_retries_and_a_value_returned_at_the_limit_are_events_too() {
+    let _t = VirtualTime::new().install();
+    let events = capture(|| assert_eq!(status().unwrap(), 503));
+    assert_eq!(events.len(), 3, "{events:#?}");
+    for (i, e) in events[..2].iter().enumerate() {
+        assert_eq!(e.level, Level::WARN);
+        assert_eq!(
+            e.get("message"),
+            Some("attempt returned a value an Ok(..) kind matches, retrying")
+        );
+        assert_eq!(e.get("function"), Some("status"));
+        assert_eq!(e.get("retry"), Some((i + 1).to_string().as_str()));
+        assert_eq!(e.get("value_type"), Some("u32"));
+        assert_eq!(e.get("error"), None);
+    }
+    let last = &events[2];
+    assert_eq!(last.level, Level::ERROR);
+    assert_eq!(
+        last.get("message"),
+        Some("giving up: returning the last value")
+    );
+    assert_eq!(last.get("reason"), Some("RetryLimit"));
+    assert_eq!(last.get("value_type"), Some("u32"));
+}

@@ -473,8 +473,21 @@ fn parse_value(input: ParseStream<'_>, errors: &mut Vec<syn::Error>) -> syn::Res
 
 /// Reads one `key = value` or `when(...)` item; on a syntax error, collects it and returns
 /// `None` (the caller skips the rest of the item).
+/// A strategy's parameter, `base = 1`.
 fn parse_item(input: ParseStream<'_>, errors: &mut Vec<syn::Error>) -> Option<Item> {
-    match parse_item_or_err(input, errors) {
+    match parse_item_or_err(input, errors, false) {
+        Ok(item) => item,
+        Err(e) => {
+            errors.push(e);
+            None
+        }
+    }
+}
+
+/// A setting of the attribute or of a `when` clause: an unknown key is kept with its value's
+/// tokens skipped, so that it is reported by name.
+fn parse_setting(input: ParseStream<'_>, errors: &mut Vec<syn::Error>) -> Option<Item> {
+    match parse_item_or_err(input, errors, true) {
         Ok(item) => item,
         Err(e) => {
             errors.push(e);
@@ -486,6 +499,7 @@ fn parse_item(input: ParseStream<'_>, errors: &mut Vec<syn::Error>) -> Option<It
 fn parse_item_or_err(
     input: ParseStream<'_>,
     errors: &mut Vec<syn::Error>,
+    setting: bool,
 ) -> syn::Result<Option<Item>> {
     let key = input
         .call(Ident::parse_any)
@@ -522,7 +536,7 @@ fn parse_item_or_err(
                 k
             }
         };
-        let overrides = parse_list(&content, errors, parse_item);
+        let overrides = parse_list(&content, errors, parse_setting);
         return Ok(Some(Item {
             key,
             value: Value::When(When {
@@ -544,7 +558,7 @@ fn parse_item_or_err(
             .error(format!("`{key} =` needs a value after the `=`")));
     }
     let known = crate::table::KEYS.iter().any(|k| key == k.name);
-    let value = if !known {
+    let value = if setting && !known {
         // An unknown key is reported by name (with "did you mean"), whatever its value: the
         // value's tokens are skipped, so that a closure after a misspelled callback key does
         // not read as a malformed value.
@@ -579,7 +593,7 @@ fn parse_item_or_err(
 /// Reads comma-separated items to the end of `input`, collecting every error.
 pub fn parse_items(input: ParseStream<'_>) -> (Vec<Item>, Vec<syn::Error>) {
     let mut errors = Vec::new();
-    let items = parse_list(input, &mut errors, parse_item);
+    let items = parse_list(input, &mut errors, parse_setting);
     (items, errors)
 }
 
