@@ -72,6 +72,8 @@ pub mod kind;
 pub mod policy;
 pub mod time;
 pub mod timeout;
+#[cfg(feature = "tower")]
+pub mod tower;
 
 #[doc(hidden)]
 pub mod __private;

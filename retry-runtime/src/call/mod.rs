@@ -189,7 +189,7 @@ where
 
 /// What a call returns: `result`, or the fallback's result for an error.
 #[inline(always)]
-fn finish<P: RetryPolicy<R, E>, R, E>(policy: &P, result: Result<R, E>) -> Result<R, E> {
+pub(crate) fn finish<P: RetryPolicy<R, E>, R, E>(policy: &P, result: Result<R, E>) -> Result<R, E> {
     match result {
         Err(e) => policy.fallback(e),
         ok => ok,
@@ -201,6 +201,46 @@ fn finish<P: RetryPolicy<R, E>, R, E>(policy: &P, result: Result<R, E>) -> Resul
 pub(crate) fn start<P: PolicyCore, Tm>(policy: &P, times: Tm) -> Call<'_, P, Tm> {
     policy.budget().deposit();
     start_credited(policy, times)
+}
+
+/// The state of a [`Call`] without its policy: what a hand-written future keeps between polls
+/// (beside the policy it owns), to rebuild the call with [`Call::resume`].
+#[cfg(feature = "tower")]
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CallState<Tm> {
+    retries: u32,
+    permit: crate::guard::Permit,
+    jitter: JitterState,
+    times: Tm,
+    seed: CallSeed,
+}
+
+#[cfg(feature = "tower")]
+impl<'p, P, Tm: Copy> Call<'p, P, Tm> {
+    /// The call's state, to keep while the policy is not borrowed.
+    #[inline]
+    pub(crate) fn state(&self) -> CallState<Tm> {
+        CallState {
+            retries: self.retries,
+            permit: self.permit,
+            jitter: self.jitter,
+            times: self.times,
+            seed: self.seed,
+        }
+    }
+
+    /// The call with `state`, on `policy` again.
+    #[inline]
+    pub(crate) fn resume(policy: &'p P, state: CallState<Tm>) -> Self {
+        Call {
+            policy,
+            retries: state.retries,
+            permit: state.permit,
+            jitter: state.jitter,
+            times: state.times,
+            seed: state.seed,
+        }
+    }
 }
 
 /// A call of `policy` whose budget was already credited for it.
@@ -379,6 +419,34 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
                 Step::Return(result)
             }
         }
+    }
+
+    /// Settles an attempt that cannot be retried (its request could not be copied): the
+    /// breaker records it and the callbacks see it as [`settle`](Self::settle) would show them,
+    /// and its outcome is returned whatever the rules say.
+    #[cfg(feature = "tower")]
+    pub(crate) fn settle_once<R, E>(&mut self, result: Result<R, E>) -> Result<R, E>
+    where
+        P: RetryPolicy<R, E>,
+    {
+        if <P::Breaker as Breaker>::ACTIVE {
+            let now = self.now();
+            self.policy
+                .breaker()
+                .record(now, self.permit, result.is_ok());
+        }
+        match &result {
+            Ok(_) => self.policy.on_success(),
+            Err(e) => self.policy.on_error(e, self.retries),
+        }
+        #[cfg(feature = "tracing")]
+        tracing::debug!(
+            target: "retry_runtime",
+            function = self.policy.name(),
+            retries = self.retries,
+            "not retried: the request cannot be copied"
+        );
+        result
     }
 
     #[cfg(feature = "tracing")]

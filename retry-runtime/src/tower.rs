@@ -1,0 +1,444 @@
+//! A `tower::Layer` from a built policy (feature `tower`, SPEC section 17).
+//!
+//! [`RobustLayer::new(policy)`](RobustLayer::new) wraps a service so that each request runs
+//! under the policy: the service is called once per attempt with a copy of the request; its
+//! errors and its `Ok` responses are classified by the policy's rules (an
+//! [`OkIf`](crate::kind::OkIf) rule retries a 503 response), with the policy's timeout,
+//! deadline, hints, budget, breaker, callbacks and fallback.
+//!
+//! ```
+//! use std::time::Duration;
+//! use http::{Request, Response, StatusCode};
+//! use retry_runtime::kind::{NoError, OkIf};
+//! use retry_runtime::tower::RobustLayer;
+//! use retry_runtime::{Constant, NoJitter, Policy};
+//! use tower_layer::Layer;
+//! use tower_service::Service;
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let policy = Policy::builder()
+//!     .timeout(Duration::from_secs(2))
+//!     .retries(3)
+//!     .backoff(Constant::new(Duration::from_millis(100)))
+//!     .jitter(NoJitter)
+//!     .on_ok(OkIf(|r: &Response<String>| r.status() == StatusCode::SERVICE_UNAVAILABLE))
+//!     .build()?;
+//!
+//! // A service that is unavailable twice, then answers.
+//! let mut calls = 0;
+//! let flaky = tower::service_fn(move |_req: Request<String>| {
+//!     calls += 1;
+//!     let status = if calls < 3 { StatusCode::SERVICE_UNAVAILABLE } else { StatusCode::OK };
+//!     async move { Ok::<_, std::io::Error>(Response::builder().status(status).body(String::new()).unwrap()) }
+//! });
+//!
+//! let mut client = RobustLayer::new(policy).layer(flaky);
+//! let response = client.call(Request::new("ping".to_owned())).await?;
+//! assert_eq!(response.status(), StatusCode::OK);
+//! # Ok(()) }
+//! ```
+//!
+//! # Requests that cannot be copied
+//!
+//! A retry resends the request, so each attempt needs its own copy: the request type implements
+//! [`RetryRequest`]. `http::Request<B>` does when its body does ([`RetryBody`]: `String`,
+//! `Vec<u8>`, `Bytes`, `()`, `&'static str`, `http_body_util::Full` and `Empty`, or your own
+//! body type). A body that can only be read once (a stream) returns `None` from
+//! [`RetryBody::try_clone_body`]: that request is sent once and never retried, whatever the
+//! policy says, so it is never sent twice. To make such a request retryable, buffer its body
+//! first (`http_body_util::BodyExt::collect(body).await?.to_bytes()` into a `Full<Bytes>`).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use tower_layer::Layer;
+use tower_service::Service;
+
+use crate::call::{Call, CallState, Step, Timed};
+use crate::policy::AsyncRetryPolicy;
+use crate::time::AsyncSleep;
+
+/// A request the layer can send more than once: [`try_clone`](Self::try_clone) makes the copy
+/// for the next attempt, or returns `None` for a request that can be sent only once (it is
+/// then not retried).
+#[diagnostic::on_unimplemented(
+    message = "`RobustLayer` needs to copy the request `{Self}` for each attempt",
+    label = "`{Self}` does not implement `retry_runtime::tower::RetryRequest`",
+    note = "`http::Request<B>` implements it when the body `B` implements `RetryBody` (buffer a streaming body into `http_body_util::Full<Bytes>`); implement `RetryRequest` for your own request types"
+)]
+pub trait RetryRequest: Sized {
+    /// A copy of this request for another attempt, or `None` if it can be sent only once.
+    fn try_clone(&self) -> Option<Self>;
+}
+
+/// A request body that can be sent again (see [`RetryRequest`]).
+#[diagnostic::on_unimplemented(
+    message = "the body `{Self}` cannot be copied for a retry",
+    label = "`{Self}` does not implement `retry_runtime::tower::RetryBody`",
+    note = "buffer a streaming body into `http_body_util::Full<Bytes>` (or implement `RetryBody` for your body type, returning `None` when it cannot be read twice)"
+)]
+pub trait RetryBody: Sized {
+    /// A copy of this body, or `None` if it can be read only once.
+    fn try_clone_body(&self) -> Option<Self>;
+}
+
+macro_rules! cloned_bodies {
+    ($($t:ty),*) => {$(
+        impl RetryBody for $t {
+            #[inline]
+            fn try_clone_body(&self) -> Option<Self> {
+                Some(self.clone())
+            }
+        }
+    )*};
+}
+cloned_bodies!(
+    String,
+    Vec<u8>,
+    bytes::Bytes,
+    (),
+    &'static str,
+    &'static [u8]
+);
+
+impl<D: Clone> RetryBody for http_body_util::Full<D> {
+    #[inline]
+    fn try_clone_body(&self) -> Option<Self> {
+        Some(self.clone())
+    }
+}
+
+impl<D> RetryBody for http_body_util::Empty<D> {
+    #[inline]
+    fn try_clone_body(&self) -> Option<Self> {
+        Some(http_body_util::Empty::new())
+    }
+}
+
+impl<B: RetryBody> RetryRequest for http::Request<B> {
+    fn try_clone(&self) -> Option<Self> {
+        let body = self.body().try_clone_body()?;
+        let mut copy = http::Request::new(body);
+        *copy.method_mut() = self.method().clone();
+        *copy.uri_mut() = self.uri().clone();
+        *copy.version_mut() = self.version();
+        *copy.headers_mut() = self.headers().clone();
+        *copy.extensions_mut() = self.extensions().clone();
+        Some(copy)
+    }
+}
+
+macro_rules! cloned_requests {
+    ($($t:ty),*) => {$(
+        impl RetryRequest for $t {
+            #[inline]
+            fn try_clone(&self) -> Option<Self> {
+                Some(self.clone())
+            }
+        }
+    )*};
+}
+cloned_requests!(
+    String,
+    Vec<u8>,
+    bytes::Bytes,
+    (),
+    &'static str,
+    u8,
+    u16,
+    u32,
+    u64,
+    usize,
+    i32,
+    i64
+);
+
+/// A `tower::Layer` that runs every request of the service it wraps under `policy` (see the
+/// [module docs](self)). Clones share the policy (and so its budget and breaker).
+#[derive(Debug)]
+pub struct RobustLayer<P> {
+    policy: Arc<P>,
+}
+
+impl<P> Clone for RobustLayer<P> {
+    fn clone(&self) -> Self {
+        RobustLayer {
+            policy: Arc::clone(&self.policy),
+        }
+    }
+}
+
+impl<P> RobustLayer<P> {
+    /// A layer from a built policy (a [`Policy`](crate::Policy) or a
+    /// [`DynPolicy`](crate::DynPolicy)) whose rules classify the wrapped service's errors and
+    /// responses.
+    pub fn new(policy: P) -> Self {
+        RobustLayer {
+            policy: Arc::new(policy),
+        }
+    }
+
+    /// The policy.
+    pub fn policy(&self) -> &P {
+        &self.policy
+    }
+}
+
+impl<S, P> Layer<S> for RobustLayer<P> {
+    type Service = Robust<S, P>;
+
+    fn layer(&self, inner: S) -> Robust<S, P> {
+        Robust {
+            inner,
+            policy: Arc::clone(&self.policy),
+        }
+    }
+}
+
+/// The service [`RobustLayer`] makes: `S` with every request run under the policy `P`.
+#[derive(Debug)]
+pub struct Robust<S, P> {
+    inner: S,
+    policy: Arc<P>,
+}
+
+impl<S: Clone, P> Clone for Robust<S, P> {
+    fn clone(&self) -> Self {
+        Robust {
+            inner: self.inner.clone(),
+            policy: Arc::clone(&self.policy),
+        }
+    }
+}
+
+impl<S, P> Robust<S, P> {
+    /// The wrapped service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+}
+
+impl<S, P, Req> Service<Req> for Robust<S, P>
+where
+    S: Service<Req> + Clone,
+    Req: RetryRequest,
+    P: AsyncRetryPolicy<S::Response, S::Error, Env: Clone + Send + 'static>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = ResponseFuture<S, P, Req>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Req) -> Self::Future {
+        // The service that was made ready goes with this request; this one keeps a clone.
+        let clone = self.inner.clone();
+        let inner = std::mem::replace(&mut self.inner, clone);
+        let policy = Arc::clone(&self.policy);
+        let state = crate::call::start(&*policy, Timed::now(policy.env(), false)).state();
+        ResponseFuture {
+            policy,
+            inner,
+            state,
+            request: Some(req),
+            pending: None,
+            phase: Phase::Admit,
+            attempt: None,
+            timer: None,
+            backoff: None,
+        }
+    }
+}
+
+/// Where a [`ResponseFuture`] is in its loop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Before an attempt: the breaker admits it, the request is copied, the timer armed.
+    Admit,
+    /// Waiting for the service to be ready (within the attempt's time).
+    Ready { single: bool },
+    /// The service's future is running.
+    Calling { single: bool },
+    /// Sleeping before the next attempt.
+    Backoff,
+    /// The response was returned.
+    Done,
+}
+
+pin_project_lite::pin_project! {
+    /// The future of a [`Robust`] service's response: the retry loop of one request, with no
+    /// allocation unless it backs off (each backoff's sleep is boxed).
+    pub struct ResponseFuture<S: Service<Req>, P, Req> {
+        policy: Arc<P>,
+        inner: S,
+        state: CallState<Timed>,
+        // The request of the next attempt (a copy is made before each attempt), and the one of
+        // the attempt waiting for the service to be ready.
+        request: Option<Req>,
+        pending: Option<Req>,
+        phase: Phase,
+        #[pin]
+        attempt: Option<S::Future>,
+        // The attempt's timer, made the first time an attempt has a limit and reset after.
+        #[pin]
+        timer: Option<tokio::time::Sleep>,
+        backoff: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
+    }
+}
+
+impl<S: Service<Req>, P, Req> std::fmt::Debug for ResponseFuture<S, P, Req> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResponseFuture")
+            .field("phase", &self.phase)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, P, Req> Future for ResponseFuture<S, P, Req>
+where
+    S: Service<Req>,
+    Req: RetryRequest,
+    P: AsyncRetryPolicy<S::Response, S::Error, Env: Clone + Send + 'static>,
+{
+    type Output = Result<S::Response, S::Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        let policy: &P = this.policy;
+        loop {
+            // The attempt's outcome, once there is one: the result and whether it timed out.
+            let (result, fired, single) = match *this.phase {
+                Phase::Done => return Poll::Pending,
+                Phase::Admit => {
+                    let mut call = Call::resume(policy, *this.state);
+                    if let Some(rejected) = call.admit() {
+                        *this.phase = Phase::Done;
+                        return Poll::Ready(crate::call::finish(policy, rejected));
+                    }
+                    let attempt = call.attempt();
+                    let limit = attempt.limit();
+                    *this.state = call.state();
+                    if let Some(limit) = limit {
+                        let deadline = deadline_in(limit);
+                        match this.timer.as_mut().as_pin_mut() {
+                            Some(timer) => timer.reset(deadline),
+                            None => this.timer.set(Some(tokio::time::sleep_until(deadline))),
+                        }
+                    }
+                    // This attempt's request, and a copy for the next one: a request that
+                    // cannot be copied is sent once, and this is its only attempt.
+                    let Some(request) = this.request.take() else {
+                        *this.phase = Phase::Done;
+                        return Poll::Pending;
+                    };
+                    *this.request = request.try_clone();
+                    *this.pending = Some(request);
+                    *this.phase = Phase::Ready {
+                        single: this.request.is_none(),
+                    };
+                    continue;
+                }
+                Phase::Ready { single } => match this.inner.poll_ready(cx) {
+                    Poll::Ready(Ok(())) => {
+                        let Some(request) = this.pending.take() else {
+                            *this.phase = Phase::Done;
+                            return Poll::Pending;
+                        };
+                        this.attempt.set(Some(this.inner.call(request)));
+                        *this.phase = Phase::Calling { single };
+                        continue;
+                    }
+                    Poll::Ready(Err(e)) => (Err(e), false, single),
+                    Poll::Pending => {
+                        match expired::<P, S::Response, S::Error>(policy, this.timer.as_mut(), cx) {
+                            Some(e) => (Err(e), true, single),
+                            None => return Poll::Pending,
+                        }
+                    }
+                },
+                Phase::Calling { single } => {
+                    let polled = match this.attempt.as_mut().as_pin_mut() {
+                        Some(f) => f.poll(cx),
+                        None => Poll::Pending,
+                    };
+                    match polled {
+                        Poll::Ready(r) => {
+                            this.attempt.set(None);
+                            (r, false, single)
+                        }
+                        Poll::Pending => match expired::<P, S::Response, S::Error>(
+                            policy,
+                            this.timer.as_mut(),
+                            cx,
+                        ) {
+                            Some(e) => {
+                                // Dropping the attempt's future cancels it.
+                                this.attempt.set(None);
+                                (Err(e), true, single)
+                            }
+                            None => return Poll::Pending,
+                        },
+                    }
+                }
+                Phase::Backoff => {
+                    if let Some(sleep) = this.backoff.as_mut()
+                        && sleep.as_mut().poll(cx).is_pending()
+                    {
+                        return Poll::Pending;
+                    }
+                    *this.phase = Phase::Admit;
+                    continue;
+                }
+            };
+            let mut call = Call::resume(policy, *this.state);
+            if single {
+                let r = call.settle_once(result);
+                *this.phase = Phase::Done;
+                return Poll::Ready(crate::call::finish(policy, r));
+            }
+            let step = call.settle(result, fired);
+            *this.state = call.state();
+            match step {
+                Step::Return(r) => {
+                    *this.phase = Phase::Done;
+                    return Poll::Ready(crate::call::finish(policy, r));
+                }
+                Step::Retry(delay) => {
+                    let env = policy.env().clone();
+                    *this.backoff = Some(Box::pin(async move { env.sleep_async(delay).await }));
+                    *this.phase = Phase::Backoff;
+                }
+            }
+        }
+    }
+}
+
+/// The error of an attempt whose timer fired, if it did (and the attempt has a limit).
+fn expired<P, R, E>(
+    policy: &P,
+    timer: Pin<&mut Option<tokio::time::Sleep>>,
+    cx: &mut Context<'_>,
+) -> Option<E>
+where
+    P: AsyncRetryPolicy<R, E>,
+{
+    let timer = timer.as_pin_mut()?;
+    if timer.poll(cx).is_ready() {
+        crate::timeout::AsyncTimeout::elapsed(policy.timeout_setting(), crate::Elapsed::new())
+    } else {
+        None
+    }
+}
+
+/// `now + d` on tokio's clock, saturating about thirty years ahead.
+fn deadline_in(d: std::time::Duration) -> tokio::time::Instant {
+    let now = tokio::time::Instant::now();
+    now.checked_add(d)
+        .or_else(|| now.checked_add(std::time::Duration::from_secs(86400 * 365 * 30)))
+        .unwrap_or(now)
+}

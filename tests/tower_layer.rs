@@ -1,0 +1,318 @@
+//! `RobustLayer` (feature `tower`, SPEC section 17): the wrapped service is called once per
+//! attempt with a copy of the request; errors and `Ok` responses are classified by the
+//! policy's rules, with its timeout, hints, budget, breaker and fallback. A request whose body
+//! cannot be copied is sent once.
+
+use std::io::{self, ErrorKind};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use http::{Request, Response, StatusCode};
+use retry_runtime::kind::{Io, OkIf};
+use retry_runtime::tower::{RetryBody, RobustLayer};
+use retry_runtime::{CircuitBreaker, Constant, NoBackoff, NoJitter, Policy, RetryBudget};
+use tokio::time::Instant;
+use tower::{Layer, Service, ServiceExt};
+
+mod common;
+use common::*;
+
+type Resp = Response<String>;
+
+fn status(code: StatusCode) -> Resp {
+    Response::builder()
+        .status(code)
+        .body(String::new())
+        .unwrap()
+}
+
+fn retry_after(secs: u64) -> Resp {
+    Response::builder()
+        .status(StatusCode::SERVICE_UNAVAILABLE)
+        .header("retry-after", secs.to_string())
+        .body(String::new())
+        .unwrap()
+}
+
+fn retry_after_of(r: &Resp) -> Option<Duration> {
+    let s = r.headers().get("retry-after")?.to_str().ok()?;
+    s.parse().ok().map(Duration::from_secs)
+}
+
+/// A service answering each call with the script's next step (the last repeats); counts calls.
+fn scripted<B: Send + 'static>(
+    script: Vec<io::Result<Resp>>,
+) -> (
+    impl Service<Request<B>, Response = Resp, Error = io::Error, Future: Send> + Clone + Send,
+    Arc<AtomicU32>,
+) {
+    let calls = Arc::new(AtomicU32::new(0));
+    let script = Arc::new(script);
+    let counter = Arc::clone(&calls);
+    let svc = tower::service_fn(move |_req: Request<B>| {
+        let n = counter.fetch_add(1, Ordering::SeqCst) as usize;
+        let step = match &script[n.min(script.len() - 1)] {
+            Ok(r) => Ok(clone_resp(r)),
+            Err(e) => Err(io::Error::from(e.kind())),
+        };
+        async move { step }
+    });
+    (svc, calls)
+}
+
+fn clone_resp(r: &Resp) -> Resp {
+    let mut c = Response::new(r.body().clone());
+    *c.status_mut() = r.status();
+    *c.headers_mut() = r.headers().clone();
+    c
+}
+
+#[tokio::test(start_paused = true)]
+async fn unavailable_responses_are_retried_after_the_delay_the_server_asks_for() {
+    let policy = Policy::builder()
+        .retries(5)
+        .backoff(Constant::new(secs(1)))
+        .jitter(NoJitter)
+        .when_ok(
+            OkIf(|r: &Resp| r.status() == StatusCode::SERVICE_UNAVAILABLE).hint(retry_after_of),
+            |s| s,
+        )
+        .on_ok(OkIf(|r: &Resp| r.status() == StatusCode::TOO_MANY_REQUESTS))
+        .build()
+        .unwrap();
+    let (svc, calls) = scripted(vec![
+        Ok(retry_after(3)),
+        Ok(status(StatusCode::TOO_MANY_REQUESTS)),
+        Ok(retry_after(2)),
+        Ok(status(StatusCode::OK)),
+    ]);
+    let mut client = RobustLayer::new(policy).layer(svc);
+    let start = Instant::now();
+    let r = client
+        .ready()
+        .await
+        .unwrap()
+        .call(Request::new("ping".to_owned()))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(calls.load(Ordering::SeqCst), 4);
+    // 3 s (Retry-After), 1 s (backoff), 2 s (Retry-After).
+    assert_eq!(start.elapsed(), secs(6));
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_last_response_is_returned_when_the_retries_are_used_up() {
+    let policy = Policy::builder()
+        .retries(2)
+        .backoff(NoBackoff)
+        .on_ok(OkIf(|r: &Resp| r.status().is_server_error()))
+        .build()
+        .unwrap();
+    let (svc, calls) = scripted(vec![Ok(status(StatusCode::BAD_GATEWAY))]);
+    let r = RobustLayer::new(policy)
+        .layer(svc)
+        .oneshot(Request::new(String::new()))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_GATEWAY);
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn errors_follow_the_rules_and_a_hung_attempt_is_cut_by_the_timeout() {
+    let policy = Policy::builder()
+        .retries(3)
+        .timeout(ms(500))
+        .backoff(Constant::new(ms(100)))
+        .jitter(NoJitter)
+        .on(retry_runtime::kind::ClassifyExt::or(
+            retry_runtime::kind::Timeout,
+            Io::of([ErrorKind::ConnectionReset]),
+        ))
+        .build()
+        .unwrap();
+    let calls = Arc::new(AtomicU32::new(0));
+    let counter = Arc::clone(&calls);
+    let svc = tower::service_fn(move |_req: Request<String>| {
+        let n = counter.fetch_add(1, Ordering::SeqCst);
+        async move {
+            match n {
+                0 => Err(io::Error::from(ErrorKind::ConnectionReset)),
+                1 => {
+                    tokio::time::sleep(secs(60)).await; // hangs: cut at 500 ms
+                    Ok(status(StatusCode::OK))
+                }
+                2 => Err(io::Error::from(ErrorKind::PermissionDenied)), // not retried
+                _ => Ok(status(StatusCode::OK)),
+            }
+        }
+    });
+    let start = Instant::now();
+    let e = RobustLayer::new(policy)
+        .layer(svc)
+        .oneshot(Request::new(String::new()))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::PermissionDenied);
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+    // reset, 100 ms, hang cut at 500 ms, 100 ms, denied.
+    assert_eq!(start.elapsed(), ms(700));
+}
+
+/// A body that can be read only once.
+struct Stream;
+impl RetryBody for Stream {
+    fn try_clone_body(&self) -> Option<Self> {
+        None
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_request_whose_body_cannot_be_copied_is_sent_once() {
+    let policy = Policy::builder()
+        .retries(5)
+        .backoff(NoBackoff)
+        .build()
+        .unwrap();
+    let (svc, calls) = scripted::<Stream>(vec![Err(ErrorKind::ConnectionReset.into())]);
+    let e = RobustLayer::new(policy)
+        .layer(svc)
+        .oneshot(Request::new(Stream))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::ConnectionReset);
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "never sent twice");
+
+    // A copyable body of the same service is retried.
+    let policy = Policy::builder()
+        .retries(5)
+        .backoff(NoBackoff)
+        .build()
+        .unwrap();
+    let (svc, calls) = scripted::<String>(vec![Err(ErrorKind::ConnectionReset.into())]);
+    let _ = RobustLayer::new(policy)
+        .layer(svc)
+        .oneshot(Request::new(String::new()))
+        .await;
+    assert_eq!(calls.load(Ordering::SeqCst), 6);
+}
+
+#[tokio::test(start_paused = true)]
+async fn each_attempt_gets_a_copy_of_the_whole_request() {
+    let policy = Policy::builder()
+        .retries(2)
+        .backoff(NoBackoff)
+        .build()
+        .unwrap();
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = Arc::clone(&seen);
+    let svc = tower::service_fn(move |req: Request<String>| {
+        let mut v = log.lock().unwrap();
+        v.push((
+            req.method().clone(),
+            req.uri().to_string(),
+            req.headers()["x-id"].to_str().unwrap().to_owned(),
+            req.body().clone(),
+        ));
+        let fail = v.len() < 3;
+        async move {
+            if fail {
+                Err(io::Error::from(ErrorKind::ConnectionReset))
+            } else {
+                Ok(status(StatusCode::OK))
+            }
+        }
+    });
+    let req = Request::post("http://127.0.0.1/jobs")
+        .header("x-id", "42")
+        .body("payload".to_owned())
+        .unwrap();
+    let r = RobustLayer::new(policy).layer(svc).oneshot(req).await;
+    assert_eq!(r.unwrap().status(), StatusCode::OK);
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 3);
+    for s in seen.iter() {
+        assert_eq!(
+            s,
+            &(
+                http::Method::POST,
+                "http://127.0.0.1/jobs".to_owned(),
+                "42".to_owned(),
+                "payload".to_owned()
+            )
+        );
+    }
+}
+
+static BREAKER: std::sync::LazyLock<CircuitBreaker> = std::sync::LazyLock::new(|| {
+    CircuitBreaker::new(2, 2, 0.5, Duration::from_secs(30), 1).expect("valid breaker")
+});
+
+#[tokio::test(start_paused = true)]
+async fn an_open_breaker_rejects_without_calling_and_the_fallback_answers() {
+    let policy = Policy::builder()
+        .retries(1)
+        .backoff(NoBackoff)
+        .breaker(&BREAKER)
+        .fallback(|e: io::Error| {
+            if e.kind() == ErrorKind::Other {
+                Ok(status(StatusCode::NON_AUTHORITATIVE_INFORMATION)) // a cached answer
+            } else {
+                Err(e)
+            }
+        })
+        .build()
+        .unwrap();
+    let (svc, calls) = scripted::<String>(vec![Err(ErrorKind::ConnectionReset.into())]);
+    let mut client = RobustLayer::new(policy).layer(svc);
+    let e = client
+        .ready()
+        .await
+        .unwrap()
+        .call(Request::new(String::new()))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::ConnectionReset);
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    // Open now: the request is rejected with E::from(Open) and the fallback answers.
+    let r = client
+        .ready()
+        .await
+        .unwrap()
+        .call(Request::new(String::new()))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NON_AUTHORITATIVE_INFORMATION);
+    assert_eq!(calls.load(Ordering::SeqCst), 2, "no call while open");
+}
+
+static BUDGET: RetryBudget = match RetryBudget::new(20.0, 0.0, 1.0) {
+    Ok(b) => b,
+    Err(_) => panic!("invalid budget"),
+};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_requests_share_the_budget_exactly() {
+    let policy = Policy::builder()
+        .retries(3)
+        .backoff(NoBackoff)
+        .budget(&BUDGET)
+        .build()
+        .unwrap();
+    let (svc, calls) = scripted::<String>(vec![Err(ErrorKind::ConnectionReset.into())]);
+    let client = RobustLayer::new(policy).layer(svc);
+    let mut tasks = Vec::new();
+    for _ in 0..64 {
+        let c = client.clone();
+        tasks.push(tokio::spawn(async move {
+            c.oneshot(Request::new(String::new())).await.is_err()
+        }));
+    }
+    for t in tasks {
+        assert!(t.await.unwrap());
+    }
+    // 64 first attempts, and exactly the budget's 20 tokens of retries among them.
+    assert_eq!(calls.load(Ordering::SeqCst), 64 + 20);
+}
