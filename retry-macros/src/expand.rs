@@ -656,13 +656,36 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
             quote_spanned!(e.span()=> #ps::#f(&#e))
         }
     };
-    let budget_tokens = config
-        .budget
-        .as_ref()
-        .map_or(quote!(()), |e| spanned_call(e, "budget", false));
+    // The guards are bound by reference first (`let g = &EXPR;` keeps a temporary alive for
+    // the whole call): a `static`, or a guard returned by a keyed map (`BREAKERS.get(host)`).
+    let budget_owner = Ident::new("__robust_budget_owner", Span::mixed_site());
+    let breaker_owner = Ident::new("__robust_breaker_owner", Span::mixed_site());
+    let guard_binds = {
+        let budget = config
+            .budget
+            .as_ref()
+            .map(|e| quote_spanned!(e.span()=> let #budget_owner = &#e;));
+        let breaker = config
+            .breaker
+            .as_ref()
+            .map(|e| quote_spanned!(e.span()=> let #breaker_owner = &#e;));
+        quote!(#budget #breaker)
+    };
+    let budget_tokens = config.budget.as_ref().map_or(quote!(()), |e| {
+        let ps = respan(&p, e.span());
+        let owner = Ident::new(
+            "__robust_budget_owner",
+            Span::mixed_site().located_at(e.span()),
+        );
+        quote_spanned!(e.span()=> #ps::budget(#owner))
+    });
     let breaker_tokens = config.breaker.as_ref().map_or(quote!(()), |e| {
         let ps = respan(&p, e.span());
-        quote_spanned!(e.span()=> #ps::check_breaker::<_>(&#e))
+        let owner = Ident::new(
+            "__robust_breaker_owner",
+            Span::mixed_site().located_at(e.span()),
+        );
+        quote_spanned!(e.span()=> #ps::check_breaker::<_>(#owner))
     });
     let hint_tokens = config
         .hint
@@ -891,6 +914,7 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
             #inspector
             #(#locals)*
             #fallback_bind
+            #guard_binds
             #on_success_bind
             #budget_bind
             let #tm = #timeout;
@@ -927,6 +951,7 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
             #inspector
             #(#locals)*
             #fallback_bind
+            #guard_binds
             let __robust_on_error = #on_error;
             let #policy = #p::policy(#whens, #on, #top_settings, #timeout, #on_success, __robust_on_error, #extras);
             let mut #call = #start;

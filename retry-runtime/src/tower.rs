@@ -58,7 +58,10 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use crate::call::{Call, CallState, Step, Timed};
-use crate::policy::AsyncRetryPolicy;
+use crate::guard::KeyedBreaker;
+use crate::kind::Failure;
+use crate::policy::rules::PlanVisitor;
+use crate::policy::{AsyncRetryPolicy, PolicyCore, RetryPolicy};
 use crate::time::AsyncSleep;
 
 /// A request the layer can send more than once: [`try_clone`](Self::try_clone) makes the copy
@@ -158,15 +161,20 @@ cloned_requests!(
 
 /// A `tower::Layer` that runs every request of the service it wraps under `policy` (see the
 /// [module docs](self)). Clones share the policy (and so its budget and breaker).
+///
+/// [`breaker_per`](Self::breaker_per) gives each request the breaker of its key (its host, its
+/// gRPC method) instead of the policy's own.
 #[derive(Debug)]
-pub struct RobustLayer<P> {
+pub struct RobustLayer<P, G = ()> {
     policy: Arc<P>,
+    guards: G,
 }
 
-impl<P> Clone for RobustLayer<P> {
+impl<P, G: Clone> Clone for RobustLayer<P, G> {
     fn clone(&self) -> Self {
         RobustLayer {
             policy: Arc::clone(&self.policy),
+            guards: self.guards.clone(),
         }
     }
 }
@@ -178,58 +186,257 @@ impl<P> RobustLayer<P> {
     pub fn new(policy: P) -> Self {
         RobustLayer {
             policy: Arc::new(policy),
+            guards: (),
         }
     }
 
+    /// Each request uses the circuit breaker of its key, `key(&request)`, taken from
+    /// `breakers` (a [`KeyedBreaker`], by reference or in an `Arc`), instead of the policy's
+    /// own breaker: a host that keeps failing is cut off while the others are served. While a
+    /// key's breaker is open, its requests fail at once with `E::from(Open)` (and the
+    /// policy's fallback, if any, answers).
+    ///
+    /// ```
+    /// use std::sync::LazyLock;
+    /// use std::time::Duration;
+    /// use retry_runtime::guard::{Keyed, KeyedBreaker};
+    /// use retry_runtime::tower::RobustLayer;
+    /// use retry_runtime::{CircuitBreaker, Policy};
+    ///
+    /// static BREAKERS: LazyLock<KeyedBreaker<String>> = LazyLock::new(|| {
+    ///     let template = CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(30), 1).expect("valid");
+    ///     Keyed::new(1000, template).expect("at least one key")
+    /// });
+    ///
+    /// let layer = RobustLayer::new(Policy::builder().retries(2).build()?).breaker_per(
+    ///     &*BREAKERS,
+    ///     |req: &http::Request<String>| req.uri().host().unwrap_or_default().to_owned(),
+    /// );
+    /// # let _ = layer;
+    /// # Ok::<(), retry_runtime::ConfigError>(())
+    /// ```
+    pub fn breaker_per<B, F>(self, breakers: B, key: F) -> RobustLayer<P, BreakerPer<B, F>> {
+        RobustLayer {
+            policy: self.policy,
+            guards: BreakerPer { breakers, key },
+        }
+    }
+}
+
+impl<P, G> RobustLayer<P, G> {
     /// The policy.
     pub fn policy(&self) -> &P {
         &self.policy
     }
 }
 
-impl<S, P> Layer<S> for RobustLayer<P> {
-    type Service = Robust<S, P>;
+impl<S, P, G: Clone> Layer<S> for RobustLayer<P, G> {
+    type Service = Robust<S, P, G>;
 
-    fn layer(&self, inner: S) -> Robust<S, P> {
+    fn layer(&self, inner: S) -> Robust<S, P, G> {
         Robust {
             inner,
             policy: Arc::clone(&self.policy),
+            guards: self.guards.clone(),
         }
     }
 }
 
-/// The service [`RobustLayer`] makes: `S` with every request run under the policy `P`.
+/// The service [`RobustLayer`] makes: `S` with every request run under the policy `P` (and
+/// the guards `G` choose for it).
 #[derive(Debug)]
-pub struct Robust<S, P> {
+pub struct Robust<S, P, G = ()> {
     inner: S,
     policy: Arc<P>,
+    guards: G,
 }
 
-impl<S: Clone, P> Clone for Robust<S, P> {
+impl<S: Clone, P, G: Clone> Clone for Robust<S, P, G> {
     fn clone(&self) -> Self {
         Robust {
             inner: self.inner.clone(),
             policy: Arc::clone(&self.policy),
+            guards: self.guards.clone(),
         }
     }
 }
 
-impl<S, P> Robust<S, P> {
+impl<S, P, G> Robust<S, P, G> {
     /// The wrapped service.
     pub fn get_ref(&self) -> &S {
         &self.inner
     }
 }
 
-impl<S, P, Req> Service<Req> for Robust<S, P>
+/// The guards a [`Robust`] service chooses for each request: `()` keeps the policy's own;
+/// [`BreakerPer`] takes the breaker of the request's key.
+pub trait Guards<Req, P, R, E> {
+    /// What is chosen for one request (kept by its future).
+    type Chosen;
+    /// The policy's environment (its clock and sleepers).
+    type Env: crate::time::Env + AsyncSleep + Clone + Send + Sync + 'static;
+    /// The policy a request runs under, with the chosen guards.
+    type View<'a>: AsyncRetryPolicy<R, E, Env = Self::Env>
+    where
+        Self: 'a,
+        P: 'a;
+    /// Chooses for `request`.
+    fn choose(&self, request: &Req) -> Self::Chosen;
+    /// `policy` with what was chosen.
+    fn view<'a>(policy: &'a P, chosen: &'a Self::Chosen) -> Self::View<'a>
+    where
+        Self: 'a;
+}
+
+impl<Req, P, R, E> Guards<Req, P, R, E> for ()
+where
+    P: AsyncRetryPolicy<R, E, Env: Clone + Send + 'static>,
+{
+    type Chosen = ();
+    type Env = P::Env;
+    type View<'a>
+        = &'a P
+    where
+        P: 'a;
+    #[inline(always)]
+    fn choose(&self, _: &Req) {}
+    #[inline(always)]
+    fn view<'a>(policy: &'a P, _: &'a ()) -> &'a P
+    where
+        Self: 'a,
+    {
+        policy
+    }
+}
+
+/// A breaker per key (see [`RobustLayer::breaker_per`]): `breakers` is a [`KeyedBreaker`]
+/// (or a reference or `Arc` to one) and `key` makes a request's key.
+#[derive(Debug, Clone)]
+pub struct BreakerPer<B, F> {
+    breakers: B,
+    key: F,
+}
+
+impl<Req, P, R, E, B, K, F> Guards<Req, P, R, E> for BreakerPer<B, F>
+where
+    P: AsyncRetryPolicy<R, E, Env: Clone + Send + 'static>,
+    E: From<crate::Open>,
+    B: std::ops::Deref<Target = KeyedBreaker<K>>,
+    K: std::hash::Hash + Eq + Clone,
+    F: Fn(&Req) -> K,
+{
+    type Chosen = Arc<crate::CircuitBreaker>;
+    type Env = P::Env;
+    type View<'a>
+        = WithBreaker<'a, P, E>
+    where
+        Self: 'a,
+        P: 'a;
+    fn choose(&self, request: &Req) -> Self::Chosen {
+        self.breakers.get(&(self.key)(request))
+    }
+    fn view<'a>(policy: &'a P, chosen: &'a Self::Chosen) -> WithBreaker<'a, P, E>
+    where
+        Self: 'a,
+    {
+        WithBreaker {
+            policy,
+            breaker: crate::guard::BreakerOf {
+                breaker: chosen,
+                reject: || E::from(crate::Open::new()),
+            },
+        }
+    }
+}
+
+/// A policy with the breaker chosen for a request instead of its own.
+#[derive(Debug)]
+pub struct WithBreaker<'a, P, E> {
+    policy: &'a P,
+    breaker: crate::guard::BreakerOf<'a, E>,
+}
+
+impl<P, E> crate::policy::sealed::Sealed for WithBreaker<'_, P, E> {}
+
+impl<'a, P: PolicyCore, E> PolicyCore for WithBreaker<'a, P, E> {
+    type Env = P::Env;
+    type Timeout = P::Timeout;
+    type Budget = P::Budget;
+    type Breaker = crate::guard::BreakerOf<'a, E>;
+
+    #[inline(always)]
+    fn env(&self) -> &P::Env {
+        self.policy.env()
+    }
+    #[inline(always)]
+    fn timeout_setting(&self) -> &P::Timeout {
+        self.policy.timeout_setting()
+    }
+    #[inline(always)]
+    fn budget(&self) -> &P::Budget {
+        self.policy.budget()
+    }
+    #[inline(always)]
+    fn breaker(&self) -> &Self::Breaker {
+        &self.breaker
+    }
+}
+
+impl<P: RetryPolicy<R, E>, R, E> RetryPolicy<R, E> for WithBreaker<'_, P, E> {
+    const ON_RETRY: bool = P::ON_RETRY;
+    const VALUES: bool = P::VALUES;
+
+    #[inline(always)]
+    fn reject(&self) -> Option<E> {
+        crate::guard::Reject::reject(&self.breaker)
+    }
+    #[inline(always)]
+    fn on_success(&self) {
+        self.policy.on_success()
+    }
+    #[inline(always)]
+    fn on_error(&self, error: &E, retries: u32) {
+        self.policy.on_error(error, retries)
+    }
+    #[inline(always)]
+    fn hint(&self, error: &E) -> Option<std::time::Duration> {
+        self.policy.hint(error)
+    }
+    #[inline(always)]
+    fn on_retry(&self, outcome: &Result<R, E>, info: &crate::RetryInfo) {
+        self.policy.on_retry(outcome, info)
+    }
+    #[inline(always)]
+    fn fallback(&self, error: E) -> Result<R, E> {
+        self.policy.fallback(error)
+    }
+    #[inline(always)]
+    fn name(&self) -> Option<&'static str> {
+        self.policy.name()
+    }
+    #[inline]
+    fn write_error(&self, error: &E, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.policy.write_error(error, f)
+    }
+    #[inline(always)]
+    fn select<V: PlanVisitor>(&self, failure: &Failure<'_, E>, visitor: V) -> Option<V::Out> {
+        self.policy.select(failure, visitor)
+    }
+    #[inline(always)]
+    fn select_value<V: PlanVisitor>(&self, value: &R, visitor: V) -> Option<V::Out> {
+        self.policy.select_value(value, visitor)
+    }
+}
+
+impl<S, P, Req, G> Service<Req> for Robust<S, P, G>
 where
     S: Service<Req> + Clone,
     Req: RetryRequest,
-    P: AsyncRetryPolicy<S::Response, S::Error, Env: Clone + Send + 'static>,
+    G: Guards<Req, P, S::Response, S::Error>,
 {
     type Response = S::Response;
     type Error = S::Error;
-    type Future = ResponseFuture<S, P, Req>;
+    type Future = ResponseFuture<S, P, Req, G>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
         self.inner.poll_ready(cx)
@@ -240,9 +447,14 @@ where
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
         let policy = Arc::clone(&self.policy);
-        let state = crate::call::start(&*policy, Timed::now(policy.env(), false)).state();
+        let chosen = self.guards.choose(&req);
+        let state = {
+            let view = G::view(&policy, &chosen);
+            crate::call::start(&view, Timed::now(view.env(), false)).state()
+        };
         ResponseFuture {
             policy,
+            chosen,
             inner,
             state,
             request: Some(req),
@@ -273,8 +485,9 @@ enum Phase {
 pin_project_lite::pin_project! {
     /// The future of a [`Robust`] service's response: the retry loop of one request, with no
     /// allocation unless it backs off (each backoff's sleep is boxed).
-    pub struct ResponseFuture<S: Service<Req>, P, Req> {
+    pub struct ResponseFuture<S: Service<Req>, P, Req, G: Guards<Req, P, S::Response, S::Error>> {
         policy: Arc<P>,
+        chosen: G::Chosen,
         inner: S,
         state: CallState<Timed>,
         // The request of the next attempt (a copy is made before each attempt), and the one of
@@ -291,7 +504,11 @@ pin_project_lite::pin_project! {
     }
 }
 
-impl<S: Service<Req>, P, Req> std::fmt::Debug for ResponseFuture<S, P, Req> {
+impl<S, P, Req, G> std::fmt::Debug for ResponseFuture<S, P, Req, G>
+where
+    S: Service<Req>,
+    G: Guards<Req, P, S::Response, S::Error>,
+{
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ResponseFuture")
             .field("phase", &self.phase)
@@ -299,17 +516,18 @@ impl<S: Service<Req>, P, Req> std::fmt::Debug for ResponseFuture<S, P, Req> {
     }
 }
 
-impl<S, P, Req> Future for ResponseFuture<S, P, Req>
+impl<S, P, Req, G> Future for ResponseFuture<S, P, Req, G>
 where
     S: Service<Req>,
     Req: RetryRequest,
-    P: AsyncRetryPolicy<S::Response, S::Error, Env: Clone + Send + 'static>,
+    G: Guards<Req, P, S::Response, S::Error>,
 {
     type Output = Result<S::Response, S::Error>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
-        let policy: &P = this.policy;
+        let view = G::view(this.policy, this.chosen);
+        let policy = &view;
         loop {
             // The attempt's outcome, once there is one: the result and whether it timed out.
             let (result, fired, single) = match *this.phase {
@@ -355,7 +573,7 @@ where
                     }
                     Poll::Ready(Err(e)) => (Err(e), false, single),
                     Poll::Pending => {
-                        match expired::<P, S::Response, S::Error>(policy, this.timer.as_mut(), cx) {
+                        match expired::<_, S::Response, S::Error>(policy, this.timer.as_mut(), cx) {
                             Some(e) => (Err(e), true, single),
                             None => return Poll::Pending,
                         }
@@ -371,7 +589,7 @@ where
                             this.attempt.set(None);
                             (r, false, single)
                         }
-                        Poll::Pending => match expired::<P, S::Response, S::Error>(
+                        Poll::Pending => match expired::<_, S::Response, S::Error>(
                             policy,
                             this.timer.as_mut(),
                             cx,
@@ -409,7 +627,7 @@ where
                     return Poll::Ready(crate::call::finish(policy, r));
                 }
                 Step::Retry(delay) => {
-                    let env = policy.env().clone();
+                    let env: G::Env = policy.env().clone();
                     *this.backoff = Some(Box::pin(async move { env.sleep_async(delay).await }));
                     *this.phase = Phase::Backoff;
                 }

@@ -166,6 +166,30 @@ impl CircuitBreaker {
         })
     }
 
+    /// A new closed breaker with the settings of this one.
+    pub(crate) fn fresh(&self) -> Self {
+        Self {
+            window: self.window,
+            min_calls: self.min_calls,
+            failure_ratio: self.failure_ratio,
+            break_duration: self.break_duration,
+            probes: self.probes,
+            inner: Mutex::new(Inner {
+                state: BreakerState::Closed,
+                generation: 0,
+                ring: [0; (MAX_WINDOW / 64) as usize],
+                next: 0,
+                recorded: 0,
+                failures: 0,
+                opened_at: None,
+                half_opened_at: None,
+                probes_started: 0,
+                probes_succeeded: 0,
+                probes_failed: 0,
+            }),
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         // The state stays consistent even if a holder panicked: every update is complete.
         self.inner.lock().unwrap_or_else(|e| e.into_inner())

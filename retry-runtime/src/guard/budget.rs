@@ -119,6 +119,16 @@ impl RetryBudget {
         })
     }
 
+    /// A new full bucket with the settings of this one.
+    pub(crate) fn fresh(&self) -> Self {
+        Self {
+            milli: AtomicU64::new(self.capacity),
+            capacity: self.capacity,
+            earn: self.earn,
+            cost: self.cost,
+        }
+    }
+
     /// Credits one call's earnings, up to the capacity.
     #[inline]
     pub fn deposit(&self) {

@@ -5,9 +5,11 @@ use std::time::Instant;
 
 mod breaker;
 mod budget;
+mod keyed;
 
 pub use breaker::{BreakerState, CircuitBreaker, MAX_WINDOW, Open, Permit};
 pub use budget::RetryBudget;
+pub use keyed::{Keyed, KeyedBreaker, KeyedBudget, Template};
 
 /// A retry budget, or `()` for none.
 pub trait Budget {

@@ -114,6 +114,7 @@ pub(crate) mod sealed {
 }
 
 impl<W, K, P, T, S, F, C, X> sealed::Sealed for Policy<W, K, P, T, S, F, C, X> {}
+impl<P: sealed::Sealed + ?Sized> sealed::Sealed for &P {}
 
 /// What every built policy has, whatever its error type: an environment, a timeout setting
 /// and guards. Sealed; generic code names [`RetryPolicy<T, E>`], which implies it.
@@ -437,6 +438,77 @@ where
             )),
             Err(_) => None,
         }
+    }
+}
+
+// A reference to a policy is a policy: generic code and wrappers can borrow one.
+impl<P: PolicyCore + ?Sized> PolicyCore for &P {
+    type Env = P::Env;
+    type Timeout = P::Timeout;
+    type Budget = P::Budget;
+    type Breaker = P::Breaker;
+
+    #[inline(always)]
+    fn env(&self) -> &P::Env {
+        (**self).env()
+    }
+    #[inline(always)]
+    fn timeout_setting(&self) -> &P::Timeout {
+        (**self).timeout_setting()
+    }
+    #[inline(always)]
+    fn budget(&self) -> &P::Budget {
+        (**self).budget()
+    }
+    #[inline(always)]
+    fn breaker(&self) -> &P::Breaker {
+        (**self).breaker()
+    }
+}
+
+impl<R, E, P: RetryPolicy<R, E> + ?Sized> RetryPolicy<R, E> for &P {
+    const ON_RETRY: bool = P::ON_RETRY;
+    const VALUES: bool = P::VALUES;
+
+    #[inline(always)]
+    fn reject(&self) -> Option<E> {
+        (**self).reject()
+    }
+    #[inline(always)]
+    fn on_success(&self) {
+        (**self).on_success()
+    }
+    #[inline(always)]
+    fn on_error(&self, error: &E, retries: u32) {
+        (**self).on_error(error, retries)
+    }
+    #[inline(always)]
+    fn hint(&self, error: &E) -> Option<Duration> {
+        (**self).hint(error)
+    }
+    #[inline(always)]
+    fn on_retry(&self, outcome: &Result<R, E>, info: &RetryInfo) {
+        (**self).on_retry(outcome, info)
+    }
+    #[inline(always)]
+    fn fallback(&self, error: E) -> Result<R, E> {
+        (**self).fallback(error)
+    }
+    #[inline(always)]
+    fn name(&self) -> Option<&'static str> {
+        (**self).name()
+    }
+    #[inline]
+    fn write_error(&self, error: &E, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        (**self).write_error(error, f)
+    }
+    #[inline(always)]
+    fn select<Vi: PlanVisitor>(&self, failure: &Failure<'_, E>, visitor: Vi) -> Option<Vi::Out> {
+        (**self).select(failure, visitor)
+    }
+    #[inline(always)]
+    fn select_value<Vi: PlanVisitor>(&self, value: &R, visitor: Vi) -> Option<Vi::Out> {
+        (**self).select_value(value, visitor)
     }
 }
 

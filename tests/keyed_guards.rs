@@ -1,0 +1,128 @@
+//! Guards per key (issue 12): a breaker and a budget per host, chosen by an expression of the
+//! fn's arguments in the attribute, or by a closure over the request in `RobustLayer`.
+
+use std::cell::Cell;
+use std::io::{self, ErrorKind};
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use retry_runtime::guard::{Keyed, KeyedBreaker, KeyedBudget};
+use retry_runtime::time::VirtualTime;
+use retry_runtime::{BreakerState, CircuitBreaker, RetryBudget, robust};
+
+static BREAKERS: LazyLock<KeyedBreaker<String>> = LazyLock::new(|| {
+    let template = CircuitBreaker::new(2, 2, 0.5, Duration::from_secs(30), 1).expect("valid");
+    Keyed::new(100, template).expect("capacity")
+});
+
+#[robust(retries = 1, backoff = none, breaker = BREAKERS.get(host))]
+fn fetch(host: &str, calls: &Cell<u32>) -> io::Result<&'static str> {
+    calls.set(calls.get() + 1);
+    if host == "down.example" {
+        Err(ErrorKind::ConnectionRefused.into())
+    } else {
+        Ok("ok")
+    }
+}
+
+#[test]
+fn each_host_has_its_own_breaker() {
+    let _t = VirtualTime::new().install();
+    let calls = Cell::new(0);
+    // Two failed attempts open the breaker of the failing host.
+    assert!(fetch("down.example", &calls).is_err());
+    assert_eq!(calls.get(), 2);
+    assert_eq!(BREAKERS.get("down.example").state(), BreakerState::Open);
+    // Rejected without an attempt, while another host is served.
+    assert_eq!(
+        fetch("down.example", &calls).unwrap_err().kind(),
+        ErrorKind::Other
+    );
+    assert_eq!(calls.get(), 2);
+    assert_eq!(fetch("up.example", &calls).unwrap(), "ok");
+    assert_eq!(calls.get(), 3);
+    assert_eq!(BREAKERS.get("up.example").state(), BreakerState::Closed);
+}
+
+static BUDGETS: LazyLock<KeyedBudget<u32>> = LazyLock::new(|| {
+    Keyed::new(16, RetryBudget::new(2.0, 0.0, 1.0).expect("valid")).expect("capacity")
+});
+
+#[robust(retries = 10, backoff = none, budget = BUDGETS.get(&tenant))]
+async fn for_tenant(tenant: u32, calls: &Cell<u32>) -> io::Result<()> {
+    let _ = tenant;
+    calls.set(calls.get() + 1);
+    Err(ErrorKind::ConnectionReset.into())
+}
+
+#[tokio::test(start_paused = true)]
+async fn each_tenant_spends_its_own_budget() {
+    let calls = Cell::new(0);
+    assert!(for_tenant(1, &calls).await.is_err());
+    assert_eq!(calls.get(), 3, "two tokens: two retries");
+    assert!(for_tenant(1, &calls).await.is_err());
+    assert_eq!(calls.get(), 4, "tenant 1's budget is empty");
+    assert!(for_tenant(2, &calls).await.is_err());
+    assert_eq!(calls.get(), 7, "tenant 2 has its own");
+}
+
+static HOST_BREAKERS: LazyLock<KeyedBreaker<String>> = LazyLock::new(|| {
+    let template = CircuitBreaker::new(2, 2, 0.5, Duration::from_secs(30), 1).expect("valid");
+    Keyed::new(100, template).expect("capacity")
+});
+
+#[tokio::test(start_paused = true)]
+async fn the_layer_gives_each_request_the_breaker_of_its_host() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use tower::{Layer, ServiceExt};
+
+    let policy = retry_runtime::Policy::builder()
+        .retries(1)
+        .backoff(retry_runtime::NoBackoff)
+        .build()
+        .unwrap();
+    let calls = Arc::new(AtomicU32::new(0));
+    let counter = Arc::clone(&calls);
+    let svc = tower::service_fn(move |req: http::Request<String>| {
+        counter.fetch_add(1, Ordering::SeqCst);
+        let down = req.uri().host() == Some("down.example");
+        async move {
+            if down {
+                Err(io::Error::from(ErrorKind::ConnectionRefused))
+            } else {
+                Ok(http::Response::new(String::new()))
+            }
+        }
+    });
+    let client = retry_runtime::tower::RobustLayer::new(policy)
+        .breaker_per(&*HOST_BREAKERS, |r: &http::Request<String>| {
+            r.uri().host().unwrap_or_default().to_owned()
+        })
+        .layer(svc);
+    let get = |host: &str| {
+        let req = http::Request::get(format!("http://{host}/"))
+            .body(String::new())
+            .unwrap();
+        client.clone().oneshot(req)
+    };
+    assert!(get("down.example").await.is_err());
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    assert_eq!(
+        HOST_BREAKERS.get("down.example").state(),
+        BreakerState::Open
+    );
+    // The failing host is cut off: E::from(Open), no call made.
+    assert_eq!(
+        get("down.example").await.unwrap_err().kind(),
+        ErrorKind::Other
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    // Another host is served, through its own (closed) breaker.
+    assert!(get("up.example").await.is_ok());
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+    assert_eq!(
+        HOST_BREAKERS.get("up.example").state(),
+        BreakerState::Closed
+    );
+}
