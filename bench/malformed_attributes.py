@@ -44,7 +44,8 @@ VALID_ITEMS = [
 ]
 
 KEYS = ["timeout", "deadline", "retries", "max_delay", "backoff", "jitter", "scale", "on", "when",
-        "on_success", "on_error", "on_retry", "hint", "budget", "breaker", "attempt", "crate"]
+        "on_success", "on_error", "on_retry", "hint", "fallback", "budget", "breaker", "attempt",
+        "crate"]
 
 
 def misspell(rng, word):
@@ -94,6 +95,10 @@ def mistakes(rng):
         "[timeout]", "[Tiemout]", "[io]", "[IO]", "[ServerBusy]", "[ref e]", "[mut e]", "[e]",
         "[Io()]", "[Io(ConnectionRefsed)]", "[Io(ConnectionRefused, ConnectionRefused)]",
         "[Io(1)]", "[]", "[Io, Io]", "Io", "[Timeout,, Io]", "[|e| ]", "[Io(]",
+        # `Ok(..)` kinds over the fn's `()` value.
+        "[Ok()]", "[Ok]", "[Ok(v)]", "[Ok(x)]", "[Ok(Timeout)]", "[Ok(1, 2)]",
+        "[Ok(|v: &String| v.is_empty())]", '[Ok("busy")]', "[Ok(|v: &()| 1)]",
+        "[Ok(()), Ok(())]", "[Ok(ref v)]", "[Ok(Tiemout)]",
     ]
     when_mistakes = [
         "when(Timeout)", "when()", "when(, retries = 1)", "when(Timeout, timeout = 1)",
@@ -102,6 +107,9 @@ def mistakes(rng):
         "when(Timeout, retries = 1, retries = 2)", "when(Timeout, scale = 0)",
         "when(Timeout, deadline = 1s)",
         "when(Timeout, backoff = none()), when(Timeout, retries = 1)",
+        "when(Ok(()), hint = 1)", "when(Io, retries = 1, hint = |_e| None)",
+        "when(Ok(()), fallback = |e| Err(e))", "when(Ok(|v: &u8| true), retries = 1)",
+        "when(Ok(()), retries = 1, hint = |v: &String| None)",
     ]
     other_mistakes = [
         "retries = 1.5", "retries = 3f32", "retries = --3", "retries = 4294967296",
@@ -112,6 +120,9 @@ def mistakes(rng):
         "retries = 3 retries = 4", "(retries = 3)", "retries == 3",
         "on_error = |e: &String, n: u32| ()", "on_retry = |e| ()", "hint = 1",
         "on_success = |x: u32| ()",
+        "fallback = 1", "fallback = |e: &String| Err(e.clone())", "fallback = |e: u32| Ok(())",
+        "fallback = |_e| async { Ok(()) }", "fallback =", "fallback = |_e| Ok(1u8)",
+        "on_retry = |e: &String, i: &retry_runtime::RetryInfo| ()",
     ]
     choice = rng.randrange(8)
     if choice == 0:

@@ -232,3 +232,73 @@ async fn the_builder_applies_its_fallback_in_async_calls() {
     assert_eq!(r.unwrap(), 5);
     assert_eq!(start.elapsed(), ms(200));
 }
+
+struct Cache {
+    last: u32,
+    misses: u32,
+}
+
+impl Cache {
+    #[robust(retries = 1, backoff = none, fallback = |_e: io::Error| Ok(self.last))]
+    fn get(&mut self) -> io::Result<u32> {
+        self.misses += 1;
+        Err(ErrorKind::ConnectionRefused.into())
+    }
+
+    #[robust(retries = 1, backoff = none, fallback = |e| async move { Err(e) })]
+    async fn get_async(&mut self, buf: &mut Vec<u8>) -> io::Result<u32> {
+        buf.push(1);
+        self.misses += 1;
+        Err(ErrorKind::ConnectionRefused.into())
+    }
+}
+
+#[test]
+fn a_fallback_may_read_mut_self_and_infer_its_argument() {
+    let mut c = Cache { last: 9, misses: 0 };
+    assert_eq!(c.get().unwrap(), 9);
+    assert_eq!(c.misses, 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_async_fallback_with_mut_borrows_and_a_future_that_is_send_but_not_sync() {
+    let mut c = Cache { last: 0, misses: 0 };
+    let mut buf = Vec::new();
+    assert!(c.get_async(&mut buf).await.is_err());
+    assert_eq!((c.misses, buf.len()), (2, 2));
+
+    // A fallback whose future holds a `Cell` across an await: the fn's future is still
+    // `Send` (spawnable), as it would be written by hand.
+    #[robust(retries = 0, fallback = |e: io::Error| async move {
+        let c = Cell::new(1u32);
+        tokio::task::yield_now().await;
+        c.set(2);
+        if c.get() == 2 { Ok(c.get()) } else { Err(e) }
+    })]
+    async fn plain() -> io::Result<u32> {
+        Err(ErrorKind::Other.into())
+    }
+    assert_eq!(tokio::spawn(plain()).await.unwrap().unwrap(), 2);
+}
+
+#[robust(retries = 2, backoff = none, on = [Ok(|v| *v == 0)],
+         when(Ok(|v| *v == 1), retries = 1, hint = |v| Some(Duration::from_millis(u64::from(*v)))),
+         fallback = |e| if e.kind() == ErrorKind::NotFound { Ok(7) } else { Err(e) })]
+fn inferred(n: &Cell<u32>) -> io::Result<u32> {
+    n.set(n.get() + 1);
+    if n.get() > 3 {
+        Err(ErrorKind::NotFound.into())
+    } else {
+        Ok(n.get() % 2)
+    }
+}
+
+#[test]
+fn closures_without_annotations_infer_their_types() {
+    let n = Cell::new(0);
+    let (r, sleeps) = on_virtual_time(None, || inferred(&n));
+    // 1 (when, hinted 1 ms), 0 (on), 1: the when rule's limit (1) is used up: returned.
+    assert_eq!(r.unwrap(), 1);
+    assert_eq!(n.get(), 3);
+    assert_eq!(sleeps, [ms(1), Duration::ZERO]);
+}

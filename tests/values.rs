@@ -337,3 +337,26 @@ async fn the_builder_retries_values_in_async_calls() {
     assert_eq!(r.unwrap(), Reply::Done(9));
     assert_eq!(start.elapsed(), secs(4));
 }
+
+static TIGHT: std::sync::LazyLock<CircuitBreaker> = std::sync::LazyLock::new(|| {
+    CircuitBreaker::new(2, 2, 0.5, Duration::from_secs(30), 1).expect("valid breaker")
+});
+
+#[robust(retries = 3, backoff = none, on = [Ok(0)], breaker = TIGHT, fallback = |e: io::Error| Err(e))]
+fn zero(n: &Cell<u32>) -> io::Result<u32> {
+    n.set(n.get() + 1);
+    Ok(0)
+}
+
+#[test]
+fn a_breaker_that_opens_on_matched_values_returns_the_last_value() {
+    let _t = VirtualTime::new().install();
+    let n = Cell::new(0);
+    // The second matched value opens the breaker: its retry is not admitted, and the call
+    // returns the value (not `E::from(Open)`), without calling the fallback.
+    assert_eq!(zero(&n).unwrap(), 0);
+    assert_eq!(n.get(), 2);
+    // The next call is rejected before any attempt: there is no value to return.
+    assert_eq!(zero(&n).unwrap_err().kind(), ErrorKind::Other);
+    assert_eq!(n.get(), 2);
+}

@@ -287,7 +287,9 @@ fn value_kind(p: &TokenStream, ok: &TokenStream, names: &Names, k: &Kind) -> Tok
         return quote!(());
     };
     let ps = respan(p, sp.start);
-    let ok_at = respan(ok, inner.sp().start);
+    // The `Ok` type keeps the return type's span: a return type that is not a `Result` is
+    // reported once, there, and a closure or pattern of the wrong type at the kind.
+    let ok_at = ok;
     match &**inner {
         Kind::Closure(c) => {
             quote_spanned!(c.span()=> #ps::ok_kind::<#ok_at, _>(#c))
@@ -555,8 +557,7 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
             match &w.hint {
                 Some(h) => {
                     let ps = respan(&p, h.span());
-                    let ok_at = respan(&ok, h.span());
-                    quote_spanned!(h.span()=> #ps::ok_hint::<#ok_at, _, _>(#k, #h))
+                    quote_spanned!(h.span()=> #ps::ok_hint::<#ok, _, _>(#k, #h))
                 }
                 None => k,
             }
@@ -693,7 +694,6 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
         .map_or(quote!(#p::Noop), |e| spanned_call(e, "hint", true));
     let on_retry_tokens = config.on_retry.as_ref().map_or(quote!(#p::Noop), |e| {
         let ps = respan(&p, e.span());
-        let (ok, err) = (respan(&ok, e.span()), respan(&err, e.span()));
         quote_spanned!(e.span()=> #ps::on_retry::<#ok, #err, _>(#e))
     });
     // Tracing events name the fn and write the error's `Display` text if it has one.
@@ -730,43 +730,37 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
     // reported there too (and merged with the error above) instead of on the whole attribute.
     let pattern = spanned_group(quote!(#result, #fired), ret_span);
     // The fallback (SPEC section 14) replaces the error the call would return.
-    let fb = Ident::new("__robust_fallback", Span::mixed_site());
-    let (fallback_bind, apply_fallback) = match &config.fallback {
-        None => (quote!(), quote!()),
+    // The fallback (SPEC section 14) replaces the error the call would return. Every way out
+    // of the loop but a success breaks with the call's result; the fallback is made and called
+    // after the loop, when the body's borrows have ended (so it may use `&mut self`).
+    let apply_fallback = match &config.fallback {
+        None => quote!(),
         Some(e) => {
             let ps = respan(&p, e.span());
-            let (ok_at, err_at) = (respan(&ok, e.span()), respan(&err, e.span()));
             let fe = Ident::new("__robust_fe", Span::mixed_site());
             let out = Ident::new("__robust_fo", Span::mixed_site());
-            if is_async {
-                let awaited = quote_spanned! {e.span()=>
-                    match #fb.run_async(#fe) {
+            let tag = Ident::new("__robust_tag", Span::mixed_site());
+            let value = if is_async {
+                quote_spanned! {e.span()=>
+                    match #ps::async_fallback::<#err, _, _>(#e).run(#fe) {
                         #out => {
                             #[allow(unused_imports)]
                             use #ps::{FallbackIsFuture as _, FallbackIsResult as _};
-                            (&#out).fallback_kind().into_future::<#ok_at, #err_at, _>(#out).await
+                            // The tag is bound first: no borrow of the future is held across
+                            // the `.await` (the fn's future stays `Send` when the fallback's is).
+                            let #tag = (&#out).fallback_kind();
+                            #tag.into_future::<#ok, #err, _>(#out).await
                         }
                     }
-                };
-                (
-                    quote_spanned!(e.span()=> let #fb = #ps::async_fallback::<#err_at, _>(#e);),
-                    quote! {
-                        let #returned = match #returned {
-                            ::core::result::Result::Err(#fe) => #awaited,
-                            __robust_ok => __robust_ok,
-                        };
-                    },
-                )
+                }
             } else {
-                (
-                    quote_spanned!(e.span()=> let #fb = #ps::fallback::<#ok_at, #err_at, _>(#e);),
-                    quote! {
-                        let #returned = match #returned {
-                            ::core::result::Result::Err(#fe) => #fb.run(#fe),
-                            __robust_ok => __robust_ok,
-                        };
-                    },
-                )
+                quote_spanned!(e.span()=> #ps::fallback::<#ok, #err, _>(#e).run(#fe))
+            };
+            quote! {
+                let #returned = match #returned {
+                    ::core::result::Result::Err(#fe) => #value,
+                    __robust_ok => __robust_ok,
+                };
             }
         }
     };
@@ -774,8 +768,7 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
         if let ::core::option::Option::Some(#returned) =
             #pr::admit::<#ret, _, _>(&mut #call)
         {
-            #apply_fallback
-            return #from_result;
+            break #returned;
         }
     };
     let timer = Ident::new("__robust_timer", Span::mixed_site());
@@ -877,6 +870,7 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
     // clock is read for it, the body (a closure) runs first, and the policy and the call are
     // made only if it fails. Async fns start the call first: measured, a lazy call or an async
     // closure made their success path no faster and their future larger (docs/BENCHMARKS.md).
+    let on_error_name = Ident::new("__robust_on_error", Span::mixed_site());
     let fast = !needs_clock && config.breaker.is_none() && !is_async && !has_values;
     let new_block = if fast {
         let first = Ident::new("__robust_first", Span::mixed_site());
@@ -913,7 +907,6 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
             #(#name_checks)*
             #inspector
             #(#locals)*
-            #fallback_bind
             #guard_binds
             #on_success_bind
             #budget_bind
@@ -929,45 +922,42 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
                 __robust_e => __robust_e,
             };
             let #policy = {
-                let __robust_on_error = #on_error;
-                #p::policy(#whens, #on, #top_settings, #tm, #on_success_ref, __robust_on_error, #extras)
+                let #on_error_name = #on_error;
+                #p::policy(#whens, #on, #top_settings, #tm, #on_success_ref, #on_error_name, #extras)
             };
             let mut #call = #p::resume_blocking(&#policy, #first);
             let mut #result = #result;
-            loop {
+            let #returned = loop {
                 match #call.settle(#result, false) {
-                    #p::Step::Return(#returned) => {
-                        #apply_fallback
-                        return #from_result;
-                    }
+                    #p::Step::Return(#returned) => break #returned,
                     #p::Step::Retry(#delay) => #p::sleep(&#p::DefaultEnv, #delay),
                 }
                 #result = #run;
-            }
+            };
+            #apply_fallback
+            return #from_result;
         }}
     } else {
         quote! {{
             #(#name_checks)*
             #inspector
             #(#locals)*
-            #fallback_bind
             #guard_binds
-            let __robust_on_error = #on_error;
-            let #policy = #p::policy(#whens, #on, #top_settings, #timeout, #on_success, __robust_on_error, #extras);
+            let #on_error_name = #on_error;
+            let #policy = #p::policy(#whens, #on, #top_settings, #timeout, #on_success, #on_error_name, #extras);
             let mut #call = #start;
             #timer_stmt
-            loop {
+            let #returned = loop {
                 #admit
                 #attempt_stmt
                 #run_attempt
                 match #call.settle(#result, #fired) {
-                    #p::Step::Return(#returned) => {
-                        #apply_fallback
-                        return #from_result;
-                    }
+                    #p::Step::Return(#returned) => break #returned,
                     #p::Step::Retry(#delay) => #sleep,
                 }
-            }
+            };
+            #apply_fallback
+            return #from_result;
         }}
     };
     let Func {

@@ -603,7 +603,18 @@ fn check_kind(kind: &Kind, params: &[String], errors: &mut Errors) -> bool {
 /// Checks a kind over `what` ("error", or "value" inside `Ok(..)`).
 fn check_kind_of(kind: &Kind, what: &str, params: &[String], errors: &mut Errors) -> bool {
     match kind {
-        Kind::Ok { inner, .. } => check_kind_of(inner, "value", params, errors),
+        Kind::Ok { inner, .. } => {
+            if let Kind::Pattern(p) = &**inner
+                && matches!(&**p, syn::Pat::Wild(_))
+            {
+                errors.at(
+                    Sp::of(p),
+                    "`Ok(_)` matches every value, so every success would be retried: write the values to retry, like `Ok(Status::Busy)`, or a closure `Ok(|v| ...)`",
+                );
+                return false;
+            }
+            check_kind_of(inner, "value", params, errors)
+        }
         Kind::Io { kinds, .. } => {
             let mut ok = true;
             let mut seen = Vec::new();
@@ -781,7 +792,7 @@ pub fn validate(items: Vec<Item>, params: &[String], errors: &mut Errors) -> Con
                     ok &= check_kind(k, params, errors);
                     let kk = k.key();
                     if seen.contains(&kk) {
-                        errors.at(k.sp(), "this error kind is already in the `on` list");
+                        errors.at(k.sp(), "this kind is already in the `on` list");
                         ok = false;
                     }
                     seen.push(kk);
@@ -818,15 +829,9 @@ pub fn validate(items: Vec<Item>, params: &[String], errors: &mut Errors) -> Con
                 let is_ok = w.kind.as_ref().is_some_and(Kind::is_ok);
                 for Item { key, value } in w.overrides {
                     if key == "hint" {
+                        // `hint` reads as an expression (its type is checked by rustc).
                         match value {
                             Value::Expr(e) if is_ok => errors.set_once(&mut hint, &key, Some(e)),
-                            _ if is_ok => {
-                                errors.at(
-                                    value.sp(),
-                                    "`hint` inside `when(Ok(..), ...)` takes a closure over the value, `|v: &T| -> Option<Duration>`",
-                                );
-                                ok = false;
-                            }
                             _ => {
                                 errors.at(
                                     key.span(),

@@ -292,39 +292,6 @@ pub fn on_retry<T, E, R: Fn(&Result<T, E>, &RetryInfo)>(r: R) -> Checked<R, OnRe
     }
 }
 
-/// An `Ok(..)` kind written as a closure must take `&T`, the fn's `Ok` type.
-#[diagnostic::on_unimplemented(
-    message = "an `Ok(..)` closure must be a `Fn(&{T}) -> bool`",
-    label = "`Ok(..)` kinds are called with a reference to the fn's `Ok` value, `&{T}`",
-    note = "write the closure as `|v: &{T}| ...` returning `bool`, or give a pattern of `{T}` such as `Ok(Status::Busy)`"
-)]
-pub trait OkPredicate<T> {
-    /// Whether the value matches.
-    fn test(&self, value: &T) -> bool;
-}
-impl<T, F: Fn(&T) -> bool> OkPredicate<T> for F {
-    #[inline(always)]
-    fn test(&self, value: &T) -> bool {
-        self(value)
-    }
-}
-
-/// A `hint` inside `when(Ok(..), ...)` must read the fn's `Ok` value.
-#[diagnostic::on_unimplemented(
-    message = "a `hint` inside `when(Ok(..), ...)` must be a `Fn(&{T}) -> Option<std::time::Duration>`",
-    label = "it reads the delay from the matched value, a `&{T}`"
-)]
-pub trait OkHint<T> {
-    /// The delay asked for.
-    fn delay(&self, value: &T) -> Option<Duration>;
-}
-impl<T, F: Fn(&T) -> Option<Duration>> OkHint<T> for F {
-    #[inline(always)]
-    fn delay(&self, value: &T) -> Option<Duration> {
-        self(value)
-    }
-}
-
 /// A checked `Ok(..)` kind of the fn's `Ok` type `T`, with its `hint` (`Noop` for none).
 pub struct OkKind<T, F, H> {
     test: F,
@@ -351,20 +318,20 @@ impl<T, F, H> crate::kind::ClassifyValue<T> for OkKind<T, F, H> {
 }
 
 /// `Ok(CLOSURE)` or `Ok(PATTERN)` (as a closure): checks it against the fn's `Ok` type `T`,
-/// where it is written.
+/// where it is written (a direct `Fn` bound, so that `Ok(|v| ...)` infers `v: &T`).
 #[inline(always)]
-pub fn ok_kind<T, F: OkPredicate<T>>(test: F) -> OkKind<T, F, crate::callbacks::Noop> {
+pub fn ok_kind<T, F: Fn(&T) -> bool>(test: F) -> OkKind<T, F, crate::callbacks::Noop> {
     OkKind {
         test,
         hint: crate::callbacks::Noop,
-        call: F::test,
+        call: |f, v| f(v),
         hint_call: |_, _| None,
     }
 }
 
 /// `hint = ...` inside `when(Ok(..), ...)`: checks it against the fn's `Ok` type `T`.
 #[inline(always)]
-pub fn ok_hint<T, F, H: OkHint<T>>(
+pub fn ok_hint<T, F, H: Fn(&T) -> Option<Duration>>(
     kind: OkKind<T, F, crate::callbacks::Noop>,
     hint: H,
 ) -> OkKind<T, F, H> {
@@ -372,94 +339,50 @@ pub fn ok_hint<T, F, H: OkHint<T>>(
         test: kind.test,
         hint,
         call: kind.call,
-        hint_call: H::delay,
+        hint_call: |h, v| h(v),
     }
 }
-
-/// A blocking fn's `fallback` must take the error and return the fn's `Result`.
-#[diagnostic::on_unimplemented(
-    message = "`fallback` must be a `Fn({E}) -> Result<{T}, {E}>`",
-    label = "it is called once with the error the call would return, and its `Result` is returned",
-    note = "take the error by value and return the fn's `Result` type; only an `async fn` may give an async fallback"
-)]
-pub trait SyncFallback<T, E> {
-    /// The result to return instead of the error.
-    fn run(&self, error: E) -> Result<T, E>;
-}
-impl<T, E, F: Fn(E) -> Result<T, E>> SyncFallback<T, E> for F {
-    #[inline(always)]
-    fn run(&self, error: E) -> Result<T, E> {
-        self(error)
-    }
-}
-
-/// The call of a checked fallback.
-pub type FallbackCall<F, E, O> = fn(&F, E) -> O;
 
 /// A checked fallback: `F` was proven to be one where the attribute's `fallback` is written,
-/// and is called through `call` (so a wrong one is reported once, there).
-pub struct FallbackChecked<F, C> {
+/// and is called through `call`, which has no bound left to fail (so a wrong fallback is one
+/// error, there).
+pub struct FallbackChecked<F, E, O> {
     f: F,
-    call: C,
+    call: fn(&F, E) -> O,
 }
 
-impl<F, C> std::fmt::Debug for FallbackChecked<F, C> {
+impl<F, E, O> std::fmt::Debug for FallbackChecked<F, E, O> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("FallbackChecked")
     }
 }
 
-impl<F, T, E> FallbackChecked<F, FallbackCall<F, E, Result<T, E>>> {
-    /// Calls a blocking fn's fallback.
+impl<F, E, O> FallbackChecked<F, E, O> {
+    /// Calls the fallback with the error.
     #[inline(always)]
-    pub fn run(&self, error: E) -> Result<T, E> {
+    pub fn run(&self, error: E) -> O {
         (self.call)(&self.f, error)
     }
 }
 
-/// Checks a blocking fn's `fallback` against its `Result<T, E>` (reported once, here).
+/// Checks a blocking fn's `fallback` against its `Result<T, E>`, where it is written (a direct
+/// `Fn` bound, so that `|e| ...` infers `e: E`).
 #[inline(always)]
-pub fn fallback<T, E, F: SyncFallback<T, E>>(
-    f: F,
-) -> FallbackChecked<F, FallbackCall<F, E, Result<T, E>>> {
-    FallbackChecked { f, call: F::run }
-}
-
-/// An async fn's `fallback` must take the error by value; it returns the fn's `Result` or a
-/// future of it.
-#[diagnostic::on_unimplemented(
-    message = "`fallback` must be a `Fn({E}) -> Result<T, {E}>` or a `Fn({E}) -> impl Future<Output = Result<T, {E}>>`",
-    label = "it is called once with the error the call would return, and its `Result` is returned",
-    note = "take the error by value and return the fn's `Result` type (an async fallback returns a future of it)"
-)]
-pub trait AsyncFallbackFn<E> {
-    /// What the fallback returns: a `Result`, or a future of one.
-    type Output;
-    /// Calls the fallback.
-    fn run(&self, error: E) -> Self::Output;
-}
-impl<E, O, F: Fn(E) -> O> AsyncFallbackFn<E> for F {
-    type Output = O;
-    #[inline(always)]
-    fn run(&self, error: E) -> O {
-        self(error)
+pub fn fallback<T, E, F: Fn(E) -> Result<T, E>>(f: F) -> FallbackChecked<F, E, Result<T, E>> {
+    FallbackChecked {
+        f,
+        call: |f, e| f(e),
     }
 }
 
-impl<F, E, O> FallbackChecked<F, FallbackCall<F, E, O>> {
-    /// Calls an async fn's fallback: a `Result`, or a future of one.
-    #[inline(always)]
-    pub fn run_async(&self, error: E) -> O {
-        (self.call)(&self.f, error)
-    }
-}
-
-/// Checks an async fn's `fallback` against its error type `E` (reported once, here).
+/// Checks an async fn's `fallback` against its error type `E`: it returns the fn's `Result`
+/// or a future of it (told apart by [`FallbackIsResult`] and [`FallbackIsFuture`]).
 #[inline(always)]
-pub fn async_fallback<E, F: AsyncFallbackFn<E>>(
-    f: F,
-) -> FallbackChecked<F, FallbackCall<F, E, F::Output>> {
-    FallbackChecked { f, call: F::run }
+pub fn async_fallback<E, O, F: Fn(E) -> O>(f: F) -> FallbackChecked<F, E, O> {
+    FallbackChecked {
+        f,
+        call: |f, e| f(e),
+    }
 }
 
 /// Tells apart what an async fn's fallback returned, by autoref: a `Result` is returned as it

@@ -61,6 +61,8 @@ pub(crate) enum GiveUp {
     Budget,
     /// The call's deadline has passed, or the next backoff would end at or after it.
     Deadline,
+    /// The circuit breaker would not admit the retry of a matched value.
+    Breaker,
 }
 
 impl<Tm: Times> PlanVisitor for Decide<'_, '_, Tm> {

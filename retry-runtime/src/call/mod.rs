@@ -62,7 +62,9 @@ pub enum Step<T, E> {
 pub struct Call<'p, P, Tm = Timed> {
     policy: &'p P,
     retries: u32,
-    /// The breaker's permit for the current attempt.
+    /// The breaker's permit for the current attempt; marked `reserved` when it was taken for
+    /// the next attempt as its retry was decided (a retried value's: so that an open breaker
+    /// returns the value instead of `E::from(Open)`).
     permit: crate::guard::Permit,
     jitter: JitterState,
     times: Tm,
@@ -313,6 +315,11 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
         if !<P::Breaker as Breaker>::ACTIVE {
             return None;
         }
+        let (reserved, permit) = self.permit.take_reserved();
+        if reserved {
+            self.permit = permit;
+            return None;
+        }
         let breaker = self.policy.breaker();
         if let Some(permit) = breaker.acquire(self.now()) {
             self.permit = permit;
@@ -388,9 +395,7 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
             match self.retry_delay(&result, timed_out, &mut now) {
                 Err(GiveUp::NotRetryable) => {}
                 decided => {
-                    if <P::Breaker as Breaker>::ACTIVE {
-                        self.policy.breaker().record(now.get(), self.permit, false);
-                    }
+                    // (The breaker recorded the failure when the value matched.)
                     return match decided {
                         Ok(delay) => Step::Retry(delay),
                         Err(_reason) => {
@@ -540,6 +545,10 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
         };
         let (delay, rule, hinted) = match selected {
             Some(decision) => {
+                // A matched value is a failed attempt for the breaker too.
+                if outcome.is_ok() && <P::Breaker as Breaker>::ACTIVE {
+                    p.breaker().record(now.get(), self.permit, false);
+                }
                 let (delay, rule, value_hint) = decision?;
                 (delay, rule, hinted.is_some() || value_hint)
             }
@@ -558,6 +567,15 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
         }
         if !p.budget().try_withdraw() {
             return Err(GiveUp::Budget);
+        }
+        // A retried value's next attempt is admitted now: if the breaker would reject it, the
+        // rule gives up and the value is returned (an error's retry is admitted when it starts,
+        // and a rejection then fails with `E::from(Open)`).
+        if outcome.is_ok() && <P::Breaker as Breaker>::ACTIVE {
+            match p.breaker().acquire(now.get()) {
+                Some(permit) => self.permit = permit.reserved(),
+                None => return Err(GiveUp::Breaker),
+            }
         }
         // The clock is read for the callback, or for a tracing subscriber that wants the event.
         #[cfg(feature = "tracing")]

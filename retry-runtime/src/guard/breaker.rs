@@ -52,6 +52,22 @@ pub struct Permit(u32);
 impl Permit {
     /// The permit of a call without a breaker.
     pub const NONE: Permit = Permit(0);
+    /// The bits of the generation; the top bit marks a permit taken ahead for the next
+    /// attempt (see `Call::reserve`), so that a call keeps one word for both.
+    pub(crate) const GENERATION: u32 = u32::MAX >> 1;
+
+    /// This permit, marked as taken ahead for the next attempt.
+    pub(crate) const fn reserved(self) -> Permit {
+        Permit(self.0 | !Self::GENERATION)
+    }
+
+    /// Whether it was taken ahead; and the permit itself.
+    pub(crate) const fn take_reserved(self) -> (bool, Permit) {
+        (
+            self.0 & !Self::GENERATION != 0,
+            Permit(self.0 & Self::GENERATION),
+        )
+    }
 }
 
 /// The largest rolling window, in calls.
@@ -219,7 +235,7 @@ impl CircuitBreaker {
                 return None;
             }
             s.state = BreakerState::HalfOpen;
-            s.generation = s.generation.wrapping_add(1);
+            s.generation = s.generation.wrapping_add(1) & Permit::GENERATION;
             s.half_opened_at = Some(now);
             s.probes_started = 0;
             s.probes_succeeded = 0;
@@ -236,7 +252,7 @@ impl CircuitBreaker {
                 s.probes_succeeded = 0;
                 s.probes_failed = 0;
                 s.half_opened_at = Some(now);
-                s.generation = s.generation.wrapping_add(1);
+                s.generation = s.generation.wrapping_add(1) & Permit::GENERATION;
             }
             if s.probes_started >= self.probes {
                 return None;
@@ -287,7 +303,7 @@ impl CircuitBreaker {
                     && f64::from(s.failures) >= self.failure_ratio * f64::from(s.recorded)
                 {
                     s.state = BreakerState::Open;
-                    s.generation = s.generation.wrapping_add(1);
+                    s.generation = s.generation.wrapping_add(1) & Permit::GENERATION;
                     s.opened_at = Some(now);
                 }
             }
@@ -301,11 +317,11 @@ impl CircuitBreaker {
                 if s.probes_succeeded + s.probes_failed >= self.probes {
                     if f64::from(s.probes_failed) >= self.failure_ratio * f64::from(self.probes) {
                         s.state = BreakerState::Open;
-                        s.generation = s.generation.wrapping_add(1);
+                        s.generation = s.generation.wrapping_add(1) & Permit::GENERATION;
                         s.opened_at = Some(now);
                     } else {
                         s.state = BreakerState::Closed;
-                        s.generation = s.generation.wrapping_add(1);
+                        s.generation = s.generation.wrapping_add(1) & Permit::GENERATION;
                         s.ring = [0; (MAX_WINDOW / 64) as usize];
                         s.next = 0;
                         s.recorded = 0;

@@ -566,6 +566,10 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb>
     /// value counts as a failed attempt for every rule, limit and guard; when the rule gives
     /// up, the last value is returned as `Ok`. Values matched by no kind are successes.
     ///
+    /// Errors are still retried as [`on`](Self::on) says (every error by default): add
+    /// `.on(NoError)` ([`kind::NoError`](crate::kind::NoError)) to retry only values, as the
+    /// attribute's `on = [Ok(..)]` does.
+    ///
     /// ```
     /// use retry_runtime::kind::OkIf;
     /// use retry_runtime::{NoBackoff, Policy};
