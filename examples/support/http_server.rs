@@ -102,7 +102,12 @@ async fn serve(listener: TcpListener, hits: Arc<Hits>, mut stopped: oneshot::Rec
             _ = &mut stopped => break,
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => stream,
-                Err(_) => continue, // a connection that failed before it was accepted
+                Err(_) => {
+                    // A connection that failed before it was accepted, or no file descriptor
+                    // left: pause rather than spin.
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                }
             },
             // Reap finished connections as we go, so the set does not grow.
             Some(_) = connections.join_next(), if !connections.is_empty() => continue,
