@@ -738,8 +738,10 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
         Some(e) => {
             let ps = respan(&p, e.span());
             let fe = Ident::new("__robust_fe", Span::mixed_site());
-            let out = Ident::new("__robust_fo", Span::mixed_site());
-            let tag = Ident::new("__robust_tag", Span::mixed_site());
+            let at = Span::mixed_site().located_at(e.span());
+            let out = Ident::new("__robust_fo", at);
+            let tag = Ident::new("__robust_tag", at);
+            let (ok_at, err_at) = (respan(&ok, e.span()), respan(&err, e.span()));
             let value = if is_async {
                 quote_spanned! {e.span()=>
                     match #ps::async_fallback::<#err, _, _>(#e).run(#fe) {
@@ -749,7 +751,7 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
                             // The tag is bound first: no borrow of the future is held across
                             // the `.await` (the fn's future stays `Send` when the fallback's is).
                             let #tag = (&#out).fallback_kind();
-                            #tag.into_future::<#ok, #err, _>(#out).await
+                            #tag.into_future::<#ok_at, #err_at, _>(#out).await
                         }
                     }
                 }

@@ -449,13 +449,41 @@ impl<T, E> FallbackResultOf<T, E> for Result<T, E> {
 pub struct FallbackAwait;
 
 impl FallbackAwait {
-    /// The future, to await.
+    /// The future, to await. It is checked here, where the fallback is written; the future
+    /// returned is awaitable whatever `F` is, so a wrong one is reported once.
     #[inline(always)]
-    pub fn into_future<T, E, F: FallbackFuture<T, E>>(
-        self,
-        f: F,
-    ) -> impl Future<Output = Result<T, E>> {
-        f
+    pub fn into_future<T, E, F: FallbackFuture<T, E>>(self, f: F) -> FallbackFut<F, T, E> {
+        FallbackFut {
+            fut: f,
+            poll: |f, cx| f.poll(cx),
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// An async fallback's future, polled through the function its check made.
+    pub struct FallbackFut<F, T, E> {
+        #[pin]
+        fut: F,
+        poll: fn(std::pin::Pin<&mut F>, &mut std::task::Context<'_>) -> std::task::Poll<Result<T, E>>,
+    }
+}
+
+impl<F, T, E> std::fmt::Debug for FallbackFut<F, T, E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("FallbackFut")
+    }
+}
+
+impl<F, T, E> Future for FallbackFut<F, T, E> {
+    type Output = Result<T, E>;
+    #[inline(always)]
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<T, E>> {
+        let this = self.project();
+        (this.poll)(this.fut, cx)
     }
 }
 /// `breaker` needs `E: From<Open>`.

@@ -39,6 +39,14 @@
 //! # Ok(()) }
 //! ```
 //!
+//! # Errors and timeouts
+//!
+//! With a timeout (or a deadline) the service's error type needs `From<Elapsed>`. When it has
+//! none, rustc reports that `oneshot` or `ready` "exists but its trait bounds were not
+//! satisfied": map the error first (`ServiceBuilder::new().layer(RobustLayer::new(policy))
+//! .map_err(BoxError::from).service(client)`, a boxed error has `From<Elapsed>`). The attempt
+//! ends with the response head: a body read later by the caller is outside it.
+//!
 //! # Requests that cannot be copied
 //!
 //! A retry resends the request, so each attempt needs its own copy: the request type implements
