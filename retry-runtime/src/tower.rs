@@ -71,6 +71,7 @@ use crate::kind::Failure;
 use crate::policy::rules::PlanVisitor;
 use crate::policy::{AsyncRetryPolicy, PolicyCore, RetryPolicy};
 use crate::time::AsyncSleep;
+use crate::timeout::AttemptTimeout;
 
 /// A request the layer can send more than once: [`try_clone`](Self::try_clone) makes the copy
 /// for the next attempt, or returns `None` for a request that can be sent only once (it is
@@ -434,6 +435,10 @@ impl<P: RetryPolicy<R, E>, R, E> RetryPolicy<R, E> for WithBreaker<'_, P, E> {
     fn select_value<V: PlanVisitor>(&self, value: &R, visitor: V) -> Option<V::Out> {
         self.policy.select_value(value, visitor)
     }
+    #[inline(always)]
+    fn needs_start(&self) -> bool {
+        self.policy.needs_start()
+    }
 }
 
 impl<S, P, Req, G> Service<Req> for Robust<S, P, G>
@@ -458,7 +463,14 @@ where
         let chosen = self.guards.choose(&req);
         let state = {
             let view = G::view(&policy, &chosen);
-            crate::call::start(&view, Timed::now(view.env(), false)).state()
+            // The first attempt's start is read only if something needs it (a `max_delay`, a
+            // deadline, `on_retry`, tracing): a success then reads no clock.
+            let times = if view.needs_start() {
+                Timed::now(view.env(), false)
+            } else {
+                Timed::default()
+            };
+            crate::call::start(&view, times).state()
         };
         ResponseFuture {
             policy,
@@ -466,7 +478,6 @@ where
             inner,
             state,
             request: Some(req),
-            pending: None,
             phase: Phase::Admit,
             attempt: None,
             timer: None,
@@ -481,7 +492,7 @@ enum Phase {
     /// Before an attempt: the breaker admits it, the request is copied, the timer armed.
     Admit,
     /// Waiting for the service to be ready (within the attempt's time).
-    Ready { single: bool },
+    Ready,
     /// The service's future is running.
     Calling { single: bool },
     /// Sleeping before the next attempt.
@@ -498,10 +509,9 @@ pin_project_lite::pin_project! {
         chosen: G::Chosen,
         inner: S,
         state: CallState<Timed>,
-        // The request of the next attempt (a copy is made before each attempt), and the one of
-        // the attempt waiting for the service to be ready.
+        // The request: a copy of it is sent by each attempt (it is sent itself, once, when it
+        // cannot be copied).
         request: Option<Req>,
-        pending: Option<Req>,
         phase: Phase,
         #[pin]
         attempt: Option<S::Future>,
@@ -546,8 +556,13 @@ where
                         *this.phase = Phase::Done;
                         return Poll::Ready(crate::call::finish(policy, rejected));
                     }
-                    let attempt = call.attempt();
-                    let limit = attempt.limit();
+                    // The attempt's limit: with a deadline it depends on the time left (read
+                    // from the clock), otherwise it is the timeout and no clock is read.
+                    let limit = if policy.timeout_setting().deadline().is_some() {
+                        call.attempt().limit()
+                    } else {
+                        policy.timeout_setting().limit()
+                    };
                     *this.state = call.state();
                     if let Some(limit) = limit {
                         let deadline = deadline_in(limit);
@@ -556,33 +571,35 @@ where
                             None => this.timer.set(Some(tokio::time::sleep_until(deadline))),
                         }
                     }
-                    // This attempt's request, and a copy for the next one: a request that
-                    // cannot be copied is sent once, and this is its only attempt.
-                    let Some(request) = this.request.take() else {
-                        *this.phase = Phase::Done;
-                        return Poll::Pending;
-                    };
-                    *this.request = request.try_clone();
-                    *this.pending = Some(request);
-                    *this.phase = Phase::Ready {
-                        single: this.request.is_none(),
-                    };
+                    *this.phase = Phase::Ready;
                     continue;
                 }
-                Phase::Ready { single } => match this.inner.poll_ready(cx) {
+                Phase::Ready => match this.inner.poll_ready(cx) {
                     Poll::Ready(Ok(())) => {
-                        let Some(request) = this.pending.take() else {
-                            *this.phase = Phase::Done;
-                            return Poll::Pending;
+                        // A copy is sent and the request kept for the next attempt; a request
+                        // that cannot be copied is sent itself, once: its only attempt.
+                        let copy = match this.request.as_ref() {
+                            Some(request) => request.try_clone(),
+                            None => {
+                                *this.phase = Phase::Done;
+                                return Poll::Pending;
+                            }
                         };
-                        this.attempt.set(Some(this.inner.call(request)));
+                        let (request, single) = match copy {
+                            Some(copy) => (Some(copy), false),
+                            None => (this.request.take(), true),
+                        };
+                        if let Some(request) = request {
+                            this.attempt.set(Some(this.inner.call(request)));
+                        }
                         *this.phase = Phase::Calling { single };
                         continue;
                     }
-                    Poll::Ready(Err(e)) => (Err(e), false, single),
+                    // Nothing was sent: the request can be retried.
+                    Poll::Ready(Err(e)) => (Err(e), false, false),
                     Poll::Pending => {
                         match expired::<_, S::Response, S::Error>(policy, this.timer.as_mut(), cx) {
-                            Some(e) => (Err(e), true, single),
+                            Some(e) => (Err(e), true, false),
                             None => return Poll::Pending,
                         }
                     }

@@ -281,6 +281,13 @@ pub trait RetryPolicy<T, E>: PolicyCore {
     /// does.
     #[doc(hidden)]
     fn select_value<V: PlanVisitor>(&self, value: &T, visitor: V) -> Option<V::Out>;
+    /// Whether a call must know when its first attempt started: a `max_delay`, a deadline,
+    /// an `on_retry` callback or tracing events read it. A call that needs not may leave the
+    /// clock alone on its success path.
+    #[doc(hidden)]
+    fn needs_start(&self) -> bool {
+        true
+    }
 
     /// Runs `body` under this policy, blocking the thread while backing off: see
     /// [`Policy::call`].
@@ -427,6 +434,14 @@ where
             Err(_) => None,
         }
     }
+    #[inline]
+    fn needs_start(&self) -> bool {
+        Rt::ACTIVE
+            || cfg!(feature = "tracing")
+            || self.timeout.deadline().is_some()
+            || self.settings.budget().is_some()
+            || <W as Rules<E>>::any_max_delay(&self.whens)
+    }
     #[inline(always)]
     fn select_value<Vi: PlanVisitor>(&self, value: &R, visitor: Vi) -> Option<Vi::Out> {
         match self.whens.select_value(value, visitor) {
@@ -509,6 +524,10 @@ impl<R, E, P: RetryPolicy<R, E> + ?Sized> RetryPolicy<R, E> for &P {
     #[inline(always)]
     fn select_value<Vi: PlanVisitor>(&self, value: &R, visitor: Vi) -> Option<Vi::Out> {
         (**self).select_value(value, visitor)
+    }
+    #[inline(always)]
+    fn needs_start(&self) -> bool {
+        (**self).needs_start()
     }
 }
 

@@ -54,6 +54,9 @@ pub trait PlanVisitor {
 pub trait Rules<E> {
     /// The number of rules, error and value rules alike.
     const LEN: usize;
+    /// Whether a rule (error or value rule) has a `max_delay`: the call must then know when
+    /// its first attempt started.
+    fn any_max_delay(&self) -> bool;
     /// Visits the settings of the first error rule that matches `failure`, in the order
     /// written; gives the visitor back when none does.
     fn select<V: PlanVisitor>(&self, failure: &Failure<'_, E>, visitor: V) -> Result<V::Out, V>;
@@ -72,6 +75,10 @@ pub trait ValueRules<T> {
 
 impl<E> Rules<E> for () {
     const LEN: usize = 0;
+    #[inline(always)]
+    fn any_max_delay(&self) -> bool {
+        false
+    }
     #[inline]
     fn select<V: PlanVisitor>(&self, _: &Failure<'_, E>, visitor: V) -> Result<V::Out, V> {
         Err(visitor)
@@ -95,6 +102,10 @@ where
 {
     const LEN: usize = Rest::LEN + 1;
     #[inline]
+    fn any_max_delay(&self) -> bool {
+        self.0.any_max_delay() || self.1.settings.budget().is_some()
+    }
+    #[inline]
     fn select<V: PlanVisitor>(&self, f: &Failure<'_, E>, visitor: V) -> Result<V::Out, V> {
         match self.0.select(f, visitor) {
             Ok(out) => Ok(out),
@@ -115,8 +126,12 @@ impl<T, Rest: ValueRules<T>, K, P> ValueRules<T> for (Rest, Rule<K, P>) {
     }
 }
 
-impl<E, Rest: Rules<E>, K, P> Rules<E> for (Rest, OkRule<K, P>) {
+impl<E, Rest: Rules<E>, K, P: Plan> Rules<E> for (Rest, OkRule<K, P>) {
     const LEN: usize = Rest::LEN + 1;
+    #[inline]
+    fn any_max_delay(&self) -> bool {
+        self.0.any_max_delay() || self.1.settings.budget().is_some()
+    }
     #[inline(always)]
     fn select<V: PlanVisitor>(&self, f: &Failure<'_, E>, visitor: V) -> Result<V::Out, V> {
         self.0.select(f, visitor)
