@@ -95,6 +95,19 @@ pub trait RetryRequest: Sized {
 pub trait RetryBody: Sized {
     /// A copy of this body, or `None` if it can be read only once.
     fn try_clone_body(&self) -> Option<Self>;
+
+    /// A copy of a request with this body: its head and [`try_clone_body`](Self::try_clone_body).
+    /// (A body that is `Clone` may return `Some(request.clone())`, which is faster.)
+    fn try_clone_request(request: &http::Request<Self>) -> Option<http::Request<Self>> {
+        let body = request.body().try_clone_body()?;
+        let mut copy = http::Request::new(body);
+        *copy.method_mut() = request.method().clone();
+        *copy.uri_mut() = request.uri().clone();
+        *copy.version_mut() = request.version();
+        *copy.headers_mut() = request.headers().clone();
+        *copy.extensions_mut() = request.extensions().clone();
+        Some(copy)
+    }
 }
 
 macro_rules! cloned_bodies {
@@ -103,6 +116,10 @@ macro_rules! cloned_bodies {
             #[inline]
             fn try_clone_body(&self) -> Option<Self> {
                 Some(self.clone())
+            }
+            #[inline]
+            fn try_clone_request(request: &http::Request<Self>) -> Option<http::Request<Self>> {
+                Some(request.clone())
             }
         }
     )*};
@@ -121,6 +138,10 @@ impl<D: Clone> RetryBody for http_body_util::Full<D> {
     fn try_clone_body(&self) -> Option<Self> {
         Some(self.clone())
     }
+    #[inline]
+    fn try_clone_request(request: &http::Request<Self>) -> Option<http::Request<Self>> {
+        Some(request.clone())
+    }
 }
 
 impl<D> RetryBody for http_body_util::Empty<D> {
@@ -131,15 +152,9 @@ impl<D> RetryBody for http_body_util::Empty<D> {
 }
 
 impl<B: RetryBody> RetryRequest for http::Request<B> {
+    #[inline]
     fn try_clone(&self) -> Option<Self> {
-        let body = self.body().try_clone_body()?;
-        let mut copy = http::Request::new(body);
-        *copy.method_mut() = self.method().clone();
-        *copy.uri_mut() = self.uri().clone();
-        *copy.version_mut() = self.version();
-        *copy.headers_mut() = self.headers().clone();
-        *copy.extensions_mut() = self.extensions().clone();
-        Some(copy)
+        B::try_clone_request(self)
     }
 }
 
@@ -515,9 +530,9 @@ pin_project_lite::pin_project! {
         phase: Phase,
         #[pin]
         attempt: Option<S::Future>,
-        // The attempt's timer, made the first time an attempt has a limit and reset after.
-        #[pin]
-        timer: Option<tokio::time::Sleep>,
+        // The attempt's timer, made the first time an attempt has a limit and reset after
+        // (boxed: a policy without a timeout keeps the future small).
+        timer: Option<Pin<Box<tokio::time::Sleep>>>,
         backoff: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
     }
 }
@@ -551,24 +566,36 @@ where
             let (result, fired, single) = match *this.phase {
                 Phase::Done => return Poll::Pending,
                 Phase::Admit => {
-                    let mut call = Call::resume(policy, *this.state);
-                    if let Some(rejected) = call.admit() {
-                        *this.phase = Phase::Done;
-                        return Poll::Ready(crate::call::finish(policy, rejected));
-                    }
-                    // The attempt's limit: with a deadline it depends on the time left (read
-                    // from the clock), otherwise it is the timeout and no clock is read.
-                    let limit = if policy.timeout_setting().deadline().is_some() {
-                        call.attempt().limit()
-                    } else {
-                        policy.timeout_setting().limit()
-                    };
-                    *this.state = call.state();
+                    // The call's state is only read back here when a breaker must admit the
+                    // attempt or a deadline limits it (its time left is read from the clock);
+                    // otherwise the attempt's limit is the timeout.
+                    let deadline = policy.timeout_setting().deadline().is_some();
+                    let limit =
+                        if <<G::View<'_> as PolicyCore>::Breaker as crate::guard::Breaker>::ACTIVE
+                            || deadline
+                        {
+                            let mut call = Call::resume(policy, *this.state);
+                            if let Some(rejected) = call.admit() {
+                                *this.phase = Phase::Done;
+                                return Poll::Ready(crate::call::finish(policy, rejected));
+                            }
+                            let limit = if deadline {
+                                call.attempt().limit()
+                            } else {
+                                policy.timeout_setting().limit()
+                            };
+                            *this.state = call.state();
+                            limit
+                        } else {
+                            policy.timeout_setting().limit()
+                        };
                     if let Some(limit) = limit {
                         let deadline = deadline_in(limit);
-                        match this.timer.as_mut().as_pin_mut() {
-                            Some(timer) => timer.reset(deadline),
-                            None => this.timer.set(Some(tokio::time::sleep_until(deadline))),
+                        match this.timer.as_mut() {
+                            Some(timer) => timer.as_mut().reset(deadline),
+                            None => {
+                                *this.timer = Some(Box::pin(tokio::time::sleep_until(deadline)))
+                            }
                         }
                     }
                     *this.phase = Phase::Ready;
@@ -598,7 +625,7 @@ where
                     // Nothing was sent: the request can be retried.
                     Poll::Ready(Err(e)) => (Err(e), false, false),
                     Poll::Pending => {
-                        match expired::<_, S::Response, S::Error>(policy, this.timer.as_mut(), cx) {
+                        match expired::<_, S::Response, S::Error>(policy, this.timer, cx) {
                             Some(e) => (Err(e), true, false),
                             None => return Poll::Pending,
                         }
@@ -614,18 +641,16 @@ where
                             this.attempt.set(None);
                             (r, false, single)
                         }
-                        Poll::Pending => match expired::<_, S::Response, S::Error>(
-                            policy,
-                            this.timer.as_mut(),
-                            cx,
-                        ) {
-                            Some(e) => {
-                                // Dropping the attempt's future cancels it.
-                                this.attempt.set(None);
-                                (Err(e), true, single)
+                        Poll::Pending => {
+                            match expired::<_, S::Response, S::Error>(policy, this.timer, cx) {
+                                Some(e) => {
+                                    // Dropping the attempt's future cancels it.
+                                    this.attempt.set(None);
+                                    (Err(e), true, single)
+                                }
+                                None => return Poll::Pending,
                             }
-                            None => return Poll::Pending,
-                        },
+                        }
                     }
                 }
                 Phase::Backoff => {
@@ -644,14 +669,13 @@ where
                 *this.phase = Phase::Done;
                 return Poll::Ready(crate::call::finish(policy, r));
             }
-            let step = call.settle(result, fired);
-            *this.state = call.state();
-            match step {
+            match call.settle(result, fired) {
                 Step::Return(r) => {
                     *this.phase = Phase::Done;
                     return Poll::Ready(crate::call::finish(policy, r));
                 }
                 Step::Retry(delay) => {
+                    *this.state = call.state();
                     let env: G::Env = policy.env().clone();
                     *this.backoff = Some(Box::pin(async move { env.sleep_async(delay).await }));
                     *this.phase = Phase::Backoff;
@@ -664,14 +688,14 @@ where
 /// The error of an attempt whose timer fired, if it did (and the attempt has a limit).
 fn expired<P, R, E>(
     policy: &P,
-    timer: Pin<&mut Option<tokio::time::Sleep>>,
+    timer: &mut Option<Pin<Box<tokio::time::Sleep>>>,
     cx: &mut Context<'_>,
 ) -> Option<E>
 where
     P: AsyncRetryPolicy<R, E>,
 {
-    let timer = timer.as_pin_mut()?;
-    if timer.poll(cx).is_ready() {
+    let timer = timer.as_mut()?;
+    if timer.as_mut().poll(cx).is_ready() {
         crate::timeout::AsyncTimeout::elapsed(policy.timeout_setting(), crate::Elapsed::new())
     } else {
         None
