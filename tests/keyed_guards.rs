@@ -126,3 +126,68 @@ async fn the_layer_gives_each_request_the_breaker_of_its_host() {
         BreakerState::Closed
     );
 }
+
+static TENANT_BUDGETS: LazyLock<KeyedBudget<String>> = LazyLock::new(|| {
+    Keyed::new(16, RetryBudget::new(2.0, 0.0, 1.0).expect("valid")).expect("capacity")
+});
+static LAYER_BREAKERS: LazyLock<KeyedBreaker<String>> = LazyLock::new(|| {
+    let template = CircuitBreaker::new(100, 100, 1.0, Duration::from_secs(30), 1).expect("valid");
+    Keyed::new(100, template).expect("capacity")
+});
+
+#[tokio::test(start_paused = true)]
+async fn the_layer_gives_each_request_the_budget_of_its_tenant_beside_a_breaker_per_host() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use tower::{Layer, ServiceExt};
+
+    let policy = retry_runtime::Policy::builder()
+        .retries(10)
+        .backoff(retry_runtime::NoBackoff)
+        .build()
+        .unwrap();
+    let calls = Arc::new(AtomicU32::new(0));
+    let counter = Arc::clone(&calls);
+    let svc = tower::service_fn(move |_req: http::Request<String>| {
+        counter.fetch_add(1, Ordering::SeqCst);
+        async { Err::<http::Response<String>, _>(io::Error::from(ErrorKind::ConnectionReset)) }
+    });
+    let tenant = |r: &http::Request<String>| {
+        r.headers()["x-tenant"]
+            .to_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let client = retry_runtime::tower::RobustLayer::new(policy)
+        .breaker_per(&*LAYER_BREAKERS, |r: &http::Request<String>| {
+            r.uri().host().unwrap_or_default().to_owned()
+        })
+        .budget_per(&*TENANT_BUDGETS, tenant)
+        .layer(svc);
+    let get = |t: &str| {
+        let req = http::Request::get("http://api.example/")
+            .header("x-tenant", t)
+            .body(String::new())
+            .unwrap();
+        client.clone().oneshot(req)
+    };
+    assert!(get("a").await.is_err());
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        3,
+        "tenant a: two tokens, two retries"
+    );
+    assert!(get("a").await.is_err());
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        4,
+        "tenant a's budget is empty"
+    );
+    assert!(get("b").await.is_err());
+    assert_eq!(calls.load(Ordering::SeqCst), 7, "tenant b has its own");
+    // The host's breaker saw every attempt (100-attempt window: still closed).
+    assert_eq!(
+        LAYER_BREAKERS.get("api.example").state(),
+        BreakerState::Closed
+    );
+}

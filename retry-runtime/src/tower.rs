@@ -66,7 +66,7 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use crate::call::{Call, CallState, Step, Timed};
-use crate::guard::KeyedBreaker;
+use crate::guard::{Breaker, Budget, Keyed};
 use crate::kind::Failure;
 use crate::policy::rules::PlanVisitor;
 use crate::policy::{AsyncRetryPolicy, PolicyCore, RetryPolicy};
@@ -186,10 +186,11 @@ cloned_requests!(
 /// A `tower::Layer` that runs every request of the service it wraps under `policy` (see the
 /// [module docs](self)). Clones share the policy (and so its budget and breaker).
 ///
-/// [`breaker_per`](Self::breaker_per) gives each request the breaker of its key (its host, its
-/// gRPC method) instead of the policy's own.
+/// [`breaker_per`](Self::breaker_per) and [`budget_per`](Self::budget_per) give each request the
+/// breaker and the budget of its key (its host, its gRPC method, its tenant) instead of the
+/// policy's own.
 #[derive(Debug)]
-pub struct RobustLayer<P, G = ()> {
+pub struct RobustLayer<P, G = PerKey> {
     policy: Arc<P>,
     guards: G,
 }
@@ -210,12 +211,14 @@ impl<P> RobustLayer<P> {
     pub fn new(policy: P) -> Self {
         RobustLayer {
             policy: Arc::new(policy),
-            guards: (),
+            guards: PerKey::default(),
         }
     }
+}
 
+impl<P, Bu> RobustLayer<P, PerKey<(), Bu>> {
     /// Each request uses the circuit breaker of its key, `key(&request)`, taken from
-    /// `breakers` (a [`KeyedBreaker`], by reference or in an `Arc`), instead of the policy's
+    /// `breakers` (a [`KeyedBreaker`](crate::guard::KeyedBreaker), by reference or in an `Arc`), instead of the policy's
     /// own breaker: a host that keeps failing is cut off while the others are served. While a
     /// key's breaker is open, its requests fail at once with `E::from(Open)` (and the
     /// policy's fallback, if any, answers).
@@ -239,10 +242,46 @@ impl<P> RobustLayer<P> {
     /// # let _ = layer;
     /// # Ok::<(), retry_runtime::ConfigError>(())
     /// ```
-    pub fn breaker_per<B, F>(self, breakers: B, key: F) -> RobustLayer<P, BreakerPer<B, F>> {
+    pub fn breaker_per<M, F>(self, breakers: M, key: F) -> RobustLayer<P, PerKey<ByKey<M, F>, Bu>> {
         RobustLayer {
             policy: self.policy,
-            guards: BreakerPer { breakers, key },
+            guards: PerKey {
+                breaker: ByKey { map: breakers, key },
+                budget: self.guards.budget,
+            },
+        }
+    }
+}
+
+impl<P, Br> RobustLayer<P, PerKey<Br, ()>> {
+    /// Each request spends the retry budget of its key, `key(&request)`, taken from `budgets`
+    /// (a [`KeyedBudget`](crate::guard::KeyedBudget), by reference or in an `Arc`), instead of
+    /// the policy's own budget: one tenant's retries cannot empty another's.
+    ///
+    /// ```
+    /// use std::sync::LazyLock;
+    /// use retry_runtime::guard::{Keyed, KeyedBudget};
+    /// use retry_runtime::tower::RobustLayer;
+    /// use retry_runtime::{Policy, RetryBudget};
+    ///
+    /// static BUDGETS: LazyLock<KeyedBudget<String>> = LazyLock::new(|| {
+    ///     Keyed::new(1000, RetryBudget::new(10.0, 0.1, 1.0).expect("valid")).expect("at least one key")
+    /// });
+    ///
+    /// let layer = RobustLayer::new(Policy::builder().retries(2).build()?).budget_per(
+    ///     &*BUDGETS,
+    ///     |req: &http::Request<String>| req.headers().get("x-tenant").and_then(|v| v.to_str().ok()).unwrap_or("").to_owned(),
+    /// );
+    /// # let _ = layer;
+    /// # Ok::<(), retry_runtime::ConfigError>(())
+    /// ```
+    pub fn budget_per<M, F>(self, budgets: M, key: F) -> RobustLayer<P, PerKey<Br, ByKey<M, F>>> {
+        RobustLayer {
+            policy: self.policy,
+            guards: PerKey {
+                breaker: self.guards.breaker,
+                budget: ByKey { map: budgets, key },
+            },
         }
     }
 }
@@ -269,7 +308,7 @@ impl<S, P, G: Clone> Layer<S> for RobustLayer<P, G> {
 /// The service [`RobustLayer`] makes: `S` with every request run under the policy `P` (and
 /// the guards `G` choose for it).
 #[derive(Debug)]
-pub struct Robust<S, P, G = ()> {
+pub struct Robust<S, P, G = PerKey> {
     inner: S,
     policy: Arc<P>,
     guards: G,
@@ -292,8 +331,8 @@ impl<S, P, G> Robust<S, P, G> {
     }
 }
 
-/// The guards a [`Robust`] service chooses for each request: `()` keeps the policy's own;
-/// [`BreakerPer`] takes the breaker of the request's key.
+/// The guards a [`Robust`] service chooses for each request: [`PerKey`], the breaker and the
+/// budget of the request's key or the policy's own.
 pub trait Guards<Req, P, R, E> {
     /// What is chosen for one request (kept by its future).
     type Chosen;
@@ -312,81 +351,238 @@ pub trait Guards<Req, P, R, E> {
         Self: 'a;
 }
 
-impl<Req, P, R, E> Guards<Req, P, R, E> for ()
-where
-    P: AsyncRetryPolicy<R, E, Env: Clone + Send + 'static>,
-{
-    type Chosen = ();
-    type Env = P::Env;
-    type View<'a>
-        = &'a P
-    where
-        P: 'a;
-    #[inline(always)]
-    fn choose(&self, _: &Req) {}
-    #[inline(always)]
-    fn view<'a>(policy: &'a P, _: &'a ()) -> &'a P
-    where
-        Self: 'a,
-    {
-        policy
-    }
+/// Which breaker and budget each request uses (see [`RobustLayer::breaker_per`] and
+/// [`RobustLayer::budget_per`]): `()` for the policy's own, [`ByKey`] for the key's.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PerKey<Br = (), Bu = ()> {
+    breaker: Br,
+    budget: Bu,
 }
 
-/// A breaker per key (see [`RobustLayer::breaker_per`]): `breakers` is a [`KeyedBreaker`]
-/// (or a reference or `Arc` to one) and `key` makes a request's key.
-#[derive(Debug, Clone)]
-pub struct BreakerPer<B, F> {
-    breakers: B,
+/// A guard chosen by the request's key: `map` is a [`Keyed`] map (by reference or in an
+/// `Arc`), `key` makes the key of a request.
+#[derive(Debug, Clone, Copy)]
+pub struct ByKey<M, F> {
+    map: M,
     key: F,
 }
 
-impl<Req, P, R, E, B, K, F> Guards<Req, P, R, E> for BreakerPer<B, F>
+/// What [`PerKey`] picks for a request: nothing (`()`, the policy's own guard) or the guard of
+/// its key ([`ByKey`]).
+pub trait Pick<Req> {
+    /// What is picked.
+    type Chosen: 'static;
+    /// Picks for `request`.
+    fn pick(&self, request: &Req) -> Self::Chosen;
+}
+
+impl<Req> Pick<Req> for () {
+    type Chosen = ();
+    #[inline(always)]
+    fn pick(&self, _: &Req) {}
+}
+
+impl<Req, M, K, G, F> Pick<Req> for ByKey<M, F>
 where
-    P: AsyncRetryPolicy<R, E, Env: Clone + Send + 'static>,
-    E: From<crate::Open>,
-    B: std::ops::Deref<Target = KeyedBreaker<K>>,
+    M: std::ops::Deref<Target = Keyed<K, G>>,
     K: std::hash::Hash + Eq + Clone,
+    G: crate::guard::Template + 'static,
     F: Fn(&Req) -> K,
 {
-    type Chosen = Arc<crate::CircuitBreaker>;
-    type Env = P::Env;
-    type View<'a>
-        = WithBreaker<'a, P, E>
+    type Chosen = Arc<G>;
+    fn pick(&self, request: &Req) -> Arc<G> {
+        self.map.get(&(self.key)(request))
+    }
+}
+
+/// The breaker a request runs with, from what was picked: the policy's own (`()`) or a key's
+/// (`Arc<CircuitBreaker>`, whose rejection is `E::from(Open)`).
+pub trait BreakerChoice<P: PolicyCore, E> {
+    /// The breaker.
+    type Handle<'a>: Breaker
     where
         Self: 'a,
         P: 'a;
-    fn choose(&self, request: &Req) -> Self::Chosen {
-        self.breakers.get(&(self.key)(request))
+    /// The breaker of `policy`'s call.
+    fn handle<'a>(&'a self, policy: &'a P) -> Self::Handle<'a>;
+    /// The error of a rejected attempt.
+    fn reject<R>(policy: &P) -> Option<E>
+    where
+        P: RetryPolicy<R, E>;
+}
+
+impl<P: PolicyCore, E> BreakerChoice<P, E> for () {
+    type Handle<'a>
+        = Own<'a, P::Breaker>
+    where
+        P: 'a;
+    #[inline(always)]
+    fn handle<'a>(&'a self, policy: &'a P) -> Own<'a, P::Breaker> {
+        Own(policy.breaker())
     }
-    fn view<'a>(policy: &'a P, chosen: &'a Self::Chosen) -> WithBreaker<'a, P, E>
+    #[inline(always)]
+    fn reject<R>(policy: &P) -> Option<E>
+    where
+        P: RetryPolicy<R, E>,
+    {
+        policy.reject()
+    }
+}
+
+impl<P: PolicyCore, E: From<crate::Open>> BreakerChoice<P, E> for Arc<crate::CircuitBreaker> {
+    type Handle<'a>
+        = &'a crate::CircuitBreaker
+    where
+        P: 'a;
+    #[inline(always)]
+    fn handle<'a>(&'a self, _: &'a P) -> &'a crate::CircuitBreaker {
+        self
+    }
+    #[inline(always)]
+    fn reject<R>(_: &P) -> Option<E>
+    where
+        P: RetryPolicy<R, E>,
+    {
+        Some(E::from(crate::Open::new()))
+    }
+}
+
+/// The budget a request runs with, from what was picked: the policy's own (`()`) or a key's
+/// (`Arc<RetryBudget>`).
+pub trait BudgetChoice<P: PolicyCore> {
+    /// The budget.
+    type Handle<'a>: Budget
+    where
+        Self: 'a,
+        P: 'a;
+    /// The budget of `policy`'s call.
+    fn handle<'a>(&'a self, policy: &'a P) -> Self::Handle<'a>;
+}
+
+impl<P: PolicyCore> BudgetChoice<P> for () {
+    type Handle<'a>
+        = Own<'a, P::Budget>
+    where
+        P: 'a;
+    #[inline(always)]
+    fn handle<'a>(&'a self, policy: &'a P) -> Own<'a, P::Budget> {
+        Own(policy.budget())
+    }
+}
+
+impl<P: PolicyCore> BudgetChoice<P> for Arc<crate::RetryBudget> {
+    type Handle<'a>
+        = &'a crate::RetryBudget
+    where
+        P: 'a;
+    #[inline(always)]
+    fn handle<'a>(&'a self, _: &'a P) -> &'a crate::RetryBudget {
+        self
+    }
+}
+
+/// A policy's own guard, borrowed.
+#[derive(Debug)]
+pub struct Own<'a, G: ?Sized>(&'a G);
+
+impl<G: Breaker + ?Sized> Breaker for Own<'_, G> {
+    const ACTIVE: bool = G::ACTIVE;
+    #[inline(always)]
+    fn acquire(&self, now: std::time::Instant) -> Option<crate::guard::Permit> {
+        self.0.acquire(now)
+    }
+    #[inline(always)]
+    fn record(&self, now: std::time::Instant, permit: crate::guard::Permit, success: bool) {
+        self.0.record(now, permit, success)
+    }
+}
+
+impl<G: Budget + ?Sized> Budget for Own<'_, G> {
+    #[inline(always)]
+    fn deposit(&self) {
+        self.0.deposit()
+    }
+    #[inline(always)]
+    fn try_withdraw(&self) -> bool {
+        self.0.try_withdraw()
+    }
+}
+
+impl<Req, P, R, E, Br, Bu> Guards<Req, P, R, E> for PerKey<Br, Bu>
+where
+    P: AsyncRetryPolicy<R, E, Env: Clone + Send + 'static>,
+    Br: Pick<Req>,
+    Bu: Pick<Req>,
+    Br::Chosen: BreakerChoice<P, E>,
+    Bu::Chosen: BudgetChoice<P>,
+{
+    type Chosen = (Br::Chosen, Bu::Chosen);
+    type Env = P::Env;
+    type View<'a>
+        = Guarded<'a, P, E, Br::Chosen, Bu::Chosen>
+    where
+        Self: 'a,
+        P: 'a;
+    #[inline(always)]
+    fn choose(&self, request: &Req) -> Self::Chosen {
+        (self.breaker.pick(request), self.budget.pick(request))
+    }
+    #[inline(always)]
+    fn view<'a>(policy: &'a P, chosen: &'a Self::Chosen) -> Self::View<'a>
     where
         Self: 'a,
     {
-        WithBreaker {
+        Guarded {
             policy,
-            breaker: crate::guard::BreakerOf {
-                breaker: chosen,
-                reject: || E::from(crate::Open::new()),
-            },
+            breaker: chosen.0.handle(policy),
+            budget: chosen.1.handle(policy),
+            _error: std::marker::PhantomData,
         }
     }
 }
 
-/// A policy with the breaker chosen for a request instead of its own.
-#[derive(Debug)]
-pub struct WithBreaker<'a, P, E> {
+/// A policy with the breaker and budget chosen for a request.
+pub struct Guarded<'a, P, E, Cb, Cu>
+where
+    P: PolicyCore,
+    Cb: BreakerChoice<P, E> + 'a,
+    Cu: BudgetChoice<P> + 'a,
+{
     policy: &'a P,
-    breaker: crate::guard::BreakerOf<'a, E>,
+    breaker: Cb::Handle<'a>,
+    budget: Cu::Handle<'a>,
+    _error: std::marker::PhantomData<fn() -> E>,
 }
 
-impl<P, E> crate::policy::sealed::Sealed for WithBreaker<'_, P, E> {}
+impl<'a, P, E, Cb, Cu> std::fmt::Debug for Guarded<'a, P, E, Cb, Cu>
+where
+    P: PolicyCore + 'a,
+    Cb: BreakerChoice<P, E> + 'a,
+    Cu: BudgetChoice<P> + 'a,
+{
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Guarded")
+    }
+}
 
-impl<'a, P: PolicyCore, E> PolicyCore for WithBreaker<'a, P, E> {
+impl<'a, P, E, Cb, Cu> crate::policy::sealed::Sealed for Guarded<'a, P, E, Cb, Cu>
+where
+    P: PolicyCore + 'a,
+    Cb: BreakerChoice<P, E> + 'a,
+    Cu: BudgetChoice<P> + 'a,
+{
+}
+
+impl<'a, P, E, Cb, Cu> PolicyCore for Guarded<'a, P, E, Cb, Cu>
+where
+    P: PolicyCore + 'a,
+    Cb: BreakerChoice<P, E> + 'a,
+    Cu: BudgetChoice<P> + 'a,
+{
     type Env = P::Env;
     type Timeout = P::Timeout;
-    type Budget = P::Budget;
-    type Breaker = crate::guard::BreakerOf<'a, E>;
+    type Budget = Cu::Handle<'a>;
+    type Breaker = Cb::Handle<'a>;
 
     #[inline(always)]
     fn env(&self) -> &P::Env {
@@ -397,8 +593,8 @@ impl<'a, P: PolicyCore, E> PolicyCore for WithBreaker<'a, P, E> {
         self.policy.timeout_setting()
     }
     #[inline(always)]
-    fn budget(&self) -> &P::Budget {
-        self.policy.budget()
+    fn budget(&self) -> &Self::Budget {
+        &self.budget
     }
     #[inline(always)]
     fn breaker(&self) -> &Self::Breaker {
@@ -406,13 +602,18 @@ impl<'a, P: PolicyCore, E> PolicyCore for WithBreaker<'a, P, E> {
     }
 }
 
-impl<P: RetryPolicy<R, E>, R, E> RetryPolicy<R, E> for WithBreaker<'_, P, E> {
+impl<'a, P, R, E, Cb, Cu> RetryPolicy<R, E> for Guarded<'a, P, E, Cb, Cu>
+where
+    P: RetryPolicy<R, E> + 'a,
+    Cb: BreakerChoice<P, E> + 'a,
+    Cu: BudgetChoice<P> + 'a,
+{
     const ON_RETRY: bool = P::ON_RETRY;
     const VALUES: bool = P::VALUES;
 
     #[inline(always)]
     fn reject(&self) -> Option<E> {
-        crate::guard::Reject::reject(&self.breaker)
+        Cb::reject::<R>(self.policy)
     }
     #[inline(always)]
     fn on_success(&self) {
