@@ -316,3 +316,166 @@ async fn concurrent_requests_share_the_budget_exactly() {
     // 64 first attempts, and exactly the budget's 20 tokens of retries among them.
     assert_eq!(calls.load(Ordering::SeqCst), 64 + 20);
 }
+
+static VALUE_BREAKER: std::sync::LazyLock<CircuitBreaker> = std::sync::LazyLock::new(|| {
+    CircuitBreaker::new(2, 2, 0.5, Duration::from_secs(30), 1).expect("valid breaker")
+});
+
+#[tokio::test(start_paused = true)]
+async fn a_matched_response_to_a_request_sent_once_is_a_failure_for_the_breaker() {
+    let successes = Arc::new(AtomicU32::new(0));
+    let s2 = Arc::clone(&successes);
+    let policy = Policy::builder()
+        .retries(0)
+        .breaker(&VALUE_BREAKER)
+        .on_ok(OkIf(|r: &Resp| {
+            r.status() == StatusCode::SERVICE_UNAVAILABLE
+        }))
+        .on_success(move || {
+            s2.fetch_add(1, Ordering::SeqCst);
+        })
+        .build()
+        .unwrap();
+    let (svc, calls) = scripted::<Stream>(vec![Ok(status(StatusCode::SERVICE_UNAVAILABLE))]);
+    let client = RobustLayer::new(policy).layer(svc);
+    for _ in 0..2 {
+        let r = client.clone().oneshot(Request::new(Stream)).await.unwrap();
+        assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+    }
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    assert_eq!(
+        successes.load(Ordering::SeqCst),
+        0,
+        "a matched value is no success"
+    );
+    assert_eq!(VALUE_BREAKER.state(), retry_runtime::BreakerState::Open);
+}
+
+static SHARED: std::sync::LazyLock<CircuitBreaker> = std::sync::LazyLock::new(|| {
+    CircuitBreaker::new(10, 2, 0.5, Duration::from_secs(30), 1).expect("valid breaker")
+});
+
+#[tokio::test(start_paused = true)]
+async fn a_value_retry_is_rejected_when_the_breaker_opened_during_its_backoff() {
+    let policy = Policy::builder()
+        .retries(1)
+        .backoff(Constant::new(secs(10)))
+        .jitter(NoJitter)
+        .breaker(&SHARED)
+        .on_ok(OkIf(|r: &Resp| {
+            r.status() == StatusCode::SERVICE_UNAVAILABLE
+        }))
+        .build()
+        .unwrap();
+    let (svc, calls) = scripted::<String>(vec![
+        Ok(status(StatusCode::SERVICE_UNAVAILABLE)),
+        Ok(status(StatusCode::OK)),
+    ]);
+    let call = RobustLayer::new(policy)
+        .layer(svc)
+        .oneshot(Request::new(String::new()));
+    let opener = async {
+        // One second into the backoff, other calls' failures open the breaker.
+        tokio::time::sleep(secs(1)).await;
+        let now = std::time::Instant::now();
+        SHARED.record(now, false);
+        SHARED.record(now, false);
+        assert_eq!(SHARED.state(), retry_runtime::BreakerState::Open);
+    };
+    let (r, ()) = tokio::join!(call, opener);
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::Other, "E::from(Open)");
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "no attempt while open");
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_deadline_counts_from_the_first_attempt_and_an_error_at_the_timeout_is_a_timeout() {
+    let policy = Policy::builder()
+        .retries(3)
+        .backoff(NoBackoff)
+        .deadline(secs(1))
+        .build()
+        .unwrap();
+    let svc = tower::service_fn(|_r: Request<String>| async {
+        tokio::time::sleep(ms(100)).await;
+        Ok::<_, io::Error>(status(StatusCode::OK))
+    });
+    let mut client = RobustLayer::new(policy).layer(svc);
+    let fut = client
+        .ready()
+        .await
+        .unwrap()
+        .call(Request::new(String::new()));
+    tokio::time::sleep(secs(2)).await; // the future is made, not yet polled
+    assert_eq!(fut.await.unwrap().status(), StatusCode::OK);
+
+    // An error returned just as the attempt's timeout ends counts as a `Timeout`.
+    let policy = Policy::builder()
+        .retries(1)
+        .backoff(NoBackoff)
+        .timeout(secs(1))
+        .on(retry_runtime::kind::Timeout)
+        .build()
+        .unwrap();
+    let calls = Arc::new(AtomicU32::new(0));
+    let counter = Arc::clone(&calls);
+    let svc = tower::service_fn(move |_r: Request<String>| {
+        let n = counter.fetch_add(1, Ordering::SeqCst);
+        async move {
+            if n == 0 {
+                tokio::time::sleep(secs(1)).await;
+                Err(io::Error::other("upstream gave up"))
+            } else {
+                Ok(status(StatusCode::OK))
+            }
+        }
+    });
+    let r = RobustLayer::new(policy)
+        .layer(svc)
+        .oneshot(Request::new(String::new()))
+        .await;
+    assert_eq!(r.unwrap().status(), StatusCode::OK);
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_boxed_streaming_body_is_sent_once_and_a_readiness_error_is_not_retried() {
+    use http_body_util::BodyExt;
+    type Boxed = http_body_util::combinators::BoxBody<bytes::Bytes, std::convert::Infallible>;
+    let policy = Policy::builder()
+        .retries(5)
+        .backoff(NoBackoff)
+        .build()
+        .unwrap();
+    let (svc, calls) = scripted::<Boxed>(vec![Err(ErrorKind::ConnectionReset.into())]);
+    let body: Boxed = http_body_util::Full::new(bytes::Bytes::from_static(b"x")).boxed();
+    let r = RobustLayer::new(policy)
+        .layer(svc)
+        .oneshot(Request::new(body))
+        .await;
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::ConnectionReset);
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+
+    /// A service whose readiness fails.
+    #[derive(Clone)]
+    struct Broken(Arc<AtomicU32>);
+    impl Service<Request<String>> for Broken {
+        type Response = Resp;
+        type Error = io::Error;
+        type Future = std::future::Ready<io::Result<Resp>>;
+        fn poll_ready(
+            &mut self,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<io::Result<()>> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            std::task::Poll::Ready(Err(ErrorKind::BrokenPipe.into()))
+        }
+        fn call(&mut self, _: Request<String>) -> Self::Future {
+            std::future::ready(Ok(status(StatusCode::OK)))
+        }
+    }
+    let readiness = Arc::new(AtomicU32::new(0));
+    let mut svc = RobustLayer::new(policy).layer(Broken(Arc::clone(&readiness)));
+    let fut = svc.call(Request::new(String::new()));
+    assert_eq!(fut.await.unwrap_err().kind(), ErrorKind::BrokenPipe);
+    assert_eq!(readiness.load(Ordering::SeqCst), 1, "not polled again");
+}

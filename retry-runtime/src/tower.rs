@@ -45,17 +45,23 @@
 //! none, rustc reports that `oneshot` or `ready` "exists but its trait bounds were not
 //! satisfied": map the error first (`ServiceBuilder::new().layer(RobustLayer::new(policy))
 //! .map_err(BoxError::from).service(client)`, a boxed error has `From<Elapsed>`). The attempt
-//! ends with the response head: a body read later by the caller is outside it.
+//! ends with the response head: a body read later by the caller is outside it. An error from
+//! the service's `poll_ready` is the call's error and is not retried (tower's contract: such a
+//! service is to be dropped). The deadline counts from the first attempt's start (the first
+//! poll), not from `call`.
 //!
 //! # Requests that cannot be copied
 //!
 //! A retry resends the request, so each attempt needs its own copy: the request type implements
 //! [`RetryRequest`]. `http::Request<B>` does when its body does ([`RetryBody`]: `String`,
-//! `Vec<u8>`, `Bytes`, `()`, `&'static str`, `http_body_util::Full` and `Empty`, or your own
-//! body type). A body that can only be read once (a stream) returns `None` from
-//! [`RetryBody::try_clone_body`]: that request is sent once and never retried, whatever the
-//! policy says, so it is never sent twice. To make such a request retryable, buffer its body
-//! first (`http_body_util::BodyExt::collect(body).await?.to_bytes()` into a `Full<Bytes>`).
+//! `Vec<u8>`, `Bytes`, `()`, `&'static str`, `http_body_util::Full` and `Empty` are copied;
+//! `http_body_util`'s `BoxBody`, `UnsyncBoxBody` and `StreamBody` cannot be). A body that can
+//! only be read once returns `None` from [`RetryBody::try_clone_body`]: that request is sent
+//! once and never retried, whatever the policy says, so it is never sent twice. To make such a
+//! request retryable, buffer its body first (`http_body_util::BodyExt::collect(body).await?
+//! .to_bytes()` into a `Full<Bytes>`). A body type of another crate without an impl (hyper's
+//! `Incoming`) is boxed (`BoxBody`) or buffered first; a body type of your own implements
+//! `RetryBody`.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -148,6 +154,28 @@ impl<D> RetryBody for http_body_util::Empty<D> {
     #[inline]
     fn try_clone_body(&self) -> Option<Self> {
         Some(http_body_util::Empty::new())
+    }
+}
+
+// Bodies read as a stream: a request with one is sent once.
+impl<D, E> RetryBody for http_body_util::combinators::BoxBody<D, E> {
+    #[inline]
+    fn try_clone_body(&self) -> Option<Self> {
+        None
+    }
+}
+
+impl<D, E> RetryBody for http_body_util::combinators::UnsyncBoxBody<D, E> {
+    #[inline]
+    fn try_clone_body(&self) -> Option<Self> {
+        None
+    }
+}
+
+impl<St> RetryBody for http_body_util::StreamBody<St> {
+    #[inline]
+    fn try_clone_body(&self) -> Option<Self> {
+        None
     }
 }
 
@@ -495,6 +523,10 @@ impl<G: Breaker + ?Sized> Breaker for Own<'_, G> {
     fn record(&self, now: std::time::Instant, permit: crate::guard::Permit, success: bool) {
         self.0.record(now, permit, success)
     }
+    #[inline(always)]
+    fn would_admit(&self, now: std::time::Instant) -> bool {
+        self.0.would_admit(now)
+    }
 }
 
 impl<G: Budget + ?Sized> Budget for Own<'_, G> {
@@ -679,14 +711,9 @@ where
         let chosen = self.guards.choose(&req);
         let state = {
             let view = G::view(&policy, &chosen);
-            // The first attempt's start is read only if something needs it (a `max_delay`, a
-            // deadline, `on_retry`, tracing): a success then reads no clock.
-            let times = if view.needs_start() {
-                Timed::now(view.env(), false)
-            } else {
-                Timed::default()
-            };
-            crate::call::start(&view, times).state()
+            // The first attempt's start is read when it starts (in `poll`), and only if
+            // something needs it: a success then reads no clock.
+            crate::call::start(&view, Timed::default()).state()
         };
         ResponseFuture {
             policy,
@@ -718,8 +745,9 @@ enum Phase {
 }
 
 pin_project_lite::pin_project! {
-    /// The future of a [`Robust`] service's response: the retry loop of one request, with no
-    /// allocation unless it backs off (each backoff's sleep is boxed).
+    /// The future of a [`Robust`] service's response: the retry loop of one request. It
+    /// allocates only for a timer: once per call whose policy has a timeout or deadline, and
+    /// for each backoff's sleep.
     pub struct ResponseFuture<S: Service<Req>, P, Req, G: Guards<Req, P, S::Response, S::Error>> {
         policy: Arc<P>,
         chosen: G::Chosen,
@@ -768,28 +796,23 @@ where
                 Phase::Done => return Poll::Pending,
                 Phase::Admit => {
                     // The call's state is only read back here when a breaker must admit the
-                    // attempt or a deadline limits it (its time left is read from the clock);
-                    // otherwise the attempt's limit is the timeout.
-                    let deadline = policy.timeout_setting().deadline().is_some();
-                    let limit =
-                        if <<G::View<'_> as PolicyCore>::Breaker as crate::guard::Breaker>::ACTIVE
-                            || deadline
-                        {
-                            let mut call = Call::resume(policy, *this.state);
-                            if let Some(rejected) = call.admit() {
-                                *this.phase = Phase::Done;
-                                return Poll::Ready(crate::call::finish(policy, rejected));
-                            }
-                            let limit = if deadline {
-                                call.attempt().limit()
-                            } else {
-                                policy.timeout_setting().limit()
-                            };
-                            *this.state = call.state();
-                            limit
-                        } else {
-                            policy.timeout_setting().limit()
-                        };
+                    // attempt or the call must know when its attempts start (a deadline, a
+                    // `max_delay`, `on_retry`, tracing: the first attempt's start is read
+                    // here); otherwise the attempt's limit is the timeout and no clock is read.
+                    let limit = if <<G::View<'_> as PolicyCore>::Breaker as Breaker>::ACTIVE
+                        || policy.needs_start()
+                    {
+                        let mut call = Call::resume(policy, *this.state);
+                        if let Some(rejected) = call.admit() {
+                            *this.phase = Phase::Done;
+                            return Poll::Ready(crate::call::finish(policy, rejected));
+                        }
+                        let limit = call.attempt().limit();
+                        *this.state = call.state();
+                        limit
+                    } else {
+                        policy.timeout_setting().limit()
+                    };
                     if let Some(limit) = limit {
                         let deadline = deadline_in(limit);
                         match this.timer.as_mut() {
@@ -803,6 +826,13 @@ where
                     continue;
                 }
                 Phase::Ready => match this.inner.poll_ready(cx) {
+                    // An attempt whose time is already over (a deadline passed) is not sent.
+                    Poll::Ready(Ok(())) if this.timer.as_ref().is_some_and(|t| t.is_elapsed()) => {
+                        match expired::<_, S::Response, S::Error>(policy, this.timer, cx) {
+                            Some(e) => (Err(e), true, false),
+                            None => return Poll::Pending,
+                        }
+                    }
                     Poll::Ready(Ok(())) => {
                         // A copy is sent and the request kept for the next attempt; a request
                         // that cannot be copied is sent itself, once: its only attempt.
@@ -823,8 +853,9 @@ where
                         *this.phase = Phase::Calling { single };
                         continue;
                     }
-                    // Nothing was sent: the request can be retried.
-                    Poll::Ready(Err(e)) => (Err(e), false, false),
+                    // A service that fails to be ready is not called again (tower's contract:
+                    // it is to be discarded): its error is the call's, not retried.
+                    Poll::Ready(Err(e)) => (Err(e), false, true),
                     Poll::Pending => {
                         match expired::<_, S::Response, S::Error>(policy, this.timer, cx) {
                             Some(e) => (Err(e), true, false),
@@ -840,7 +871,11 @@ where
                     match polled {
                         Poll::Ready(r) => {
                             this.attempt.set(None);
-                            (r, false, single)
+                            // An error returned when the attempt's time is up counts as a
+                            // timeout, as in `call_async`.
+                            let late =
+                                r.is_err() && this.timer.as_ref().is_some_and(|t| t.is_elapsed());
+                            (r, late, single)
                         }
                         Poll::Pending => {
                             match expired::<_, S::Response, S::Error>(policy, this.timer, cx) {

@@ -48,6 +48,17 @@ pub(crate) struct Decide<'a, 'n, Tm> {
     pub(crate) hinted: Option<Duration>,
 }
 
+/// A visit that only tells that a rule matched.
+#[cfg(feature = "tower")]
+pub(crate) struct Matched;
+
+#[cfg(feature = "tower")]
+impl PlanVisitor for Matched {
+    type Out = ();
+    #[inline(always)]
+    fn visit<P: Plan>(self, _: &P, _: RuleId, _: Option<Duration>) {}
+}
+
 /// Why a call stops retrying.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum GiveUp {

@@ -62,9 +62,7 @@ pub enum Step<T, E> {
 pub struct Call<'p, P, Tm = Timed> {
     policy: &'p P,
     retries: u32,
-    /// The breaker's permit for the current attempt; marked `reserved` when it was taken for
-    /// the next attempt as its retry was decided (a retried value's: so that an open breaker
-    /// returns the value instead of `E::from(Open)`).
+    /// The breaker's permit for the current attempt.
     permit: crate::guard::Permit,
     jitter: JitterState,
     times: Tm,
@@ -315,11 +313,6 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
         if !<P::Breaker as Breaker>::ACTIVE {
             return None;
         }
-        let (reserved, permit) = self.permit.take_reserved();
-        if reserved {
-            self.permit = permit;
-            return None;
-        }
         let breaker = self.policy.breaker();
         if let Some(permit) = breaker.acquire(self.now()) {
             self.permit = permit;
@@ -434,15 +427,19 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
     where
         P: RetryPolicy<R, E>,
     {
+        // A value an `Ok(..)` kind matches is a failed attempt here too.
+        let failed = match &result {
+            Err(_) => true,
+            Ok(v) => P::VALUES && self.policy.select_value(v, decide::Matched).is_some(),
+        };
         if <P::Breaker as Breaker>::ACTIVE {
             let now = self.now();
-            self.policy
-                .breaker()
-                .record(now, self.permit, result.is_ok());
+            self.policy.breaker().record(now, self.permit, !failed);
         }
         match &result {
-            Ok(_) => self.policy.on_success(),
             Err(e) => self.policy.on_error(e, self.retries),
+            Ok(_) if !failed => self.policy.on_success(),
+            Ok(_) => {}
         }
         #[cfg(feature = "tracing")]
         tracing::debug!(
@@ -565,17 +562,15 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
                 return Err(GiveUp::Deadline);
             }
         }
+        // A value is not retried while the breaker is open: the rule gives up and the value is
+        // returned (the retry of an error, or of a value whose breaker opens during the
+        // backoff, is rejected when it starts, with `E::from(Open)`).
+        if outcome.is_ok() && <P::Breaker as Breaker>::ACTIVE && !p.breaker().would_admit(now.get())
+        {
+            return Err(GiveUp::Breaker);
+        }
         if !p.budget().try_withdraw() {
             return Err(GiveUp::Budget);
-        }
-        // A retried value's next attempt is admitted now: if the breaker would reject it, the
-        // rule gives up and the value is returned (an error's retry is admitted when it starts,
-        // and a rejection then fails with `E::from(Open)`).
-        if outcome.is_ok() && <P::Breaker as Breaker>::ACTIVE {
-            match p.breaker().acquire(now.get()) {
-                Some(permit) => self.permit = permit.reserved(),
-                None => return Err(GiveUp::Breaker),
-            }
         }
         // The clock is read for the callback, or for a tracing subscriber that wants the event.
         #[cfg(feature = "tracing")]

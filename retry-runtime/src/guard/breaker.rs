@@ -52,22 +52,8 @@ pub struct Permit(u32);
 impl Permit {
     /// The permit of a call without a breaker.
     pub const NONE: Permit = Permit(0);
-    /// The bits of the generation; the top bit marks a permit taken ahead for the next
-    /// attempt (see `Call::reserve`), so that a call keeps one word for both.
+    /// The bits of the generation (it wraps within them).
     pub(crate) const GENERATION: u32 = u32::MAX >> 1;
-
-    /// This permit, marked as taken ahead for the next attempt.
-    pub(crate) const fn reserved(self) -> Permit {
-        Permit(self.0 | !Self::GENERATION)
-    }
-
-    /// Whether it was taken ahead; and the permit itself.
-    pub(crate) const fn take_reserved(self) -> (bool, Permit) {
-        (
-            self.0 & !Self::GENERATION != 0,
-            Permit(self.0 & Self::GENERATION),
-        )
-    }
 }
 
 /// The largest rolling window, in calls.
@@ -221,6 +207,24 @@ impl CircuitBreaker {
     /// whose permit keeps late outcomes from counting in a later state.
     pub fn try_acquire(&self, now: Instant) -> bool {
         self.acquire(now).is_some()
+    }
+
+    /// Whether [`acquire`](Self::acquire) would let an attempt start at `now`, changing
+    /// nothing: closed, open with its break over, or half-open with a probe left (or a stale
+    /// round).
+    pub fn would_admit(&self, now: Instant) -> bool {
+        let s = self.lock();
+        match s.state {
+            BreakerState::Closed => true,
+            BreakerState::Open => s
+                .opened_at
+                .is_none_or(|t| now.saturating_duration_since(t) >= self.break_duration),
+            BreakerState::HalfOpen => {
+                s.probes_started < self.probes
+                    || s.half_opened_at
+                        .is_some_and(|t| now.saturating_duration_since(t) >= self.break_duration)
+            }
+        }
     }
 
     /// Lets an attempt start at `now`, or not: the permit goes back to

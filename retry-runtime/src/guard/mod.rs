@@ -47,6 +47,11 @@ pub trait Breaker {
     fn acquire(&self, now: Instant) -> Option<Permit>;
     /// Records the outcome of an attempt admitted with `permit`.
     fn record(&self, now: Instant, permit: Permit, success: bool);
+    /// Whether an attempt at `now` would be admitted, changing nothing.
+    fn would_admit(&self, now: Instant) -> bool {
+        let _ = now;
+        true
+    }
 }
 
 impl Breaker for () {
@@ -68,6 +73,10 @@ impl Breaker for &CircuitBreaker {
     #[inline]
     fn record(&self, now: Instant, permit: Permit, success: bool) {
         CircuitBreaker::record_permit(self, now, permit, success)
+    }
+    #[inline]
+    fn would_admit(&self, now: Instant) -> bool {
+        CircuitBreaker::would_admit(self, now)
     }
 }
 
@@ -118,6 +127,10 @@ impl<E> Breaker for BreakerOf<'_, E> {
     #[inline]
     fn record(&self, now: Instant, permit: Permit, success: bool) {
         self.breaker.record_permit(now, permit, success)
+    }
+    #[inline]
+    fn would_admit(&self, now: Instant) -> bool {
+        self.breaker.would_admit(now)
     }
 }
 

@@ -264,6 +264,7 @@ pub trait Erased<T, E>: Send + Sync {
     fn try_withdraw(&self) -> bool;
     fn acquire(&self, now: Instant) -> Option<Permit>;
     fn record(&self, now: Instant, permit: Permit, success: bool);
+    fn would_admit(&self, now: Instant) -> bool;
     fn reject(&self) -> Option<E>;
     fn on_success(&self);
     fn on_error(&self, error: &E, retries: u32);
@@ -310,6 +311,9 @@ impl<T, E, P: RetryPolicy<T, E> + Send + Sync> Erased<T, E> for P {
         if <P::Breaker as Breaker>::ACTIVE {
             self.breaker().record(now, permit, success)
         }
+    }
+    fn would_admit(&self, now: Instant) -> bool {
+        !<P::Breaker as Breaker>::ACTIVE || self.breaker().would_admit(now)
     }
     fn reject(&self) -> Option<E> {
         RetryPolicy::reject(self)
@@ -368,6 +372,10 @@ impl<T, E> Breaker for dyn Erased<T, E> {
     #[inline]
     fn record(&self, now: Instant, permit: Permit, success: bool) {
         Erased::record(self, now, permit, success)
+    }
+    #[inline]
+    fn would_admit(&self, now: Instant) -> bool {
+        Erased::would_admit(self, now)
     }
 }
 
