@@ -9,8 +9,9 @@
 //! giving back a slot while nobody waits is one compare-and-swap. The waiters live in a
 //! process-wide table of queues, one per limit that has waiters, keyed by an id the limit
 //! takes the first time it needs one, sharded, each shard behind a mutex held for one short
-//! critical section: never across an `.await`, nor while a waiter is woken. Async and blocking waiters share a limit's queue, so they are
-//! served in the order they arrived, whichever kind they are.
+//! critical section: never across an `.await`, nor while a waiter is woken. Async and
+//! blocking waiters share a limit's queue, so they are served in the order they arrived,
+//! whichever kind they are.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
@@ -1117,7 +1118,9 @@ mod tests {
                                     futures.remove(i);
                                 }
                                 Poll::Pending => prop_assert!(waiting.contains(&id)),
-                                Poll::Ready(Err(_)) => prop_assert!(false, "a queued future rejected"),
+                                Poll::Ready(Err(_)) => {
+                                    prop_assert!(false, "a queued future rejected")
+                                }
                             }
                         }
                         Op::DropFuture(i) if !futures.is_empty() => {
