@@ -38,7 +38,8 @@
 //!   under (a struct field). The [`policy`] module has the per-rule settings and rules.
 //! - [`timeout`]: per-attempt timeouts; [`callbacks`]: `on_success`, `on_error`, `on_retry`,
 //!   `hint`; [`guard`]: overload protection, [`RetryBudget`] and [`CircuitBreaker`]
-//!   ([`PolicyBuilder::budget`] and the methods after it).
+//!   ([`PolicyBuilder::budget`] and the methods after it), [`ConcurrencyLimit`] and
+//!   [`AdaptiveThrottle`] (which turn attempts away with [`Rejected`]).
 //! - [`time`]: the clock and sleepers, and [`VirtualTime`](time::VirtualTime) for tests.
 //! - [`parse_duration`]: durations written as text, read as the attribute reads them.
 //! - [`checks`]: the compile-time checks of `#[robust]` that go through types, with their
@@ -86,7 +87,9 @@ pub use call::{Attempt, Call, Step};
 pub use callbacks::{RetryInfo, RuleId};
 pub use duration::{duration_from_secs, limit_from_secs, parse_duration};
 pub use error::{ConfigError, Elapsed};
-pub use guard::{BreakerState, CircuitBreaker, Open, RetryBudget};
+pub use guard::{
+    AdaptiveThrottle, BreakerState, CircuitBreaker, ConcurrencyLimit, Open, Rejected, RetryBudget,
+};
 pub use jitter::{
     AwsDecorrelated, Decorrelated, EqualJitter, FullJitter, Jitter, JitterState, NoJitter,
 };

@@ -1,15 +1,20 @@
 //! Guards against overload: a retry budget and a circuit breaker, each trait beside its
-//! implementation. `()` stands for "none" and costs nothing.
+//! implementation (`()` stands for "none" and costs nothing); a concurrency limit and an
+//! adaptive throttle, which turn attempts away with [`Rejected`].
 
 use std::time::Instant;
 
 mod breaker;
 mod budget;
 mod keyed;
+mod limit;
+mod throttle;
 
 pub use breaker::{BreakerState, CircuitBreaker, MAX_WINDOW, Open, Permit};
 pub use budget::RetryBudget;
 pub use keyed::{Keyed, KeyedBreaker, KeyedBudget, Template};
+pub use limit::{Acquire, ConcurrencyLimit, LimitPermit, Rejected};
+pub use throttle::AdaptiveThrottle;
 
 /// A retry budget, or `()` for none.
 pub trait Budget {

@@ -1,0 +1,522 @@
+//! Adaptive throttling, the client-side throttling of Google's SRE book ("Handling Overload"):
+//! a client that sees its requests fail sheds part of them locally, before they reach the
+//! overloaded service, with a probability that grows with the failures it saw recently.
+//!
+//! The throttle is plain data (atomics), so that a `static` can take it out of `new`'s
+//! `Result` on every platform, and lock-free: a record is two or three atomic updates.
+
+use std::fmt;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::ConfigError;
+
+/// The window is counted in this many buckets of `window / BUCKETS`.
+const BUCKETS: u64 = 10;
+
+/// A count in a bucket word: the low 32 bits (saturating), below the bucket's lap.
+const COUNT: u64 = u32::MAX as u64;
+
+/// The instant epochs are counted from, for every throttle: 2^32 s (136 years) before the
+/// first instant any throttle saw, or as far back as the platform's `Instant` goes, so that
+/// the instants a caller passes come after it.
+static ORIGIN: OnceLock<Instant> = OnceLock::new();
+
+fn origin(now: Instant) -> Instant {
+    *ORIGIN.get_or_init(|| {
+        (0..=32)
+            .rev()
+            .find_map(|b| now.checked_sub(Duration::from_secs(1 << b)))
+            .unwrap_or(now)
+    })
+}
+
+/// Which lap of the ring a bucket of `epoch` counts, modulo 2^32: the tag of its words.
+const fn lap(epoch: u64) -> u64 {
+    (epoch / BUCKETS) & COUNT
+}
+
+/// A bucket word holding `count` for `lap`.
+const fn word(lap: u64, count: u64) -> u64 {
+    lap << 32 | count
+}
+
+/// Client-side adaptive throttling (SPEC section 16: `throttle = MY_THROTTLE` in the
+/// attribute), shared by every call that names it.
+///
+/// Over the last `window`, it counts the *requests* (attempts the application made) and the
+/// *accepts* (those the service accepted: that did not fail with a retryable error). Before
+/// each attempt, it rejects locally with probability
+///
+/// `max(0, (requests − k·accepts) / (requests + 1))`
+///
+/// so while the service accepts at least one request in `k`, nothing is rejected, and as it
+/// fails more, the client sends less (a `k` of 2, the book's, lets through about twice what
+/// the service accepts; a larger `k` is more lenient).
+///
+/// Randomness and time are the caller's: [`should_reject`](Self::should_reject) takes a draw
+/// from the caller's (seedable) RNG, and every method the instant from the caller's clock.
+/// The window is counted in ten buckets of `window / 10`: a count is forgotten between
+/// 0.9·`window` and `window` after it was recorded. An instant earlier than one already
+/// recorded (a clock that went back) counts as the latest one. A bucket counts up to
+/// 2^32 − 1 requests, and as many accepts (more saturate).
+///
+/// In the book, requests the throttle rejected count as requests too (the application asked
+/// for them; they are not accepts): record them with `accepted = false`. That is what keeps
+/// the probability up while the service keeps failing, and brings it down once the service
+/// accepts again.
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use retry_runtime::AdaptiveThrottle;
+///
+/// static THROTTLE: AdaptiveThrottle = match AdaptiveThrottle::new(2.0, Duration::from_secs(60)) {
+///     Ok(t) => t,
+///     Err(_) => panic!("invalid throttle"), // evaluated at compile time
+/// };
+///
+/// let t0 = Instant::now();
+/// // 9 requests, 2 accepted: (9 - 2·2) / (9 + 1) = 0.5
+/// for i in 0..9 {
+///     THROTTLE.record(t0, i < 2);
+/// }
+/// assert_eq!(THROTTLE.reject_probability(t0), 0.5);
+/// assert!(THROTTLE.should_reject(t0, 0.3));  // a draw below 0.5 rejects
+/// assert!(!THROTTLE.should_reject(t0, 0.7));
+/// // A minute later those counts are forgotten.
+/// assert_eq!(THROTTLE.reject_probability(t0 + Duration::from_secs(60)), 0.0);
+/// ```
+pub struct AdaptiveThrottle {
+    k: f64,
+    window: Duration,
+    /// `window / BUCKETS` in nanoseconds, at least 1.
+    width: u128,
+    /// The latest epoch (`width`s since the origin) recorded.
+    latest: AtomicU64,
+    /// Bucket `e % BUCKETS` counts epoch `e`: each word holds `lap(e)` in its high half and
+    /// the count in its low half, so that a count and the epoch it belongs to change in one
+    /// atomic step. (A word is read only if its lap is the one expected: a bucket that was
+    /// not written for a multiple of 2^32 laps would count again, 136 years for a 1 s window.)
+    requests: [AtomicU64; BUCKETS as usize],
+    accepts: [AtomicU64; BUCKETS as usize],
+}
+
+// What lets a `static` take a throttle out of `new`'s `Result` on every platform.
+const _: () = assert!(!std::mem::needs_drop::<AdaptiveThrottle>());
+
+impl fmt::Debug for AdaptiveThrottle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AdaptiveThrottle")
+            .field("k", &self.k)
+            .field("window", &self.window)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AdaptiveThrottle {
+    /// A throttle with multiplier `k` over the last `window`. Errors: `k` not a finite number
+    /// >= 1; a `window` under 10 ns (it is counted in ten buckets of whole nanoseconds).
+    pub const fn new(k: f64, window: Duration) -> Result<Self, ConfigError> {
+        if !(k.is_finite() && k >= 1.0) {
+            return Err(ConfigError::new("k", "must be a finite number >= 1"));
+        }
+        let width = window.as_nanos() / BUCKETS as u128;
+        if width == 0 {
+            return Err(ConfigError::new(
+                "window",
+                "must be at least 10 nanoseconds (it is counted in ten buckets)",
+            ));
+        }
+        Ok(Self {
+            k,
+            window,
+            width,
+            latest: AtomicU64::new(0),
+            requests: [const { AtomicU64::new(0) }; BUCKETS as usize],
+            accepts: [const { AtomicU64::new(0) }; BUCKETS as usize],
+        })
+    }
+
+    /// The epoch of `now`: `width`s since the origin (0 before it, `u64::MAX` past 2^64).
+    fn epoch(&self, now: Instant) -> u64 {
+        let since = now.saturating_duration_since(origin(now)).as_nanos() / self.width;
+        u64::try_from(since).unwrap_or(u64::MAX)
+    }
+
+    /// Adds one to `counter` for `epoch`, replacing the count of an older lap. Not if a newer lap
+    /// holds the word: then `epoch` has left the window.
+    fn add(&self, counter: &AtomicU64, epoch: u64) {
+        let lap = lap(epoch);
+        let _ = counter.fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
+            if w >> 32 == lap {
+                Some(word(lap, (w & COUNT).saturating_add(1).min(COUNT)))
+            } else if self.latest.load(Ordering::Acquire) >= epoch.saturating_add(BUCKETS) {
+                // A later record moved `latest` on before it wrote this word.
+                None
+            } else {
+                Some(word(lap, 1))
+            }
+        });
+    }
+
+    /// Counts one request at `now`, and whether the service accepted it (it did not fail
+    /// with a retryable error).
+    pub fn record(&self, now: Instant, accepted: bool) {
+        let epoch = self.epoch(now);
+        let epoch = epoch.max(self.latest.fetch_max(epoch, Ordering::AcqRel));
+        let i = (epoch % BUCKETS) as usize;
+        self.add(&self.requests[i], epoch);
+        if accepted {
+            self.add(&self.accepts[i], epoch);
+        }
+    }
+
+    /// The requests and accepts of the window that ends at `now`.
+    fn counts(&self, now: Instant) -> (u64, u64) {
+        let latest = self.latest.load(Ordering::Acquire);
+        let head = self.epoch(now).max(latest);
+        if head - latest >= BUCKETS {
+            return (0, 0);
+        }
+        let (mut requests, mut accepts) = (0, 0);
+        for i in 0..BUCKETS {
+            // The epoch of bucket `i` in the window (none yet near the origin).
+            let Some(epoch) = head.checked_sub((head % BUCKETS + BUCKETS - i) % BUCKETS) else {
+                continue;
+            };
+            let count = |word: &AtomicU64| {
+                let w = word.load(Ordering::Acquire);
+                if w >> 32 == lap(epoch) { w & COUNT } else { 0 }
+            };
+            // At most 10 · (2^32 − 1) each: no overflow.
+            requests += count(&self.requests[i as usize]);
+            accepts += count(&self.accepts[i as usize]);
+        }
+        (requests, accepts)
+    }
+
+    /// The probability of rejecting an attempt at `now`:
+    /// `max(0, (requests − k·accepts) / (requests + 1))` over the last `window`, a number in
+    /// `[0, 1]` (never NaN).
+    pub fn reject_probability(&self, now: Instant) -> f64 {
+        let (requests, accepts) = self.counts(now);
+        probability(self.k, requests, accepts)
+    }
+
+    /// Whether to reject an attempt at `now`, given `draw`, a number drawn uniformly from
+    /// `[0, 1)` by the caller: `draw < reject_probability(now)`. Never rejects while the
+    /// probability is 0, nor for a NaN draw. Records nothing.
+    pub fn should_reject(&self, now: Instant, draw: f64) -> bool {
+        let p = self.reject_probability(now);
+        p > 0.0 && draw < p
+    }
+
+    /// The multiplier `k`.
+    pub const fn k(&self) -> f64 {
+        self.k
+    }
+
+    /// The window over which requests and accepts are counted.
+    pub const fn window(&self) -> Duration {
+        self.window
+    }
+}
+
+/// `max(0, (requests − k·accepts) / (requests + 1))`, in `[0, 1]`. With `k` finite and >= 1
+/// and counts below 2^64, nothing is NaN: `k·accepts` may round to infinity only when it
+/// dwarfs `requests`, and then the quotient is −∞, clamped to 0.
+fn probability(k: f64, requests: u64, accepts: u64) -> f64 {
+    let requests = requests as f64;
+    let p = (requests - k * accepts as f64) / (requests + 1.0);
+    p.clamp(0.0, 1.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use rand::rngs::SmallRng;
+    use rand::{RngExt, SeedableRng};
+
+    fn secs(s: u64) -> Duration {
+        Duration::from_secs(s)
+    }
+
+    fn throttle(k: f64, window: Duration) -> AdaptiveThrottle {
+        AdaptiveThrottle::new(k, window).unwrap()
+    }
+
+    /// The start of the bucket of `now` (buckets are counted from an origin shared by every
+    /// throttle, not from the first record).
+    fn bucket_start(t: &AdaptiveThrottle, now: Instant) -> Instant {
+        let nanos = u128::from(t.epoch(now)) * t.width;
+        origin(now) + Duration::from_nanos(u64::try_from(nanos).unwrap())
+    }
+
+    /// Records `requests` requests at `now`, the first `accepts` of them accepted.
+    fn record(t: &AdaptiveThrottle, now: Instant, requests: u64, accepts: u64) {
+        for i in 0..requests {
+            t.record(now, i < accepts);
+        }
+    }
+
+    #[test]
+    fn rejects_invalid_values() {
+        let p = |r: Result<AdaptiveThrottle, ConfigError>| r.unwrap_err().parameter();
+        for k in [0.0, 0.999, -2.0, f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+            assert_eq!(p(AdaptiveThrottle::new(k, secs(1))), "k");
+        }
+        for w in [Duration::ZERO, Duration::from_nanos(9)] {
+            assert_eq!(p(AdaptiveThrottle::new(2.0, w)), "window");
+        }
+        assert!(AdaptiveThrottle::new(1.0, Duration::from_nanos(10)).is_ok());
+        assert!(AdaptiveThrottle::new(f64::MAX, Duration::MAX).is_ok());
+        let t = throttle(1.5, secs(30));
+        assert_eq!((t.k(), t.window()), (1.5, secs(30)));
+    }
+
+    #[test]
+    fn the_probability_follows_the_formula() {
+        let t0 = Instant::now();
+        let t = throttle(2.0, secs(60));
+        assert_eq!(t.reject_probability(t0), 0.0, "nothing recorded");
+        record(&t, t0, 9, 2);
+        assert_eq!(t.reject_probability(t0), 0.5, "(9 - 2·2) / 10");
+        let t = throttle(2.0, secs(60));
+        record(&t, t0, 10, 4);
+        assert_eq!(t.reject_probability(t0), (10.0 - 8.0) / 11.0);
+        let t = throttle(1.5, secs(60));
+        record(&t, t0, 100, 20);
+        assert_eq!(t.reject_probability(t0), (100.0 - 1.5 * 20.0) / 101.0);
+        // Every request failed: n / (n + 1).
+        let t = throttle(2.0, secs(60));
+        record(&t, t0, 3, 0);
+        assert_eq!(t.reject_probability(t0), 0.75);
+        // Enough accepts: never negative.
+        for (requests, accepts) in [(10, 5), (10, 6), (10, 10), (1, 1)] {
+            let t = throttle(2.0, secs(60));
+            record(&t, t0, requests, accepts);
+            assert_eq!(t.reject_probability(t0), 0.0, "{requests} / {accepts}");
+        }
+        // k = 1: rejects in proportion to the failures, just below it.
+        let t = throttle(1.0, secs(60));
+        record(&t, t0, 99, 49);
+        assert_eq!(t.reject_probability(t0), 0.5, "(99 - 49) / 100");
+    }
+
+    #[test]
+    fn counts_are_spread_over_the_window() {
+        let t0 = Instant::now();
+        let t = throttle(2.0, secs(10));
+        // One request a second, all failed, for the whole window: 10 / 11.
+        for s in 0..10 {
+            t.record(t0 + secs(s), false);
+        }
+        assert_eq!(t.reject_probability(t0 + secs(9)), 10.0 / 11.0);
+        assert_eq!(t.counts(t0 + secs(9)), (10, 0));
+    }
+
+    #[test]
+    fn old_counts_are_forgotten() {
+        let t = throttle(2.0, secs(10));
+        let t0 = bucket_start(&t, Instant::now());
+        record(&t, t0, 9, 0);
+        let ms = |m: u64| t0 + Duration::from_millis(m);
+        assert_eq!(t.reject_probability(ms(9_999)), 0.9, "still in the window");
+        assert_eq!(t.reject_probability(ms(10_000)), 0.0, "a window later");
+        // Newer counts stay while older ones leave, bucket by bucket.
+        record(&t, ms(5_500), 3, 0);
+        assert_eq!(t.reject_probability(ms(9_999)), 12.0 / 13.0);
+        assert_eq!(t.reject_probability(ms(10_000)), 0.75);
+        assert_eq!(t.reject_probability(ms(14_999)), 0.75);
+        assert_eq!(t.reject_probability(ms(15_000)), 0.0);
+        // A bucket reused after a window starts from zero.
+        record(&t, ms(20_000), 1, 0);
+        assert_eq!(t.counts(ms(20_000)), (1, 0));
+        assert_eq!(t.reject_probability(ms(20_000)), 0.5);
+        // Long after, everything is gone.
+        assert_eq!(t.reject_probability(t0 + secs(1_000_000)), 0.0);
+        record(&t, t0 + secs(1_000_000), 1, 1);
+        assert_eq!(t.counts(t0 + secs(1_000_000)), (1, 1));
+    }
+
+    #[test]
+    fn a_clock_that_goes_back_counts_as_the_latest_instant() {
+        let t0 = Instant::now();
+        let t = throttle(2.0, secs(10));
+        let late = t0 + secs(100);
+        record(&t, late, 1, 0);
+        // An earlier instant reads and records as the latest one.
+        if let Some(early) = t0.checked_sub(secs(3600)) {
+            record(&t, early, 1, 0);
+        }
+        record(&t, t0, 1, 0);
+        assert_eq!(t.reject_probability(t0), t.reject_probability(late));
+        assert!(t.reject_probability(t0) > 0.6);
+        assert_eq!(t.reject_probability(late + secs(10)), 0.0);
+    }
+
+    #[test]
+    fn should_reject_compares_the_draw() {
+        let t0 = Instant::now();
+        let t = throttle(2.0, secs(60));
+        for draw in [-1.0, 0.0, 0.5, f64::NAN, f64::NEG_INFINITY] {
+            assert!(!t.should_reject(t0, draw), "probability 0, draw {draw}");
+        }
+        record(&t, t0, 9, 2); // 0.5
+        assert!(t.should_reject(t0, 0.0));
+        assert!(t.should_reject(t0, 0.499_999));
+        assert!(!t.should_reject(t0, 0.5));
+        assert!(!t.should_reject(t0, f64::NAN));
+        assert!(!t.should_reject(t0, f64::INFINITY));
+        assert!(t.should_reject(t0, f64::NEG_INFINITY));
+    }
+
+    #[test]
+    fn concurrent_records_are_all_counted() {
+        let t = throttle(2.0, secs(10));
+        let t0 = bucket_start(&t, Instant::now());
+        // 8 threads, each across five buckets of the window, in its own order.
+        std::thread::scope(|scope| {
+            for thread in 0..8u64 {
+                let t = &t;
+                scope.spawn(move || {
+                    for i in 0..5_000u64 {
+                        let at = Duration::from_millis((i * 7 + thread * 131) % 5_000);
+                        t.record(t0 + at, i % 4 == 0);
+                    }
+                });
+            }
+        });
+        assert_eq!(t.counts(t0 + secs(5)), (40_000, 10_000));
+        // Ten seconds after the last bucket they were counted in, all are forgotten, while
+        // new records count from zero.
+        std::thread::scope(|scope| {
+            for _ in 0..8 {
+                let t = &t;
+                scope.spawn(move || {
+                    for _ in 0..1_000 {
+                        t.record(t0 + secs(15), true);
+                    }
+                });
+            }
+        });
+        assert_eq!(t.counts(t0 + secs(15)), (8_000, 8_000));
+    }
+
+    /// With a fixed seed, the share rejected matches the probability. 100,000 draws: the
+    /// standard deviation of the share is at most sqrt(0.25 / 100,000) ≈ 0.0016; the
+    /// tolerance, 0.01, is over six of them.
+    #[test]
+    fn should_reject_rejects_with_the_probability() {
+        const DRAWS: u32 = 100_000;
+        const TOLERANCE: f64 = 0.01;
+        let t0 = Instant::now();
+        let mut rng = SmallRng::seed_from_u64(0x5EED);
+        for (requests, accepts, k) in [(9, 2, 2.0), (10, 4, 2.0), (100, 0, 2.0), (100, 30, 1.5)] {
+            let t = throttle(k, secs(60));
+            record(&t, t0, requests, accepts);
+            let p = t.reject_probability(t0);
+            let rejected = (0..DRAWS)
+                .filter(|_| t.should_reject(t0, rng.random::<f64>()))
+                .count();
+            let share = rejected as f64 / f64::from(DRAWS);
+            assert!(
+                (share - p).abs() < TOLERANCE,
+                "{requests}/{accepts}, k = {k}: rejected {share}, probability {p}"
+            );
+        }
+    }
+
+    #[test]
+    fn saturated_counts_stay_finite() {
+        let t0 = Instant::now();
+        let t = throttle(2.0, secs(10));
+        t.record(t0, false);
+        // Every bucket of the window full; accepts only in the latest.
+        let head = t.latest.load(Ordering::SeqCst);
+        for back in 0..BUCKETS {
+            let epoch = head - back;
+            let i = (epoch % BUCKETS) as usize;
+            t.requests[i].store(word(lap(epoch), COUNT), Ordering::SeqCst);
+            let accepts = if back == 0 { COUNT } else { 0 };
+            t.accepts[i].store(word(lap(epoch), accepts), Ordering::SeqCst);
+        }
+        assert_eq!(t.counts(t0), (10 * COUNT, COUNT));
+        let p = t.reject_probability(t0);
+        assert!((p - 0.8).abs() < 1e-9, "(10c - 2c) / (10c + 1): {p}");
+        t.record(t0, true);
+        assert_eq!(t.counts(t0), (10 * COUNT, COUNT), "saturated");
+        // Requests saturated, no accepts: as good as 1.
+        assert_eq!(probability(2.0, u64::MAX, 0), 1.0);
+        assert_eq!(probability(f64::MAX, u64::MAX, u64::MAX), 0.0);
+        assert_eq!(probability(1.0, 0, 0), 0.0);
+    }
+
+    #[test]
+    fn extreme_windows_and_instants() {
+        let t0 = Instant::now();
+        for window in [
+            Duration::from_nanos(10),
+            Duration::from_nanos(11),
+            Duration::MAX,
+        ] {
+            let t = throttle(2.0, window);
+            for offset in [Duration::ZERO, secs(1), secs(u64::MAX / 4), Duration::MAX] {
+                if let Some(now) = t0.checked_add(offset) {
+                    t.record(now, false);
+                    let p = t.reject_probability(now);
+                    assert!((0.0..=1.0).contains(&p), "{window:?} {offset:?}: {p}");
+                }
+            }
+        }
+        // With a huge window nothing is ever forgotten.
+        let t = throttle(2.0, Duration::MAX);
+        record(&t, t0, 3, 0);
+        if let Some(late) = t0.checked_add(secs(u64::MAX / 4)) {
+            assert_eq!(t.reject_probability(late), 0.75);
+        }
+    }
+
+    /// Nanoseconds from now, forwards or backwards: within 10 s, or up to ~292 years.
+    fn offset() -> impl Strategy<Value = i64> {
+        prop_oneof![-10_000_000_000..10_000_000_000i64, any::<i64>()]
+    }
+
+    proptest! {
+        #[test]
+        fn no_input_panics_or_gives_nan(
+            k in prop_oneof![1.0..1e6f64, 1.0..f64::MAX, Just(1.0), Just(f64::MAX)],
+            window_nanos in 10u128..=Duration::MAX.as_nanos(),
+            steps in prop::collection::vec((offset(), any::<bool>(), any::<f64>()), 1..60),
+        ) {
+            let window = Duration::new(
+                u64::try_from(window_nanos / 1_000_000_000).unwrap_or(u64::MAX),
+                (window_nanos % 1_000_000_000) as u32,
+            );
+            let t = throttle(k, window);
+            let t0 = Instant::now();
+            for (offset, accepted, draw) in steps {
+                let delta = Duration::from_nanos(offset.unsigned_abs());
+                let now = if offset >= 0 { t0.checked_add(delta) } else { t0.checked_sub(delta) };
+                let Some(now) = now else { continue };
+                t.record(now, accepted);
+                let p = t.reject_probability(now);
+                prop_assert!((0.0..=1.0).contains(&p), "{}", p);
+                let _ = t.should_reject(now, draw);
+            }
+        }
+
+        #[test]
+        fn the_probability_is_a_probability(
+            k in 1.0..f64::MAX,
+            requests in any::<u64>(),
+            accepts in any::<u64>(),
+        ) {
+            let accepts = accepts.min(requests);
+            let p = probability(k, requests, accepts);
+            prop_assert!((0.0..=1.0).contains(&p), "{}", p);
+        }
+    }
+}
