@@ -58,22 +58,27 @@ impl Template for RetryBudget {
 /// assert_eq!(BREAKERS.get("a.example").state(), BreakerState::Open);   // the same breaker
 /// ```
 ///
-/// In the attribute, the key is any expression of the fn's arguments:
-///
-/// ```
-/// # use std::sync::LazyLock;
-/// # use std::time::Duration;
-/// # use retry_runtime::guard::{KeyedBreaker, Keyed};
-/// # use retry_runtime::{robust, CircuitBreaker};
-/// # static BREAKERS: LazyLock<KeyedBreaker<String>> = LazyLock::new(|| {
-/// #     Keyed::new(1000, CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(30), 1).unwrap()).unwrap()
-/// # });
-/// #[robust(retries = 2, breaker = BREAKERS.get(host))]
-/// fn get(host: &str, path: &str) -> std::io::Result<String> {
-///     Ok(format!("{host}{path}"))
-/// }
-/// # assert_eq!(get("a.example", "/").unwrap(), "a.example/");
-/// ```
+#[cfg_attr(
+    feature = "macros",
+    doc = r#"
+In the attribute, the key is any expression of the fn's arguments:
+
+```
+# use std::sync::LazyLock;
+# use std::time::Duration;
+# use retry_runtime::guard::{KeyedBreaker, Keyed};
+# use retry_runtime::{robust, CircuitBreaker};
+# static BREAKERS: LazyLock<KeyedBreaker<String>> = LazyLock::new(|| {
+#     Keyed::new(1000, CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(30), 1).unwrap()).unwrap()
+# });
+#[robust(retries = 2, breaker = BREAKERS.get(host))]
+fn get(host: &str, path: &str) -> std::io::Result<String> {
+    Ok(format!("{host}{path}"))
+}
+# assert_eq!(get("a.example", "/").unwrap(), "a.example/");
+```
+"#
+)]
 pub struct Keyed<K, G> {
     template: G,
     guards: Mutex<LruCache<K, Arc<G>>>,
