@@ -661,6 +661,7 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
     // the whole call): a `static`, or a guard returned by a keyed map (`BREAKERS.get(host)`).
     let budget_owner = Ident::new("__robust_budget_owner", Span::mixed_site());
     let breaker_owner = Ident::new("__robust_breaker_owner", Span::mixed_site());
+    let throttle_owner = Ident::new("__robust_throttle_owner", Span::mixed_site());
     let guard_binds = {
         let budget = config
             .budget
@@ -670,8 +671,20 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
             .breaker
             .as_ref()
             .map(|e| quote_spanned!(e.span()=> let #breaker_owner = &#e;));
-        quote!(#budget #breaker)
+        let throttle = config
+            .throttle
+            .as_ref()
+            .map(|e| quote_spanned!(e.span()=> let #throttle_owner = &#e;));
+        quote!(#budget #breaker #throttle)
     };
+    let throttle_tokens = config.throttle.as_ref().map_or(quote!(()), |e| {
+        let ps = respan(&p, e.span());
+        let owner = Ident::new(
+            "__robust_throttle_owner",
+            Span::mixed_site().located_at(e.span()),
+        );
+        quote_spanned!(e.span()=> #ps::check_throttle::<_>(#owner))
+    });
     let budget_tokens = config.budget.as_ref().map_or(quote!(()), |e| {
         let ps = respan(&p, e.span());
         let owner = Ident::new(
@@ -703,7 +716,7 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
         use #p::{ViaDisplay as _, ViaTypeName as _};
         (&&#pr::Probe::<#err>::new()).error_writer()
     }));
-    let extras = quote!(#p::extras(#budget_tokens, #breaker_tokens, #hint_tokens, #on_retry_tokens, #describe, #on_ok));
+    let extras = quote!(#p::extras(#budget_tokens, #breaker_tokens, #hint_tokens, #on_retry_tokens, #describe, #on_ok, #throttle_tokens));
     let ctx = config.attempt.as_ref().map(|ctx| {
         let krate = match &config.krate {
             Some(path) => quote!(#path),
@@ -873,7 +886,11 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
     // made only if it fails. Async fns start the call first: measured, a lazy call or an async
     // closure made their success path no faster and their future larger (docs/BENCHMARKS.md).
     let on_error_name = Ident::new("__robust_on_error", Span::mixed_site());
-    let fast = !needs_clock && config.breaker.is_none() && !is_async && !has_values;
+    let fast = !needs_clock
+        && config.breaker.is_none()
+        && config.throttle.is_none()
+        && !is_async
+        && !has_values;
     let new_block = if fast {
         let first = Ident::new("__robust_first", Span::mixed_site());
         let tm = Ident::new("__robust_timeout", Span::mixed_site());
@@ -901,7 +918,7 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
             None => (quote!(), quote!(())),
         };
         let extras =
-            quote!(#p::extras(#budget_ref, (), #hint_tokens, #on_retry_tokens, #describe, ()));
+            quote!(#p::extras(#budget_ref, (), #hint_tokens, #on_retry_tokens, #describe, (), ()));
         // The body is a closure called once per attempt.
         let make_body = quote_spanned!(ret_span=> #pr::body_fn::<#ret, _>(|| #body));
         let run = quote_spanned!(ret_span=> <#ret as #pr::IsResult>::into_result(#body_fn()));

@@ -100,6 +100,8 @@ pub struct Config {
     pub fallback: Option<Box<Expr>>,
     pub budget: Option<Box<Expr>>,
     pub breaker: Option<Box<Expr>>,
+    /// `throttle = ...` (SPEC section 16).
+    pub throttle: Option<Box<Expr>>,
     pub attempt: Option<Ident>,
     pub krate: Option<syn::Path>,
 }

@@ -48,6 +48,7 @@ pub const KEYS: &[Key] = &[
     key("fallback", false, Syntax::Expr),
     key("budget", false, Syntax::Expr),
     key("breaker", false, Syntax::Expr),
+    key("throttle", false, Syntax::Expr),
     key("attempt", false, Syntax::Value),
     key("crate", false, Syntax::Value),
 ];

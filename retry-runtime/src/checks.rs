@@ -511,3 +511,31 @@ pub fn check_breaker<E: FromOpen>(breaker: &CircuitBreaker) -> BreakerOf<'_, E> 
         reject: E::from_open,
     }
 }
+
+/// `throttle` needs `E: From<Rejected>`.
+#[diagnostic::on_unimplemented(
+    message = "`throttle` needs the error type `{Self}` to implement `From<retry_runtime::Rejected>`",
+    label = "an attempt the throttle rejects fails with `{Self}::from(retry_runtime::Rejected)`",
+    note = "implement `From<retry_runtime::Rejected>` for `{Self}`; `std::io::Error`, boxed errors and `anyhow::Error` have it"
+)]
+pub trait FromRejected {
+    /// The rejection error.
+    fn from_rejected() -> Self;
+}
+impl<E: From<crate::Rejected>> FromRejected for E {
+    #[inline]
+    fn from_rejected() -> Self {
+        E::from(crate::Rejected::new())
+    }
+}
+
+/// `throttle = ...`: checks `E: From<Rejected>`.
+#[inline(always)]
+pub fn check_throttle<E: FromRejected>(
+    throttle: &crate::AdaptiveThrottle,
+) -> crate::guard::ThrottleOf<'_, E> {
+    crate::guard::ThrottleOf {
+        throttle,
+        reject: E::from_rejected,
+    }
+}

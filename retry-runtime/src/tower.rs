@@ -615,6 +615,7 @@ where
     type Timeout = P::Timeout;
     type Budget = Cu::Handle<'a>;
     type Breaker = Cb::Handle<'a>;
+    type Throttle = P::Throttle;
 
     #[inline(always)]
     fn env(&self) -> &P::Env {
@@ -632,6 +633,10 @@ where
     fn breaker(&self) -> &Self::Breaker {
         &self.breaker
     }
+    #[inline(always)]
+    fn throttle(&self) -> &P::Throttle {
+        self.policy.throttle()
+    }
 }
 
 impl<'a, P, R, E, Cb, Cu> RetryPolicy<R, E> for Guarded<'a, P, E, Cb, Cu>
@@ -646,6 +651,10 @@ where
     #[inline(always)]
     fn reject(&self) -> Option<E> {
         Cb::reject::<R>(self.policy)
+    }
+    #[inline(always)]
+    fn refuse(&self) -> Option<E> {
+        self.policy.refuse()
     }
     #[inline(always)]
     fn on_success(&self) {
@@ -800,6 +809,7 @@ where
                     // `max_delay`, `on_retry`, tracing: the first attempt's start is read
                     // here); otherwise the attempt's limit is the timeout and no clock is read.
                     let limit = if <<G::View<'_> as PolicyCore>::Breaker as Breaker>::ACTIVE
+                        || <<G::View<'_> as PolicyCore>::Throttle as crate::guard::Throttle>::ACTIVE
                         || policy.needs_start()
                     {
                         let mut call = Call::resume(policy, *this.state);

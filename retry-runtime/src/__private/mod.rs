@@ -141,14 +141,15 @@ pub fn pin_output<Ret: IsResult, F: Future<Output = Ret>>(body: F) -> F {
 /// The overload-protection settings written in the attribute, and what its tracing events
 /// say about the fn ([`describe`]).
 #[inline(always)]
-pub const fn extras<Bu, Br, H, R, N, V>(
+pub const fn extras<Bu, Br, H, R, N, V, Th>(
     budget: Bu,
     breaker: Br,
     hint: H,
     on_retry: R,
     describe: N,
     on_ok: V,
-) -> Extras<Bu, Br, H, R, N, V> {
+    throttle: Th,
+) -> Extras<Bu, Br, H, R, N, V, Noop, Th> {
     Extras {
         budget,
         breaker,
@@ -157,6 +158,7 @@ pub const fn extras<Bu, Br, H, R, N, V>(
         describe,
         on_ok,
         fallback: Noop,
+        throttle,
     }
 }
 

@@ -74,6 +74,8 @@ pub(crate) enum GiveUp {
     Deadline,
     /// The circuit breaker would not admit the retry of a matched value.
     Breaker,
+    /// The client-side throttle rejected the retry.
+    Throttle,
 }
 
 impl<Tm: Times> PlanVisitor for Decide<'_, '_, Tm> {
@@ -124,6 +126,18 @@ impl CallSeed {
             std::num::NonZeroU64::new(seed).unwrap_or(std::num::NonZeroU64::MAX),
         ))
     }
+}
+
+/// A uniform draw in [0, 1) for the throttle's decision before attempt `retries`: from the
+/// call's seed, on a stream of its own (distinct from the jitter's).
+pub(crate) fn throttle_draw(seed: &mut CallSeed, env: &dyn Clock, retries: u32) -> f64 {
+    let mut rng = RetryRng {
+        seed,
+        env,
+        retries: retries ^ 0x8000_0000,
+        rng: None,
+    };
+    rand::RngExt::random::<f64>(&mut rng)
 }
 
 /// The generator of one retry, made on its first draw.

@@ -14,7 +14,7 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use crate::callbacks::RetryInfo;
-use crate::guard::{Breaker, Budget};
+use crate::guard::{Breaker, Budget, Throttle};
 use crate::jitter::JitterState;
 use crate::kind::Failure;
 use crate::policy::{Extras, Policy, PolicyCore, RetryPolicy};
@@ -69,13 +69,14 @@ pub struct Call<'p, P, Tm = Timed> {
     seed: CallSeed,
 }
 
-impl<W, K, P, T, S, F, C, Bu, Br, H, Rt, N, V, Fb>
-    Policy<W, K, P, T, S, F, C, Extras<Bu, Br, H, Rt, N, V, Fb>>
+impl<W, K, P, T, S, F, C, Bu, Br, H, Rt, N, V, Fb, Th>
+    Policy<W, K, P, T, S, F, C, Extras<Bu, Br, H, Rt, N, V, Fb, Th>>
 where
     T: AttemptTimeout,
     C: Env + Sync,
     Bu: Budget,
     Br: Breaker,
+    Th: Throttle,
 {
     /// See [`PolicyCore::start`].
     #[inline]
@@ -310,6 +311,22 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
     where
         P: RetryPolicy<R, E>,
     {
+        // The throttle decides the first attempt here (a retry's when it is decided).
+        if <P::Throttle as Throttle>::ACTIVE && self.retries == 0 {
+            let now = self.now();
+            let draw = decide::throttle_draw(&mut self.seed, self.policy.env(), 0);
+            let throttle = self.policy.throttle();
+            if throttle.should_reject(now, draw) {
+                throttle.record(now, false);
+                #[cfg(feature = "tracing")]
+                tracing::warn!(
+                    target: "retry_runtime",
+                    function = self.policy.name(),
+                    "throttled: attempt rejected without running it"
+                );
+                return self.policy.refuse().map(Err);
+            }
+        }
         if !<P::Breaker as Breaker>::ACTIVE {
             return None;
         }
@@ -389,6 +406,9 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
                 Err(GiveUp::NotRetryable) => {}
                 decided => {
                     // (The breaker recorded the failure when the value matched.)
+                    if <P::Throttle as Throttle>::ACTIVE {
+                        self.policy.throttle().record(now.get(), false);
+                    }
                     return match decided {
                         Ok(delay) => Step::Retry(delay),
                         Err(_reason) => {
@@ -406,10 +426,19 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
                 .record(now.get(), self.permit, result.is_ok());
         }
         if result.is_ok() {
+            if <P::Throttle as Throttle>::ACTIVE {
+                self.policy.throttle().record(now.get(), true);
+            }
             self.policy.on_success();
             return Step::Return(result);
         }
-        match self.retry_delay(&result, timed_out, &mut now) {
+        let decided = self.retry_delay(&result, timed_out, &mut now);
+        if <P::Throttle as Throttle>::ACTIVE {
+            // Accepted unless it failed with a retryable error.
+            let accepted = decided == Err(GiveUp::NotRetryable);
+            self.policy.throttle().record(now.get(), accepted);
+        }
+        match decided {
             Ok(delay) => Step::Retry(delay),
             Err(_reason) => {
                 #[cfg(feature = "tracing")]
@@ -435,6 +464,10 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
         if <P::Breaker as Breaker>::ACTIVE {
             let now = self.now();
             self.policy.breaker().record(now, self.permit, !failed);
+        }
+        if <P::Throttle as Throttle>::ACTIVE {
+            let now = self.now();
+            self.policy.throttle().record(now, !failed);
         }
         match &result {
             Err(e) => self.policy.on_error(e, self.retries),
@@ -568,6 +601,16 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
         if outcome.is_ok() && <P::Breaker as Breaker>::ACTIVE && !p.breaker().would_admit(now.get())
         {
             return Err(GiveUp::Breaker);
+        }
+        // The throttle may reject the retry: it is not made, and the last failure is returned.
+        if <P::Throttle as Throttle>::ACTIVE {
+            let now = now.get();
+            let draw =
+                decide::throttle_draw(&mut self.seed, p.env(), self.retries.saturating_add(1));
+            if p.throttle().should_reject(now, draw) {
+                p.throttle().record(now, false);
+                return Err(GiveUp::Throttle);
+            }
         }
         if !p.budget().try_withdraw() {
             return Err(GiveUp::Budget);

@@ -85,6 +85,98 @@ impl Breaker for &CircuitBreaker {
     }
 }
 
+/// Client-side throttling ([`AdaptiveThrottle`]), or `()` for none: before each attempt the
+/// call may be rejected locally, and every attempt's outcome is recorded.
+pub trait Throttle {
+    /// Whether there is a throttle (the loop draws and reads the clock for it only then).
+    const ACTIVE: bool;
+    /// Whether to reject an attempt at `now`, for a uniform `draw` in [0, 1).
+    fn should_reject(&self, now: Instant, draw: f64) -> bool;
+    /// Records an attempt made (or rejected) at `now`: `accepted` unless it failed with a
+    /// retryable error or was rejected.
+    fn record(&self, now: Instant, accepted: bool);
+}
+
+/// Builds the error of an attempt the throttle rejects: `E::from(Rejected)`.
+#[diagnostic::on_unimplemented(
+    message = "`throttle` needs the error type `{E}` to implement `From<retry_runtime::Rejected>`",
+    label = "an attempt the throttle rejects fails with `{E}::from(retry_runtime::Rejected)`",
+    note = "implement `From<retry_runtime::Rejected>` for `{E}`; `std::io::Error`, boxed errors and `anyhow::Error` have it"
+)]
+pub trait Refuse<E> {
+    /// The rejection error, `None` without a throttle.
+    fn refuse(&self) -> Option<E>;
+}
+
+impl<E> Refuse<E> for () {
+    #[inline(always)]
+    fn refuse(&self) -> Option<E> {
+        None
+    }
+}
+
+impl Throttle for () {
+    const ACTIVE: bool = false;
+    #[inline(always)]
+    fn should_reject(&self, _: Instant, _: f64) -> bool {
+        false
+    }
+    #[inline(always)]
+    fn record(&self, _: Instant, _: bool) {}
+}
+
+impl Throttle for &AdaptiveThrottle {
+    const ACTIVE: bool = true;
+    #[inline]
+    fn should_reject(&self, now: Instant, draw: f64) -> bool {
+        AdaptiveThrottle::should_reject(self, now, draw)
+    }
+    #[inline]
+    fn record(&self, now: Instant, accepted: bool) {
+        AdaptiveThrottle::record(self, now, accepted)
+    }
+}
+
+impl<E: From<Rejected>> Refuse<E> for &AdaptiveThrottle {
+    #[inline]
+    fn refuse(&self) -> Option<E> {
+        Some(E::from(Rejected::new()))
+    }
+}
+
+/// A throttle with the error type's rejection taken where the user wrote `throttle` (by the
+/// attribute's `checks::check_throttle`), so that a missing `From<Rejected>` is reported once,
+/// there.
+pub struct ThrottleOf<'a, E> {
+    pub(crate) throttle: &'a AdaptiveThrottle,
+    pub(crate) reject: fn() -> E,
+}
+
+impl<E> std::fmt::Debug for ThrottleOf<'_, E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.throttle.fmt(f)
+    }
+}
+
+impl<E> Throttle for ThrottleOf<'_, E> {
+    const ACTIVE: bool = true;
+    #[inline]
+    fn should_reject(&self, now: Instant, draw: f64) -> bool {
+        self.throttle.should_reject(now, draw)
+    }
+    #[inline]
+    fn record(&self, now: Instant, accepted: bool) {
+        self.throttle.record(now, accepted)
+    }
+}
+
+impl<E> Refuse<E> for ThrottleOf<'_, E> {
+    #[inline]
+    fn refuse(&self) -> Option<E> {
+        Some((self.reject)())
+    }
+}
+
 /// Builds the error of a call rejected by an open breaker.
 #[diagnostic::on_unimplemented(
     message = "`breaker` needs the error type `{E}` to implement `From<retry_runtime::Open>`",

@@ -464,8 +464,8 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
     }
 }
 
-impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb>
-    PolicyBuilder<W, K, B, J, T, S, F, C, Extras<Bu, Br, H, R, N, V, Fb>>
+impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb, Th>
+    PolicyBuilder<W, K, B, J, T, S, F, C, Extras<Bu, Br, H, R, N, V, Fb, Th>>
 {
     /// Shares a retry budget: every call earns tokens, every retry spends them, and a retry
     /// that finds the budget empty is not made.
@@ -496,7 +496,7 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb>
     pub fn budget(
         self,
         budget: &RetryBudget,
-    ) -> PolicyBuilder<W, K, B, J, T, S, F, C, Extras<&RetryBudget, Br, H, R, N, V, Fb>> {
+    ) -> PolicyBuilder<W, K, B, J, T, S, F, C, Extras<&RetryBudget, Br, H, R, N, V, Fb, Th>> {
         self.map_extras(|x| Extras {
             budget,
             breaker: x.breaker,
@@ -505,6 +505,7 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb>
             describe: x.describe,
             on_ok: x.on_ok,
             fallback: x.fallback,
+            throttle: x.throttle,
         })
     }
 
@@ -513,7 +514,8 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb>
     pub fn breaker(
         self,
         breaker: &CircuitBreaker,
-    ) -> PolicyBuilder<W, K, B, J, T, S, F, C, Extras<Bu, &CircuitBreaker, H, R, N, V, Fb>> {
+    ) -> PolicyBuilder<W, K, B, J, T, S, F, C, Extras<Bu, &CircuitBreaker, H, R, N, V, Fb, Th>>
+    {
         self.map_extras(|x| Extras {
             budget: x.budget,
             breaker,
@@ -522,6 +524,7 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb>
             describe: x.describe,
             on_ok: x.on_ok,
             fallback: x.fallback,
+            throttle: x.throttle,
         })
     }
 
@@ -530,7 +533,7 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb>
     pub fn hint<E, H2: Fn(&E) -> Option<Duration>>(
         self,
         hint: H2,
-    ) -> PolicyBuilder<W, K, B, J, T, S, F, C, Extras<Bu, Br, H2, R, N, V, Fb>> {
+    ) -> PolicyBuilder<W, K, B, J, T, S, F, C, Extras<Bu, Br, H2, R, N, V, Fb, Th>> {
         self.map_extras(|x| Extras {
             budget: x.budget,
             breaker: x.breaker,
@@ -539,6 +542,7 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb>
             describe: x.describe,
             on_ok: x.on_ok,
             fallback: x.fallback,
+            throttle: x.throttle,
         })
     }
 
@@ -549,7 +553,7 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb>
     pub fn on_retry<T2, E, R2: Fn(&Result<T2, E>, &crate::RetryInfo)>(
         self,
         on_retry: R2,
-    ) -> PolicyBuilder<W, K, B, J, T, S, F, C, Extras<Bu, Br, H, R2, N, V, Fb>> {
+    ) -> PolicyBuilder<W, K, B, J, T, S, F, C, Extras<Bu, Br, H, R2, N, V, Fb, Th>> {
         self.map_extras(|x| Extras {
             budget: x.budget,
             breaker: x.breaker,
@@ -558,6 +562,7 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb>
             describe: x.describe,
             on_ok: x.on_ok,
             fallback: x.fallback,
+            throttle: x.throttle,
         })
     }
 
@@ -590,7 +595,7 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb>
     pub fn on_ok<V2>(
         self,
         kind: V2,
-    ) -> PolicyBuilder<W, K, B, J, T, S, F, C, Extras<Bu, Br, H, R, N, V2, Fb>> {
+    ) -> PolicyBuilder<W, K, B, J, T, S, F, C, Extras<Bu, Br, H, R, N, V2, Fb, Th>> {
         self.map_extras(|x| Extras {
             budget: x.budget,
             breaker: x.breaker,
@@ -599,6 +604,7 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb>
             describe: x.describe,
             on_ok: kind,
             fallback: x.fallback,
+            throttle: x.throttle,
         })
     }
 
@@ -628,7 +634,7 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb>
     pub fn fallback<T2, E, Fb2: Fn(E) -> Result<T2, E>>(
         self,
         fallback: Fb2,
-    ) -> PolicyBuilder<W, K, B, J, T, S, F, C, Extras<Bu, Br, H, R, N, V, Fb2>> {
+    ) -> PolicyBuilder<W, K, B, J, T, S, F, C, Extras<Bu, Br, H, R, N, V, Fb2, Th>> {
         self.map_extras(|x| Extras {
             budget: x.budget,
             breaker: x.breaker,
@@ -637,6 +643,52 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb>
             describe: x.describe,
             on_ok: x.on_ok,
             fallback,
+            throttle: x.throttle,
+        })
+    }
+
+    /// Client-side throttling (SPEC section 16, the SRE book's adaptive throttling): before
+    /// each attempt the call is rejected locally with the throttle's probability,
+    /// max(0, (requests - k * accepts) / (requests + 1)) over its window, where an attempt is
+    /// accepted unless it failed with a retryable error. A rejected first attempt fails with
+    /// `E::from(Rejected)`; a rejected retry is not made and the last failure is returned.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use retry_runtime::{AdaptiveThrottle, NoBackoff, Policy};
+    ///
+    /// static THROTTLE: AdaptiveThrottle = match AdaptiveThrottle::new(2.0, Duration::from_secs(60)) {
+    ///     Ok(t) => t,
+    ///     Err(_) => panic!("invalid throttle"),
+    /// };
+    /// let policy = Policy::builder().retries(2).backoff(NoBackoff).throttle(&THROTTLE).build()?;
+    /// let r: std::io::Result<u32> = policy.call(|_| Ok(1));
+    /// assert_eq!(r?, 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn throttle(
+        self,
+        throttle: &crate::AdaptiveThrottle,
+    ) -> PolicyBuilder<
+        W,
+        K,
+        B,
+        J,
+        T,
+        S,
+        F,
+        C,
+        Extras<Bu, Br, H, R, N, V, Fb, &crate::AdaptiveThrottle>,
+    > {
+        self.map_extras(|x| Extras {
+            budget: x.budget,
+            breaker: x.breaker,
+            hint: x.hint,
+            on_retry: x.on_retry,
+            describe: x.describe,
+            on_ok: x.on_ok,
+            fallback: x.fallback,
+            throttle,
         })
     }
 
@@ -657,8 +709,17 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb>
     pub fn name(
         self,
         name: &'static str,
-    ) -> PolicyBuilder<W, K, B, J, T, S, F, C, Extras<Bu, Br, H, R, crate::callbacks::Name, V, Fb>>
-    {
+    ) -> PolicyBuilder<
+        W,
+        K,
+        B,
+        J,
+        T,
+        S,
+        F,
+        C,
+        Extras<Bu, Br, H, R, crate::callbacks::Name, V, Fb, Th>,
+    > {
         self.map_extras(|x| Extras {
             budget: x.budget,
             breaker: x.breaker,
@@ -667,6 +728,7 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb>
             describe: crate::callbacks::Name::new(name),
             on_ok: x.on_ok,
             fallback: x.fallback,
+            throttle: x.throttle,
         })
     }
 }

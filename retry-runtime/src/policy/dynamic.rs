@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::callbacks::{RetryInfo, RuleId};
-use crate::guard::{Breaker, Budget, Permit};
+use crate::guard::{Breaker, Budget, Permit, Throttle};
 use crate::kind::Failure;
 use crate::policy::rules::PlanVisitor;
 use crate::policy::settings::Plan;
@@ -265,6 +265,10 @@ pub trait Erased<T, E>: Send + Sync {
     fn acquire(&self, now: Instant) -> Option<Permit>;
     fn record(&self, now: Instant, permit: Permit, success: bool);
     fn would_admit(&self, now: Instant) -> bool;
+    fn should_reject(&self, now: Instant, draw: f64) -> bool;
+    fn record_throttle(&self, now: Instant, accepted: bool);
+    fn throttled(&self) -> bool;
+    fn refuse(&self) -> Option<E>;
     fn reject(&self) -> Option<E>;
     fn on_success(&self);
     fn on_error(&self, error: &E, retries: u32);
@@ -315,6 +319,20 @@ impl<T, E, P: RetryPolicy<T, E> + Send + Sync> Erased<T, E> for P {
     fn would_admit(&self, now: Instant) -> bool {
         !<P::Breaker as Breaker>::ACTIVE || self.breaker().would_admit(now)
     }
+    fn should_reject(&self, now: Instant, draw: f64) -> bool {
+        <P::Throttle as Throttle>::ACTIVE && self.throttle().should_reject(now, draw)
+    }
+    fn record_throttle(&self, now: Instant, accepted: bool) {
+        if <P::Throttle as Throttle>::ACTIVE {
+            self.throttle().record(now, accepted)
+        }
+    }
+    fn throttled(&self) -> bool {
+        <P::Throttle as Throttle>::ACTIVE
+    }
+    fn refuse(&self) -> Option<E> {
+        RetryPolicy::refuse(self)
+    }
     fn reject(&self) -> Option<E> {
         RetryPolicy::reject(self)
     }
@@ -363,6 +381,18 @@ impl<T, E> Budget for dyn Erased<T, E> {
     }
 }
 
+impl<T, E> Throttle for dyn Erased<T, E> {
+    const ACTIVE: bool = true;
+    #[inline]
+    fn should_reject(&self, now: Instant, draw: f64) -> bool {
+        Erased::should_reject(self, now, draw)
+    }
+    #[inline]
+    fn record(&self, now: Instant, accepted: bool) {
+        Erased::record_throttle(self, now, accepted)
+    }
+}
+
 impl<T, E> Breaker for dyn Erased<T, E> {
     const ACTIVE: bool = true;
     #[inline]
@@ -386,6 +416,7 @@ impl<T, E> PolicyCore for DynPolicy<T, E> {
     type Timeout = DynTimeout;
     type Budget = dyn Erased<T, E>;
     type Breaker = dyn Erased<T, E>;
+    type Throttle = dyn Erased<T, E>;
 
     #[inline]
     fn env(&self) -> &DynEnv {
@@ -403,6 +434,10 @@ impl<T, E> PolicyCore for DynPolicy<T, E> {
     fn breaker(&self) -> &(dyn Erased<T, E> + 'static) {
         &*self.inner
     }
+    #[inline]
+    fn throttle(&self) -> &(dyn Erased<T, E> + 'static) {
+        &*self.inner
+    }
 }
 
 impl<T, E> RetryPolicy<T, E> for DynPolicy<T, E> {
@@ -412,6 +447,10 @@ impl<T, E> RetryPolicy<T, E> for DynPolicy<T, E> {
     #[inline]
     fn reject(&self) -> Option<E> {
         self.inner.reject()
+    }
+    #[inline]
+    fn refuse(&self) -> Option<E> {
+        self.inner.refuse()
     }
     #[inline]
     fn on_success(&self) {

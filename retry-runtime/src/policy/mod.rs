@@ -16,7 +16,7 @@ use crate::call::{Attempt, Blocking, Call, LazyTimes, Timed, Untimed};
 use crate::callbacks::{
     Describe, Fallback, Hint, Noop, OnError, OnRetry, OnSuccess, RetryInfo, RuleId,
 };
-use crate::guard::{Breaker, Budget, Reject};
+use crate::guard::{Breaker, Budget, Refuse, Reject, Throttle};
 use crate::kind::AnyError;
 use crate::kind::{Classify, ClassifyValue, Failure};
 use crate::policy::rules::{PlanVisitor, Rules, ValueRules};
@@ -36,7 +36,7 @@ use crate::timeout::NoTimeout;
 /// call ([`Describe`]), the `Ok(..)` kind of the `on` rule `V` ([`ClassifyValue`], `()` for
 /// none) and the [`Fallback`] `Fb`.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Extras<Bu = (), Br = (), H = Noop, R = Noop, N = (), V = (), Fb = Noop> {
+pub struct Extras<Bu = (), Br = (), H = Noop, R = Noop, N = (), V = (), Fb = Noop, Th = ()> {
     pub(crate) budget: Bu,
     pub(crate) breaker: Br,
     pub(crate) hint: H,
@@ -44,6 +44,7 @@ pub struct Extras<Bu = (), Br = (), H = Noop, R = Noop, N = (), V = (), Fb = Noo
     pub(crate) describe: N,
     pub(crate) on_ok: V,
     pub(crate) fallback: Fb,
+    pub(crate) throttle: Th,
 }
 
 impl Extras {
@@ -56,6 +57,7 @@ impl Extras {
         describe: (),
         on_ok: (),
         fallback: Noop,
+        throttle: (),
     };
 }
 
@@ -129,6 +131,8 @@ pub trait PolicyCore: sealed::Sealed {
     type Budget: Budget + ?Sized;
     /// The circuit breaker, `()` for none.
     type Breaker: Breaker + ?Sized;
+    /// The client-side throttle, `()` for none.
+    type Throttle: Throttle + ?Sized;
 
     /// The clock and sleepers.
     fn env(&self) -> &Self::Env;
@@ -138,6 +142,8 @@ pub trait PolicyCore: sealed::Sealed {
     fn budget(&self) -> &Self::Budget;
     #[doc(hidden)]
     fn breaker(&self) -> &Self::Breaker;
+    #[doc(hidden)]
+    fn throttle(&self) -> &Self::Throttle;
 
     /// Starts a call: a fresh retry count and clock reading. The call reads the async loop's
     /// clock ([`Clock::now`](crate::time::Clock::now)); a loop that waits with
@@ -259,6 +265,11 @@ pub trait RetryPolicy<T, E>: PolicyCore {
     const VALUES: bool;
     #[doc(hidden)]
     fn reject(&self) -> Option<E>;
+    /// The error of an attempt the throttle rejects (`E::from(Rejected)`).
+    #[doc(hidden)]
+    fn refuse(&self) -> Option<E> {
+        None
+    }
     #[doc(hidden)]
     fn on_success(&self);
     #[doc(hidden)]
@@ -340,18 +351,20 @@ impl<T, E, P> AsyncRetryPolicy<T, E> for P where
 {
 }
 
-impl<W, K, P, T, S, F, C, Bu, Br, H, Rt, N, V, Fb> PolicyCore
-    for Policy<W, K, P, T, S, F, C, Extras<Bu, Br, H, Rt, N, V, Fb>>
+impl<W, K, P, T, S, F, C, Bu, Br, H, Rt, N, V, Fb, Th> PolicyCore
+    for Policy<W, K, P, T, S, F, C, Extras<Bu, Br, H, Rt, N, V, Fb, Th>>
 where
     T: AttemptTimeout,
     C: Env + Sync,
     Bu: Budget,
     Br: Breaker,
+    Th: Throttle,
 {
     type Env = C;
     type Timeout = T;
     type Budget = Bu;
     type Breaker = Br;
+    type Throttle = Th;
 
     #[inline(always)]
     fn env(&self) -> &C {
@@ -369,10 +382,14 @@ where
     fn breaker(&self) -> &Br {
         &self.extras.breaker
     }
+    #[inline(always)]
+    fn throttle(&self) -> &Th {
+        &self.extras.throttle
+    }
 }
 
-impl<R, E, W, K, P, T, S, F, C, Bu, Br, H, Rt, N, V, Fb> RetryPolicy<R, E>
-    for Policy<W, K, P, T, S, F, C, Extras<Bu, Br, H, Rt, N, V, Fb>>
+impl<R, E, W, K, P, T, S, F, C, Bu, Br, H, Rt, N, V, Fb, Th> RetryPolicy<R, E>
+    for Policy<W, K, P, T, S, F, C, Extras<Bu, Br, H, Rt, N, V, Fb, Th>>
 where
     W: Rules<E> + ValueRules<R>,
     K: Classify<E>,
@@ -388,6 +405,7 @@ where
     N: Describe<E>,
     V: ClassifyValue<R>,
     Fb: Fallback<R, E>,
+    Th: Throttle + Refuse<E>,
 {
     const ON_RETRY: bool = Rt::ACTIVE;
     const VALUES: bool = <W as ValueRules<R>>::ACTIVE || V::ACTIVE;
@@ -395,6 +413,10 @@ where
     #[inline(always)]
     fn reject(&self) -> Option<E> {
         self.extras.breaker.reject()
+    }
+    #[inline(always)]
+    fn refuse(&self) -> Option<E> {
+        self.extras.throttle.refuse()
     }
     #[inline(always)]
     fn on_success(&self) {
@@ -462,6 +484,7 @@ impl<P: PolicyCore + ?Sized> PolicyCore for &P {
     type Timeout = P::Timeout;
     type Budget = P::Budget;
     type Breaker = P::Breaker;
+    type Throttle = P::Throttle;
 
     #[inline(always)]
     fn env(&self) -> &P::Env {
@@ -479,6 +502,10 @@ impl<P: PolicyCore + ?Sized> PolicyCore for &P {
     fn breaker(&self) -> &P::Breaker {
         (**self).breaker()
     }
+    #[inline(always)]
+    fn throttle(&self) -> &P::Throttle {
+        (**self).throttle()
+    }
 }
 
 impl<R, E, P: RetryPolicy<R, E> + ?Sized> RetryPolicy<R, E> for &P {
@@ -488,6 +515,10 @@ impl<R, E, P: RetryPolicy<R, E> + ?Sized> RetryPolicy<R, E> for &P {
     #[inline(always)]
     fn reject(&self) -> Option<E> {
         (**self).reject()
+    }
+    #[inline(always)]
+    fn refuse(&self) -> Option<E> {
+        (**self).refuse()
     }
     #[inline(always)]
     fn on_success(&self) {

@@ -192,3 +192,16 @@ async fn fallback_async() -> io::Result<u32> { Ok(1) }
 
 #[robust(fallback = recover)]
 async fn fallback_sync_in_async() -> io::Result<u32> { Ok(1) }
+
+// Client-side throttling, a `static` (or any expression that derefs to one).
+static THROTTLE: retry_runtime::AdaptiveThrottle =
+    match retry_runtime::AdaptiveThrottle::new(2.0, std::time::Duration::from_secs(60)) {
+        Ok(t) => t,
+        Err(_) => panic!("invalid throttle"),
+    };
+
+#[robust(throttle = THROTTLE, retries = 2)]
+fn throttled() -> io::Result<()> { Ok(()) }
+
+#[robust(throttle = &THROTTLE, timeout = 1s)]
+async fn throttled_async() -> io::Result<()> { Ok(()) }

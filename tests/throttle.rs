@@ -1,0 +1,110 @@
+//! Client-side throttling (SPEC section 16): `throttle = MY_THROTTLE` and
+//! `PolicyBuilder::throttle`. Before each attempt the call is rejected locally with the
+//! throttle's probability; a rejected first attempt fails with `E::from(Rejected)`, a rejected
+//! retry returns the last failure. Draws come from the call's seed (a seeded `VirtualTime`).
+
+use std::cell::Cell;
+use std::io::{self, ErrorKind};
+use std::time::{Duration, Instant};
+
+use retry_runtime::time::{Clock, VirtualTime};
+use retry_runtime::{AdaptiveThrottle, NoBackoff, Policy, Rejected, robust};
+
+fn is_rejected(e: &io::Error) -> bool {
+    e.get_ref().is_some_and(|inner| inner.is::<Rejected>())
+}
+
+static OVERLOADED: AdaptiveThrottle = match AdaptiveThrottle::new(2.0, Duration::from_secs(60)) {
+    Ok(t) => t,
+    Err(_) => panic!("invalid throttle"),
+};
+
+#[robust(retries = 0, throttle = OVERLOADED)]
+fn always_failing(ran: &Cell<u32>) -> io::Result<()> {
+    ran.set(ran.get() + 1);
+    Err(ErrorKind::ConnectionReset.into())
+}
+
+#[test]
+fn a_service_that_keeps_failing_is_mostly_not_called() {
+    let _t = VirtualTime::seeded(7).install();
+    let ran = Cell::new(0);
+    let mut rejected = 0;
+    for _ in 0..1000 {
+        let e = always_failing(&ran).unwrap_err();
+        if is_rejected(&e) {
+            rejected += 1;
+        } else {
+            assert_eq!(e.kind(), ErrorKind::ConnectionReset);
+        }
+    }
+    // Nothing is accepted, so the probability is requests / (requests + 1): after the first
+    // few calls nearly every attempt is rejected locally. (Every call is a request, the
+    // rejected ones too, as in the SRE book.)
+    assert_eq!(ran.get() + rejected, 1000);
+    assert!(ran.get() >= 1, "the first call has nothing to reject it");
+    assert!(ran.get() < 20, "ran {} of 1000", ran.get());
+    assert!(OVERLOADED.reject_probability(Instant::now()) > 0.99);
+}
+
+static QUIET: AdaptiveThrottle = match AdaptiveThrottle::new(2.0, Duration::from_secs(60)) {
+    Ok(t) => t,
+    Err(_) => panic!("invalid throttle"),
+};
+
+#[robust(retries = 3, backoff = none, on = [Io(ConnectionReset)], throttle = QUIET)]
+fn not_found(ran: &Cell<u32>) -> io::Result<()> {
+    ran.set(ran.get() + 1);
+    Err(ErrorKind::NotFound.into())
+}
+
+#[test]
+fn errors_no_rule_retries_count_as_accepted_and_never_throttle() {
+    let _t = VirtualTime::seeded(3).install();
+    let ran = Cell::new(0);
+    for _ in 0..500 {
+        assert_eq!(not_found(&ran).unwrap_err().kind(), ErrorKind::NotFound);
+    }
+    assert_eq!(ran.get(), 500);
+    assert_eq!(QUIET.reject_probability(Instant::now()), 0.0);
+}
+
+#[test]
+fn a_rejected_retry_returns_the_last_failure_and_a_rejected_first_attempt_rejected() {
+    // A fresh throttle at probability 1/2 (one request, none accepted) for every seed: some
+    // calls are rejected before any attempt, some after their first attempt's failure.
+    let mut first_rejected = 0;
+    let mut retry_rejected = 0;
+    for seed in 0..64 {
+        let throttle = AdaptiveThrottle::new(2.0, Duration::from_secs(60)).unwrap();
+        let time = VirtualTime::seeded(seed);
+        throttle.record(time.now(), false);
+        let policy = Policy::builder()
+            .retries(5)
+            .backoff(NoBackoff)
+            .throttle(&throttle)
+            .env(time.clone())
+            .build()
+            .unwrap();
+        let mut attempts = 0;
+        let r: io::Result<()> = policy.call(|_| {
+            attempts += 1;
+            Err(io::Error::new(
+                ErrorKind::ConnectionReset,
+                format!("attempt {attempts}"),
+            ))
+        });
+        let e = r.unwrap_err();
+        if attempts == 0 {
+            assert!(is_rejected(&e), "seed {seed}: rejected before any attempt");
+            first_rejected += 1;
+        } else if attempts < 6 {
+            // Given up because the throttle rejected the next retry: the last failure.
+            assert!(!is_rejected(&e));
+            assert_eq!(e.to_string(), format!("attempt {attempts}"));
+            retry_rejected += 1;
+        }
+    }
+    assert!(first_rejected > 10, "{first_rejected} of 64");
+    assert!(retry_rejected > 10, "{retry_rejected} of 64");
+}
