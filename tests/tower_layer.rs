@@ -479,3 +479,44 @@ async fn a_boxed_streaming_body_is_sent_once_and_a_readiness_error_is_not_retrie
     assert_eq!(fut.await.unwrap_err().kind(), ErrorKind::BrokenPipe);
     assert_eq!(readiness.load(Ordering::SeqCst), 1, "not polled again");
 }
+
+static LAYER_LIMIT: retry_runtime::ConcurrencyLimit =
+    match retry_runtime::ConcurrencyLimit::new(1, 1) {
+        Ok(l) => l,
+        Err(_) => panic!("invalid limit"),
+    };
+
+#[tokio::test(start_paused = true)]
+async fn the_layer_holds_a_slot_of_the_limit_per_attempt() {
+    let policy = Policy::builder()
+        .retries(0)
+        .limit(&LAYER_LIMIT)
+        .build()
+        .unwrap();
+    let svc = tower::service_fn(|_r: Request<String>| async {
+        tokio::time::sleep(secs(1)).await;
+        Ok::<_, io::Error>(status(StatusCode::OK))
+    });
+    let client = RobustLayer::new(policy).layer(svc);
+    let start = Instant::now();
+    let one = client.clone().oneshot(Request::new(String::new()));
+    let two = client.clone().oneshot(Request::new(String::new()));
+    let three = async {
+        tokio::task::yield_now().await;
+        let r = client.clone().oneshot(Request::new(String::new())).await;
+        (r, start.elapsed())
+    };
+    let (a, b, (c, at)) = tokio::join!(one, two, three);
+    assert_eq!(a.unwrap().status(), StatusCode::OK);
+    // The second waited in line for the first's slot.
+    assert_eq!(b.unwrap().status(), StatusCode::OK);
+    assert_eq!(start.elapsed(), secs(2));
+    // The third found one running and one waiting: rejected at once.
+    let e = c.unwrap_err();
+    assert!(
+        e.get_ref()
+            .is_some_and(|i| i.is::<retry_runtime::Rejected>())
+    );
+    assert_eq!(at, Duration::ZERO);
+    assert_eq!(LAYER_LIMIT.in_flight(), 0);
+}

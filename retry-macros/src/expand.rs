@@ -662,6 +662,7 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
     let budget_owner = Ident::new("__robust_budget_owner", Span::mixed_site());
     let breaker_owner = Ident::new("__robust_breaker_owner", Span::mixed_site());
     let throttle_owner = Ident::new("__robust_throttle_owner", Span::mixed_site());
+    let limit_owner = Ident::new("__robust_limit_owner", Span::mixed_site());
     let guard_binds = {
         let budget = config
             .budget
@@ -675,8 +676,20 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
             .throttle
             .as_ref()
             .map(|e| quote_spanned!(e.span()=> let #throttle_owner = &#e;));
-        quote!(#budget #breaker #throttle)
+        let limit = config
+            .limit
+            .as_ref()
+            .map(|e| quote_spanned!(e.span()=> let #limit_owner = &#e;));
+        quote!(#budget #breaker #throttle #limit)
     };
+    let limit_tokens = config.limit.as_ref().map_or(quote!(()), |e| {
+        let ps = respan(&p, e.span());
+        let owner = Ident::new(
+            "__robust_limit_owner",
+            Span::mixed_site().located_at(e.span()),
+        );
+        quote_spanned!(e.span()=> #ps::check_limit::<_>(#owner))
+    });
     let throttle_tokens = config.throttle.as_ref().map_or(quote!(()), |e| {
         let ps = respan(&p, e.span());
         let owner = Ident::new(
@@ -716,7 +729,7 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
         use #p::{ViaDisplay as _, ViaTypeName as _};
         (&&#pr::Probe::<#err>::new()).error_writer()
     }));
-    let extras = quote!(#p::extras(#budget_tokens, #breaker_tokens, #hint_tokens, #on_retry_tokens, #describe, #on_ok, #throttle_tokens));
+    let extras = quote!(#p::extras(#budget_tokens, #breaker_tokens, #hint_tokens, #on_retry_tokens, #describe, #on_ok, #throttle_tokens, #limit_tokens));
     let ctx = config.attempt.as_ref().map(|ctx| {
         let krate = match &config.krate {
             Some(path) => quote!(#path),
@@ -885,10 +898,38 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
     // clock is read for it, the body (a closure) runs first, and the policy and the call are
     // made only if it fails. Async fns start the call first: measured, a lazy call or an async
     // closure made their success path no faster and their future larger (docs/BENCHMARKS.md).
+    // A slot of the concurrency limit is held while an attempt runs (SPEC section 16).
+    let slot = Ident::new("__robust_slot", Span::mixed_site());
+    let (slot_take, slot_drop) = match &config.limit {
+        None => (quote!(), quote!()),
+        Some(_) => {
+            let wait = if is_async {
+                quote!(#p::limit_wait(&#policy).await)
+            } else {
+                quote!(#p::limit_wait_blocking(&#policy))
+            };
+            let refused = quote_spanned! {ret_span=>
+                match #pr::refused::<#ret, _>(&#policy) {
+                    ::core::option::Option::Some(#returned) => break #returned,
+                    ::core::option::Option::None => ::core::option::Option::None,
+                }
+            };
+            (
+                quote! {
+                    let #slot = match #wait {
+                        ::core::result::Result::Ok(__robust_s) => ::core::option::Option::Some(__robust_s),
+                        ::core::result::Result::Err(_) => #refused,
+                    };
+                },
+                quote!(::core::mem::drop(#slot);),
+            )
+        }
+    };
     let on_error_name = Ident::new("__robust_on_error", Span::mixed_site());
     let fast = !needs_clock
         && config.breaker.is_none()
         && config.throttle.is_none()
+        && config.limit.is_none()
         && !is_async
         && !has_values;
     let new_block = if fast {
@@ -917,8 +958,7 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
             ),
             None => (quote!(), quote!(())),
         };
-        let extras =
-            quote!(#p::extras(#budget_ref, (), #hint_tokens, #on_retry_tokens, #describe, (), ()));
+        let extras = quote!(#p::extras(#budget_ref, (), #hint_tokens, #on_retry_tokens, #describe, (), (), ()));
         // The body is a closure called once per attempt.
         let make_body = quote_spanned!(ret_span=> #pr::body_fn::<#ret, _>(|| #body));
         let run = quote_spanned!(ret_span=> <#ret as #pr::IsResult>::into_result(#body_fn()));
@@ -968,8 +1008,10 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
             #timer_stmt
             let #returned = loop {
                 #admit
+                #slot_take
                 #attempt_stmt
                 #run_attempt
+                #slot_drop
                 match #call.settle(#result, #fired) {
                     #p::Step::Return(#returned) => break #returned,
                     #p::Step::Retry(#delay) => #sleep,

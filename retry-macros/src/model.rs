@@ -102,6 +102,8 @@ pub struct Config {
     pub breaker: Option<Box<Expr>>,
     /// `throttle = ...` (SPEC section 16).
     pub throttle: Option<Box<Expr>>,
+    /// `limit = ...` (SPEC section 16).
+    pub limit: Option<Box<Expr>>,
     pub attempt: Option<Ident>,
     pub krate: Option<syn::Path>,
 }

@@ -49,6 +49,7 @@ pub const KEYS: &[Key] = &[
     key("budget", false, Syntax::Expr),
     key("breaker", false, Syntax::Expr),
     key("throttle", false, Syntax::Expr),
+    key("limit", false, Syntax::Expr),
     key("attempt", false, Syntax::Value),
     key("crate", false, Syntax::Value),
 ];

@@ -883,6 +883,7 @@ pub fn validate(items: Vec<Item>, params: &[String], errors: &mut Errors) -> Con
             ("budget", Value::Expr(e)) => errors.set_once(&mut c.budget, &key, Some(e)),
             ("breaker", Value::Expr(e)) => errors.set_once(&mut c.breaker, &key, Some(e)),
             ("throttle", Value::Expr(e)) => errors.set_once(&mut c.throttle, &key, Some(e)),
+            ("limit", Value::Expr(e)) => errors.set_once(&mut c.limit, &key, Some(e)),
             ("attempt", Value::Word(w)) => {
                 if params.contains(&w.to_string()) {
                     errors.at(

@@ -514,8 +514,8 @@ pub fn check_breaker<E: FromOpen>(breaker: &CircuitBreaker) -> BreakerOf<'_, E> 
 
 /// `throttle` needs `E: From<Rejected>`.
 #[diagnostic::on_unimplemented(
-    message = "`throttle` needs the error type `{Self}` to implement `From<retry_runtime::Rejected>`",
-    label = "an attempt the throttle rejects fails with `{Self}::from(retry_runtime::Rejected)`",
+    message = "`throttle` and `limit` need the error type `{Self}` to implement `From<retry_runtime::Rejected>`",
+    label = "an attempt the throttle or the limit rejects fails with `{Self}::from(retry_runtime::Rejected)`",
     note = "implement `From<retry_runtime::Rejected>` for `{Self}`; `std::io::Error`, boxed errors and `anyhow::Error` have it"
 )]
 pub trait FromRejected {
@@ -536,6 +536,17 @@ pub fn check_throttle<E: FromRejected>(
 ) -> crate::guard::ThrottleOf<'_, E> {
     crate::guard::ThrottleOf {
         throttle,
+        reject: E::from_rejected,
+    }
+}
+
+/// `limit = ...`: checks `E: From<Rejected>`.
+#[inline(always)]
+pub fn check_limit<E: FromRejected>(
+    limit: &crate::ConcurrencyLimit,
+) -> crate::guard::LimitOf<'_, E> {
+    crate::guard::LimitOf {
+        limit,
         reject: E::from_rejected,
     }
 }

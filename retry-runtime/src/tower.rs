@@ -366,8 +366,10 @@ pub trait Guards<Req, P, R, E> {
     type Chosen;
     /// The policy's environment (its clock and sleepers).
     type Env: crate::time::Env + AsyncSleep + Clone + Send + Sync + 'static;
+    /// The policy's concurrency limit.
+    type Limit: crate::guard::Limit;
     /// The policy a request runs under, with the chosen guards.
-    type View<'a>: AsyncRetryPolicy<R, E, Env = Self::Env>
+    type View<'a>: AsyncRetryPolicy<R, E, Env = Self::Env> + PolicyCore<Limit = Self::Limit>
     where
         Self: 'a,
         P: 'a;
@@ -550,6 +552,7 @@ where
 {
     type Chosen = (Br::Chosen, Bu::Chosen);
     type Env = P::Env;
+    type Limit = P::Limit;
     type View<'a>
         = Guarded<'a, P, E, Br::Chosen, Bu::Chosen>
     where
@@ -616,6 +619,7 @@ where
     type Budget = Cu::Handle<'a>;
     type Breaker = Cb::Handle<'a>;
     type Throttle = P::Throttle;
+    type Limit = P::Limit;
 
     #[inline(always)]
     fn env(&self) -> &P::Env {
@@ -636,6 +640,10 @@ where
     #[inline(always)]
     fn throttle(&self) -> &P::Throttle {
         self.policy.throttle()
+    }
+    #[inline(always)]
+    fn limit(&self) -> &P::Limit {
+        self.policy.limit()
     }
 }
 
@@ -732,6 +740,8 @@ where
             request: Some(req),
             phase: Phase::Admit,
             attempt: None,
+            wait: None,
+            slot: None,
             timer: None,
             backoff: None,
         }
@@ -741,8 +751,12 @@ where
 /// Where a [`ResponseFuture`] is in its loop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
-    /// Before an attempt: the breaker admits it, the request is copied, the timer armed.
+    /// Before an attempt: the throttle and the breaker admit it.
     Admit,
+    /// Waiting for a slot of the concurrency limit.
+    Queued,
+    /// The attempt starts: its time is read and its timer armed.
+    Arm,
     /// Waiting for the service to be ready (within the attempt's time).
     Ready,
     /// The service's future is running.
@@ -768,6 +782,10 @@ pin_project_lite::pin_project! {
         phase: Phase,
         #[pin]
         attempt: Option<S::Future>,
+        // Waiting for a slot of the concurrency limit, and the slot held while the attempt runs.
+        #[pin]
+        wait: Option<<G::Limit as crate::guard::Limit>::Wait>,
+        slot: Option<<G::Limit as crate::guard::Limit>::Slot>,
         // The attempt's timer, made the first time an attempt has a limit and reset after
         // (boxed: a policy without a timeout keeps the future small).
         timer: Option<Pin<Box<tokio::time::Sleep>>>,
@@ -804,19 +822,58 @@ where
             let (result, fired, single) = match *this.phase {
                 Phase::Done => return Poll::Pending,
                 Phase::Admit => {
-                    // The call's state is only read back here when a breaker must admit the
-                    // attempt or the call must know when its attempts start (a deadline, a
-                    // `max_delay`, `on_retry`, tracing: the first attempt's start is read
-                    // here); otherwise the attempt's limit is the timeout and no clock is read.
-                    let limit = if <<G::View<'_> as PolicyCore>::Breaker as Breaker>::ACTIVE
+                    // The throttle and the breaker decide (the call's state is read back only
+                    // when there is one of them).
+                    if <<G::View<'_> as PolicyCore>::Breaker as Breaker>::ACTIVE
                         || <<G::View<'_> as PolicyCore>::Throttle as crate::guard::Throttle>::ACTIVE
-                        || policy.needs_start()
                     {
                         let mut call = Call::resume(policy, *this.state);
                         if let Some(rejected) = call.admit() {
                             *this.phase = Phase::Done;
                             return Poll::Ready(crate::call::finish(policy, rejected));
                         }
+                        *this.state = call.state();
+                    }
+                    if <G::Limit as crate::guard::Limit>::ACTIVE {
+                        this.wait
+                            .set(Some(crate::guard::Limit::wait(policy.limit())));
+                        *this.phase = Phase::Queued;
+                    } else {
+                        *this.phase = Phase::Arm;
+                    }
+                    continue;
+                }
+                Phase::Queued => {
+                    let waited = match this.wait.as_mut().as_pin_mut() {
+                        Some(w) => w.poll(cx),
+                        None => Poll::Pending,
+                    };
+                    match waited {
+                        Poll::Pending => return Poll::Pending,
+                        Poll::Ready(Ok(slot)) => {
+                            this.wait.set(None);
+                            *this.slot = Some(slot);
+                            *this.phase = Phase::Arm;
+                        }
+                        Poll::Ready(Err(_)) => {
+                            this.wait.set(None);
+                            // The queue is full: rejected at once, not retried.
+                            if let Some(r) = crate::call::refused(policy) {
+                                *this.phase = Phase::Done;
+                                return Poll::Ready(crate::call::finish(policy, r));
+                            }
+                            *this.phase = Phase::Arm;
+                        }
+                    }
+                    continue;
+                }
+                Phase::Arm => {
+                    // The attempt's time: read from the clock when the call must know when its
+                    // attempts start (a deadline, a `max_delay`, `on_retry`, tracing: the
+                    // first attempt's start is read here); otherwise it is the timeout and no
+                    // clock is read.
+                    let limit = if policy.needs_start() {
+                        let mut call = Call::resume(policy, *this.state);
                         let limit = call.attempt().limit();
                         *this.state = call.state();
                         limit
@@ -909,6 +966,8 @@ where
                     continue;
                 }
             };
+            // The attempt is over: its slot of the concurrency limit is freed.
+            *this.slot = None;
             let mut call = Call::resume(policy, *this.state);
             if single {
                 let r = call.settle_once(result);

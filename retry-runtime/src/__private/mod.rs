@@ -141,7 +141,8 @@ pub fn pin_output<Ret: IsResult, F: Future<Output = Ret>>(body: F) -> F {
 /// The overload-protection settings written in the attribute, and what its tracing events
 /// say about the fn ([`describe`]).
 #[inline(always)]
-pub const fn extras<Bu, Br, H, R, N, V, Th>(
+#[allow(clippy::too_many_arguments)]
+pub const fn extras<Bu, Br, H, R, N, V, Th, L>(
     budget: Bu,
     breaker: Br,
     hint: H,
@@ -149,7 +150,8 @@ pub const fn extras<Bu, Br, H, R, N, V, Th>(
     describe: N,
     on_ok: V,
     throttle: Th,
-) -> Extras<Bu, Br, H, R, N, V, Noop, Th> {
+    limit: L,
+) -> Extras<Bu, Br, H, R, N, V, Noop, Th, L> {
     Extras {
         budget,
         breaker,
@@ -159,6 +161,7 @@ pub const fn extras<Bu, Br, H, R, N, V, Th>(
         on_ok,
         fallback: Noop,
         throttle,
+        limit,
     }
 }
 
@@ -211,3 +214,29 @@ pub use crate::guard::Budget;
 
 /// Whether the `tracing` feature is on (its events make lazy calls keep their instants).
 pub const TRACING: bool = cfg!(feature = "tracing");
+
+/// Waits for a slot of the policy's concurrency limit (async).
+#[inline(always)]
+pub fn limit_wait<P: crate::policy::PolicyCore>(
+    policy: &P,
+) -> <P::Limit as crate::guard::Limit>::Wait {
+    crate::guard::Limit::wait(policy.limit())
+}
+
+/// Waits for a slot of the policy's concurrency limit, blocking the thread.
+#[inline(always)]
+pub fn limit_wait_blocking<P: crate::policy::PolicyCore>(
+    policy: &P,
+) -> Result<<P::Limit as crate::guard::Limit>::Slot, crate::Rejected> {
+    crate::guard::Limit::wait_blocking(policy.limit())
+}
+
+/// The result of an attempt the concurrency limit rejected, as the fn's own `Result`.
+#[inline(always)]
+pub fn refused<Ret, P>(policy: &P) -> Option<Result<Ret::Ok, Ret::Err>>
+where
+    Ret: IsResult,
+    P: crate::RetryPolicy<Ret::Ok, Ret::Err>,
+{
+    crate::call::refused(policy)
+}

@@ -14,7 +14,7 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use crate::callbacks::RetryInfo;
-use crate::guard::{Breaker, Budget, Throttle};
+use crate::guard::{Breaker, Budget, Limit, Throttle};
 use crate::jitter::JitterState;
 use crate::kind::Failure;
 use crate::policy::{Extras, Policy, PolicyCore, RetryPolicy};
@@ -69,14 +69,15 @@ pub struct Call<'p, P, Tm = Timed> {
     seed: CallSeed,
 }
 
-impl<W, K, P, T, S, F, C, Bu, Br, H, Rt, N, V, Fb, Th>
-    Policy<W, K, P, T, S, F, C, Extras<Bu, Br, H, Rt, N, V, Fb, Th>>
+impl<W, K, P, T, S, F, C, Bu, Br, H, Rt, N, V, Fb, Th, L>
+    Policy<W, K, P, T, S, F, C, Extras<Bu, Br, H, Rt, N, V, Fb, Th, L>>
 where
     T: AttemptTimeout,
     C: Env + Sync,
     Bu: Budget,
     Br: Breaker,
     Th: Throttle,
+    L: crate::guard::Limit,
 {
     /// See [`PolicyCore::start`].
     #[inline]
@@ -180,12 +181,35 @@ where
         if let Some(rejected) = call.admit() {
             return finish(policy, rejected);
         }
+        // A slot of the concurrency limit is held while the attempt runs.
+        let slot = match policy.limit().wait_blocking() {
+            Ok(slot) => Some(slot),
+            Err(_) => match refused(policy) {
+                Some(r) => return finish(policy, r),
+                None => None,
+            },
+        };
         let attempt = call.attempt();
-        match call.settle(body(attempt), false) {
+        let result = body(attempt);
+        drop(slot);
+        match call.settle(result, false) {
             Step::Return(r) => return finish(policy, r),
             Step::Retry(delay) => policy.env().sleep(delay),
         }
     }
+}
+
+/// The result of an attempt the concurrency limit rejected (its queue is full):
+/// `Err(E::from(Rejected))`, not retried.
+#[cold]
+pub(crate) fn refused<P: RetryPolicy<R, E>, R, E>(policy: &P) -> Option<Result<R, E>> {
+    #[cfg(feature = "tracing")]
+    tracing::warn!(
+        target: "retry_runtime",
+        function = policy.name(),
+        "concurrency limit: queue full, attempt rejected without running it"
+    );
+    policy.refuse().map(Err)
 }
 
 /// What a call returns: `result`, or the fallback's result for an error.
@@ -272,10 +296,19 @@ where
         if let Some(rejected) = call.admit() {
             return finish(policy, rejected);
         }
+        // A slot of the concurrency limit is held while the attempt runs.
+        let slot = match policy.limit().wait().await {
+            Ok(slot) => Some(slot),
+            Err(_) => match refused(policy) {
+                Some(r) => return finish(policy, r),
+                None => None,
+            },
+        };
         let attempt = call.attempt();
         let limit = attempt.limit();
         let (result, fired) =
             crate::timeout::run_attempt(policy.timeout_setting(), limit, body(attempt)).await;
+        drop(slot);
         match call.settle(result, fired) {
             Step::Return(r) => return finish(policy, r),
             Step::Retry(delay) => policy.env().sleep_async(delay).await,

@@ -85,6 +85,91 @@ impl Breaker for &CircuitBreaker {
     }
 }
 
+/// A concurrency limit ([`ConcurrencyLimit`]), or `()` for none: an attempt holds a slot while
+/// it runs (not while backing off).
+pub trait Limit {
+    /// Whether there is a limit.
+    const ACTIVE: bool;
+    /// What an attempt holds while it runs; dropping it frees the slot.
+    type Slot;
+    /// Waiting for a slot, in FIFO order.
+    type Wait: Future<Output = Result<Self::Slot, Rejected>>;
+    /// Waits for a slot (async): `Err(Rejected)` at once when the queue is full.
+    fn wait(&self) -> Self::Wait;
+    /// Waits for a slot, blocking the thread.
+    fn wait_blocking(&self) -> Result<Self::Slot, Rejected>;
+}
+
+impl Limit for () {
+    const ACTIVE: bool = false;
+    type Slot = ();
+    type Wait = std::future::Ready<Result<(), Rejected>>;
+    #[inline(always)]
+    fn wait(&self) -> Self::Wait {
+        std::future::ready(Ok(()))
+    }
+    #[inline(always)]
+    fn wait_blocking(&self) -> Result<(), Rejected> {
+        Ok(())
+    }
+}
+
+impl<'l> Limit for &'l ConcurrencyLimit {
+    const ACTIVE: bool = true;
+    type Slot = LimitPermit<'l>;
+    type Wait = Acquire<'l>;
+    #[inline]
+    fn wait(&self) -> Acquire<'l> {
+        ConcurrencyLimit::acquire(self)
+    }
+    #[inline]
+    fn wait_blocking(&self) -> Result<LimitPermit<'l>, Rejected> {
+        ConcurrencyLimit::acquire_blocking(self)
+    }
+}
+
+impl<E: From<Rejected>> Refuse<E> for &ConcurrencyLimit {
+    #[inline]
+    fn refuse(&self) -> Option<E> {
+        Some(E::from(Rejected::new()))
+    }
+}
+
+/// A concurrency limit with the error type's rejection taken where the user wrote `limit` (by
+/// the attribute's `checks::check_limit`), so that a missing `From<Rejected>` is reported once,
+/// there.
+pub struct LimitOf<'a, E> {
+    pub(crate) limit: &'a ConcurrencyLimit,
+    pub(crate) reject: fn() -> E,
+}
+
+impl<E> std::fmt::Debug for LimitOf<'_, E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.limit.fmt(f)
+    }
+}
+
+impl<'a, E> Limit for LimitOf<'a, E> {
+    const ACTIVE: bool = true;
+    type Slot = LimitPermit<'a>;
+    type Wait = Acquire<'a>;
+    #[inline]
+    fn wait(&self) -> Acquire<'a> {
+        self.limit.acquire()
+    }
+    #[inline]
+    fn wait_blocking(&self) -> Result<LimitPermit<'a>, Rejected> {
+        self.limit.acquire_blocking()
+    }
+}
+
+impl<E> Refuse<E> for LimitOf<'_, E> {
+    #[inline]
+    fn refuse(&self) -> Option<E> {
+        Some((self.reject)())
+    }
+}
+
 /// Client-side throttling ([`AdaptiveThrottle`]), or `()` for none: before each attempt the
 /// call may be rejected locally, and every attempt's outcome is recorded.
 pub trait Throttle {

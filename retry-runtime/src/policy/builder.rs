@@ -464,8 +464,8 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
     }
 }
 
-impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb, Th>
-    PolicyBuilder<W, K, B, J, T, S, F, C, Extras<Bu, Br, H, R, N, V, Fb, Th>>
+impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb, Th, L>
+    PolicyBuilder<W, K, B, J, T, S, F, C, Extras<Bu, Br, H, R, N, V, Fb, Th, L>>
 {
     /// Shares a retry budget: every call earns tokens, every retry spends them, and a retry
     /// that finds the budget empty is not made.
@@ -496,7 +496,8 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb, Th>
     pub fn budget(
         self,
         budget: &RetryBudget,
-    ) -> PolicyBuilder<W, K, B, J, T, S, F, C, Extras<&RetryBudget, Br, H, R, N, V, Fb, Th>> {
+    ) -> PolicyBuilder<W, K, B, J, T, S, F, C, Extras<&RetryBudget, Br, H, R, N, V, Fb, Th, L>>
+    {
         self.map_extras(|x| Extras {
             budget,
             breaker: x.breaker,
@@ -506,6 +507,7 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb, Th>
             on_ok: x.on_ok,
             fallback: x.fallback,
             throttle: x.throttle,
+            limit: x.limit,
         })
     }
 
@@ -514,7 +516,7 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb, Th>
     pub fn breaker(
         self,
         breaker: &CircuitBreaker,
-    ) -> PolicyBuilder<W, K, B, J, T, S, F, C, Extras<Bu, &CircuitBreaker, H, R, N, V, Fb, Th>>
+    ) -> PolicyBuilder<W, K, B, J, T, S, F, C, Extras<Bu, &CircuitBreaker, H, R, N, V, Fb, Th, L>>
     {
         self.map_extras(|x| Extras {
             budget: x.budget,
@@ -525,6 +527,7 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb, Th>
             on_ok: x.on_ok,
             fallback: x.fallback,
             throttle: x.throttle,
+            limit: x.limit,
         })
     }
 
@@ -533,7 +536,7 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb, Th>
     pub fn hint<E, H2: Fn(&E) -> Option<Duration>>(
         self,
         hint: H2,
-    ) -> PolicyBuilder<W, K, B, J, T, S, F, C, Extras<Bu, Br, H2, R, N, V, Fb, Th>> {
+    ) -> PolicyBuilder<W, K, B, J, T, S, F, C, Extras<Bu, Br, H2, R, N, V, Fb, Th, L>> {
         self.map_extras(|x| Extras {
             budget: x.budget,
             breaker: x.breaker,
@@ -543,6 +546,7 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb, Th>
             on_ok: x.on_ok,
             fallback: x.fallback,
             throttle: x.throttle,
+            limit: x.limit,
         })
     }
 
@@ -553,7 +557,7 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb, Th>
     pub fn on_retry<T2, E, R2: Fn(&Result<T2, E>, &crate::RetryInfo)>(
         self,
         on_retry: R2,
-    ) -> PolicyBuilder<W, K, B, J, T, S, F, C, Extras<Bu, Br, H, R2, N, V, Fb, Th>> {
+    ) -> PolicyBuilder<W, K, B, J, T, S, F, C, Extras<Bu, Br, H, R2, N, V, Fb, Th, L>> {
         self.map_extras(|x| Extras {
             budget: x.budget,
             breaker: x.breaker,
@@ -563,6 +567,7 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb, Th>
             on_ok: x.on_ok,
             fallback: x.fallback,
             throttle: x.throttle,
+            limit: x.limit,
         })
     }
 
@@ -595,7 +600,7 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb, Th>
     pub fn on_ok<V2>(
         self,
         kind: V2,
-    ) -> PolicyBuilder<W, K, B, J, T, S, F, C, Extras<Bu, Br, H, R, N, V2, Fb, Th>> {
+    ) -> PolicyBuilder<W, K, B, J, T, S, F, C, Extras<Bu, Br, H, R, N, V2, Fb, Th, L>> {
         self.map_extras(|x| Extras {
             budget: x.budget,
             breaker: x.breaker,
@@ -605,6 +610,7 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb, Th>
             on_ok: kind,
             fallback: x.fallback,
             throttle: x.throttle,
+            limit: x.limit,
         })
     }
 
@@ -634,7 +640,7 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb, Th>
     pub fn fallback<T2, E, Fb2: Fn(E) -> Result<T2, E>>(
         self,
         fallback: Fb2,
-    ) -> PolicyBuilder<W, K, B, J, T, S, F, C, Extras<Bu, Br, H, R, N, V, Fb2, Th>> {
+    ) -> PolicyBuilder<W, K, B, J, T, S, F, C, Extras<Bu, Br, H, R, N, V, Fb2, Th, L>> {
         self.map_extras(|x| Extras {
             budget: x.budget,
             breaker: x.breaker,
@@ -644,6 +650,52 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb, Th>
             on_ok: x.on_ok,
             fallback,
             throttle: x.throttle,
+            limit: x.limit,
+        })
+    }
+
+    /// A concurrency limit (SPEC section 16): an attempt holds one of the limit's slots while
+    /// it runs (not while backing off); attempts wait for a slot in FIFO order, and when the
+    /// limit's queue is full the attempt fails at once with `E::from(Rejected)`, which is not
+    /// retried. Async calls wait without blocking; blocking calls block their thread.
+    ///
+    /// ```
+    /// use retry_runtime::{ConcurrencyLimit, NoBackoff, Policy};
+    ///
+    /// static LIMIT: ConcurrencyLimit = match ConcurrencyLimit::new(8, 100) {
+    ///     Ok(l) => l,
+    ///     Err(_) => panic!("invalid limit"),
+    /// };
+    /// let policy = Policy::builder().retries(2).backoff(NoBackoff).limit(&LIMIT).build()?;
+    /// let r: std::io::Result<usize> = policy.call(|_| Ok(LIMIT.in_flight()));
+    /// assert_eq!(r?, 1); // the attempt held a slot
+    /// assert_eq!(LIMIT.in_flight(), 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn limit(
+        self,
+        limit: &crate::ConcurrencyLimit,
+    ) -> PolicyBuilder<
+        W,
+        K,
+        B,
+        J,
+        T,
+        S,
+        F,
+        C,
+        Extras<Bu, Br, H, R, N, V, Fb, Th, &crate::ConcurrencyLimit>,
+    > {
+        self.map_extras(|x| Extras {
+            budget: x.budget,
+            breaker: x.breaker,
+            hint: x.hint,
+            on_retry: x.on_retry,
+            describe: x.describe,
+            on_ok: x.on_ok,
+            fallback: x.fallback,
+            throttle: x.throttle,
+            limit,
         })
     }
 
@@ -678,7 +730,7 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb, Th>
         S,
         F,
         C,
-        Extras<Bu, Br, H, R, N, V, Fb, &crate::AdaptiveThrottle>,
+        Extras<Bu, Br, H, R, N, V, Fb, &crate::AdaptiveThrottle, L>,
     > {
         self.map_extras(|x| Extras {
             budget: x.budget,
@@ -689,6 +741,7 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb, Th>
             on_ok: x.on_ok,
             fallback: x.fallback,
             throttle,
+            limit: x.limit,
         })
     }
 
@@ -718,7 +771,7 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb, Th>
         S,
         F,
         C,
-        Extras<Bu, Br, H, R, crate::callbacks::Name, V, Fb, Th>,
+        Extras<Bu, Br, H, R, crate::callbacks::Name, V, Fb, Th, L>,
     > {
         self.map_extras(|x| Extras {
             budget: x.budget,
@@ -729,6 +782,7 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb, Th>
             on_ok: x.on_ok,
             fallback: x.fallback,
             throttle: x.throttle,
+            limit: x.limit,
         })
     }
 }

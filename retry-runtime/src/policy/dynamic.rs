@@ -121,7 +121,7 @@ impl<T: 'static, E: 'static> DynPolicy<T, E> {
     /// `policy` behind one allocation.
     pub fn new<P>(policy: P) -> Self
     where
-        P: RetryPolicy<T, E> + Send + Sync + 'static,
+        P: RetryPolicy<T, E> + PolicyCore<Limit = ()> + Send + Sync + 'static,
         P::Env: Clone + Send + Sync + 'static + DynSleep,
     {
         let env = DynEnv(Arc::new(policy.env().clone()));
@@ -417,6 +417,7 @@ impl<T, E> PolicyCore for DynPolicy<T, E> {
     type Budget = dyn Erased<T, E>;
     type Breaker = dyn Erased<T, E>;
     type Throttle = dyn Erased<T, E>;
+    type Limit = ();
 
     #[inline]
     fn env(&self) -> &DynEnv {
@@ -437,6 +438,10 @@ impl<T, E> PolicyCore for DynPolicy<T, E> {
     #[inline]
     fn throttle(&self) -> &(dyn Erased<T, E> + 'static) {
         &*self.inner
+    }
+    #[inline]
+    fn limit(&self) -> &() {
+        &()
     }
 }
 

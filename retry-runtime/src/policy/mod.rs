@@ -16,7 +16,7 @@ use crate::call::{Attempt, Blocking, Call, LazyTimes, Timed, Untimed};
 use crate::callbacks::{
     Describe, Fallback, Hint, Noop, OnError, OnRetry, OnSuccess, RetryInfo, RuleId,
 };
-use crate::guard::{Breaker, Budget, Refuse, Reject, Throttle};
+use crate::guard::{Breaker, Budget, Limit, Refuse, Reject, Throttle};
 use crate::kind::AnyError;
 use crate::kind::{Classify, ClassifyValue, Failure};
 use crate::policy::rules::{PlanVisitor, Rules, ValueRules};
@@ -36,7 +36,8 @@ use crate::timeout::NoTimeout;
 /// call ([`Describe`]), the `Ok(..)` kind of the `on` rule `V` ([`ClassifyValue`], `()` for
 /// none) and the [`Fallback`] `Fb`.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Extras<Bu = (), Br = (), H = Noop, R = Noop, N = (), V = (), Fb = Noop, Th = ()> {
+pub struct Extras<Bu = (), Br = (), H = Noop, R = Noop, N = (), V = (), Fb = Noop, Th = (), L = ()>
+{
     pub(crate) budget: Bu,
     pub(crate) breaker: Br,
     pub(crate) hint: H,
@@ -45,6 +46,7 @@ pub struct Extras<Bu = (), Br = (), H = Noop, R = Noop, N = (), V = (), Fb = Noo
     pub(crate) on_ok: V,
     pub(crate) fallback: Fb,
     pub(crate) throttle: Th,
+    pub(crate) limit: L,
 }
 
 impl Extras {
@@ -58,6 +60,7 @@ impl Extras {
         on_ok: (),
         fallback: Noop,
         throttle: (),
+        limit: (),
     };
 }
 
@@ -133,6 +136,8 @@ pub trait PolicyCore: sealed::Sealed {
     type Breaker: Breaker + ?Sized;
     /// The client-side throttle, `()` for none.
     type Throttle: Throttle + ?Sized;
+    /// The concurrency limit, `()` for none.
+    type Limit: Limit;
 
     /// The clock and sleepers.
     fn env(&self) -> &Self::Env;
@@ -144,6 +149,8 @@ pub trait PolicyCore: sealed::Sealed {
     fn breaker(&self) -> &Self::Breaker;
     #[doc(hidden)]
     fn throttle(&self) -> &Self::Throttle;
+    #[doc(hidden)]
+    fn limit(&self) -> &Self::Limit;
 
     /// Starts a call: a fresh retry count and clock reading. The call reads the async loop's
     /// clock ([`Clock::now`](crate::time::Clock::now)); a loop that waits with
@@ -351,20 +358,22 @@ impl<T, E, P> AsyncRetryPolicy<T, E> for P where
 {
 }
 
-impl<W, K, P, T, S, F, C, Bu, Br, H, Rt, N, V, Fb, Th> PolicyCore
-    for Policy<W, K, P, T, S, F, C, Extras<Bu, Br, H, Rt, N, V, Fb, Th>>
+impl<W, K, P, T, S, F, C, Bu, Br, H, Rt, N, V, Fb, Th, L> PolicyCore
+    for Policy<W, K, P, T, S, F, C, Extras<Bu, Br, H, Rt, N, V, Fb, Th, L>>
 where
     T: AttemptTimeout,
     C: Env + Sync,
     Bu: Budget,
     Br: Breaker,
     Th: Throttle,
+    L: Limit,
 {
     type Env = C;
     type Timeout = T;
     type Budget = Bu;
     type Breaker = Br;
     type Throttle = Th;
+    type Limit = L;
 
     #[inline(always)]
     fn env(&self) -> &C {
@@ -386,10 +395,14 @@ where
     fn throttle(&self) -> &Th {
         &self.extras.throttle
     }
+    #[inline(always)]
+    fn limit(&self) -> &L {
+        &self.extras.limit
+    }
 }
 
-impl<R, E, W, K, P, T, S, F, C, Bu, Br, H, Rt, N, V, Fb, Th> RetryPolicy<R, E>
-    for Policy<W, K, P, T, S, F, C, Extras<Bu, Br, H, Rt, N, V, Fb, Th>>
+impl<R, E, W, K, P, T, S, F, C, Bu, Br, H, Rt, N, V, Fb, Th, L> RetryPolicy<R, E>
+    for Policy<W, K, P, T, S, F, C, Extras<Bu, Br, H, Rt, N, V, Fb, Th, L>>
 where
     W: Rules<E> + ValueRules<R>,
     K: Classify<E>,
@@ -406,6 +419,7 @@ where
     V: ClassifyValue<R>,
     Fb: Fallback<R, E>,
     Th: Throttle + Refuse<E>,
+    L: Limit + Refuse<E>,
 {
     const ON_RETRY: bool = Rt::ACTIVE;
     const VALUES: bool = <W as ValueRules<R>>::ACTIVE || V::ACTIVE;
@@ -416,7 +430,10 @@ where
     }
     #[inline(always)]
     fn refuse(&self) -> Option<E> {
-        self.extras.throttle.refuse()
+        match self.extras.throttle.refuse() {
+            Some(e) => Some(e),
+            None => self.extras.limit.refuse(),
+        }
     }
     #[inline(always)]
     fn on_success(&self) {
@@ -485,6 +502,7 @@ impl<P: PolicyCore + ?Sized> PolicyCore for &P {
     type Budget = P::Budget;
     type Breaker = P::Breaker;
     type Throttle = P::Throttle;
+    type Limit = P::Limit;
 
     #[inline(always)]
     fn env(&self) -> &P::Env {
@@ -505,6 +523,10 @@ impl<P: PolicyCore + ?Sized> PolicyCore for &P {
     #[inline(always)]
     fn throttle(&self) -> &P::Throttle {
         (**self).throttle()
+    }
+    #[inline(always)]
+    fn limit(&self) -> &P::Limit {
+        (**self).limit()
     }
 }
 

@@ -205,3 +205,15 @@ fn throttled() -> io::Result<()> { Ok(()) }
 
 #[robust(throttle = &THROTTLE, timeout = 1s)]
 async fn throttled_async() -> io::Result<()> { Ok(()) }
+
+// A concurrency limit, a `static`.
+static LIMIT: retry_runtime::ConcurrencyLimit = match retry_runtime::ConcurrencyLimit::new(8, 100) {
+    Ok(l) => l,
+    Err(_) => panic!("invalid limit"),
+};
+
+#[robust(limit = LIMIT, throttle = THROTTLE)]
+fn limited() -> io::Result<()> { Ok(()) }
+
+#[robust(limit = LIMIT, timeout = 1s, deadline = 3s)]
+async fn limited_async() -> io::Result<()> { Ok(()) }

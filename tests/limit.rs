@@ -1,0 +1,159 @@
+//! A concurrency limit (SPEC section 16): `limit = MY_LIMIT` and `PolicyBuilder::limit`. An
+//! attempt holds a slot while it runs, not while backing off; attempts wait in FIFO order;
+//! when the queue is full the attempt fails at once with `E::from(Rejected)`, not retried.
+
+use std::cell::Cell;
+use std::io::{self, ErrorKind};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use retry_runtime::{ConcurrencyLimit, NoBackoff, Policy, Rejected, robust};
+use tokio::time::Instant;
+
+mod common;
+use common::*;
+
+fn is_rejected(e: &io::Error) -> bool {
+    e.get_ref().is_some_and(|inner| inner.is::<Rejected>())
+}
+
+/// The most attempts seen running at once.
+static RUNNING: AtomicUsize = AtomicUsize::new(0);
+static MOST: AtomicUsize = AtomicUsize::new(0);
+
+fn enter() {
+    let now = RUNNING.fetch_add(1, Ordering::SeqCst) + 1;
+    MOST.fetch_max(now, Ordering::SeqCst);
+}
+fn leave() {
+    RUNNING.fetch_sub(1, Ordering::SeqCst);
+}
+
+static TWO: ConcurrencyLimit = match ConcurrencyLimit::new(2, 1) {
+    Ok(l) => l,
+    Err(_) => panic!("invalid limit"),
+};
+
+#[robust(retries = 0, limit = TWO)]
+async fn slow() -> io::Result<u32> {
+    enter();
+    tokio::time::sleep(secs(1)).await;
+    leave();
+    Ok(1)
+}
+
+#[tokio::test(start_paused = true)]
+async fn two_run_one_waits_in_line_and_the_next_is_rejected_at_once() {
+    let start = Instant::now();
+    let (a, b, c, d) = tokio::join!(
+        slow(),
+        slow(),
+        async {
+            tokio::task::yield_now().await;
+            let r = slow().await;
+            (r, start.elapsed())
+        },
+        async {
+            tokio::task::yield_now().await;
+            tokio::task::yield_now().await;
+            let r = slow().await;
+            (r, start.elapsed())
+        }
+    );
+    assert_eq!((a.unwrap(), b.unwrap()), (1, 1));
+    // The third waited for a slot (1 s) and ran (1 s).
+    assert_eq!(c.0.unwrap(), 1);
+    assert_eq!(c.1, secs(2));
+    // The fourth found the queue full: rejected at once, not retried.
+    assert!(is_rejected(&d.0.unwrap_err()));
+    assert_eq!(d.1, Duration::ZERO);
+    assert_eq!(MOST.load(Ordering::SeqCst), 2);
+    assert_eq!((TWO.in_flight(), TWO.queued()), (0, 0));
+}
+
+static ONE: ConcurrencyLimit = match ConcurrencyLimit::new(1, 0) {
+    Ok(l) => l,
+    Err(_) => panic!("invalid limit"),
+};
+
+#[robust(retries = 1, backoff = constant(base = 10s), jitter = none, limit = ONE)]
+async fn fails_once(n: &Cell<u32>) -> io::Result<u32> {
+    n.set(n.get() + 1);
+    if n.get() == 1 {
+        Err(ErrorKind::ConnectionReset.into())
+    } else {
+        Ok(n.get())
+    }
+}
+
+#[robust(retries = 0, limit = ONE)]
+async fn quick() -> io::Result<u32> {
+    Ok(7)
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_slot_is_free_while_a_call_backs_off() {
+    let n = Cell::new(0);
+    let (a, b) = tokio::join!(fails_once(&n), async {
+        tokio::time::sleep(secs(1)).await; // during the first call's 10 s backoff
+        quick().await
+    });
+    assert_eq!(a.unwrap(), 2);
+    assert_eq!(
+        b.unwrap(),
+        7,
+        "not rejected: the backing-off call held no slot"
+    );
+}
+
+static BLOCKING: ConcurrencyLimit = match ConcurrencyLimit::new(2, 64) {
+    Ok(l) => l,
+    Err(_) => panic!("invalid limit"),
+};
+static B_RUNNING: AtomicUsize = AtomicUsize::new(0);
+static B_MOST: AtomicUsize = AtomicUsize::new(0);
+
+#[robust(retries = 0, limit = BLOCKING)]
+fn work() -> io::Result<()> {
+    let now = B_RUNNING.fetch_add(1, Ordering::SeqCst) + 1;
+    B_MOST.fetch_max(now, Ordering::SeqCst);
+    for _ in 0..50 {
+        std::thread::yield_now();
+    }
+    B_RUNNING.fetch_sub(1, Ordering::SeqCst);
+    Ok(())
+}
+
+#[test]
+fn blocking_calls_on_many_threads_never_exceed_the_limit() {
+    let threads: Vec<_> = (0..8)
+        .map(|_| std::thread::spawn(|| (0..200).all(|_| work().is_ok())))
+        .collect();
+    for t in threads {
+        assert!(
+            t.join().unwrap(),
+            "the queue (64) holds every waiting thread"
+        );
+    }
+    assert!(B_MOST.load(Ordering::SeqCst) <= 2);
+    assert_eq!(BLOCKING.in_flight(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_builder_takes_a_limit_for_blocking_and_async_calls() {
+    let limit = ConcurrencyLimit::new(1, 0).unwrap();
+    let policy = Policy::builder()
+        .retries(0)
+        .backoff(NoBackoff)
+        .limit(&limit)
+        .build()
+        .unwrap();
+    let r: io::Result<usize> = policy.call(|_| Ok(limit.in_flight()));
+    assert_eq!(r.unwrap(), 1);
+    let held = limit.try_acquire().expect("free");
+    let r: io::Result<()> = policy.call_async(|_| async { Ok(()) }).await;
+    assert!(is_rejected(&r.unwrap_err()), "no slot and no queue");
+    drop(held);
+    let r: io::Result<usize> = policy.call_async(|_| async { Ok(limit.in_flight()) }).await;
+    assert_eq!(r.unwrap(), 1);
+}
