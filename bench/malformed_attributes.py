@@ -44,8 +44,8 @@ VALID_ITEMS = [
 ]
 
 KEYS = ["timeout", "deadline", "retries", "max_delay", "backoff", "jitter", "scale", "on", "when",
-        "on_success", "on_error", "on_retry", "hint", "fallback", "budget", "breaker", "attempt",
-        "crate"]
+        "on_success", "on_error", "on_retry", "hint", "fallback", "budget", "breaker", "throttle",
+        "limit", "attempt", "crate"]
 
 
 def misspell(rng, word):
@@ -123,6 +123,9 @@ def mistakes(rng):
         "fallback = 1", "fallback = |e: &String| Err(e.clone())", "fallback = |e: u32| Ok(())",
         "fallback = |_e| async { Ok(()) }", "fallback =", "fallback = |_e| Ok(1u8)",
         "on_retry = |e: &String, i: &retry_runtime::RetryInfo| ()",
+        "limit = 8", "limit = LIMIT", "limit =", "throttle = 2.0", "throttle = THROTTLE",
+        "limit = retry_runtime::ConcurrencyLimit::new(1, 1)", "throttle = ()",
+        "when(Timeout, limit = 1)", "when(Io, throttle = 1)",
     ]
     choice = rng.randrange(8)
     if choice == 0:
