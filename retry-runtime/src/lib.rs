@@ -29,17 +29,21 @@
 //! - Jitter ([`Jitter`]): [`NoJitter`], [`FullJitter`], [`EqualJitter`], [`Decorrelated`],
 //!   [`AwsDecorrelated`], or your own.
 //! - Kinds ([`kind`]): [`AnyError`](kind::AnyError), [`Timeout`](kind::Timeout),
-//!   [`Io`](kind::Io), [`Predicate`](kind::Predicate).
+//!   [`Io`](kind::Io), [`Predicate`](kind::Predicate); `Ok(..)` kinds over values,
+//!   [`OkIf`](kind::OkIf) ([`PolicyBuilder::on_ok`], [`PolicyBuilder::when_ok`]); a
+//!   [`fallback`](PolicyBuilder::fallback).
 //! - [`Policy`] and [`PolicyBuilder`]: every setting; [`Policy::call`] and
 //!   [`Policy::call_async`] run a call; [`Call`] is the loop's state for hand-written loops
 //!   (its parts in [`call`]).
-//! - Generic code names one bound, [`RetryPolicy<E>`] ([`AsyncRetryPolicy<E>`] for async
-//!   calls), not a policy's type parameters; [`DynPolicy<E>`] is a type to store a policy
-//!   under (a struct field). The [`policy`] module has the per-rule settings and rules.
+//! - Generic code names one bound, [`RetryPolicy<T, E>`] ([`AsyncRetryPolicy<T, E>`] for
+//!   async calls returning `Result<T, E>`), not a policy's type parameters;
+//!   [`DynPolicy<T, E>`] is a type to store a policy under (a struct field). The [`policy`]
+//!   module has the per-rule settings and rules.
 //! - [`timeout`]: per-attempt timeouts; [`callbacks`]: `on_success`, `on_error`, `on_retry`,
 //!   `hint`; [`guard`]: overload protection, [`RetryBudget`] and [`CircuitBreaker`]
 //!   ([`PolicyBuilder::budget`] and the methods after it), [`ConcurrencyLimit`] and
-//!   [`AdaptiveThrottle`] (which turn attempts away with [`Rejected`]).
+//!   [`AdaptiveThrottle`] (which turn attempts away with [`Rejected`]), and guards per key
+//!   ([`guard::Keyed`]).
 //! - [`time`]: the clock and sleepers, and [`VirtualTime`](time::VirtualTime) for tests.
 //! - [`parse_duration`]: durations written as text, read as the attribute reads them.
 //! - [`checks`]: the compile-time checks of `#[robust]` that go through types, with their
@@ -58,6 +62,7 @@
 //! - `anyhow` (default): the `Io` and `Timeout` kinds look inside `anyhow::Error`.
 //! - `tracing`: events for retries, give-ups and breaker rejections, naming the function
 //!   ([`PolicyBuilder::name`]; `#[robust]` gives its fn's name) and the error.
+//! - `tower`: `retry_runtime::tower::RobustLayer`, a `tower::Layer` from a built policy.
 
 #![warn(missing_docs)]
 
