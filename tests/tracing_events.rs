@@ -269,3 +269,54 @@ fn value_retries_and_a_value_returned_at_the_limit_are_events_too() {
     assert_eq!(last.get("reason"), Some("RetryLimit"));
     assert_eq!(last.get("value_type"), Some("u32"));
 }
+
+static FULL: retry_runtime::ConcurrencyLimit = match retry_runtime::ConcurrencyLimit::new(1, 0) {
+    Ok(l) => l,
+    Err(_) => panic!("invalid limit"),
+};
+static CLOSED: retry_runtime::AdaptiveThrottle =
+    match retry_runtime::AdaptiveThrottle::new(1.0, Duration::from_secs(60)) {
+        Ok(t) => t,
+        Err(_) => panic!("invalid throttle"),
+    };
+
+#[robust(retries = 0, limit = FULL)]
+fn limited() -> io::Result<()> {
+    Ok(())
+}
+
+#[robust(retries = 0, throttle = CLOSED)]
+fn throttled() -> io::Result<()> {
+    Ok(())
+}
+
+#[test]
+fn limit_and_throttle_rejections_are_warnings() {
+    let _t = VirtualTime::seeded(1).install();
+    // The only slot is held and nothing may wait: the call is rejected.
+    let held = FULL.try_acquire().expect("a free slot");
+    let events = capture(|| assert!(limited().is_err()));
+    drop(held);
+    let e = events
+        .iter()
+        .find(|e| {
+            e.get("message")
+                .is_some_and(|m| m.starts_with("concurrency limit"))
+        })
+        .unwrap_or_else(|| panic!("{events:#?}"));
+    assert_eq!(e.level, Level::WARN);
+    assert_eq!(e.get("function"), Some("limited"));
+
+    // A throttle whose every request failed rejects almost surely.
+    let now = std::time::Instant::now();
+    for _ in 0..10_000 {
+        CLOSED.record(now, false);
+    }
+    let events = capture(|| assert!(throttled().is_err()));
+    let e = events
+        .iter()
+        .find(|e| e.get("message").is_some_and(|m| m.starts_with("throttled")))
+        .unwrap_or_else(|| panic!("{events:#?}"));
+    assert_eq!(e.level, Level::WARN);
+    assert_eq!(e.get("function"), Some("throttled"));
+}
