@@ -1014,3 +1014,49 @@ fn deadline_in(d: std::time::Duration) -> tokio::time::Instant {
         .or_else(|| now.checked_add(std::time::Duration::from_secs(86400 * 365 * 30)))
         .unwrap_or(now)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::time::Duration;
+
+    use tower::{Layer, ServiceExt};
+
+    use super::RobustLayer;
+    use crate::{Constant, NoJitter, Policy, RetryPolicy};
+
+    /// Without `max_delay`, deadline, `on_retry` or tracing, the layer reads no clock on its
+    /// own (`needs_start` is false): timeouts and backoffs still follow tokio's clock. (The
+    /// workspace's tests enable `tracing`; CI also runs this crate's tests without it.)
+    #[tokio::test(start_paused = true)]
+    async fn a_policy_that_needs_no_start_instant_still_times_out_and_backs_off() {
+        let policy = Policy::builder()
+            .retries(2)
+            .timeout(Duration::from_millis(500))
+            .backoff(Constant::new(Duration::from_millis(100)))
+            .jitter(NoJitter)
+            .build()
+            .unwrap();
+        assert_eq!(
+            RetryPolicy::<u32, std::io::Error>::needs_start(&policy),
+            cfg!(feature = "tracing")
+        );
+        let calls = Arc::new(AtomicU32::new(0));
+        let counter = Arc::clone(&calls);
+        let svc = tower::service_fn(move |req: u32| {
+            let n = counter.fetch_add(1, Ordering::SeqCst);
+            async move {
+                if n == 0 {
+                    tokio::time::sleep(Duration::from_secs(60)).await; // cut at 500 ms
+                }
+                Ok::<_, std::io::Error>(req + 1)
+            }
+        });
+        let start = tokio::time::Instant::now();
+        let r = RobustLayer::new(policy).layer(svc).oneshot(41).await;
+        assert_eq!(r.unwrap(), 42);
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
+        assert_eq!(start.elapsed(), Duration::from_millis(600));
+    }
+}
