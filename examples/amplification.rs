@@ -1,17 +1,21 @@
 //! Load amplification: how much extra work retries put on a failing server, and what a retry
-//! budget and a circuit breaker do about it, in virtual time.
+//! budget, a circuit breaker and adaptive throttling do about it, in virtual time.
 //!
 //! 100 clients each send requests at Poisson times, 10 per second, for 60 s. The server fails
 //! each request with probability p (p in 0.05, 0.1, 0.2, 0.5, 0.75, 1.0) and answers in 10 ms.
-//! Four client policies:
+//! Five client policies:
 //! - no retries;
 //! - 3 retries (exponential backoff 10 ms .. 1 s, full jitter);
 //! - 3 retries under a shared retry budget (capacity 5, 0.1 token earned per call, 1 per retry);
 //! - 3 retries behind a shared circuit breaker (window 100 attempts, at least 20, opens at a
-//!   50% failure ratio, 5 s break, then 10 probes that close it again below a 50% failure ratio).
+//!   50% failure ratio, 5 s break, then 10 probes that close it again below a 50% failure ratio);
+//! - 3 retries under a shared adaptive throttle (k = 2 over the last 10 s: each attempt, first
+//!   or retry, is rejected locally with probability max(0, (requests − 2·accepts) / (requests +
+//!   1))).
 //!
-//! Every retry decision, budget withdrawal and breaker transition is `retry_runtime`'s own:
-//! each request is a [`retry_runtime::Call`] of a real policy on a virtual clock.
+//! Every retry decision, budget withdrawal, breaker transition and throttle rejection is
+//! `retry_runtime`'s own: each request is a [`retry_runtime::Call`] of a real policy on a
+//! virtual clock.
 //!
 //! `cargo run --release --example amplification` prints the table and writes
 //! `docs/amplification.svg`; `-- --check` verifies the committed picture instead.
@@ -19,7 +23,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::error::Error;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use plotters::prelude::*;
 
@@ -27,9 +31,10 @@ mod support;
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 use rand_distr::{Distribution, Exp};
-use retry_runtime::time::VirtualTime;
+use retry_runtime::time::{Clock, VirtualTime};
 use retry_runtime::{
-    CircuitBreaker, Exponential, FullJitter, Policy, RetryBudget, RetryPolicy, Step,
+    AdaptiveThrottle, CircuitBreaker, Exponential, FullJitter, Policy, RetryBudget, RetryPolicy,
+    Step,
 };
 use support::{PALETTE, legend, line, write_or_check};
 
@@ -44,12 +49,18 @@ const FAILURE_RATES: [f64; 6] = [0.05, 0.1, 0.2, 0.5, 0.75, 1.0];
 enum Failure {
     /// The server failed it.
     Server,
-    /// The breaker rejected it before it was sent.
+    /// The breaker or the throttle rejected it before it was sent.
     Rejected,
 }
 
 impl From<retry_runtime::Open> for Failure {
     fn from(_: retry_runtime::Open) -> Self {
+        Failure::Rejected
+    }
+}
+
+impl From<retry_runtime::Rejected> for Failure {
+    fn from(_: retry_runtime::Rejected) -> Self {
         Failure::Rejected
     }
 }
@@ -79,13 +90,20 @@ enum Guard {
     Retries,
     Budget,
     Breaker,
+    Throttle,
 }
 
-fn simulate(p: f64, guard: Guard, seed: u64) -> Outcome {
-    let time = VirtualTime::new();
+/// One simulation on `time`, a virtual clock shared by all of them that started at `start`.
+fn simulate(time: &VirtualTime, start: Instant, p: f64, guard: Guard, seed: u64) -> Outcome {
+    // Each simulation starts a whole number of seconds after the first: a throttle counts in
+    // buckets on a grid that the first instant any throttle sees fixes for the process, so
+    // every run (and `--check`) cuts the window at the same instants.
+    let elapsed = time.now() - start;
+    time.advance(Duration::from_secs(elapsed.as_secs() + 1) - elapsed);
     let budget = RetryBudget::new(5.0, 0.1, 1.0).expect("valid budget");
     let breaker =
         CircuitBreaker::new(100, 20, 0.5, Duration::from_secs(5), 5).expect("valid breaker");
+    let throttle = AdaptiveThrottle::new(2.0, Duration::from_secs(10)).expect("valid throttle");
     let backoff = Exponential::new(Duration::from_millis(10), Duration::from_secs(1), 2.0)
         .expect("valid backoff");
     let retries = if matches!(guard, Guard::NoRetries) {
@@ -98,21 +116,22 @@ fn simulate(p: f64, guard: Guard, seed: u64) -> Outcome {
         .backoff(backoff)
         .jitter(FullJitter)
         .env(time.clone());
-    // The three shapes of policy differ in type; run the same simulation with each.
+    // The four shapes of policy differ in type; run the same simulation with each.
     match guard {
-        Guard::Budget => run(
-            p,
-            seed,
-            &time,
-            &base.budget(&budget).build().expect("valid"),
-        ),
+        Guard::Budget => run(p, seed, time, &base.budget(&budget).build().expect("valid")),
         Guard::Breaker => run(
             p,
             seed,
-            &time,
+            time,
             &base.breaker(&breaker).build().expect("valid"),
         ),
-        Guard::NoRetries | Guard::Retries => run(p, seed, &time, &base.build().expect("valid")),
+        Guard::Throttle => run(
+            p,
+            seed,
+            time,
+            &base.throttle(&throttle).build().expect("valid"),
+        ),
+        Guard::NoRetries | Guard::Retries => run(p, seed, time, &base.build().expect("valid")),
     }
 }
 
@@ -155,7 +174,8 @@ fn run<P: RetryPolicy<(), Failure>>(p: f64, seed: u64, time: &VirtualTime, polic
             }
             Event::Attempt { call } => {
                 if calls[call].admit::<(), Failure>().is_some() {
-                    continue; // rejected by the open breaker: the call has failed
+                    // Rejected by the open breaker or the throttle: the call has failed.
+                    continue;
                 }
                 sent += 1;
                 let ok = rng.random::<f64>() >= p;
@@ -180,11 +200,13 @@ fn run<P: RetryPolicy<(), Failure>>(p: f64, seed: u64, time: &VirtualTime, polic
 type Series = (&'static str, Vec<Outcome>);
 
 fn all() -> Vec<Series> {
+    let time = VirtualTime::new();
+    let start = time.now();
     let sweep = |g: Guard, id: u64| {
         FAILURE_RATES
             .iter()
             .enumerate()
-            .map(|(i, p)| simulate(*p, g, id << 8 | i as u64))
+            .map(|(i, p)| simulate(&time, start, *p, g, id << 8 | i as u64))
             .collect::<Vec<_>>()
     };
     vec![
@@ -192,6 +214,7 @@ fn all() -> Vec<Series> {
         ("3 retries", sweep(Guard::Retries, 2)),
         ("3 retries + budget", sweep(Guard::Budget, 3)),
         ("3 retries + breaker", sweep(Guard::Breaker, 4)),
+        ("3 retries + throttle", sweep(Guard::Throttle, 5)),
     ]
 }
 

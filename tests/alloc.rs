@@ -331,3 +331,81 @@ mod boxed_timer {
         });
     }
 }
+
+/// The success path with a guard (SPEC 16): a concurrency limit that has a free slot and an
+/// adaptive throttle that does not reject allocate nothing, blocking or async.
+mod guards {
+    use super::*;
+    use retry_runtime::{AdaptiveThrottle, ConcurrencyLimit, robust};
+
+    static LIMIT: ConcurrencyLimit = match ConcurrencyLimit::new(4, 4) {
+        Ok(l) => l,
+        Err(_) => panic!("invalid limit"),
+    };
+
+    static THROTTLE: AdaptiveThrottle = match AdaptiveThrottle::new(2.0, Duration::from_secs(60)) {
+        Ok(t) => t,
+        Err(_) => panic!("invalid throttle"),
+    };
+
+    #[robust(retries = 3, limit = LIMIT)]
+    fn limited() -> io::Result<u32> {
+        Ok(1)
+    }
+
+    #[robust(retries = 3, throttle = THROTTLE)]
+    fn throttled() -> io::Result<u32> {
+        Ok(2)
+    }
+
+    #[robust(retries = 3, limit = LIMIT)]
+    async fn limited_async() -> io::Result<u32> {
+        Ok(3)
+    }
+
+    #[robust(retries = 3, throttle = THROTTLE)]
+    async fn throttled_async() -> io::Result<u32> {
+        Ok(4)
+    }
+
+    #[test]
+    fn a_guarded_blocking_success_does_not_allocate() {
+        // Warm up the thread's random generator (the throttle's draw; one allocation per
+        // thread, by `rand`).
+        let _ = throttled();
+        for _ in 0..10 {
+            let (r, n) = allocations(limited);
+            assert_eq!(r.unwrap(), 1);
+            assert_eq!(n, 0, "success with a concurrency limit");
+            let (r, n) = allocations(throttled);
+            assert_eq!(r.unwrap(), 2);
+            assert_eq!(n, 0, "success with an adaptive throttle");
+        }
+    }
+
+    #[test]
+    fn a_guarded_async_success_does_not_allocate() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let _ = throttled_async().await;
+            let _ = limited_async().await;
+            for _ in 0..10 {
+                let before = ALLOCS.with(Cell::get);
+                let r = limited_async().await;
+                assert_eq!(r.unwrap(), 3);
+                let n = ALLOCS.with(Cell::get) - before;
+                assert_eq!(n, 0, "async success with a concurrency limit");
+
+                let before = ALLOCS.with(Cell::get);
+                let r = throttled_async().await;
+                assert_eq!(r.unwrap(), 4);
+                let n = ALLOCS.with(Cell::get) - before;
+                assert_eq!(n, 0, "async success with an adaptive throttle");
+            }
+        });
+    }
+}

@@ -289,3 +289,79 @@ pub async fn hand_async_plain_io(x: u64) -> io::Result<u64> {
         }
     }
 }
+
+// --- success path with a guard (SPEC 16) ------------------------------------------------------
+
+use retry_runtime::{AdaptiveThrottle, ConcurrencyLimit};
+
+/// The concurrency limit of the guarded variants: never full in the benchmarks.
+pub static LIMIT: ConcurrencyLimit = match ConcurrencyLimit::new(64, 64) {
+    Ok(l) => l,
+    Err(_) => panic!("invalid limit"),
+};
+
+/// The adaptive throttle of the guarded variants: every attempt succeeds, so it never rejects.
+pub static THROTTLE: AdaptiveThrottle = match AdaptiveThrottle::new(2.0, Duration::from_secs(60)) {
+    Ok(t) => t,
+    Err(_) => panic!("invalid throttle"),
+};
+
+/// `#[robust]` with no guard, the baseline of the guarded variants.
+#[robust(retries = 3)]
+pub fn guard_none(x: u64) -> io::Result<u64> {
+    body(x)
+}
+
+/// `#[robust]` with a concurrency limit.
+#[robust(retries = 3, limit = LIMIT)]
+pub fn guard_limit(x: u64) -> io::Result<u64> {
+    body(x)
+}
+
+/// `#[robust]` with an adaptive throttle.
+#[robust(retries = 3, throttle = THROTTLE)]
+pub fn guard_throttle(x: u64) -> io::Result<u64> {
+    body(x)
+}
+
+/// `#[robust]` with no guard, async.
+#[robust(retries = 3)]
+pub async fn guard_none_async(x: u64) -> io::Result<u64> {
+    body_async(x).await
+}
+
+/// `#[robust]` with a concurrency limit, async.
+#[robust(retries = 3, limit = LIMIT)]
+pub async fn guard_limit_async(x: u64) -> io::Result<u64> {
+    body_async(x).await
+}
+
+/// `#[robust]` with an adaptive throttle, async.
+#[robust(retries = 3, throttle = THROTTLE)]
+pub async fn guard_throttle_async(x: u64) -> io::Result<u64> {
+    body_async(x).await
+}
+
+#[cfg(test)]
+mod guard_tests {
+    use super::*;
+
+    #[test]
+    fn guarded_variants_compute_the_same_value_and_release_their_slot() {
+        let want = body(5).unwrap();
+        for f in [guard_none, guard_limit, guard_throttle] {
+            assert_eq!(f(5).unwrap(), want);
+        }
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            assert_eq!(guard_none_async(5).await.unwrap(), want);
+            assert_eq!(guard_limit_async(5).await.unwrap(), want);
+            assert_eq!(guard_throttle_async(5).await.unwrap(), want);
+        });
+        assert_eq!((LIMIT.in_flight(), LIMIT.queued()), (0, 0));
+        assert_eq!(THROTTLE.reject_probability(std::time::Instant::now()), 0.0);
+    }
+}
