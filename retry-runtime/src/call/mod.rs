@@ -347,9 +347,11 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
         // The throttle decides the first attempt here (a retry's when it is decided).
         if <P::Throttle as Throttle>::ACTIVE && self.retries == 0 {
             let now = self.now();
-            let draw = decide::throttle_draw(&mut self.seed, self.policy.env(), 0);
             let throttle = self.policy.throttle();
-            if throttle.should_reject(now, draw) {
+            // The draw (and the generator's seeding) only when a rejection is possible.
+            let chance = throttle.reject_probability(now);
+            if chance > 0.0 && decide::throttle_draw(&mut self.seed, self.policy.env(), 0) < chance
+            {
                 throttle.record(now, false);
                 #[cfg(feature = "tracing")]
                 tracing::warn!(
@@ -638,9 +640,11 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
         // The throttle may reject the retry: it is not made, and the last failure is returned.
         if <P::Throttle as Throttle>::ACTIVE {
             let now = now.get();
-            let draw =
-                decide::throttle_draw(&mut self.seed, p.env(), self.retries.saturating_add(1));
-            if p.throttle().should_reject(now, draw) {
+            let chance = p.throttle().reject_probability(now);
+            if chance > 0.0
+                && decide::throttle_draw(&mut self.seed, p.env(), self.retries.saturating_add(1))
+                    < chance
+            {
                 p.throttle().record(now, false);
                 return Err(GiveUp::Throttle);
             }

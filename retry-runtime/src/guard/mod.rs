@@ -175,8 +175,9 @@ impl<E> Refuse<E> for LimitOf<'_, E> {
 pub trait Throttle {
     /// Whether there is a throttle (the loop draws and reads the clock for it only then).
     const ACTIVE: bool;
-    /// Whether to reject an attempt at `now`, for a uniform `draw` in [0, 1).
-    fn should_reject(&self, now: Instant, draw: f64) -> bool;
+    /// The probability of rejecting an attempt at `now` (the loop draws only when it is above
+    /// zero).
+    fn reject_probability(&self, now: Instant) -> f64;
     /// Records an attempt made (or rejected) at `now`: `accepted` unless it failed with a
     /// retryable error or was rejected.
     fn record(&self, now: Instant, accepted: bool);
@@ -203,8 +204,8 @@ impl<E> Refuse<E> for () {
 impl Throttle for () {
     const ACTIVE: bool = false;
     #[inline(always)]
-    fn should_reject(&self, _: Instant, _: f64) -> bool {
-        false
+    fn reject_probability(&self, _: Instant) -> f64 {
+        0.0
     }
     #[inline(always)]
     fn record(&self, _: Instant, _: bool) {}
@@ -213,8 +214,8 @@ impl Throttle for () {
 impl Throttle for &AdaptiveThrottle {
     const ACTIVE: bool = true;
     #[inline]
-    fn should_reject(&self, now: Instant, draw: f64) -> bool {
-        AdaptiveThrottle::should_reject(self, now, draw)
+    fn reject_probability(&self, now: Instant) -> f64 {
+        AdaptiveThrottle::reject_probability(self, now)
     }
     #[inline]
     fn record(&self, now: Instant, accepted: bool) {
@@ -246,8 +247,8 @@ impl<E> std::fmt::Debug for ThrottleOf<'_, E> {
 impl<E> Throttle for ThrottleOf<'_, E> {
     const ACTIVE: bool = true;
     #[inline]
-    fn should_reject(&self, now: Instant, draw: f64) -> bool {
-        self.throttle.should_reject(now, draw)
+    fn reject_probability(&self, now: Instant) -> f64 {
+        self.throttle.reject_probability(now)
     }
     #[inline]
     fn record(&self, now: Instant, accepted: bool) {

@@ -265,7 +265,7 @@ pub trait Erased<T, E>: Send + Sync {
     fn acquire(&self, now: Instant) -> Option<Permit>;
     fn record(&self, now: Instant, permit: Permit, success: bool);
     fn would_admit(&self, now: Instant) -> bool;
-    fn should_reject(&self, now: Instant, draw: f64) -> bool;
+    fn reject_probability(&self, now: Instant) -> f64;
     fn record_throttle(&self, now: Instant, accepted: bool);
     fn throttled(&self) -> bool;
     fn refuse(&self) -> Option<E>;
@@ -319,8 +319,12 @@ impl<T, E, P: RetryPolicy<T, E> + Send + Sync> Erased<T, E> for P {
     fn would_admit(&self, now: Instant) -> bool {
         !<P::Breaker as Breaker>::ACTIVE || self.breaker().would_admit(now)
     }
-    fn should_reject(&self, now: Instant, draw: f64) -> bool {
-        <P::Throttle as Throttle>::ACTIVE && self.throttle().should_reject(now, draw)
+    fn reject_probability(&self, now: Instant) -> f64 {
+        if <P::Throttle as Throttle>::ACTIVE {
+            self.throttle().reject_probability(now)
+        } else {
+            0.0
+        }
     }
     fn record_throttle(&self, now: Instant, accepted: bool) {
         if <P::Throttle as Throttle>::ACTIVE {
@@ -384,8 +388,8 @@ impl<T, E> Budget for dyn Erased<T, E> {
 impl<T, E> Throttle for dyn Erased<T, E> {
     const ACTIVE: bool = true;
     #[inline]
-    fn should_reject(&self, now: Instant, draw: f64) -> bool {
-        Erased::should_reject(self, now, draw)
+    fn reject_probability(&self, now: Instant) -> f64 {
+        Erased::reject_probability(self, now)
     }
     #[inline]
     fn record(&self, now: Instant, accepted: bool) {
