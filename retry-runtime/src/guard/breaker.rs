@@ -78,6 +78,23 @@ struct Inner {
     probes_failed: u32,
 }
 
+impl Inner {
+    /// A closed breaker with nothing recorded.
+    const CLOSED: Inner = Inner {
+        state: BreakerState::Closed,
+        generation: 0,
+        ring: [0; (MAX_WINDOW / 64) as usize],
+        next: 0,
+        recorded: 0,
+        failures: 0,
+        opened_at: None,
+        half_opened_at: None,
+        probes_started: 0,
+        probes_succeeded: 0,
+        probes_failed: 0,
+    };
+}
+
 /// A circuit breaker shared by every call that names it (`breaker = MY_BREAKER` in the
 /// attribute, [`PolicyBuilder::breaker`](crate::PolicyBuilder::breaker) in the builder).
 ///
@@ -152,19 +169,7 @@ impl CircuitBreaker {
             failure_ratio,
             break_duration,
             probes,
-            inner: Mutex::new(Inner {
-                state: BreakerState::Closed,
-                generation: 0,
-                ring: [0; (MAX_WINDOW / 64) as usize],
-                next: 0,
-                recorded: 0,
-                failures: 0,
-                opened_at: None,
-                half_opened_at: None,
-                probes_started: 0,
-                probes_succeeded: 0,
-                probes_failed: 0,
-            }),
+            inner: Mutex::new(Inner::CLOSED),
         })
     }
 
@@ -176,19 +181,7 @@ impl CircuitBreaker {
             failure_ratio: self.failure_ratio,
             break_duration: self.break_duration,
             probes: self.probes,
-            inner: Mutex::new(Inner {
-                state: BreakerState::Closed,
-                generation: 0,
-                ring: [0; (MAX_WINDOW / 64) as usize],
-                next: 0,
-                recorded: 0,
-                failures: 0,
-                opened_at: None,
-                half_opened_at: None,
-                probes_started: 0,
-                probes_succeeded: 0,
-                probes_failed: 0,
-            }),
+            inner: Mutex::new(Inner::CLOSED),
         }
     }
 
