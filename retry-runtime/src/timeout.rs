@@ -8,11 +8,12 @@
 
 use std::time::Duration;
 
-use crate::Elapsed;
 #[cfg(feature = "tokio")]
 use crate::checks::IsResult;
+use crate::latency::{Latencies, Quantile};
 #[cfg(feature = "tokio")]
 use crate::time::Sleep;
+use crate::{ConfigError, Elapsed};
 
 /// No per-attempt timeout (the default).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -33,7 +34,42 @@ pub trait AttemptTimeout {
     fn deadline(&self) -> Option<Duration> {
         None
     }
+
+    /// Whether the setting learns from latencies ([`Adaptive`], or hedging after a
+    /// percentile): the loops then time each successful attempt and [`record`](Self::record)
+    /// it.
+    const MEASURED: bool = false;
+
+    /// Records the latency of a successful attempt (see [`MEASURED`](Self::MEASURED)).
+    #[inline]
+    fn record(&self, latency: Duration) {
+        let _ = latency;
+    }
+
+    /// The histogram [`record`](Self::record) writes to, if any.
+    #[inline]
+    fn histogram(&self) -> Option<&Latencies> {
+        None
+    }
+
+    /// Whether attempts are hedged ([`Hedged`](crate::hedge::Hedged)).
+    const HEDGED: bool = false;
+
+    /// The hedging setting, if any (SPEC section 15).
+    #[inline]
+    fn hedge(&self) -> Option<&crate::hedge::Hedge<'_>> {
+        None
+    }
 }
+
+/// A timeout setting whose limits are fixed when the policy is built (not [`Adaptive`], not
+/// hedged): what a [`DynPolicy`](crate::DynPolicy) can copy.
+pub trait FixedTimeout: AttemptTimeout {}
+impl FixedTimeout for NoTimeout {}
+impl FixedTimeout for PerAttempt {}
+impl<T: FixedTimeout> FixedTimeout for WithDeadline<T> {}
+impl<T: FixedTimeout, E> FixedTimeout for AsyncDeadline<T, E> {}
+impl<E> FixedTimeout for AsyncLimit<E> {}
 
 /// A per-attempt timeout setting `T` and a deadline for the whole call (SPEC section 12), as
 /// [`PolicyBuilder::deadline`](crate::PolicyBuilder::deadline) sets them.
@@ -51,6 +87,20 @@ impl<T: AttemptTimeout> AttemptTimeout for WithDeadline<T> {
     #[inline]
     fn deadline(&self) -> Option<Duration> {
         Some(self.deadline)
+    }
+    const MEASURED: bool = T::MEASURED;
+    #[inline]
+    fn record(&self, latency: Duration) {
+        self.timeout.record(latency)
+    }
+    #[inline]
+    fn histogram(&self) -> Option<&Latencies> {
+        self.timeout.histogram()
+    }
+    const HEDGED: bool = T::HEDGED;
+    #[inline]
+    fn hedge(&self) -> Option<&crate::hedge::Hedge<'_>> {
+        self.timeout.hedge()
     }
 }
 
@@ -100,6 +150,20 @@ impl<T: AttemptTimeout, E> AttemptTimeout for AsyncDeadline<T, E> {
     fn deadline(&self) -> Option<Duration> {
         Some(self.deadline)
     }
+    const MEASURED: bool = T::MEASURED;
+    #[inline]
+    fn record(&self, latency: Duration) {
+        self.timeout.record(latency)
+    }
+    #[inline]
+    fn histogram(&self) -> Option<&Latencies> {
+        self.timeout.histogram()
+    }
+    const HEDGED: bool = T::HEDGED;
+    #[inline]
+    fn hedge(&self) -> Option<&crate::hedge::Hedge<'_>> {
+        self.timeout.hedge()
+    }
 }
 
 impl<T: AttemptTimeout, E> AsyncTimeout<E> for AsyncDeadline<T, E> {
@@ -115,32 +179,39 @@ pub const fn sync_deadline<T>(timeout: T, deadline: Duration) -> WithDeadline<T>
     WithDeadline { timeout, deadline }
 }
 
-/// How the builder sets a per-attempt timeout on a setting that may already carry a deadline:
-/// the deadline is kept.
-pub trait SetTimeout {
+/// How the builder sets a per-attempt timeout `N` ([`PerAttempt`] or [`Adaptive`]) on a
+/// setting that may already carry a deadline or hedging: those are kept.
+pub trait SetTimeout<N> {
     /// The setting with a per-attempt timeout.
     type With: AttemptTimeout;
     /// Sets the per-attempt timeout.
-    fn set_timeout(self, timeout: PerAttempt) -> Self::With;
+    fn set_timeout(self, timeout: N) -> Self::With;
 }
 
-impl SetTimeout for NoTimeout {
-    type With = PerAttempt;
-    fn set_timeout(self, timeout: PerAttempt) -> PerAttempt {
+impl<N: AttemptTimeout> SetTimeout<N> for NoTimeout {
+    type With = N;
+    fn set_timeout(self, timeout: N) -> N {
         timeout
     }
 }
 
-impl SetTimeout for PerAttempt {
-    type With = PerAttempt;
-    fn set_timeout(self, timeout: PerAttempt) -> PerAttempt {
+impl<N: AttemptTimeout> SetTimeout<N> for PerAttempt {
+    type With = N;
+    fn set_timeout(self, timeout: N) -> N {
         timeout
     }
 }
 
-impl<T> SetTimeout for WithDeadline<T> {
-    type With = WithDeadline<PerAttempt>;
-    fn set_timeout(self, timeout: PerAttempt) -> WithDeadline<PerAttempt> {
+impl<N: AttemptTimeout> SetTimeout<N> for Adaptive<'_> {
+    type With = N;
+    fn set_timeout(self, timeout: N) -> N {
+        timeout
+    }
+}
+
+impl<T, N: AttemptTimeout> SetTimeout<N> for WithDeadline<T> {
+    type With = WithDeadline<N>;
+    fn set_timeout(self, timeout: N) -> WithDeadline<N> {
         WithDeadline {
             timeout,
             deadline: self.deadline,
@@ -391,4 +462,151 @@ pub fn backoff_boxed(timer: &mut BoxedTimer, d: Duration) -> impl Future<Output 
         Some(sleep) if armed => sleep.as_mut().poll(cx),
         _ => std::task::Poll::Ready(()),
     })
+}
+
+/// A per-attempt timeout set from measured latency (SPEC section 15b): `factor` × the `p`-th
+/// percentile of the function's recent successful attempt latencies, clamped to
+/// `[min, max]`; `max` until the histogram holds enough samples
+/// ([`Quantile::min_samples`](crate::latency::Quantile::min_samples)).
+///
+/// ```
+/// use std::time::Duration;
+/// use retry_runtime::latency::Latencies;
+/// use retry_runtime::timeout::{Adaptive, AttemptTimeout};
+///
+/// static LATENCIES: Latencies = Latencies::new();
+/// let t = Adaptive::new(&LATENCIES, 99.0, 2.0, Duration::from_millis(50), Duration::from_secs(5))?;
+/// assert_eq!(t.limit(), Some(Duration::from_secs(5))); // no samples yet: `max`
+/// for _ in 0..1000 {
+///     t.record(Duration::from_millis(40));
+/// }
+/// let limit = t.limit().unwrap(); // 2 × p99 (40 ms, within its bucket's 6.25%)
+/// assert!(limit >= Duration::from_millis(80) && limit <= Duration::from_millis(85), "{limit:?}");
+/// # Ok::<(), retry_runtime::ConfigError>(())
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct Adaptive<'a> {
+    latencies: &'a Latencies,
+    quantile: Quantile,
+    factor: f64,
+    min: Duration,
+    max: Duration,
+}
+
+impl<'a> Adaptive<'a> {
+    /// An adaptive timeout over `latencies`. Errors: `p` not in (0, 100); `factor` below 1 or
+    /// not finite; `min` zero; `min` above `max`.
+    pub fn new(
+        latencies: &'a Latencies,
+        p: f64,
+        factor: f64,
+        min: Duration,
+        max: Duration,
+    ) -> Result<Self, ConfigError> {
+        let quantile = Quantile::new(p)?;
+        if !(factor.is_finite() && factor >= 1.0) {
+            return Err(ConfigError::new("factor", "must be a finite number >= 1"));
+        }
+        if min.is_zero() {
+            return Err(ConfigError::new("min", "must be > 0"));
+        }
+        if min > max {
+            return Err(ConfigError::new("min", "must be at most `max`"));
+        }
+        Ok(Adaptive {
+            latencies,
+            quantile,
+            factor,
+            min,
+            max,
+        })
+    }
+
+    /// The histogram this timeout reads and records into.
+    pub fn latencies(&self) -> &'a Latencies {
+        self.latencies
+    }
+}
+
+impl AttemptTimeout for Adaptive<'_> {
+    #[inline]
+    fn limit(&self) -> Option<Duration> {
+        Some(match self.latencies.percentile(self.quantile) {
+            None => self.max,
+            Some(p) => Duration::try_from_secs_f64(p.as_secs_f64() * self.factor)
+                .unwrap_or(self.max)
+                .clamp(self.min, self.max),
+        })
+    }
+    const MEASURED: bool = true;
+    #[inline]
+    fn record(&self, latency: Duration) {
+        self.latencies.record(latency)
+    }
+    #[inline]
+    fn histogram(&self) -> Option<&Latencies> {
+        Some(self.latencies)
+    }
+}
+
+impl<E: From<Elapsed>> AsyncTimeout<E> for Adaptive<'_> {
+    #[inline]
+    fn elapsed(&self, elapsed: Elapsed) -> Option<E> {
+        Some(E::from(elapsed))
+    }
+}
+
+/// A timeout setting `T` whose expiry builds the error with `convert` (how `#[robust]` takes
+/// the `From<Elapsed>` conversion where the user wrote the key).
+pub struct ElapsedAs<T, E> {
+    pub(crate) timeout: T,
+    pub(crate) convert: fn(Elapsed) -> E,
+}
+
+impl<T: std::fmt::Debug, E> std::fmt::Debug for ElapsedAs<T, E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.timeout.fmt(f)
+    }
+}
+
+impl<T: Clone, E> Clone for ElapsedAs<T, E> {
+    fn clone(&self) -> Self {
+        ElapsedAs {
+            timeout: self.timeout.clone(),
+            convert: self.convert,
+        }
+    }
+}
+impl<T: Copy, E> Copy for ElapsedAs<T, E> {}
+
+impl<T: AttemptTimeout, E> AttemptTimeout for ElapsedAs<T, E> {
+    #[inline]
+    fn limit(&self) -> Option<Duration> {
+        self.timeout.limit()
+    }
+    #[inline]
+    fn deadline(&self) -> Option<Duration> {
+        self.timeout.deadline()
+    }
+    const MEASURED: bool = T::MEASURED;
+    #[inline]
+    fn record(&self, latency: Duration) {
+        self.timeout.record(latency)
+    }
+    #[inline]
+    fn histogram(&self) -> Option<&Latencies> {
+        self.timeout.histogram()
+    }
+    const HEDGED: bool = T::HEDGED;
+    #[inline]
+    fn hedge(&self) -> Option<&crate::hedge::Hedge<'_>> {
+        self.timeout.hedge()
+    }
+}
+
+impl<T: AttemptTimeout, E> AsyncTimeout<E> for ElapsedAs<T, E> {
+    #[inline]
+    fn elapsed(&self, elapsed: Elapsed) -> Option<E> {
+        Some((self.convert)(elapsed))
+    }
 }

@@ -368,6 +368,8 @@ pub trait Guards<Req, P, R, E> {
     type Env: crate::time::Env + AsyncSleep + Clone + Send + Sync + 'static;
     /// The policy's concurrency limit.
     type Limit: crate::guard::Limit;
+    /// Whether the policy hedges (the layer does not, yet).
+    const HEDGED: bool;
     /// The policy a request runs under, with the chosen guards.
     type View<'a>: AsyncRetryPolicy<R, E, Env = Self::Env> + PolicyCore<Limit = Self::Limit>
     where
@@ -553,6 +555,7 @@ where
     type Chosen = (Br::Chosen, Bu::Chosen);
     type Env = P::Env;
     type Limit = P::Limit;
+    const HEDGED: bool = <P::Timeout as AttemptTimeout>::HEDGED;
     type View<'a>
         = Guarded<'a, P, E, Br::Chosen, Bu::Chosen>
     where
@@ -721,6 +724,12 @@ where
     }
 
     fn call(&mut self, req: Req) -> Self::Future {
+        const {
+            assert!(
+                !G::HEDGED,
+                "the tower layer does not hedge yet: build its policy without `hedge`"
+            )
+        };
         // The service that was made ready goes with this request; this one keeps a clone.
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
@@ -744,6 +753,7 @@ where
             slot: None,
             timer: None,
             backoff: None,
+            started: None,
         }
     }
 }
@@ -790,6 +800,8 @@ pin_project_lite::pin_project! {
         // (boxed: a policy without a timeout keeps the future small).
         timer: Option<Pin<Box<tokio::time::Sleep>>>,
         backoff: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
+        // When the attempt started, for an adaptive timeout, which learns from latencies.
+        started: Option<std::time::Instant>,
     }
 }
 
@@ -874,9 +886,10 @@ where
                     // clock is read.
                     let limit = if policy.needs_start() {
                         let mut call = Call::resume(policy, *this.state);
-                        let limit = call.attempt().limit();
+                        let attempt = call.attempt();
                         *this.state = call.state();
-                        limit
+                        *this.started = Some(attempt.started());
+                        attempt.limit()
                     } else {
                         policy.timeout_setting().limit()
                     };
@@ -969,6 +982,9 @@ where
             // The attempt is over: its slot of the concurrency limit is freed.
             *this.slot = None;
             let mut call = Call::resume(policy, *this.state);
+            if let Some(started) = this.started.take() {
+                call.measure(started, &result);
+            }
             if single {
                 let r = call.settle_once(result);
                 *this.phase = Phase::Done;

@@ -49,10 +49,10 @@ pub(crate) struct Decide<'a, 'n, Tm> {
 }
 
 /// A visit that only tells that a rule matched.
-#[cfg(feature = "tower")]
+#[allow(dead_code)]
 pub(crate) struct Matched;
 
-#[cfg(feature = "tower")]
+#[allow(dead_code)]
 impl PlanVisitor for Matched {
     type Out = ();
     #[inline(always)]

@@ -3,10 +3,14 @@
 
 mod attempt;
 mod decide;
+#[cfg(feature = "tokio")]
+mod hedge;
 mod times;
 
 pub use attempt::Attempt;
 use decide::{CallSeed, Decide, GiveUp, LazyNow};
+#[cfg(feature = "tokio")]
+pub use hedge::hedged_loop;
 pub use times::{Blocking, LazyTimes, Timed, Times, Untimed};
 
 #[cfg(feature = "tracing")]
@@ -176,6 +180,12 @@ where
     P: RetryPolicy<R, E>,
     G: FnMut(Attempt<'p>) -> Result<R, E>,
 {
+    const {
+        assert!(
+            !<P::Timeout as AttemptTimeout>::HEDGED,
+            "hedging runs attempts concurrently: call a hedged policy with `call_async`"
+        )
+    };
     let mut call = start(policy, Blocking(Timed::now(policy.env(), true)));
     loop {
         if let Some(rejected) = call.admit() {
@@ -190,8 +200,10 @@ where
             },
         };
         let attempt = call.attempt();
+        let started = attempt.started;
         let result = body(attempt);
         drop(slot);
+        call.measure(started, &result);
         match call.settle(result, false) {
             Step::Return(r) => return finish(policy, r),
             Step::Retry(delay) => policy.env().sleep(delay),
@@ -291,6 +303,10 @@ where
     G: FnMut(Attempt<'p>) -> Fut,
     Fut: Future<Output = Result<R, E>>,
 {
+    if <P::Timeout as AttemptTimeout>::HEDGED {
+        // Boxed: the rounds' state stays out of every other call's future.
+        return Box::pin(hedge::run_hedged(policy, body)).await;
+    }
     let mut call = start(policy, Timed::now(policy.env(), false));
     loop {
         if let Some(rejected) = call.admit() {
@@ -306,9 +322,11 @@ where
         };
         let attempt = call.attempt();
         let limit = attempt.limit();
+        let started = attempt.started;
         let (result, fired) =
             crate::timeout::run_attempt(policy.timeout_setting(), limit, body(attempt)).await;
         drop(slot);
+        call.measure(started, &result);
         match call.settle(result, fired) {
             Step::Return(r) => return finish(policy, r),
             Step::Retry(delay) => policy.env().sleep_async(delay).await,
@@ -396,6 +414,50 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
         };
         self.times.set_deadline(attempt.deadline());
         attempt
+    }
+
+    /// The context of a hedge started at `now` (SPEC section 15): the round's retry count,
+    /// its own start and timeout; the call's deadline and first instant are unchanged.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn hedge_attempt(&mut self, now: Instant) -> Attempt<'p> {
+        let first = self.times.first_or(now);
+        Attempt {
+            retries: self.retries,
+            blocking: Tm::BLOCKING,
+            timeout: self.policy.timeout_setting().limit(),
+            started: now,
+            first,
+            call_deadline: self.call_deadline(first),
+            clock: self.policy.env(),
+        }
+    }
+
+    /// Records the latency of an attempt started at `started` if it succeeded, for a timeout
+    /// setting that learns from latencies (SPEC section 15b); nothing otherwise.
+    #[inline(always)]
+    pub fn measure<R, E>(&self, started: Instant, result: &Result<R, E>)
+    where
+        P: RetryPolicy<R, E>,
+    {
+        if <P::Timeout as AttemptTimeout>::MEASURED {
+            self.record_success(started, result);
+        }
+    }
+
+    #[inline]
+    fn record_success<R, E>(&self, started: Instant, result: &Result<R, E>)
+    where
+        P: RetryPolicy<R, E>,
+    {
+        // A value an `Ok(..)` kind matches is a failed attempt: not a latency to learn from.
+        if let Ok(v) = result
+            && !(P::VALUES && self.policy.select_value(v, decide::Matched).is_some())
+        {
+            let now = self.now();
+            self.policy
+                .timeout_setting()
+                .record(now.saturating_duration_since(started));
+        }
     }
 
     /// When the call must end, for a call whose first attempt started at `first`.

@@ -98,6 +98,8 @@ pub trait Limit {
     fn wait(&self) -> Self::Wait;
     /// Waits for a slot, blocking the thread.
     fn wait_blocking(&self) -> Result<Self::Slot, Rejected>;
+    /// A free slot now, without waiting (for a hedge), or `None`.
+    fn try_slot(&self) -> Option<Self::Slot>;
 }
 
 impl Limit for () {
@@ -112,6 +114,10 @@ impl Limit for () {
     fn wait_blocking(&self) -> Result<(), Rejected> {
         Ok(())
     }
+    #[inline(always)]
+    fn try_slot(&self) -> Option<()> {
+        Some(())
+    }
 }
 
 impl<'l> Limit for &'l ConcurrencyLimit {
@@ -125,6 +131,10 @@ impl<'l> Limit for &'l ConcurrencyLimit {
     #[inline]
     fn wait_blocking(&self) -> Result<LimitPermit<'l>, Rejected> {
         ConcurrencyLimit::acquire_blocking(self)
+    }
+    #[inline]
+    fn try_slot(&self) -> Option<LimitPermit<'l>> {
+        ConcurrencyLimit::try_acquire(self)
     }
 }
 
@@ -160,6 +170,10 @@ impl<'a, E> Limit for LimitOf<'a, E> {
     #[inline]
     fn wait_blocking(&self) -> Result<LimitPermit<'a>, Rejected> {
         self.limit.acquire_blocking()
+    }
+    #[inline]
+    fn try_slot(&self) -> Option<LimitPermit<'a>> {
+        self.limit.try_acquire()
     }
 }
 

@@ -9,12 +9,13 @@ use super::{Extras, Policy};
 use crate::backoff::Exponential;
 use crate::callbacks::Noop;
 use crate::guard::{CircuitBreaker, RetryBudget};
+use crate::hedge::{Hedge, Hedged};
 use crate::jitter::FullJitter;
 use crate::kind::AnyError;
 use crate::policy::rules::{OkRule, Rule};
 use crate::policy::settings::{Retries, RuleSettings, Settings};
 use crate::time::{DefaultEnv, Seeded};
-use crate::timeout::{NoTimeout, PerAttempt, SetTimeout, WithDeadline};
+use crate::timeout::{Adaptive, NoTimeout, PerAttempt, SetTimeout, WithDeadline};
 use crate::{ConfigError, limit_from_secs};
 
 impl Policy {
@@ -250,7 +251,7 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
     /// A per-attempt timeout. `Duration::ZERO` is an error (an attempt could never succeed).
     pub fn timeout(self, limit: Duration) -> PolicyBuilder<W, K, B, J, T::With, S, F, C, X>
     where
-        T: SetTimeout,
+        T: SetTimeout<PerAttempt>,
     {
         let zero = limit.is_zero();
         let b = self.map_timeout(|t| t.set_timeout(PerAttempt(Some(limit))));
@@ -267,7 +268,7 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
     /// A per-attempt timeout in seconds; negative = infinite; 0, NaN or infinite is an error.
     pub fn timeout_secs(self, secs: f64) -> PolicyBuilder<W, K, B, J, T::With, S, F, C, X>
     where
-        T: SetTimeout,
+        T: SetTimeout<PerAttempt>,
     {
         match limit_from_secs("timeout", secs) {
             Ok(Some(d)) => self.timeout(d),
@@ -276,6 +277,72 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
                 .map_timeout(|t| t.set_timeout(PerAttempt(None)))
                 .fail(e),
         }
+    }
+
+    /// A per-attempt timeout from measured latency (SPEC section 15b; see [`Adaptive`]): each
+    /// attempt's limit is `factor` × a percentile of the recent successful attempt latencies,
+    /// clamped to `[min, max]`, and each successful attempt is recorded. Replaces a
+    /// [`timeout`](Self::timeout).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use retry_runtime::Policy;
+    /// use retry_runtime::latency::Latencies;
+    /// use retry_runtime::timeout::Adaptive;
+    ///
+    /// static LATENCIES: Latencies = Latencies::new();
+    /// let policy = Policy::builder()
+    ///     .adaptive_timeout(Adaptive::new(&LATENCIES, 99.9, 2.0, Duration::from_millis(50), Duration::from_secs(5))?)
+    ///     .build()?;
+    /// let r: Result<u32, std::io::Error> = policy.call(|attempt| {
+    ///     assert_eq!(attempt.timeout(), Some(Duration::from_secs(5))); // no samples yet
+    ///     Ok(1)
+    /// });
+    /// assert_eq!(LATENCIES.samples(), 1);
+    /// # r?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn adaptive_timeout<'a>(
+        self,
+        timeout: Adaptive<'a>,
+    ) -> PolicyBuilder<W, K, B, J, T::With, S, F, C, X>
+    where
+        T: SetTimeout<Adaptive<'a>>,
+    {
+        self.map_timeout(|t| t.set_timeout(timeout))
+    }
+
+    /// Hedges async attempts (SPEC section 15; see [`crate::hedge`]): an attempt still
+    /// running after the hedge's delay gets a sibling, the first success wins.
+    /// [`call_async`](Policy::call_async) runs the rounds; a blocking [`call`](Policy::call)
+    /// ignores hedging (a thread cannot run two attempts at once).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use std::sync::atomic::{AtomicU32, Ordering};
+    /// use retry_runtime::Policy;
+    /// use retry_runtime::hedge::Hedge;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let policy = Policy::builder().hedge(Hedge::after(Duration::from_millis(50), 1)?).build()?;
+    /// let started = AtomicU32::new(0);
+    /// let start = tokio::time::Instant::now();
+    /// let r: std::io::Result<u32> = policy
+    ///     .call_async(|_| async {
+    ///         // The first attempt hangs for a second; the hedge, started at 50 ms, answers.
+    ///         let n = started.fetch_add(1, Ordering::Relaxed);
+    ///         let wait = if n == 0 { 1000 } else { 10 };
+    ///         tokio::time::sleep(Duration::from_millis(wait)).await;
+    ///         Ok(n)
+    ///     })
+    ///     .await;
+    /// assert_eq!(r?, 1);
+    /// assert_eq!(start.elapsed(), Duration::from_millis(60));
+    /// # Ok(()) }
+    /// ```
+    pub fn hedge(self, hedge: Hedge<'_>) -> PolicyBuilder<W, K, B, J, Hedged<'_, T>, S, F, C, X> {
+        self.map_timeout(|timeout| Hedged { timeout, hedge })
     }
 
     /// A deadline for the whole call, from the start of its first attempt (SPEC section 12):

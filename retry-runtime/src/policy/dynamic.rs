@@ -122,6 +122,7 @@ impl<T: 'static, E: 'static> DynPolicy<T, E> {
     pub fn new<P>(policy: P) -> Self
     where
         P: RetryPolicy<T, E> + PolicyCore<Limit = ()> + Send + Sync + 'static,
+        P::Timeout: crate::timeout::FixedTimeout,
         P::Env: Clone + Send + Sync + 'static + DynSleep,
     {
         let env = DynEnv(Arc::new(policy.env().clone()));

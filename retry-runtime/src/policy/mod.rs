@@ -477,6 +477,7 @@ where
     fn needs_start(&self) -> bool {
         Rt::ACTIVE
             || cfg!(feature = "tracing")
+            || T::MEASURED
             || self.timeout.deadline().is_some()
             || self.settings.budget().is_some()
             || <W as Rules<E>>::any_max_delay(&self.whens)

@@ -1,0 +1,367 @@
+//! The hedged async loop (SPEC section 15): rounds of concurrent attempts, the first success
+//! winning. The rules are in [`crate::hedge`].
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use super::decide::Matched;
+use super::{Call, Step, Timed, finish, refused, start};
+use crate::Elapsed;
+use crate::checks::IsResult;
+use crate::guard::{Breaker, Budget, Limit, Permit, Throttle};
+use crate::kind::Failure;
+use crate::policy::{PolicyCore, RetryPolicy};
+use crate::time::{AsyncSleep, Clock};
+use crate::timeout::{AsyncTimeout, AttemptTimeout};
+
+/// What the loop knows of a running attempt besides its future.
+struct Meta<S> {
+    /// When its timer cuts it (its timeout or the call's deadline), on tokio's clock.
+    cut: Option<tokio::time::Instant>,
+    /// Its deadline on the call's clock (an error after it counts as a timeout).
+    deadline: Option<Instant>,
+    permit: Permit,
+    /// Its slot of the concurrency limit, held while it runs.
+    _slot: Option<S>,
+}
+
+/// A hedge in flight.
+struct Running<Fut, S> {
+    fut: Pin<Box<Fut>>,
+    meta: Meta<S>,
+}
+
+/// A finished attempt that failed in a way some rule retries, kept until the round ends.
+struct Failed<R, E> {
+    result: Result<R, E>,
+    timed_out: bool,
+    deadline: Option<Instant>,
+    permit: Permit,
+}
+
+/// `now + d` on tokio's clock, saturating.
+fn cut_at(limit: Option<Duration>) -> Option<tokio::time::Instant> {
+    let d = limit?;
+    let now = tokio::time::Instant::now();
+    Some(
+        now.checked_add(d)
+            .or_else(|| now.checked_add(Duration::from_secs(86400 * 365 * 30)))
+            .unwrap_or(now),
+    )
+}
+
+/// The hedged loop of an async call: [`run_async`](super::run_async) for a hedged policy, and
+/// `#[robust(hedge(..))]`. The fallback is not applied (see [`run_hedged`]).
+pub async fn hedged_loop<'p, P, R, E, G, Fut>(policy: &'p P, mut make: G) -> Result<R, E>
+where
+    P: RetryPolicy<R, E>,
+    P::Env: AsyncSleep,
+    P::Timeout: AsyncTimeout<E>,
+    G: FnMut(crate::Attempt<'p>) -> Fut,
+    Fut: Future,
+    Fut::Output: IsResult<Ok = R, Err = E>,
+{
+    let mut call = start(policy, Timed::now(policy.env(), false));
+    let mut timer = std::pin::pin!(tokio::time::sleep(Duration::ZERO));
+    let mut hedges: Vec<Running<Fut, <P::Limit as Limit>::Slot>> = Vec::new();
+    loop {
+        if let Some(rejected) = call.admit() {
+            return rejected;
+        }
+        let slot = match policy.limit().wait().await {
+            Ok(slot) => Some(slot),
+            Err(_) => match refused(policy) {
+                Some(r) => return r,
+                None => None,
+            },
+        };
+        let attempt = call.attempt();
+        let meta = Meta {
+            cut: cut_at(attempt.limit()),
+            deadline: attempt.deadline(),
+            permit: call.permit,
+            _slot: slot,
+        };
+        let primary = std::pin::pin!(Some(make(attempt)));
+        let (result, timed_out) = Round {
+            call: &mut call,
+            make: &mut make,
+            primary,
+            primary_meta: Some(meta),
+            hedges: &mut hedges,
+            timer: timer.as_mut(),
+            started: attempt.started,
+            next: None,
+            sent: 0,
+            last: None,
+        }
+        .run()
+        .await;
+        hedges.clear();
+        match call.settle(result, timed_out) {
+            Step::Return(r) => return r,
+            Step::Retry(delay) => policy.env().sleep_async(delay).await,
+        }
+    }
+}
+
+/// [`hedged_loop`] with the fallback applied: what `call_async` runs for a hedged policy.
+pub(crate) async fn run_hedged<'p, P, R, E, G, Fut>(policy: &'p P, make: G) -> Result<R, E>
+where
+    P: RetryPolicy<R, E>,
+    P::Env: AsyncSleep,
+    P::Timeout: AsyncTimeout<E>,
+    G: FnMut(crate::Attempt<'p>) -> Fut,
+    Fut: Future<Output = Result<R, E>>,
+{
+    let r = hedged_loop(policy, make).await;
+    finish(policy, r)
+}
+
+/// One round: the first attempt (`primary`, in place) and its hedges.
+struct Round<'c, 'p, P: PolicyCore, G, Fut, R, E> {
+    call: &'c mut Call<'p, P, Timed>,
+    make: &'c mut G,
+    primary: Pin<&'c mut Option<Fut>>,
+    primary_meta: Option<Meta<<P::Limit as Limit>::Slot>>,
+    hedges: &'c mut Vec<Running<Fut, <P::Limit as Limit>::Slot>>,
+    timer: Pin<&'c mut tokio::time::Sleep>,
+    /// When the round's first attempt started (its winner's latency is measured from here).
+    started: Instant,
+    /// When the next hedge is due (tokio's clock), once known.
+    next: Option<tokio::time::Instant>,
+    /// Hedges sent in this round.
+    sent: u32,
+    /// The latest retryable failure while other attempts still run.
+    last: Option<Failed<R, E>>,
+}
+
+impl<'p, P, G, Fut, R, E> Round<'_, 'p, P, G, Fut, R, E>
+where
+    P: RetryPolicy<R, E>,
+    P::Timeout: AsyncTimeout<E>,
+    G: FnMut(crate::Attempt<'p>) -> Fut,
+    Fut: Future,
+    Fut::Output: IsResult<Ok = R, Err = E>,
+{
+    async fn run(mut self) -> (Result<R, E>, bool) {
+        let policy = self.call.policy;
+        if let Some(hedge) = policy.timeout_setting().hedge() {
+            self.next = hedge.delay().and_then(|d| cut_at(Some(d)));
+        }
+        std::future::poll_fn(move |cx| self.poll(cx)).await
+    }
+
+    fn live(&self) -> usize {
+        usize::from(self.primary.is_some()) + self.hedges.len()
+    }
+
+    fn poll(&mut self, cx: &mut Context<'_>) -> Poll<(Result<R, E>, bool)> {
+        let policy = self.call.policy;
+        let timeout = policy.timeout_setting();
+        loop {
+            let now = tokio::time::Instant::now();
+            // The first attempt.
+            if let Some(fut) = self.primary.as_mut().as_pin_mut() {
+                let out = match fut.poll(cx) {
+                    Poll::Ready(out) => Some((out.into_result(), false)),
+                    Poll::Pending => self
+                        .primary_meta
+                        .as_ref()
+                        .and_then(|m| m.cut)
+                        .filter(|cut| *cut <= now)
+                        .and_then(|_| timeout.elapsed(Elapsed::new()))
+                        .map(|e| (Err(e), true)),
+                };
+                if let Some((result, timed_out)) = out {
+                    self.primary.set(None);
+                    let meta = self.primary_meta.take();
+                    let (deadline, permit) =
+                        meta.map_or((None, Permit::NONE), |m| (m.deadline, m.permit));
+                    if let Some(done) = self.finished(result, timed_out, deadline, permit) {
+                        return Poll::Ready(done);
+                    }
+                    continue;
+                }
+            }
+            // The hedges.
+            let mut i = 0;
+            let mut ended = None;
+            while i < self.hedges.len() {
+                let h = &mut self.hedges[i];
+                let out = match h.fut.as_mut().poll(cx) {
+                    Poll::Ready(out) => Some((out.into_result(), false)),
+                    Poll::Pending => h
+                        .meta
+                        .cut
+                        .filter(|cut| *cut <= now)
+                        .and_then(|_| timeout.elapsed(Elapsed::new()))
+                        .map(|e| (Err(e), true)),
+                };
+                if let Some((result, timed_out)) = out {
+                    let h = self.hedges.swap_remove(i);
+                    ended = Some((result, timed_out, h.meta.deadline, h.meta.permit));
+                    break;
+                }
+                i += 1;
+            }
+            if let Some((result, timed_out, deadline, permit)) = ended {
+                if let Some(done) = self.finished(result, timed_out, deadline, permit) {
+                    return Poll::Ready(done);
+                }
+                continue;
+            }
+            // A hedge that is due.
+            if let Some(next) = self.next
+                && next <= now
+            {
+                self.next = None;
+                if self.send_hedge() {
+                    continue;
+                }
+            }
+            // Wait for an attempt, the next hedge or the first cut.
+            let cuts = self
+                .primary_meta
+                .iter()
+                .chain(self.hedges.iter().map(|h| &h.meta))
+                .filter_map(|m| m.cut);
+            let wake = cuts.chain(self.next).min();
+            match wake {
+                Some(at) => {
+                    if self.timer.deadline() != at {
+                        self.timer.as_mut().reset(at);
+                    }
+                    if self.timer.as_mut().poll(cx).is_ready() {
+                        continue;
+                    }
+                    return Poll::Pending;
+                }
+                None => return Poll::Pending,
+            }
+        }
+    }
+
+    /// Handles an attempt's outcome: `Some` when the round is over.
+    fn finished(
+        &mut self,
+        result: Result<R, E>,
+        timed_out: bool,
+        deadline: Option<Instant>,
+        permit: Permit,
+    ) -> Option<(Result<R, E>, bool)> {
+        let policy = self.call.policy;
+        // An error after the attempt's deadline counts as a timeout, as in `settle`.
+        let now = policy.env().now();
+        let timed_out = timed_out || deadline.is_some_and(|d| now >= d);
+        let retryable = match &result {
+            Ok(v) => P::VALUES && policy.select_value(v, Matched).is_some(),
+            Err(e) => policy
+                .select(&Failure::new(e, timed_out), Matched)
+                .is_some(),
+        };
+        if !retryable {
+            // The winner: the round's last failure, if any, is recorded as such.
+            self.drop_last(now);
+            if result.is_ok() && <P::Timeout as AttemptTimeout>::MEASURED {
+                policy
+                    .timeout_setting()
+                    .record(now.saturating_duration_since(self.started));
+            }
+            return Some(self.decide(result, timed_out, deadline, permit));
+        }
+        // A retryable failure starts the next hedge at once, if one is left.
+        self.drop_last(now);
+        self.last = Some(Failed {
+            result,
+            timed_out,
+            deadline,
+            permit,
+        });
+        if self.live() == 0 && !self.send_hedge() {
+            let last = self.last.take()?;
+            return Some(self.decide(last.result, last.timed_out, last.deadline, last.permit));
+        }
+        None
+    }
+
+    /// The round's outcome, settled by the loop with this attempt's permit and deadline.
+    fn decide(
+        &mut self,
+        result: Result<R, E>,
+        timed_out: bool,
+        deadline: Option<Instant>,
+        permit: Permit,
+    ) -> (Result<R, E>, bool) {
+        self.call.permit = permit;
+        crate::call::Times::set_deadline(&mut self.call.times, deadline);
+        (result, timed_out)
+    }
+
+    /// Records the kept failure (superseded by a later outcome) with the breaker and throttle.
+    fn drop_last(&mut self, now: Instant) {
+        if let Some(failed) = self.last.take() {
+            let policy = self.call.policy;
+            if <P::Breaker as Breaker>::ACTIVE {
+                policy.breaker().record(now, failed.permit, false);
+            }
+            if <P::Throttle as Throttle>::ACTIVE {
+                policy.throttle().record(now, false);
+            }
+        }
+    }
+
+    /// Starts a hedge if one is left and the guards allow it; schedules the one after.
+    fn send_hedge(&mut self) -> bool {
+        let policy = self.call.policy;
+        let Some(hedge) = policy.timeout_setting().hedge() else {
+            return false;
+        };
+        if self.sent >= hedge.max() {
+            return false;
+        }
+        let delay = hedge.delay();
+        let now = policy.env().now();
+        let allowed = (|| {
+            if <P::Throttle as Throttle>::ACTIVE && policy.throttle().reject_probability(now) > 0.0
+            {
+                return None;
+            }
+            let slot = policy.limit().try_slot()?;
+            let permit = if <P::Breaker as Breaker>::ACTIVE {
+                policy.breaker().acquire(now)?
+            } else {
+                Permit::NONE
+            };
+            if !policy.budget().try_withdraw() {
+                return None;
+            }
+            Some((slot, permit))
+        })();
+        // The next hedge is due `after` this one (or this one's due time, had it been sent).
+        self.next = delay.and_then(|d| cut_at(Some(d)));
+        let Some((slot, permit)) = allowed else {
+            return false;
+        };
+        self.sent += 1;
+        let attempt = self.call.hedge_attempt(now);
+        #[cfg(feature = "tracing")]
+        tracing::debug!(
+            target: "retry_runtime",
+            function = policy.name(),
+            retries = self.call.retries,
+            hedge = self.sent,
+            "hedging: another attempt started"
+        );
+        let meta = Meta {
+            cut: cut_at(attempt.limit()),
+            deadline: attempt.deadline(),
+            permit,
+            _slot: Some(slot),
+        };
+        let fut = Box::pin((self.make)(attempt));
+        self.hedges.push(Running { fut, meta });
+        true
+    }
+}

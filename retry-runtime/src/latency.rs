@@ -1,0 +1,378 @@
+//! [`Latencies`]: the recent attempt latencies of one function, from which hedging
+//! (`hedge(after = p95)`, SPEC section 15) and adaptive timeouts (`timeout = adaptive(..)`,
+//! SPEC section 15b) read a percentile.
+//!
+//! The histogram is lock-free and fixed in size (about 5 KB, no allocation): log-linear
+//! buckets of 1/16 of an octave (a percentile is reported to within 6.25%, rounded up), from
+//! 1 µs to 12 days (shorter latencies count as 1 µs, longer ones as 12 days). It keeps two
+//! halves of [`WINDOW`] samples each: samples go into the current half, and when it is full the
+//! older half is cleared and becomes the current one; a percentile is read over both. So it
+//! always reflects the last `WINDOW` to `2 × WINDOW` samples: a shift in the service's latency
+//! is fully seen after `2 × WINDOW` calls, whatever the time between them.
+//!
+//! Reading a percentile is one atomic load: the percentiles asked for (at most
+//! [`CACHED`] distinct ones per histogram, more are computed on demand) are recomputed by the
+//! recording thread every [`REFRESH`] samples.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::Duration;
+
+use crate::ConfigError;
+
+/// Samples per half of the window (see the [module docs](self)).
+pub const WINDOW: u64 = 4096;
+/// The cached percentiles are recomputed every `REFRESH` samples.
+pub const REFRESH: u64 = 64;
+/// How many distinct percentiles a histogram caches.
+pub const CACHED: usize = 2;
+
+/// Sub-buckets per octave (a power of two).
+const SUB: u64 = 16;
+const SUB_BITS: u32 = SUB.trailing_zeros();
+/// The largest octave: latencies are clamped to `2^MAX_OCTAVE` µs (about 12.7 days).
+const MAX_OCTAVE: u32 = 40;
+const BUCKETS: usize = (SUB + (MAX_OCTAVE - SUB_BITS) as u64 * SUB) as usize;
+/// "No value": not enough samples, or an empty cache slot.
+const NONE: u64 = u64::MAX;
+
+/// A percentile, as a fraction in (0, 1): `p99.9` is `Quantile::new(99.9)`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Quantile(f64);
+
+impl Quantile {
+    /// The `p`-th percentile; `p` must be in (0, 100).
+    pub const fn new(p: f64) -> Result<Self, ConfigError> {
+        if p.is_nan() || p <= 0.0 || p >= 100.0 {
+            return Err(ConfigError::new(
+                "p",
+                "must be a percentile strictly between 0 and 100, like 95 or 99.9",
+            ));
+        }
+        Ok(Quantile(p / 100.0))
+    }
+
+    /// The percentile, in (0, 100).
+    pub fn percent(self) -> f64 {
+        self.0 * 100.0
+    }
+
+    /// The cache key: the percentile in thousandths of a percent (99.9 → 99,900).
+    fn key(self) -> u64 {
+        (self.0 * 100_000.0).round() as u64
+    }
+
+    /// How many samples the histogram needs before this percentile is reported:
+    /// `5 / (1 - q)` (5 samples above it on average), at least 50 and at most [`WINDOW`].
+    pub fn min_samples(self) -> u64 {
+        let need = (5.0 / (1.0 - self.0)).ceil();
+        if need.is_finite() {
+            (need as u64).clamp(50, WINDOW)
+        } else {
+            WINDOW
+        }
+    }
+}
+
+/// The recent attempt latencies of one function (see the [module docs](self)).
+///
+/// ```
+/// use std::time::Duration;
+/// use retry_runtime::latency::{Latencies, Quantile};
+///
+/// static LATENCIES: Latencies = Latencies::new();
+/// let p90 = Quantile::new(90.0)?;
+/// assert_eq!(LATENCIES.percentile(p90), None); // not enough samples yet
+/// for ms in 1..=128 {
+///     LATENCIES.record(Duration::from_millis(ms));
+/// }
+/// // Recomputed every 64 samples: 90% of the 128 samples are at most 116 ms (to within 6.25%).
+/// let p = LATENCIES.percentile(p90).unwrap();
+/// assert!(p >= Duration::from_millis(116) && p <= Duration::from_millis(124), "{p:?}");
+/// # Ok::<(), retry_runtime::ConfigError>(())
+/// ```
+pub struct Latencies {
+    halves: [[AtomicU32; BUCKETS]; 2],
+    /// Samples recorded since creation.
+    samples: AtomicU64,
+    /// The cached percentiles: their keys ([`Quantile::key`], `NONE` for a free slot) and
+    /// values in nanoseconds (`NONE`: not enough samples).
+    keys: [AtomicU64; CACHED],
+    values: [AtomicU64; CACHED],
+}
+
+impl std::fmt::Debug for Latencies {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Latencies")
+            .field("samples", &self.samples.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for Latencies {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Latencies {
+    /// An empty histogram, usable as a `static`.
+    pub const fn new() -> Self {
+        #[allow(clippy::declare_interior_mutable_const)]
+        const ZERO: AtomicU32 = AtomicU32::new(0);
+        #[allow(clippy::declare_interior_mutable_const)]
+        const HALF: [AtomicU32; BUCKETS] = [ZERO; BUCKETS];
+        #[allow(clippy::declare_interior_mutable_const)]
+        const FREE: AtomicU64 = AtomicU64::new(NONE);
+        Latencies {
+            halves: [HALF, HALF],
+            samples: AtomicU64::new(0),
+            keys: [FREE; CACHED],
+            values: [FREE; CACHED],
+        }
+    }
+
+    /// Records one latency.
+    #[inline]
+    pub fn record(&self, latency: Duration) {
+        let n = self.samples.fetch_add(1, Ordering::Relaxed);
+        let half = ((n / WINDOW) % 2) as usize;
+        if n > 0 && n % WINDOW == 0 {
+            // The older half becomes the current one: forget what it held. Samples other
+            // threads add to it meanwhile may be lost; the histogram is an estimate.
+            for b in &self.halves[half] {
+                b.store(0, Ordering::Relaxed);
+            }
+        }
+        self.halves[half][bucket(latency)].fetch_add(1, Ordering::Relaxed);
+        if (n + 1) % REFRESH == 0 {
+            self.refresh();
+        }
+    }
+
+    /// Samples recorded since creation.
+    pub fn samples(&self) -> u64 {
+        self.samples.load(Ordering::Relaxed)
+    }
+
+    /// The `q` percentile of the recent latencies (rounded up to its bucket's end), or `None`
+    /// until the window holds [`Quantile::min_samples`] samples. One atomic load for a cached
+    /// percentile; the first call for a new one registers it in the cache (or computes it
+    /// when the cache is full).
+    #[inline]
+    pub fn percentile(&self, q: Quantile) -> Option<Duration> {
+        let key = q.key();
+        for (k, v) in self.keys.iter().zip(&self.values) {
+            if k.load(Ordering::Acquire) == key {
+                return nanos(v.load(Ordering::Relaxed));
+            }
+        }
+        self.register(q)
+    }
+
+    #[cold]
+    fn register(&self, q: Quantile) -> Option<Duration> {
+        let key = q.key();
+        let value = self.compute(q);
+        for (k, v) in self.keys.iter().zip(&self.values) {
+            match k.compare_exchange(NONE, key, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => {
+                    v.store(value, Ordering::Relaxed);
+                    break;
+                }
+                Err(taken) if taken == key => break,
+                Err(_) => {}
+            }
+        }
+        nanos(value)
+    }
+
+    /// Recomputes the cached percentiles.
+    #[cold]
+    fn refresh(&self) {
+        for (k, v) in self.keys.iter().zip(&self.values) {
+            let key = k.load(Ordering::Acquire);
+            if key != NONE {
+                let q = Quantile(key as f64 / 100_000.0);
+                v.store(self.compute(q), Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// The `q` percentile over both halves in nanoseconds, `NONE` without enough samples.
+    fn compute(&self, q: Quantile) -> u64 {
+        let mut counts = [0u64; BUCKETS];
+        let mut total = 0u64;
+        for half in &self.halves {
+            for (c, b) in counts.iter_mut().zip(half) {
+                let n = u64::from(b.load(Ordering::Relaxed));
+                *c += n;
+                total += n;
+            }
+        }
+        if total == 0 || total < q.min_samples() {
+            return NONE;
+        }
+        // The smallest bucket at or below which at least q of the samples lie.
+        let rank = ((q.0 * total as f64).ceil() as u64).clamp(1, total);
+        let mut seen = 0u64;
+        for (i, c) in counts.iter().enumerate() {
+            seen += c;
+            if seen >= rank {
+                return upper_micros(i).saturating_mul(1000);
+            }
+        }
+        upper_micros(BUCKETS - 1).saturating_mul(1000)
+    }
+}
+
+fn nanos(v: u64) -> Option<Duration> {
+    (v != NONE).then(|| Duration::from_nanos(v))
+}
+
+/// The bucket of a latency.
+fn bucket(latency: Duration) -> usize {
+    let us = u64::try_from(latency.as_micros())
+        .unwrap_or(u64::MAX)
+        .clamp(1, (1u64 << MAX_OCTAVE) - 1);
+    if us < SUB {
+        return us as usize;
+    }
+    let octave = 63 - us.leading_zeros(); // >= SUB_BITS
+    let sub = (us >> (octave - SUB_BITS)) & (SUB - 1);
+    (SUB + u64::from(octave - SUB_BITS) * SUB + sub) as usize
+}
+
+/// The end of bucket `i` in microseconds (exclusive): every latency in it is below this.
+fn upper_micros(i: usize) -> u64 {
+    let i = i as u64;
+    if i < SUB {
+        return i + 1;
+    }
+    let octave = (i - SUB) / SUB + u64::from(SUB_BITS);
+    let sub = (i - SUB) % SUB;
+    (SUB + sub + 1) << (octave - u64::from(SUB_BITS))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_cover_their_latencies() {
+        // Every latency falls below its bucket's end and at or above the previous one's.
+        for us in (1..5000u64).chain([1 << 20, (1 << 20) + 12345, (1u64 << 40) - 1]) {
+            let i = bucket(Duration::from_micros(us));
+            assert!(i < BUCKETS);
+            assert!(us < upper_micros(i), "{us} µs in bucket {i}");
+            if i > 0 {
+                assert!(us >= upper_micros(i - 1), "{us} µs in bucket {i}");
+            }
+            // 1/16 of an octave: the bucket's end is within 6.25% (or 1 µs) of the latency.
+            assert!(upper_micros(i) as f64 <= (us as f64 * 1.0625).max(us as f64 + 1.0));
+        }
+        assert_eq!(bucket(Duration::ZERO), 1);
+        assert_eq!(bucket(Duration::MAX), BUCKETS - 1);
+    }
+
+    #[test]
+    fn percentiles_of_a_uniform_sample() {
+        let h = Latencies::new();
+        let p50 = Quantile::new(50.0).unwrap();
+        let p99 = Quantile::new(99.0).unwrap();
+        for i in 1..=1000u64 {
+            h.record(Duration::from_micros(i * 100)); // 0.1 ms .. 100 ms
+        }
+        let within = |got: Duration, want_ms: f64| {
+            let got = got.as_secs_f64() * 1000.0;
+            assert!(
+                got >= want_ms && got <= want_ms * 1.0625 + 0.001,
+                "{got} ms for {want_ms} ms"
+            );
+        };
+        within(h.percentile(p50).unwrap(), 50.0);
+        within(h.percentile(p99).unwrap(), 99.0);
+    }
+
+    #[test]
+    fn no_percentile_until_enough_samples() {
+        let h = Latencies::new();
+        let p99 = Quantile::new(99.0).unwrap();
+        assert_eq!(p99.min_samples(), 500);
+        for _ in 0..499 {
+            h.record(Duration::from_millis(1));
+        }
+        assert_eq!(h.percentile(p99), None);
+        // Cached now: refreshed on the next multiple of REFRESH samples.
+        for _ in 0..(512 - 499) {
+            h.record(Duration::from_millis(1));
+        }
+        assert!(h.percentile(p99).is_some());
+        assert_eq!(Quantile::new(99.9).unwrap().min_samples(), WINDOW);
+        assert_eq!(Quantile::new(10.0).unwrap().min_samples(), 50);
+    }
+
+    #[test]
+    fn the_window_forgets_old_samples() {
+        let h = Latencies::new();
+        let p50 = Quantile::new(50.0).unwrap();
+        for _ in 0..2 * WINDOW {
+            h.record(Duration::from_millis(10));
+        }
+        assert!(h.percentile(p50).unwrap() < Duration::from_millis(11));
+        // After two more halves of slow samples, the fast ones are gone.
+        for _ in 0..2 * WINDOW {
+            h.record(Duration::from_secs(1));
+        }
+        let p = h.percentile(Quantile::new(1.0).unwrap()).unwrap();
+        assert!(p >= Duration::from_secs(1), "{p:?}");
+    }
+
+    #[test]
+    fn more_percentiles_than_the_cache_holds() {
+        let h = Latencies::new();
+        for i in 1..=1000u64 {
+            h.record(Duration::from_millis(i));
+        }
+        let ps: Vec<_> = [10.0, 50.0, 90.0, 99.0]
+            .iter()
+            .map(|p| h.percentile(Quantile::new(*p).unwrap()).unwrap())
+            .collect();
+        assert!(ps.windows(2).all(|w| w[0] < w[1]), "{ps:?}");
+        // Asked again (cached or computed), the same values.
+        let again: Vec<_> = [10.0, 50.0, 90.0, 99.0]
+            .iter()
+            .map(|p| h.percentile(Quantile::new(*p).unwrap()).unwrap())
+            .collect();
+        assert_eq!(ps, again);
+    }
+
+    #[test]
+    fn quantiles_are_validated() {
+        for bad in [0.0, 100.0, -1.0, 150.0, f64::NAN, f64::INFINITY] {
+            assert_eq!(Quantile::new(bad).unwrap_err().parameter(), "p");
+        }
+    }
+
+    #[test]
+    fn many_threads_record_at_once() {
+        let h = Latencies::new();
+        let p50 = Quantile::new(50.0).unwrap();
+        std::thread::scope(|s| {
+            for t in 0..8u64 {
+                let h = &h;
+                s.spawn(move || {
+                    for i in 0..1000u64 {
+                        h.record(Duration::from_micros(1000 + (i + t) % 100));
+                        let _ = h.percentile(p50);
+                    }
+                });
+            }
+        });
+        assert_eq!(h.samples(), 8000);
+        let p = h.percentile(p50).unwrap();
+        assert!(
+            p >= Duration::from_micros(1000) && p <= Duration::from_micros(1100),
+            "{p:?}"
+        );
+    }
+}
