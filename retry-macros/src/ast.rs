@@ -89,6 +89,8 @@ pub enum Value {
     When(When),
     /// `on_success = EXPR`.
     Expr(Box<Expr>),
+    /// `p99.9` (a percentile written with a fraction: `p99`, `.`, `9`; `p95` is a word).
+    Percentile(f64, Sp),
 }
 
 impl Value {
@@ -101,6 +103,7 @@ impl Value {
             Value::Numbers(s, _) | Value::Kinds(s, _, _) => *s,
             Value::When(w) => w.sp,
             Value::Expr(e) => Sp::of(e),
+            Value::Percentile(_, sp) => *sp,
         }
     }
 }
@@ -465,6 +468,21 @@ fn parse_value(input: ParseStream<'_>, errors: &mut Vec<syn::Error>) -> syn::Res
                 paren: paren_sp,
             })));
         }
+        // `p99.9`: the word `p99`, a dot and the fraction's digits.
+        let text = name.to_string();
+        if input.peek(Token![.])
+            && text.len() > 1
+            && text.starts_with('p')
+            && text[1..].bytes().all(|b| b.is_ascii_digit())
+        {
+            input.parse::<Token![.]>()?;
+            let frac: syn::LitInt = input.parse()?;
+            let sp = Sp::from(name.span()).to(frac.span().into());
+            return match format!("{}.{}", &text[1..], frac.base10_digits()).parse::<f64>() {
+                Ok(v) if frac.suffix().is_empty() => Ok(Some(Value::Percentile(v, sp))),
+                _ => Err(sp.error("expected a percentile like `p95` or `p99.9`")),
+            };
+        }
         return Ok(Some(Value::Word(name)));
     }
     Err(input
@@ -505,6 +523,29 @@ fn parse_item_or_err(
         .call(Ident::parse_any)
         .map_err(|e| syn::Error::new(e.span(), "expected a setting like `retries = 3`"))?;
     let syntax = crate::table::syntax(&key.to_string());
+    if syntax == Syntax::Call {
+        // `hedge(after = .., max = ..)`: the key is written as a call.
+        if !input.peek(syn::token::Paren) {
+            return Err(syn::Error::new(
+                key.span(),
+                format!(
+                    "write `{key}` with its parameters in parentheses: `{key}(after = \"50ms\", max = 1)`"
+                ),
+            ));
+        }
+        let content;
+        let paren = parenthesized!(content in input);
+        let paren_sp = Sp::from(paren.span.open()).to(paren.span.close().into());
+        let params = parse_list(&content, errors, parse_item);
+        return Ok(Some(Item {
+            key: key.clone(),
+            value: Value::Call(Call {
+                name: key,
+                args: CallArgs::Params(params),
+                paren: paren_sp,
+            }),
+        }));
+    }
     if syntax == Syntax::When && input.peek(syn::token::Paren) {
         let content;
         let paren = parenthesized!(content in input);

@@ -9,7 +9,7 @@ use syn::spanned::Spanned;
 use syn::{FnArg, Ident, Pat, ReturnType, Type};
 
 use crate::ast::{Func, Kind};
-use crate::model::{Config, JitterSpec, Limit, Overrides, Strategy};
+use crate::model::{AdaptiveSpec, After, Config, JitterSpec, Limit, Overrides, Strategy};
 use crate::valid::peel;
 
 /// `tokens` with every span set to `span` (groups included), so that an error about a
@@ -428,7 +428,12 @@ fn rule_settings(
 /// Rewrites the parameters: owned ones are cloned for each attempt, `&mut` ones reborrowed.
 /// Returns the statements that start each attempt; each carries the parameter's attributes,
 /// so a parameter under `#[cfg(...)]` is rebound exactly when it exists.
-fn rebind_args(p: &TokenStream, f: &mut Func) -> Vec<TokenStream> {
+///
+/// With `hedge`, attempts are `async move` blocks made by a closure, several alive at once:
+/// the closure first takes a reference to each owned parameter (the first list), which the
+/// block moves in and clones from.
+fn rebind_args(p: &TokenStream, f: &mut Func, hedge: bool) -> (Vec<TokenStream>, Vec<TokenStream>) {
+    let mut outer = Vec::new();
     let mut prelude = Vec::new();
     for (i, arg) in f.sig.inputs.iter_mut().enumerate() {
         // The receiver is checked in `valid`: only `&self` and `&mut self` get here.
@@ -437,6 +442,14 @@ fn rebind_args(p: &TokenStream, f: &mut Func) -> Vec<TokenStream> {
         let is_ref = matches!(peel(&pt.ty), Type::Reference(_));
         let is_mut_ref = matches!(peel(&pt.ty), Type::Reference(r) if r.mutability.is_some());
         let ty_span = pt.ty.span();
+        let cloned = |name: &Ident| {
+            let p = respan(p, ty_span);
+            if hedge {
+                quote_spanned!(ty_span=> #p::clone_arg(#name))
+            } else {
+                quote_spanned!(ty_span=> #p::clone_arg(&#name))
+            }
+        };
         match &mut *pt.pat {
             // A wildcard is never read: nothing to clone or reborrow.
             Pat::Wild(_) => {}
@@ -453,8 +466,10 @@ fn rebind_args(p: &TokenStream, f: &mut Func) -> Vec<TokenStream> {
                     }
                 } else {
                     let m = pi.mutability.take();
-                    let p = respan(p, ty_span);
-                    let clone = quote_spanned!(ty_span=> #p::clone_arg(&#ident));
+                    let clone = cloned(&ident);
+                    if hedge {
+                        outer.push(quote!(#(#attrs)* let #ident = &#ident;));
+                    }
                     prelude.push(quote!(#(#attrs)* let #m #ident = #clone;));
                 }
             }
@@ -475,14 +490,16 @@ fn rebind_args(p: &TokenStream, f: &mut Func) -> Vec<TokenStream> {
                 } else if is_ref {
                     prelude.push(quote!(#(#attrs)* let #original = #name;));
                 } else {
-                    let p = respan(p, ty_span);
-                    let clone = quote_spanned!(ty_span=> #p::clone_arg(&#name));
+                    let clone = cloned(&name);
+                    if hedge {
+                        outer.push(quote!(#(#attrs)* let #name = &#name;));
+                    }
                     prelude.push(quote!(#(#attrs)* let #original = #clone;));
                 }
             }
         }
     }
-    prelude
+    (outer, prelude)
 }
 
 /// The function under the attribute, expanded. `valid::check_fn` has accepted its shape.
@@ -496,13 +513,14 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
         ReturnType::Default => syn::parse_quote!(()),
     };
     let is_async = f.sig.asyncness.is_some();
-    let prelude = rebind_args(&p, &mut f);
+    let latencies = Ident::new("__ROBUST_LATENCIES", Span::mixed_site());
+    let (outer, prelude) = rebind_args(&p, &mut f, config.hedge.is_some());
     // Without a timeout or a deadline an async attempt is simply awaited: no timer, no race.
     let finite_limit = |l: &Option<crate::model::Spanned<Limit>>| {
         matches!(l.as_ref().map(|s| s.value), Some(Limit::Finite(_)))
     };
     let has_deadline = finite_limit(&config.deadline);
-    let timed = finite_limit(&config.timeout) || has_deadline;
+    let timed = finite_limit(&config.timeout) || has_deadline || config.adaptive.is_some();
     let names = Names::new(timed);
     let Names {
         policy,
@@ -602,8 +620,9 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
             Limit::Finite(d) => {
                 let d = dur(&p, d);
                 let ps = respan(&p, t.span.start);
-                if is_async && config.deadline.is_some() {
-                    // Wrapped by the deadline below, the error type is not inferred: name it.
+                if is_async && (config.deadline.is_some() || config.hedge.is_some()) {
+                    // Wrapped by the deadline or hedging below, the error type is not
+                    // inferred: name it.
                     let err = respan(&err, t.span.start);
                     quote_spanned!(t.span.start=> #ps::async_timeout::<#err>(#d))
                 } else if is_async {
@@ -614,7 +633,27 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
             }
             Limit::Infinite => quote!(#p::NoTimeout),
         },
-        None => quote!(#p::NoTimeout),
+        None => match &config.adaptive {
+            // An adaptive timeout reads and records the fn's own latency histogram.
+            Some(a) => {
+                let AdaptiveSpec {
+                    p: pv,
+                    factor,
+                    min,
+                    max,
+                } = &a.value;
+                let (pv, factor) = (float(*pv), float(*factor));
+                let (min, max) = (dur(&p, *min), dur(&p, *max));
+                let ps = respan(&p, a.span.start);
+                if is_async {
+                    let err = respan(&err, a.span.start);
+                    quote_spanned!(a.span.start=> #ps::async_adaptive::<#err>(&#latencies, #pv, #factor, #min, #max))
+                } else {
+                    quote_spanned!(a.span.start=> #ps::adaptive_timeout(&#latencies, #pv, #factor, #min, #max))
+                }
+            }
+            None => quote!(#p::NoTimeout),
+        },
     };
     // A deadline wraps the timeout setting; in an async fn its expiry builds `E::from(Elapsed)`,
     // checked where `deadline` is written.
@@ -630,6 +669,29 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
         }
         _ => timeout,
     };
+    // Hedging (SPEC section 15) goes with the timeout setting.
+    let timeout = match &config.hedge {
+        Some(h) => {
+            let max = h.value.max;
+            let hedge = match h.value.after {
+                After::Fixed(d) => {
+                    let d = dur(&p, d);
+                    quote!(#p::hedge_after(#d, #max))
+                }
+                After::Percentile(v) => {
+                    let v = float(v);
+                    quote!(#p::hedge_percentile(&#latencies, #v, #max))
+                }
+            };
+            quote!(#p::hedged(#timeout, #hedge))
+        }
+        None => timeout,
+    };
+    // The fn's latency histogram, when something reads it.
+    let uses_latencies = config.adaptive.is_some()
+        || matches!(&config.hedge, Some(h) if matches!(h.value.after, After::Percentile(_)));
+    let latencies_static =
+        uses_latencies.then(|| quote!(static #latencies: #p::Latencies = #p::Latencies::new();));
     let on_success = match &config.on_success {
         Some(e) => {
             let ps = respan(&p, e.span());
@@ -852,6 +914,7 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
     let budget = finite(&config.settings.max_delay)
         || config.whens.iter().any(|w| finite(&w.overrides.max_delay));
     let needs_clock = config.attempt.is_some()
+        || config.adaptive.is_some()
         || budget
         || has_deadline
         || config.on_retry.is_some()
@@ -926,13 +989,52 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
         }
     };
     let on_error_name = Ident::new("__robust_on_error", Span::mixed_site());
+    // An adaptive timeout learns from each successful attempt's latency.
+    let measure = config
+        .adaptive
+        .as_ref()
+        .map(|_| quote!(#call.measure(#attempt.started(), &#result);));
     let fast = !needs_clock
         && config.breaker.is_none()
         && config.throttle.is_none()
         && config.limit.is_none()
         && !is_async
         && !has_values;
-    let new_block = if fast {
+    let new_block = if config.hedge.is_some() {
+        // Hedged (SPEC section 15): the runtime's loop runs rounds of attempts, each made by
+        // this closure as an `async move` block.
+        let krate = match &config.krate {
+            Some(path) => quote!(#path),
+            None => quote!(::retry_runtime),
+        };
+        let ctx = config
+            .attempt
+            .as_ref()
+            .map(|ctx| quote!(let #ctx: &#krate::Attempt<'_> = &#attempt;));
+        let attempt_body = quote! {{
+            #ctx
+            #(#prelude)*
+            #stmts
+        }};
+        let make = quote_spanned! {ret_span=>
+            |#attempt| {
+                #(#outer)*
+                #pr::pin_output::<#ret, _>(async move #attempt_body)
+            }
+        };
+        quote! {{
+            #(#name_checks)*
+            #inspector
+            #(#locals)*
+            #guard_binds
+            #latencies_static
+            let #on_error_name = #on_error;
+            let #policy = #p::policy(#whens, #on, #top_settings, #timeout, #on_success, #on_error_name, #extras);
+            let #returned = #p::hedged_loop(&#policy, #make).await;
+            #apply_fallback
+            return #from_result;
+        }}
+    } else if fast {
         let first = Ident::new("__robust_first", Span::mixed_site());
         let tm = Ident::new("__robust_timeout", Span::mixed_site());
         let body_fn = Ident::new("__robust_body", Span::mixed_site());
@@ -1002,6 +1104,7 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
             #inspector
             #(#locals)*
             #guard_binds
+            #latencies_static
             let #on_error_name = #on_error;
             let #policy = #p::policy(#whens, #on, #top_settings, #timeout, #on_success, #on_error_name, #extras);
             let mut #call = #start;
@@ -1012,6 +1115,7 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
                 #attempt_stmt
                 #run_attempt
                 #slot_drop
+                #measure
                 match #call.settle(#result, #fired) {
                     #p::Step::Return(#returned) => break #returned,
                     #p::Step::Retry(#delay) => #sleep,

@@ -89,6 +89,7 @@ fn robust2(
     let config = valid::validate(args.items, &params, &mut errors);
     if let Some(f) = &func {
         valid::check_fn(f, &mut errors);
+        valid::check_hedge(&config, f, &mut errors);
     }
     match (errors.finish(), func) {
         (None, Some(func)) => expand::expand(config, func),

@@ -83,10 +83,36 @@ pub struct WhenRule {
     pub hint: Option<Box<Expr>>,
 }
 
+/// When a hedge starts (SPEC section 15).
+#[derive(Clone, Copy)]
+pub enum After {
+    Fixed(Duration),
+    /// A percentile in [50, 99.9].
+    Percentile(f64),
+}
+
+/// `hedge(after = .., max = ..)`.
+pub struct HedgeSpec {
+    pub after: After,
+    pub max: u32,
+}
+
+/// `timeout = adaptive(p = .., factor = .., min = .., max = ..)` (SPEC section 15b).
+pub struct AdaptiveSpec {
+    pub p: f64,
+    pub factor: f64,
+    pub min: Duration,
+    pub max: Duration,
+}
+
 /// The validated attribute.
 #[derive(Default)]
 pub struct Config {
     pub timeout: Option<Spanned<Limit>>,
+    /// `timeout = adaptive(..)`, instead of a fixed `timeout`.
+    pub adaptive: Option<Spanned<AdaptiveSpec>>,
+    /// `hedge(..)`: the span is the key's.
+    pub hedge: Option<Spanned<HedgeSpec>>,
     /// The whole call's limit (SPEC section 12).
     pub deadline: Option<Spanned<Limit>>,
     pub settings: Overrides,

@@ -13,6 +13,8 @@ pub enum Syntax {
     Kinds,
     /// `when(KIND, key = value, ...)`.
     When,
+    /// `hedge(param = value, ...)`: a key written as a call.
+    Call,
 }
 
 /// A key of the attribute.
@@ -50,6 +52,7 @@ pub const KEYS: &[Key] = &[
     key("breaker", false, Syntax::Expr),
     key("throttle", false, Syntax::Expr),
     key("limit", false, Syntax::Expr),
+    key("hedge", false, Syntax::Call),
     key("attempt", false, Syntax::Value),
     key("crate", false, Syntax::Value),
 ];
@@ -130,6 +133,23 @@ impl Strategy {
 
 const BASE: Param = required("base", "\"100ms\"");
 const MAX: Param = required("max", "\"20s\"");
+
+/// `hedge(after, max = 1)` (SPEC section 15), read as a strategy's parameters are.
+pub const HEDGE: Strategy = Strategy {
+    name: "hedge",
+    params: &[required("after", "\"50ms\""), optional("max", "1")],
+};
+
+/// `timeout = adaptive(p, factor = 1, min, max)` (SPEC section 15b).
+pub const ADAPTIVE: Strategy = Strategy {
+    name: "adaptive",
+    params: &[
+        required("p", "99.9"),
+        optional("factor", "1"),
+        required("min", "\"50ms\""),
+        required("max", "\"5s\""),
+    ],
+};
 
 pub const STRATEGIES: &[Strategy] = &[
     Strategy {
@@ -227,6 +247,7 @@ pub fn list<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
         .into_iter()
         .map(|n| match n {
             "when" => "`when(...)`".to_owned(),
+            "hedge" => "`hedge(...)`".to_owned(),
             "custom" => "`custom(EXPR)`".to_owned(),
             n => format!("`{n}`"),
         })

@@ -10,7 +10,10 @@ use retry_grammar::DurationError;
 use syn::{Expr, Ident};
 
 use crate::ast::{Call, CallArgs, Item, Kind, Number, Sp, Value};
-use crate::model::{Config, JitterSpec, Limit, Overrides, Spanned, Strategy, WhenRule};
+use crate::model::{
+    AdaptiveSpec, After, Config, HedgeSpec, JitterSpec, Limit, Overrides, Spanned, Strategy,
+    WhenRule,
+};
 use crate::table;
 
 const DURATION_FORMS: &str = "a number with a unit like 150ms, 2s or 1m (units: `ns`, `us`, `ms`, `s`, `m`, `h`), a number of seconds like 2 or 0.5, or a humantime string like \"1m 30s\"";
@@ -732,6 +735,157 @@ fn positive_limit(
     }
 }
 
+/// The most hedges per round: more is a configuration mistake (Polly caps it at 10 too).
+const MAX_HEDGES: i128 = 10;
+
+/// `hedge(after = DURATION | pNN, max = N)` (SPEC section 15).
+fn hedge(call: &Call, errors: &mut Errors) -> Option<HedgeSpec> {
+    let CallArgs::Params(list) = &call.args else {
+        return None;
+    };
+    let def = &table::HEDGE;
+    let params = Params::read(list, def, errors);
+    params.check_required(def, call.paren, errors);
+    const AFTER: &str = "a duration like \"50ms\", or a percentile of the fn's recent latencies from `p50` to `p99.9`, like `p95`";
+    let after = match params.get("after")? {
+        Value::Word(w) if w.to_string().starts_with('p') => {
+            let text = w.to_string();
+            match text[1..].parse::<u32>() {
+                Ok(v) => percentile(f64::from(v), w.span().into(), errors),
+                Err(_) => {
+                    errors.at(w.span(), format!("`after` expects {AFTER}"));
+                    None
+                }
+            }
+        }
+        Value::Percentile(v, sp) => percentile(*v, *sp, errors),
+        Value::Word(w) => {
+            errors.at(w.span(), format!("`after` expects {AFTER}"));
+            None
+        }
+        v => match limit(v, "after", false, errors) {
+            Some(Limit::Finite(d)) if d.is_zero() => {
+                errors.at(
+                    v.sp(),
+                    "`after` must be > 0: a hedge sent at once doubles every call (raise `retries` instead, or write a delay like \"50ms\" or `p95`)",
+                );
+                None
+            }
+            Some(Limit::Finite(d)) => Some(After::Fixed(d)),
+            _ => None,
+        },
+    };
+    const MAX: &str = "the most extra attempts per round, from 1 to 10";
+    let max = match params.get("max") {
+        None => Some(1),
+        Some(v) => {
+            let n = number(v, "max", MAX, errors)?;
+            match n.as_i128() {
+                Some(m) if (1..=MAX_HEDGES).contains(&m) => Some(m as u32),
+                Some(0) => {
+                    errors.at(
+                        n.sp,
+                        "`max` must be at least 1: with no hedge, leave `hedge` out",
+                    );
+                    None
+                }
+                _ => {
+                    errors.at(n.sp, format!("`max` expects {MAX}"));
+                    None
+                }
+            }
+        }
+    };
+    Some(HedgeSpec {
+        after: after?,
+        max: max?,
+    })
+}
+
+/// A hedging percentile: from p50 to p99.9.
+fn percentile(v: f64, sp: Sp, errors: &mut Errors) -> Option<After> {
+    if (50.0..=99.9).contains(&v) {
+        Some(After::Percentile(v))
+    } else {
+        errors.at(
+            sp,
+            "a hedging percentile must be from `p50` to `p99.9`: below the median most calls would be hedged, and above p99.9 the window holds too few samples",
+        );
+        None
+    }
+}
+
+/// `timeout = adaptive(p = .., factor = .., min = .., max = ..)` (SPEC section 15b).
+fn adaptive(call: &Call, errors: &mut Errors) -> Option<AdaptiveSpec> {
+    let CallArgs::Params(list) = &call.args else {
+        errors.at(
+            call.paren,
+            "write `adaptive(p = 99.9, factor = 2, min = \"50ms\", max = \"5s\")`",
+        );
+        return None;
+    };
+    let def = &table::ADAPTIVE;
+    let params = Params::read(list, def, errors);
+    params.check_required(def, call.paren, errors);
+    const P: &str = "the percentile of recent successful latencies, a number strictly between 0 and 100 like 99.9";
+    let p = params.get("p").and_then(|v| {
+        let n = number(v, "p", P, errors)?;
+        let p = finite(&n, "p", P, errors)?;
+        if p > 0.0 && p < 100.0 {
+            Some(p)
+        } else {
+            errors.at(
+                n.sp,
+                format!("`p` must be strictly between 0 and 100: expected {P}"),
+            );
+            None
+        }
+    });
+    const FACTOR: &str = "a number >= 1 that multiplies the percentile, like 2";
+    let factor = match params.get("factor") {
+        None => Some(1.0),
+        Some(v) => (|| {
+            let n = number(v, "factor", FACTOR, errors)?;
+            let f = finite(&n, "factor", FACTOR, errors)?;
+            if f >= 1.0 {
+                Some(f)
+            } else {
+                errors.at(
+                    n.sp,
+                    format!("`factor` must be >= 1: a timeout below the percentile would cut good attempts; expected {FACTOR}"),
+                );
+                None
+            }
+        })(),
+    };
+    let min = params.duration("min", errors).flatten();
+    let max = params.duration("max", errors).flatten();
+    if let (Some(d), Some(v)) = (min, params.get("min"))
+        && d.is_zero()
+    {
+        errors.at(
+            v.sp(),
+            "`min` must be > 0: an attempt with no time can never succeed",
+        );
+        return None;
+    }
+    if let (Some(lo), Some(hi)) = (min, max)
+        && lo > hi
+    {
+        errors.at(
+            params.later("min", "max", call.paren),
+            "`min` must be at most `max`",
+        );
+        return None;
+    }
+    Some(AdaptiveSpec {
+        p: p?,
+        factor: factor?,
+        min: min?,
+        max: max?,
+    })
+}
+
 /// Reads one of the overridable settings into `o`; false if `key` is not one of them.
 fn overridable(key: &Ident, value: &Value, o: &mut Overrides, errors: &mut Errors) -> bool {
     let span = value.sp();
@@ -771,9 +925,32 @@ pub fn validate(items: Vec<Item>, params: &[String], errors: &mut Errors) -> Con
             continue;
         }
         match (key.to_string().as_str(), value) {
+            ("timeout", Value::Call(call)) if call.name == "adaptive" => {
+                let v = adaptive(&call, errors).map(|v| spanned(v, key.span().into()));
+                if c.timeout.is_some() {
+                    errors.at(key.span(), "duplicate `timeout`: it is already set above");
+                } else {
+                    errors.set_once(&mut c.adaptive, &key, v);
+                }
+            }
+            ("timeout", Value::Call(call)) => errors.at(
+                call.name.span(),
+                format!(
+                    "`timeout` expects {DURATION_FORMS}, a negative number or `none` for no limit, or `adaptive(p = 99.9, factor = 2, min = \"50ms\", max = \"5s\")`{}",
+                    table::suggestion(&call.name.to_string(), ["adaptive"].into_iter())
+                ),
+            ),
             ("timeout", value) => {
                 let v = positive_limit(&key, &value, "an attempt", errors);
-                errors.set_once(&mut c.timeout, &key, v);
+                if c.adaptive.is_some() {
+                    errors.at(key.span(), "duplicate `timeout`: it is already set above");
+                } else {
+                    errors.set_once(&mut c.timeout, &key, v);
+                }
+            }
+            ("hedge", Value::Call(call)) => {
+                let v = hedge(&call, errors).map(|v| spanned(v, key.span().into()));
+                errors.set_once(&mut c.hedge, &key, v);
             }
             ("deadline", value) => {
                 let v = positive_limit(&key, &value, "a call", errors);
@@ -1169,6 +1346,38 @@ pub fn check_fn(f: &crate::ast::Func, errors: &mut Errors) {
                 ),
             );
             break;
+        }
+    }
+}
+
+/// `hedge` runs attempts concurrently (SPEC section 15): an async fn, with no `&mut` receiver
+/// or argument (each attempt would borrow it mutably at the same time).
+pub fn check_hedge(config: &Config, f: &crate::ast::Func, errors: &mut Errors) {
+    let Some(h) = &config.hedge else { return };
+    if f.sig.asyncness.is_none() {
+        errors.at(
+            h.span,
+            "`hedge` needs an async fn: hedges run beside the attempt they back up, and a blocking fn's thread runs one attempt at a time",
+        );
+    }
+    let mut_ref =
+        |ty: &syn::Type| matches!(peel(ty), syn::Type::Reference(r) if r.mutability.is_some());
+    for arg in &f.sig.inputs {
+        match arg {
+            syn::FnArg::Receiver(r)
+                if r.reference.as_ref().is_some() && r.mutability.is_some()
+                    || r.reference.is_none() && mut_ref(&r.ty) =>
+            {
+                errors.at(
+                    Sp::of(r),
+                    "`hedge` runs attempts of this fn at the same time, and each would borrow `self` mutably: take `&self` (with interior mutability for what the attempts change), or leave `hedge` out",
+                );
+            }
+            syn::FnArg::Typed(pt) if mut_ref(&pt.ty) => errors.at(
+                Sp::of(&pt.ty),
+                "`hedge` runs attempts of this fn at the same time, and each would borrow this argument mutably: take it by `&` or by value, or leave `hedge` out",
+            ),
+            _ => {}
         }
     }
 }

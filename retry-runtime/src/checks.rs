@@ -111,6 +111,63 @@ pub fn async_deadline<E: FromElapsed, T>(
     }
 }
 
+/// The adaptive timeout of a blocking fn (SPEC section 15b), its values validated by the
+/// attribute.
+#[inline(always)]
+pub fn adaptive_timeout(
+    latencies: &'static crate::latency::Latencies,
+    p: f64,
+    factor: f64,
+    min: Duration,
+    max: Duration,
+) -> crate::timeout::Adaptive<'static> {
+    crate::timeout::Adaptive::from_parts(latencies, p, factor, min, max)
+}
+
+/// The adaptive timeout of an async fn: checks `E: From<Elapsed>` where the user wrote
+/// `timeout`.
+#[inline(always)]
+pub fn async_adaptive<E: FromElapsed>(
+    latencies: &'static crate::latency::Latencies,
+    p: f64,
+    factor: f64,
+    min: Duration,
+    max: Duration,
+) -> crate::timeout::ElapsedAs<crate::timeout::Adaptive<'static>, E> {
+    crate::timeout::ElapsedAs {
+        timeout: adaptive_timeout(latencies, p, factor, min, max),
+        convert: E::from_elapsed,
+    }
+}
+
+/// `hedge(after = DURATION, max = N)`, validated by the attribute.
+#[inline(always)]
+pub const fn hedge_after(after: Duration, max: u32) -> crate::hedge::Hedge<'static> {
+    crate::hedge::Hedge::from_parts(crate::hedge::After::Fixed(after), max)
+}
+
+/// `hedge(after = pNN, max = N)`, validated by the attribute.
+#[inline(always)]
+pub fn hedge_percentile(
+    latencies: &'static crate::latency::Latencies,
+    p: f64,
+    max: u32,
+) -> crate::hedge::Hedge<'static> {
+    crate::hedge::Hedge::from_parts(
+        crate::hedge::After::Percentile(crate::latency::Quantile::from_percent(p), latencies),
+        max,
+    )
+}
+
+/// A timeout setting with hedging.
+#[inline(always)]
+pub const fn hedged<T>(
+    timeout: T,
+    hedge: crate::hedge::Hedge<'static>,
+) -> crate::hedge::Hedged<'static, T> {
+    crate::hedge::Hedged { timeout, hedge }
+}
+
 /// Checks an `on_success` callback.
 #[inline(always)]
 pub fn on_success<F: Fn()>(f: F) -> F {

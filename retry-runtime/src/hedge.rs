@@ -90,6 +90,11 @@ impl<'a> Hedge<'a> {
         Self::checked(After::Percentile(Quantile::new(p)?, latencies), max)
     }
 
+    /// A setting the attribute has validated.
+    pub(crate) const fn from_parts(after: After<'a>, max: u32) -> Self {
+        Hedge { after, max }
+    }
+
     const fn checked(after: After<'a>, max: u32) -> Result<Self, ConfigError> {
         if max == 0 {
             return Err(ConfigError::new(

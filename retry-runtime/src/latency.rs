@@ -51,6 +51,11 @@ impl Quantile {
         Ok(Quantile(p / 100.0))
     }
 
+    /// A percentile the attribute has validated (in (0, 100)).
+    pub(crate) const fn from_percent(p: f64) -> Self {
+        Quantile(p / 100.0)
+    }
+
     /// The percentile, in (0, 100).
     pub fn percent(self) -> f64 {
         self.0 * 100.0

@@ -522,6 +522,23 @@ impl<'a> Adaptive<'a> {
         })
     }
 
+    /// A timeout the attribute has validated.
+    pub(crate) fn from_parts(
+        latencies: &'a Latencies,
+        p: f64,
+        factor: f64,
+        min: Duration,
+        max: Duration,
+    ) -> Self {
+        Adaptive {
+            latencies,
+            quantile: Quantile::from_percent(p),
+            factor,
+            min,
+            max,
+        }
+    }
+
     /// The histogram this timeout reads and records into.
     pub fn latencies(&self) -> &'a Latencies {
         self.latencies

@@ -209,8 +209,11 @@ pub fn resume_blocking<P: crate::policy::PolicyCore>(
     crate::call::start_credited(policy, times)
 }
 
+#[cfg(feature = "tokio")]
+pub use crate::call::hedged_loop;
 pub use crate::callbacks::OnSuccess;
 pub use crate::guard::Budget;
+pub use crate::latency::Latencies;
 
 /// Whether the `tracing` feature is on (its events make lazy calls keep their instants).
 pub const TRACING: bool = cfg!(feature = "tracing");

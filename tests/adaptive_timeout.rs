@@ -1,0 +1,144 @@
+//! Timeouts from measured latency (SPEC section 15b): `timeout = adaptive(p, factor, min, max)`
+//! and `PolicyBuilder::adaptive_timeout`, on tokio's paused clock and on virtual time.
+
+use std::io::{self, ErrorKind};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use retry_runtime::latency::Latencies;
+use retry_runtime::time::VirtualTime;
+use retry_runtime::timeout::Adaptive;
+use retry_runtime::{NoBackoff, Policy, robust};
+use tokio::time::Instant;
+
+mod common;
+use common::*;
+
+static SEEN: std::sync::Mutex<Vec<Duration>> = std::sync::Mutex::new(Vec::new());
+
+#[robust(timeout = adaptive(p = 99, factor = 2, min = 20ms, max = 2s), retries = 1,
+         backoff = none, attempt = ctx)]
+async fn fetch(wait: u64) -> io::Result<u32> {
+    SEEN.lock().unwrap().push(ctx.timeout().unwrap());
+    tokio::time::sleep(ms(wait)).await;
+    Ok(ctx.retries())
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_timeout_starts_at_max_and_follows_the_latencies() {
+    // No samples: every attempt gets `max`, and a 1.5 s attempt succeeds.
+    let t0 = Instant::now();
+    assert_eq!(fetch(1500).await.unwrap(), 0);
+    assert_eq!(t0.elapsed(), ms(1500));
+    assert_eq!(SEEN.lock().unwrap().pop(), Some(secs(2)));
+    // p99 needs 500 samples; the percentile is recomputed every 64: 575 fast calls later
+    // (576 samples with the first), the limit is 2 × p99 of ~10 ms.
+    for _ in 0..575 {
+        fetch(10).await.unwrap();
+    }
+    SEEN.lock().unwrap().clear();
+    let t0 = Instant::now();
+    let r = fetch(1500).await;
+    // Both attempts are cut: 2 × 10 ms (10 ms rounded up to its bucket, 10.24 ms).
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::TimedOut);
+    let limits = std::mem::take(&mut *SEEN.lock().unwrap());
+    assert_eq!(limits.len(), 2);
+    for l in &limits {
+        assert!(*l >= ms(20) && *l <= Duration::from_micros(21_300), "{l:?}");
+    }
+    // (tokio's timer rounds each up to the next millisecond.)
+    let took = t0.elapsed();
+    assert!(
+        took >= limits[0] + limits[1] && took <= limits[0] + limits[1] + ms(2),
+        "{took:?}"
+    );
+}
+
+#[robust(timeout = adaptive(p = 50, factor = 1, min = 100ms, max = 1s), retries = 0, attempt = ctx)]
+fn blocking(latency: Duration, time: &VirtualTime) -> io::Result<Duration> {
+    time.advance(latency);
+    Ok(ctx.timeout().unwrap())
+}
+
+#[test]
+fn a_blocking_fn_clamps_the_limit_to_min() {
+    let time = VirtualTime::new();
+    let ((), _) = on_virtual_time(None, || {
+        assert_eq!(blocking(ms(1), &time).unwrap(), secs(1));
+        for _ in 0..63 {
+            blocking(ms(1), &time).unwrap();
+        }
+        // The median is 1 ms, below `min`: the limit is `min`.
+        assert_eq!(blocking(ms(1), &time).unwrap(), ms(100));
+    });
+}
+
+static MATCHED: Latencies = Latencies::new();
+
+#[tokio::test(start_paused = true)]
+async fn only_successes_are_recorded() {
+    let policy = Policy::builder()
+        .adaptive_timeout(Adaptive::new(&MATCHED, 90.0, 1.0, ms(1), secs(1)).unwrap())
+        .on_ok(retry_runtime::kind::OkIf(|v: &u32| *v == 503))
+        .retries(1)
+        .backoff(NoBackoff)
+        .build()
+        .unwrap();
+    let calls = AtomicU32::new(0);
+    // An error, then a matched value (a failed attempt): neither is a latency to learn from.
+    let r: io::Result<u32> = policy
+        .call_async(|_| async {
+            tokio::time::sleep(ms(5)).await;
+            if calls.fetch_add(1, Ordering::SeqCst) == 0 {
+                Err(ErrorKind::ConnectionReset.into())
+            } else {
+                Ok(503)
+            }
+        })
+        .await;
+    assert_eq!(r.unwrap(), 503);
+    assert_eq!(MATCHED.samples(), 0);
+    let r: io::Result<u32> = policy
+        .call_async(|_| async {
+            tokio::time::sleep(ms(5)).await;
+            Ok(200)
+        })
+        .await;
+    assert_eq!(r.unwrap(), 200);
+    assert_eq!(MATCHED.samples(), 1);
+}
+
+#[test]
+fn the_builder_validates_the_adaptive_timeout() {
+    static L: Latencies = Latencies::new();
+    let bad = [
+        (0.0, 2.0, ms(1), secs(1), "p"),
+        (100.0, 2.0, ms(1), secs(1), "p"),
+        (99.0, 0.5, ms(1), secs(1), "factor"),
+        (99.0, f64::NAN, ms(1), secs(1), "factor"),
+        (99.0, 2.0, Duration::ZERO, secs(1), "min"),
+        (99.0, 2.0, secs(2), secs(1), "min"),
+    ];
+    for (p, f, lo, hi, which) in bad {
+        assert_eq!(
+            Adaptive::new(&L, p, f, lo, hi).unwrap_err().parameter(),
+            which
+        );
+    }
+}
+
+#[robust(timeout = adaptive(p = 99.9, factor = 3, min = 10ms, max = 1s), deadline = 1500ms,
+         retries = -1, backoff = none)]
+async fn with_deadline() -> io::Result<()> {
+    tokio::time::sleep(secs(10)).await;
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_deadline_still_bounds_the_call() {
+    let t0 = Instant::now();
+    let r = with_deadline().await;
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::TimedOut);
+    // 1 s (max: no samples), then the 500 ms left.
+    assert_eq!(t0.elapsed(), ms(1500));
+}

@@ -1,0 +1,451 @@
+//! Hedging (SPEC section 15) on tokio's paused clock: which attempts start when, which are
+//! cancelled, what is returned; with guards; after a percentile of measured latencies.
+
+use std::io::{self, ErrorKind};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use retry_runtime::hedge::Hedge;
+use retry_runtime::latency::Latencies;
+use retry_runtime::{CircuitBreaker, NoBackoff, Policy, RetryBudget, robust};
+use tokio::time::Instant;
+
+mod common;
+use common::*;
+
+/// What a test's attempts did: when each started (ms since the test began), and how each
+/// ended ("ok", "err", or "dropped" when cancelled).
+#[derive(Default)]
+struct Log {
+    events: Mutex<Vec<(u32, u64, &'static str)>>,
+    next: AtomicU32,
+}
+
+impl Log {
+    fn start(&'static self, t0: Instant) -> Probe {
+        let n = self.next.fetch_add(1, Ordering::SeqCst);
+        let at = t0.elapsed().as_millis() as u64;
+        self.events.lock().unwrap().push((n, at, "start"));
+        Probe {
+            log: self,
+            n,
+            t0,
+            done: false,
+        }
+    }
+    fn take(&self) -> Vec<(u32, u64, &'static str)> {
+        self.next.store(0, Ordering::SeqCst);
+        std::mem::take(&mut *self.events.lock().unwrap())
+    }
+}
+
+/// Logs how an attempt ended; dropped unfinished, it logs "dropped".
+struct Probe {
+    log: &'static Log,
+    n: u32,
+    t0: Instant,
+    done: bool,
+}
+
+impl Probe {
+    fn end(mut self, what: &'static str) -> u32 {
+        self.done = true;
+        let at = self.t0.elapsed().as_millis() as u64;
+        self.log.events.lock().unwrap().push((self.n, at, what));
+        self.n
+    }
+}
+
+impl Drop for Probe {
+    fn drop(&mut self) {
+        if !self.done {
+            let at = self.t0.elapsed().as_millis() as u64;
+            self.log
+                .events
+                .lock()
+                .unwrap()
+                .push((self.n, at, "dropped"));
+        }
+    }
+}
+
+/// The attempts' latencies, by attempt number (the last one repeats), and whether each fails.
+async fn attempt(log: &'static Log, t0: Instant, plan: &[(u64, bool)]) -> io::Result<u32> {
+    let probe = log.start(t0);
+    let (wait, fail) = plan[(probe.n as usize).min(plan.len() - 1)];
+    tokio::time::sleep(ms(wait)).await;
+    if fail {
+        probe.end("err");
+        Err(ErrorKind::ConnectionReset.into())
+    } else {
+        Ok(probe.end("ok"))
+    }
+}
+
+static FIXED: Log = Log {
+    events: Mutex::new(Vec::new()),
+    next: AtomicU32::new(0),
+};
+
+#[robust(hedge(after = 50ms, max = 2), retries = 0)]
+async fn fixed(t0: Instant, plan: &[(u64, bool)]) -> io::Result<u32> {
+    attempt(&FIXED, t0, plan).await
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_slow_attempt_is_hedged_and_the_first_success_wins() {
+    let t0 = Instant::now();
+    // The first attempt takes a second; the hedge started at 50 ms answers at 60 ms.
+    let r = fixed(t0, &[(1000, false), (10, false)]).await;
+    assert_eq!(r.unwrap(), 1);
+    assert_eq!(t0.elapsed(), ms(60));
+    assert_eq!(
+        FIXED.take(),
+        vec![
+            (0, 0, "start"),
+            (1, 50, "start"),
+            (1, 60, "ok"),
+            (0, 60, "dropped")
+        ]
+    );
+
+    // Every attempt slow: hedges at 50 and 100 ms (max = 2), the first to finish wins.
+    let t0 = Instant::now();
+    let r = fixed(t0, &[(1000, false), (1000, false), (300, false)]).await;
+    assert_eq!(r.unwrap(), 2);
+    assert_eq!(t0.elapsed(), ms(400));
+    let events = FIXED.take();
+    assert_eq!(
+        &events[..4],
+        &[
+            (0, 0, "start"),
+            (1, 50, "start"),
+            (2, 100, "start"),
+            (2, 400, "ok")
+        ]
+    );
+    assert_eq!(events.len(), 6, "the two others dropped: {events:?}");
+
+    // A fast attempt: no hedge at all.
+    let t0 = Instant::now();
+    assert_eq!(fixed(t0, &[(20, false)]).await.unwrap(), 0);
+    assert_eq!(FIXED.take(), vec![(0, 0, "start"), (0, 20, "ok")]);
+}
+
+static AT_ONCE: Log = Log {
+    events: Mutex::new(Vec::new()),
+    next: AtomicU32::new(0),
+};
+
+#[robust(hedge(after = 50ms, max = 2), retries = 0)]
+async fn at_once(t0: Instant, plan: &[(u64, bool)]) -> io::Result<u32> {
+    attempt(&AT_ONCE, t0, plan).await
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retryable_failure_starts_the_next_hedge_at_once() {
+    let t0 = Instant::now();
+    // The first attempt fails at 10 ms: the hedge starts then, not at 50 ms.
+    let r = at_once(t0, &[(10, true), (30, false)]).await;
+    assert_eq!(r.unwrap(), 1);
+    assert_eq!(
+        AT_ONCE.take(),
+        vec![
+            (0, 0, "start"),
+            (0, 10, "err"),
+            (1, 10, "start"),
+            (1, 40, "ok")
+        ]
+    );
+    assert_eq!(t0.elapsed(), ms(40));
+}
+
+static ROUNDS: Log = Log {
+    events: Mutex::new(Vec::new()),
+    next: AtomicU32::new(0),
+};
+static ROUND_RETRIES: AtomicU32 = AtomicU32::new(0);
+
+#[robust(hedge(after = 50ms, max = 1), retries = 1, backoff = constant(base = 1s), jitter = none,
+         on_retry = |_, _| { ROUND_RETRIES.fetch_add(1, Ordering::SeqCst); })]
+async fn rounds(t0: Instant, plan: &[(u64, bool)]) -> io::Result<u32> {
+    attempt(&ROUNDS, t0, plan).await
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_round_of_failures_is_one_failed_attempt() {
+    let t0 = Instant::now();
+    // Both attempts of each round fail; one retry (one round more) after a one-second backoff.
+    let r = rounds(t0, &[(100, true)]).await;
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::ConnectionReset);
+    let starts: Vec<u64> = ROUNDS
+        .take()
+        .into_iter()
+        .filter(|e| e.2 == "start")
+        .map(|e| e.1)
+        .collect();
+    // Round 1: 0 and 50 ms (the hedge); the first fails at 100, the hedge at 150: the round
+    // is over at 150, backs off a second. Round 2: 1150 and 1200.
+    assert_eq!(starts, vec![0, 50, 1150, 1200]);
+    assert_eq!(t0.elapsed(), ms(1300));
+    assert_eq!(
+        ROUND_RETRIES.load(Ordering::SeqCst),
+        1,
+        "on_retry once per round"
+    );
+}
+
+static FATAL: Log = Log {
+    events: Mutex::new(Vec::new()),
+    next: AtomicU32::new(0),
+};
+
+#[robust(hedge(after = 20ms), on = [Io(ConnectionReset)], retries = 3)]
+async fn fatal(t0: Instant) -> io::Result<u32> {
+    let probe = FATAL.start(t0);
+    let n = probe.n;
+    tokio::time::sleep(ms(if n == 0 { 1000 } else { 10 })).await;
+    probe.end("err");
+    // The hedge fails with an error no rule retries: it wins, the first attempt is dropped.
+    Err(ErrorKind::PermissionDenied.into())
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_error_no_rule_retries_wins_too() {
+    let t0 = Instant::now();
+    let r = fatal(t0).await;
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::PermissionDenied);
+    assert_eq!(t0.elapsed(), ms(30));
+    assert_eq!(
+        FATAL.take(),
+        vec![
+            (0, 0, "start"),
+            (1, 20, "start"),
+            (1, 30, "err"),
+            (0, 30, "dropped")
+        ]
+    );
+}
+
+static TIMED: Log = Log {
+    events: Mutex::new(Vec::new()),
+    next: AtomicU32::new(0),
+};
+
+#[robust(hedge(after = 50ms, max = 1), timeout = 80ms, retries = 0)]
+async fn timed(t0: Instant) -> io::Result<u32> {
+    let probe = TIMED.start(t0);
+    tokio::time::sleep(secs(10)).await;
+    Ok(probe.end("ok"))
+}
+
+#[tokio::test(start_paused = true)]
+async fn each_attempt_has_its_own_timeout() {
+    let t0 = Instant::now();
+    let r = timed(t0).await;
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::TimedOut);
+    // The first attempt is cut at 80 ms, the hedge (started at 50 ms) at 130 ms.
+    assert_eq!(t0.elapsed(), ms(130));
+    assert_eq!(
+        TIMED.take(),
+        vec![
+            (0, 0, "start"),
+            (1, 50, "start"),
+            (0, 80, "dropped"),
+            (1, 130, "dropped")
+        ]
+    );
+}
+
+static EMPTY: RetryBudget = match RetryBudget::new(1.0, 0.0, 1.0) {
+    Ok(b) => b,
+    Err(_) => panic!(),
+};
+static BUDGETED: Log = Log {
+    events: Mutex::new(Vec::new()),
+    next: AtomicU32::new(0),
+};
+
+#[robust(hedge(after = 50ms, max = 3), budget = EMPTY, retries = 0)]
+async fn budgeted(t0: Instant) -> io::Result<u32> {
+    attempt(&BUDGETED, t0, &[(500, false)]).await
+}
+
+#[tokio::test(start_paused = true)]
+async fn hedges_spend_the_retry_budget() {
+    // One token: one hedge, then none.
+    let t0 = Instant::now();
+    assert!(budgeted(t0).await.is_ok());
+    let starts = BUDGETED.take().iter().filter(|e| e.2 == "start").count();
+    assert_eq!(starts, 2, "the first attempt and one hedge");
+    assert!(EMPTY.tokens() < 0.001);
+    // The budget is empty: no hedge at all now.
+    let t0 = Instant::now();
+    assert!(budgeted(t0).await.is_ok());
+    assert_eq!(BUDGETED.take().iter().filter(|e| e.2 == "start").count(), 1);
+    assert_eq!(t0.elapsed(), ms(500));
+}
+
+static BREAKER: CircuitBreaker = match CircuitBreaker::new(4, 4, 0.5, Duration::from_secs(30), 1) {
+    Ok(b) => b,
+    Err(_) => panic!(),
+};
+
+#[robust(hedge(after = 10ms, max = 3), breaker = BREAKER, retries = 0)]
+async fn broken() -> io::Result<u32> {
+    tokio::time::sleep(ms(100)).await;
+    Err(ErrorKind::ConnectionReset.into())
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_breaker_records_every_attempt_of_a_round() {
+    // One call: four attempts (the first and three hedges), four failures: the breaker's
+    // window of four is full of failures and it opens.
+    assert!(broken().await.is_err());
+    assert_eq!(BREAKER.state(), retry_runtime::BreakerState::Open);
+}
+
+static LATENCIES_LOG: Log = Log {
+    events: Mutex::new(Vec::new()),
+    next: AtomicU32::new(0),
+};
+
+#[robust(hedge(after = p90, max = 1), retries = 0)]
+async fn by_percentile(t0: Instant, wait: u64) -> io::Result<u32> {
+    let probe = LATENCIES_LOG.start(t0);
+    let n = probe.n;
+    // The first attempt of a call waits `wait`, a hedge 5 ms.
+    tokio::time::sleep(ms(if n == 0 { wait } else { 5 })).await;
+    Ok(probe.end("ok"))
+}
+
+#[tokio::test(start_paused = true)]
+async fn after_a_percentile_no_hedge_until_enough_samples() {
+    // p90 needs 50 samples, and the cached percentile is recomputed every 64: the first 64
+    // calls (1 s each) are never hedged.
+    for _ in 0..64 {
+        let t0 = Instant::now();
+        assert_eq!(by_percentile(t0, 1000).await.unwrap(), 0);
+        assert_eq!(t0.elapsed(), secs(1));
+        assert_eq!(LATENCIES_LOG.take().len(), 2, "one attempt, not hedged");
+    }
+    // Now p90 is 1 s (within its bucket, 6.25%): a call that would take 5 s is hedged then.
+    let t0 = Instant::now();
+    let r = by_percentile(t0, 5000).await.unwrap();
+    assert_eq!(r, 1, "the hedge answered");
+    let events = LATENCIES_LOG.take();
+    let hedge_at = events
+        .iter()
+        .find(|e| e.0 == 1 && e.2 == "start")
+        .unwrap()
+        .1;
+    assert!((1000..=1063).contains(&hedge_at), "hedged at {hedge_at} ms");
+    assert_eq!(t0.elapsed(), ms(hedge_at + 5));
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_hedge_delay_follows_the_measured_percentile() {
+    // 200 latencies of 1..=100 ms: p95 is 95 ms.
+    let t0 = Instant::now();
+    static L: Latencies = Latencies::new();
+    for i in 0..200u64 {
+        L.record(ms(1 + (i * 37) % 100));
+    }
+    let policy = Policy::builder()
+        .retries(0)
+        .backoff(NoBackoff)
+        .hedge(Hedge::percentile(&L, 95.0, 1).unwrap())
+        .build()
+        .unwrap();
+    let started = Mutex::new(Vec::new());
+    let r: io::Result<u64> = policy
+        .call_async(|_| async {
+            let at = t0.elapsed().as_millis() as u64;
+            started.lock().unwrap().push(at);
+            let first = started.lock().unwrap().len() == 1;
+            tokio::time::sleep(if first { secs(10) } else { ms(1) }).await;
+            Ok(at)
+        })
+        .await;
+    let hedge_at = r.unwrap();
+    // p95 of 1..=100 ms is 95 ms, reported within its bucket (6.25% above).
+    assert!((95..=101).contains(&hedge_at), "hedged at {hedge_at} ms");
+}
+
+struct Client {
+    calls: AtomicU32,
+}
+
+impl Client {
+    #[robust(hedge(after = 50ms), retries = 0)]
+    async fn get(&self, path: String, tag: &str) -> io::Result<String> {
+        let n = self.calls.fetch_add(1, Ordering::SeqCst);
+        tokio::time::sleep(ms(if n == 0 { 1000 } else { 1 })).await;
+        Ok(format!("{path}{tag}{n}"))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn methods_and_owned_arguments_are_hedged() {
+    let c = Client {
+        calls: AtomicU32::new(0),
+    };
+    // Each attempt gets its own clone of `path`.
+    let r = c.get("/a".to_owned(), "#").await.unwrap();
+    assert_eq!(r, "/a#1");
+    assert_eq!(c.calls.load(Ordering::SeqCst), 2);
+}
+
+#[robust(hedge(after = 50ms), retries = 0, attempt = ctx)]
+async fn sees_its_attempt(log: &Mutex<Vec<(u32, Duration)>>) -> io::Result<()> {
+    log.lock()
+        .unwrap()
+        .push((ctx.retries(), ctx.timeout().unwrap_or_default()));
+    tokio::time::sleep(ms(100)).await;
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn hedges_share_the_rounds_retry_count() {
+    let log = Mutex::new(Vec::new());
+    sees_its_attempt(&log).await.unwrap();
+    assert_eq!(
+        *log.lock().unwrap(),
+        vec![(0, Duration::ZERO), (0, Duration::ZERO)]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_builder_hedges_call_async() {
+    let policy = Policy::builder()
+        .retries(0)
+        .hedge(Hedge::after(ms(30), 2).unwrap())
+        .build()
+        .unwrap();
+    let calls = AtomicU32::new(0);
+    let t0 = Instant::now();
+    let r: io::Result<u32> = policy
+        .call_async(|_| async {
+            let n = calls.fetch_add(1, Ordering::SeqCst);
+            tokio::time::sleep(ms(if n < 2 { 1000 } else { 5 })).await;
+            Ok(n)
+        })
+        .await;
+    assert_eq!(r.unwrap(), 2);
+    assert_eq!(t0.elapsed(), ms(65));
+}
+
+/// Many concurrent hedged calls on a multi-threaded runtime: each returns its own answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn many_tasks_hedge_at_once() {
+    #[robust(hedge(after = 1ms, max = 2), retries = 0)]
+    async fn echo(i: u32) -> io::Result<u32> {
+        tokio::task::yield_now().await;
+        Ok(i)
+    }
+    let tasks: Vec<_> = (0..200).map(|i| tokio::spawn(echo(i))).collect();
+    for (i, t) in tasks.into_iter().enumerate() {
+        assert_eq!(t.await.unwrap().unwrap(), i as u32);
+    }
+}
