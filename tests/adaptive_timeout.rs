@@ -142,3 +142,30 @@ async fn the_deadline_still_bounds_the_call() {
     // 1 s (max: no samples), then the 500 ms left.
     assert_eq!(t0.elapsed(), ms(1500));
 }
+
+#[robust(timeout = adaptive(p = 99, factor = 2, min = 5ms, max = 5s), retries = 0)]
+async fn shifting(wait: u64) -> io::Result<()> {
+    tokio::time::sleep(ms(wait)).await;
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_slower_service_raises_the_timeout_instead_of_being_cut_for_ever() {
+    // The service answers in 10 ms: the limit settles at about 20 ms.
+    for _ in 0..640 {
+        shifting(10).await.unwrap();
+    }
+    // It slows down to 60 ms: the first calls are cut, and each cut attempt counts as a
+    // latency of its limit (a lower bound), so the percentile, and the limit, rise.
+    let mut cut = 0;
+    for _ in 0..400 {
+        if shifting(60).await.is_err() {
+            cut += 1;
+        }
+    }
+    assert!(cut > 0 && cut < 200, "{cut} of 400 calls cut");
+    // Adapted: every call succeeds now.
+    for _ in 0..100 {
+        shifting(60).await.unwrap();
+    }
+}

@@ -993,7 +993,7 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
     let measure = config
         .adaptive
         .as_ref()
-        .map(|_| quote!(#call.measure(#attempt.started(), &#result);));
+        .map(|_| quote!(#call.measure(#attempt.started(), &#result, #fired);));
     let fast = !needs_clock
         && config.breaker.is_none()
         && config.throttle.is_none()

@@ -983,7 +983,7 @@ where
             *this.slot = None;
             let mut call = Call::resume(policy, *this.state);
             if let Some(started) = this.started.take() {
-                call.measure(started, &result);
+                call.measure(started, &result, fired);
             }
             if single {
                 let r = call.settle_once(result);

@@ -21,6 +21,8 @@ struct Meta<S> {
     cut: Option<tokio::time::Instant>,
     /// Its deadline on the call's clock (an error after it counts as a timeout).
     deadline: Option<Instant>,
+    /// When it started, on the call's clock.
+    started: Instant,
     permit: Permit,
     /// Its slot of the concurrency limit, held while it runs.
     _slot: Option<S>,
@@ -80,6 +82,7 @@ where
         let meta = Meta {
             cut: cut_at(attempt.limit()),
             deadline: attempt.deadline(),
+            started: attempt.started,
             permit: call.permit,
             _slot: slot,
         };
@@ -177,9 +180,12 @@ where
                 if let Some((result, timed_out)) = out {
                     self.primary.set(None);
                     let meta = self.primary_meta.take();
-                    let (deadline, permit) =
-                        meta.map_or((None, Permit::NONE), |m| (m.deadline, m.permit));
-                    if let Some(done) = self.finished(result, timed_out, deadline, permit) {
+                    let (deadline, started, permit) = meta
+                        .map_or((None, self.started, Permit::NONE), |m| {
+                            (m.deadline, m.started, m.permit)
+                        });
+                    if let Some(done) = self.finished(result, timed_out, deadline, started, permit)
+                    {
                         return Poll::Ready(done);
                     }
                     continue;
@@ -201,13 +207,19 @@ where
                 };
                 if let Some((result, timed_out)) = out {
                     let h = self.hedges.swap_remove(i);
-                    ended = Some((result, timed_out, h.meta.deadline, h.meta.permit));
+                    ended = Some((
+                        result,
+                        timed_out,
+                        h.meta.deadline,
+                        h.meta.started,
+                        h.meta.permit,
+                    ));
                     break;
                 }
                 i += 1;
             }
-            if let Some((result, timed_out, deadline, permit)) = ended {
-                if let Some(done) = self.finished(result, timed_out, deadline, permit) {
+            if let Some((result, timed_out, deadline, started, permit)) = ended {
+                if let Some(done) = self.finished(result, timed_out, deadline, started, permit) {
                     return Poll::Ready(done);
                 }
                 continue;
@@ -249,6 +261,7 @@ where
         result: Result<R, E>,
         timed_out: bool,
         deadline: Option<Instant>,
+        started: Instant,
         permit: Permit,
     ) -> Option<(Result<R, E>, bool)> {
         let policy = self.call.policy;
@@ -270,6 +283,12 @@ where
                     .record(now.saturating_duration_since(self.started));
             }
             return Some(self.decide(result, timed_out, deadline, permit));
+        }
+        // An attempt cut by its timeout is recorded as its time so far (see `Call::measure`).
+        if timed_out && <P::Timeout as AttemptTimeout>::MEASURED {
+            policy
+                .timeout_setting()
+                .record(now.saturating_duration_since(started));
         }
         // A retryable failure starts the next hedge at once, if one is left.
         self.drop_last(now);
@@ -357,6 +376,7 @@ where
         let meta = Meta {
             cut: cut_at(attempt.limit()),
             deadline: attempt.deadline(),
+            started: attempt.started,
             permit,
             _slot: Some(slot),
         };

@@ -203,7 +203,7 @@ where
         let started = attempt.started;
         let result = body(attempt);
         drop(slot);
-        call.measure(started, &result);
+        call.measure(started, &result, false);
         match call.settle(result, false) {
             Step::Return(r) => return finish(policy, r),
             Step::Retry(delay) => policy.env().sleep(delay),
@@ -326,7 +326,7 @@ where
         let (result, fired) =
             crate::timeout::run_attempt(policy.timeout_setting(), limit, body(attempt)).await;
         drop(slot);
-        call.measure(started, &result);
+        call.measure(started, &result, fired);
         match call.settle(result, fired) {
             Step::Return(r) => return finish(policy, r),
             Step::Retry(delay) => policy.env().sleep_async(delay).await,
@@ -432,32 +432,46 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
         }
     }
 
-    /// Records the latency of an attempt started at `started` if it succeeded, for a timeout
-    /// setting that learns from latencies (SPEC section 15b); nothing otherwise.
+    /// Records the latency of an attempt started at `started`, for a timeout setting that
+    /// learns from latencies (SPEC section 15b); nothing otherwise. A success is recorded;
+    /// so is an attempt cut by its timeout (`timed_out`, or an error at or after its deadline),
+    /// as its time so far, a lower bound of its latency: a service that slows down then raises
+    /// the percentile instead of being cut for ever. Other failures (a value an `Ok(..)` kind
+    /// matches, an error before the deadline) say nothing about the latency of a success and
+    /// are not recorded.
     #[inline(always)]
-    pub fn measure<R, E>(&self, started: Instant, result: &Result<R, E>)
+    pub fn measure<R, E>(&self, started: Instant, result: &Result<R, E>, timed_out: bool)
     where
         P: RetryPolicy<R, E>,
     {
         if <P::Timeout as AttemptTimeout>::MEASURED {
-            self.record_success(started, result);
+            self.record_latency(started, result, timed_out);
         }
     }
 
     #[inline]
-    fn record_success<R, E>(&self, started: Instant, result: &Result<R, E>)
+    fn record_latency<R, E>(&self, started: Instant, result: &Result<R, E>, timed_out: bool)
     where
         P: RetryPolicy<R, E>,
     {
-        // A value an `Ok(..)` kind matches is a failed attempt: not a latency to learn from.
-        if let Ok(v) = result
-            && !(P::VALUES && self.policy.select_value(v, decide::Matched).is_some())
-        {
-            let now = self.now();
-            self.policy
-                .timeout_setting()
-                .record(now.saturating_duration_since(started));
-        }
+        let now = match result {
+            Ok(v) if P::VALUES && self.policy.select_value(v, decide::Matched).is_some() => return,
+            Ok(_) => self.now(),
+            Err(_) if timed_out => self.now(),
+            Err(_) => match self.times.deadline() {
+                Some(deadline) => {
+                    let now = self.now();
+                    if now < deadline {
+                        return;
+                    }
+                    now
+                }
+                None => return,
+            },
+        };
+        self.policy
+            .timeout_setting()
+            .record(now.saturating_duration_since(started));
     }
 
     /// When the call must end, for a call whose first attempt started at `first`.

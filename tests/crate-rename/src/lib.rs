@@ -44,3 +44,9 @@ mod tests {
         assert_eq!(through_facade(&calls).unwrap(), 1);
     }
 }
+
+/// Hedged and with an adaptive timeout, through the renamed crate.
+#[rr::robust(crate = "::rr", hedge(after = p95), timeout = adaptive(p = 99, min = 1ms, max = 1s), attempt = ctx)]
+pub async fn hedged(n: u32) -> io::Result<u32> {
+    Ok(n + ctx.retries())
+}

@@ -217,3 +217,23 @@ fn limited() -> io::Result<()> { Ok(()) }
 
 #[robust(limit = LIMIT, timeout = 1s, deadline = 3s)]
 async fn limited_async() -> io::Result<()> { Ok(()) }
+
+// Hedging (async fns): a fixed delay or a percentile, with every other key.
+#[robust(hedge(after = "50ms"))]
+async fn hedged() -> io::Result<()> { Ok(()) }
+
+#[robust(hedge(after = p99.9, max = 3), timeout = 1s, deadline = 3s, limit = LIMIT,
+         throttle = THROTTLE, fallback = |e: io::Error| async move { Err(e) }, attempt = ctx)]
+async fn hedged_everything(owned: String, (a, b): (u32, u32), r: &str, _: u8) -> io::Result<usize> {
+    Ok(owned.len() + (a + b) as usize + r.len() + ctx.retries() as usize)
+}
+
+#[robust(hedge(after = p95), timeout = adaptive(p = 99, factor = 2, min = 50ms, max = 5s))]
+async fn hedged_adaptive(mut n: u32) -> io::Result<u32> { n += 1; Ok(n) }
+
+// Timeouts from measured latency, blocking and async.
+#[robust(timeout = adaptive(p = 99.9, factor = 2, min = "50ms", max = "5s"), retries = 2)]
+fn adaptive_sync() -> io::Result<()> { Ok(()) }
+
+#[robust(timeout = adaptive(p = 90, min = 1ms, max = 1s), deadline = 2s, on = [Timeout])]
+async fn adaptive_async() -> io::Result<()> { Ok(()) }

@@ -1,0 +1,29 @@
+use retry_runtime::robust;
+
+// `p` strictly between 0 and 100, `factor` >= 1, `min` > 0 and at most `max`.
+#[robust(timeout = adaptive(p = 100, factor = 2, min = 50ms, max = 5s))]
+async fn p_100() -> std::io::Result<()> { Ok(()) }
+#[robust(timeout = adaptive(p = 0, min = 50ms, max = 5s))]
+async fn p_0() -> std::io::Result<()> { Ok(()) }
+#[robust(timeout = adaptive(p = 99.9, factor = 0.5, min = 50ms, max = 5s))]
+async fn small_factor() -> std::io::Result<()> { Ok(()) }
+#[robust(timeout = adaptive(p = 99.9, factor = 2, min = 0, max = 5s))]
+async fn zero_min() -> std::io::Result<()> { Ok(()) }
+#[robust(timeout = adaptive(p = 99.9, factor = 2, min = 10s, max = 5s))]
+async fn min_above_max() -> std::io::Result<()> { Ok(()) }
+
+// A percentile with a unit, a missing bound, a misspelled call, and two timeouts.
+#[robust(timeout = adaptive(p = 99ms, min = 50ms, max = 5s))]
+async fn p_with_unit() -> std::io::Result<()> { Ok(()) }
+#[robust(timeout = adaptive(p = 99, min = 50ms))]
+async fn no_max() -> std::io::Result<()> { Ok(()) }
+#[robust(timeout = adaptiv(p = 99, min = 50ms, max = 5s))]
+async fn misspelled() -> std::io::Result<()> { Ok(()) }
+#[robust(timeout = 2s, timeout = adaptive(p = 99, min = 50ms, max = 5s))]
+async fn twice() -> std::io::Result<()> { Ok(()) }
+
+// An error type without `From<Elapsed>`.
+#[robust(timeout = adaptive(p = 99, min = 50ms, max = 5s))]
+async fn no_conversion() -> Result<(), String> { Ok(()) }
+
+fn main() {}

@@ -1,0 +1,42 @@
+use retry_runtime::robust;
+
+// A blocking fn runs one attempt at a time.
+#[robust(hedge(after = "50ms", max = 1))]
+fn blocking() -> std::io::Result<()> { Ok(()) }
+
+// Attempts at the same time cannot share a `&mut`.
+struct Client;
+impl Client {
+    #[robust(hedge(after = 50ms))]
+    async fn get(&mut self, buf: &mut Vec<u8>) -> std::io::Result<()> { let _ = buf; Ok(()) }
+}
+
+// No hedge at all, a hedge at once, a negative or unitless-but-wrong delay.
+#[robust(hedge(after = 50ms, max = 0))]
+async fn zero_max() -> std::io::Result<()> { Ok(()) }
+#[robust(hedge(after = 0, max = 1))]
+async fn zero_after() -> std::io::Result<()> { Ok(()) }
+#[robust(hedge(after = -50ms))]
+async fn negative_after() -> std::io::Result<()> { Ok(()) }
+#[robust(hedge(after = 50mss))]
+async fn bad_unit() -> std::io::Result<()> { Ok(()) }
+
+// Percentiles from p50 to p99.9; a word that is no percentile.
+#[robust(hedge(after = p10))]
+async fn low_percentile() -> std::io::Result<()> { Ok(()) }
+#[robust(hedge(after = p99.99))]
+async fn high_percentile() -> std::io::Result<()> { Ok(()) }
+#[robust(hedge(after = fast))]
+async fn a_word() -> std::io::Result<()> { Ok(()) }
+
+// Missing `after`, an unknown parameter, too many hedges, a value instead of the call.
+#[robust(hedge(max = 2))]
+async fn no_after() -> std::io::Result<()> { Ok(()) }
+#[robust(hedge(after = 50ms, delay = 10ms))]
+async fn unknown_param() -> std::io::Result<()> { Ok(()) }
+#[robust(hedge(after = 50ms, max = 11))]
+async fn too_many() -> std::io::Result<()> { Ok(()) }
+#[robust(hedge = "50ms")]
+async fn as_a_value() -> std::io::Result<()> { Ok(()) }
+
+fn main() {}
