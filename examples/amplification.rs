@@ -11,11 +11,16 @@
 //!   50% failure ratio, 5 s break, then 10 probes that close it again below a 50% failure ratio);
 //! - 3 retries under a shared adaptive throttle (k = 2 over the last 10 s: each attempt, first
 //!   or retry, is rejected locally with probability max(0, (requests − 2·accepts) / (requests +
-//!   1))).
+//!   1)));
+//! - 3 retries under a shared concurrency limit of 16 attempts in flight and no queue (about
+//!   10 are in flight without failures): an attempt that finds no free slot is rejected at
+//!   once, not retried.
 //!
-//! Every retry decision, budget withdrawal, breaker transition and throttle rejection is
-//! `retry_runtime`'s own: each request is a [`retry_runtime::Call`] of a real policy on a
-//! virtual clock.
+//! Every retry decision, budget withdrawal, breaker transition, throttle rejection and limit
+//! slot is `retry_runtime`'s own: each request is a [`retry_runtime::Call`] of a real policy on
+//! a virtual clock, and an attempt holds a slot of the policy's limit
+//! ([`retry_runtime::guard::Limit::try_slot`], which is what waiting for a slot does when the
+//! limit has no queue) until its answer arrives.
 //!
 //! `cargo run --release --example amplification` prints the table and writes
 //! `docs/amplification.svg`; `-- --check` verifies the committed picture instead.
@@ -31,10 +36,12 @@ mod support;
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 use rand_distr::{Distribution, Exp};
+use retry_runtime::guard::Limit;
+use retry_runtime::policy::PolicyCore;
 use retry_runtime::time::{Clock, VirtualTime};
 use retry_runtime::{
-    AdaptiveThrottle, CircuitBreaker, Exponential, FullJitter, Policy, RetryBudget, RetryPolicy,
-    Step,
+    AdaptiveThrottle, CircuitBreaker, ConcurrencyLimit, Exponential, FullJitter, Policy,
+    RetryBudget, RetryPolicy, Step,
 };
 use support::{PALETTE, legend, line, write_or_check};
 
@@ -91,6 +98,7 @@ enum Guard {
     Budget,
     Breaker,
     Throttle,
+    Limit,
 }
 
 /// One simulation on `time`, a virtual clock shared by all of them that started at `start`.
@@ -104,6 +112,7 @@ fn simulate(time: &VirtualTime, start: Instant, p: f64, guard: Guard, seed: u64)
     let breaker =
         CircuitBreaker::new(100, 20, 0.5, Duration::from_secs(5), 5).expect("valid breaker");
     let throttle = AdaptiveThrottle::new(2.0, Duration::from_secs(10)).expect("valid throttle");
+    let limit = ConcurrencyLimit::new(16, 0).expect("valid limit");
     let backoff = Exponential::new(Duration::from_millis(10), Duration::from_secs(1), 2.0)
         .expect("valid backoff");
     let retries = if matches!(guard, Guard::NoRetries) {
@@ -131,13 +140,17 @@ fn simulate(time: &VirtualTime, start: Instant, p: f64, guard: Guard, seed: u64)
             time,
             &base.throttle(&throttle).build().expect("valid"),
         ),
+        Guard::Limit => run(p, seed, time, &base.limit(&limit).build().expect("valid")),
         Guard::NoRetries | Guard::Retries => run(p, seed, time, &base.build().expect("valid")),
     }
 }
 
 /// Drives one simulation with `policy`: any policy that retries `Failure`s, whatever the
 /// guards made its type.
-fn run<P: RetryPolicy<(), Failure>>(p: f64, seed: u64, time: &VirtualTime, policy: &P) -> Outcome {
+fn run<P: RetryPolicy<(), Failure>>(p: f64, seed: u64, time: &VirtualTime, policy: &P) -> Outcome
+where
+    P: PolicyCore,
+{
     let mut rng = SmallRng::seed_from_u64(seed);
     let gap = Exp::new(RATE_PER_CLIENT).expect("valid rate");
     let mut queue = BinaryHeap::new();
@@ -151,6 +164,8 @@ fn run<P: RetryPolicy<(), Failure>>(p: f64, seed: u64, time: &VirtualTime, polic
         push(&mut queue, first, Event::Arrive { client });
     }
     let mut calls = Vec::new();
+    // The limit's slot each call's running attempt holds.
+    let mut slots = Vec::new();
     let (mut made, mut sent, mut succeeded) = (0u64, 0u64, 0u64);
     let mut now = Duration::ZERO;
     while let Some(Reverse((at, _, ev))) = queue.pop() {
@@ -160,6 +175,7 @@ fn run<P: RetryPolicy<(), Failure>>(p: f64, seed: u64, time: &VirtualTime, polic
             Event::Arrive { client } => {
                 made += 1;
                 calls.push(policy.start_seeded(seed ^ made.wrapping_mul(0x9E37_79B9)));
+                slots.push(None);
                 push(
                     &mut queue,
                     now,
@@ -177,11 +193,17 @@ fn run<P: RetryPolicy<(), Failure>>(p: f64, seed: u64, time: &VirtualTime, polic
                     // Rejected by the open breaker or the throttle: the call has failed.
                     continue;
                 }
+                match policy.limit().try_slot() {
+                    Some(slot) => slots[call] = Some(slot),
+                    // No free slot and no queue: rejected at once, not retried.
+                    None => continue,
+                }
                 sent += 1;
                 let ok = rng.random::<f64>() >= p;
                 push(&mut queue, now + LATENCY, Event::Answer { call, ok });
             }
             Event::Answer { call, ok } => {
+                slots[call] = None;
                 let result = if ok { Ok(()) } else { Err(Failure::Server) };
                 match calls[call].settle(result, false) {
                     Step::Retry(delay) => push(&mut queue, now + delay, Event::Attempt { call }),
@@ -215,6 +237,7 @@ fn all() -> Vec<Series> {
         ("3 retries + budget", sweep(Guard::Budget, 3)),
         ("3 retries + breaker", sweep(Guard::Breaker, 4)),
         ("3 retries + throttle", sweep(Guard::Throttle, 5)),
+        ("3 retries + limit", sweep(Guard::Limit, 6)),
     ]
 }
 
