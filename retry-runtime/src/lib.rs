@@ -44,6 +44,9 @@
 //!   ([`PolicyBuilder::budget`] and the methods after it), [`ConcurrencyLimit`] and
 //!   [`AdaptiveThrottle`] (which turn attempts away with [`Rejected`]), and guards per key
 //!   ([`guard::Keyed`]).
+//! - [`hedge`]: hedging async attempts ([`PolicyBuilder::hedge`]); [`latency`]: the
+//!   per-function latency histogram that hedging after a percentile and adaptive timeouts
+//!   ([`timeout::Adaptive`], [`PolicyBuilder::adaptive_timeout`]) read.
 //! - [`time`]: the clock and sleepers, and [`VirtualTime`](time::VirtualTime) for tests.
 //! - [`parse_duration`]: durations written as text, read as the attribute reads them.
 //! - [`checks`]: the compile-time checks of `#[robust]` that go through types, with their
