@@ -408,4 +408,32 @@ mod guards {
             }
         });
     }
+
+    #[robust(retries = 3, hedge(after = 50ms, max = 2))]
+    async fn hedged_async() -> io::Result<u32> {
+        Ok(5)
+    }
+
+    #[robust(retries = 3, hedge(after = p95), timeout = adaptive(p = 99, min = 1ms, max = 1s))]
+    async fn hedged_adaptive_async() -> io::Result<u32> {
+        Ok(6)
+    }
+
+    #[test]
+    fn a_hedged_async_success_without_a_hedge_does_not_allocate() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            for _ in 0..100 {
+                let before = ALLOCS.with(Cell::get);
+                assert_eq!(hedged_async().await.unwrap(), 5);
+                assert_eq!(hedged_adaptive_async().await.unwrap(), 6);
+                let n = ALLOCS.with(Cell::get) - before;
+                assert_eq!(n, 0, "hedged success, no hedge sent");
+            }
+        });
+    }
 }

@@ -1,7 +1,8 @@
 //! The success path with a guard (SPEC 16) against the same attribute without one, in the same
 //! run: a blocking fn and an async fn (tokio current-thread runtime), each plain, with
-//! `limit = LIMIT` and with `throttle = THROTTLE`; the body returns `Ok` at once. See
-//! docs/BENCHMARKS.md, section 10.
+//! `limit = LIMIT` and with `throttle = THROTTLE`, and async with `hedge(..)` (no hedge fires:
+//! the body returns at once) and with an adaptive timeout against a fixed one; the body returns
+//! `Ok` at once. See docs/BENCHMARKS.md, sections 10 and 11.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -31,6 +32,18 @@ fn async_guards(c: &mut Criterion) {
     });
     g.bench_function("throttle", |b| {
         b.to_async(&rt).iter(|| guard_throttle_async(black_box(7)))
+    });
+    g.bench_function("hedge_50ms", |b| {
+        b.to_async(&rt).iter(|| guard_hedge_async(black_box(7)))
+    });
+    g.bench_function("hedge_p95", |b| {
+        b.to_async(&rt).iter(|| guard_hedge_p95_async(black_box(7)))
+    });
+    g.bench_function("timeout_2s", |b| {
+        b.to_async(&rt).iter(|| guard_timeout_async(black_box(7)))
+    });
+    g.bench_function("timeout_adaptive", |b| {
+        b.to_async(&rt).iter(|| guard_adaptive_async(black_box(7)))
     });
     g.finish();
 }

@@ -336,6 +336,30 @@ pub async fn guard_limit_async(x: u64) -> io::Result<u64> {
     body_async(x).await
 }
 
+/// `#[robust]` with hedging after a fixed delay, async (the body answers at once: no hedge).
+#[robust(retries = 3, hedge(after = 50ms))]
+pub async fn guard_hedge_async(x: u64) -> io::Result<u64> {
+    body_async(x).await
+}
+
+/// `#[robust]` with hedging after the fn's p95, async (no hedge: the body answers at once).
+#[robust(retries = 3, hedge(after = p95))]
+pub async fn guard_hedge_p95_async(x: u64) -> io::Result<u64> {
+    body_async(x).await
+}
+
+/// `#[robust]` with a fixed timeout, async: the baseline of the adaptive one.
+#[robust(retries = 3, timeout = 2s)]
+pub async fn guard_timeout_async(x: u64) -> io::Result<u64> {
+    body_async(x).await
+}
+
+/// `#[robust]` with an adaptive timeout, async.
+#[robust(retries = 3, timeout = adaptive(p = 99, factor = 2, min = 10ms, max = 2s))]
+pub async fn guard_adaptive_async(x: u64) -> io::Result<u64> {
+    body_async(x).await
+}
+
 /// `#[robust]` with an adaptive throttle, async.
 #[robust(retries = 3, throttle = THROTTLE)]
 pub async fn guard_throttle_async(x: u64) -> io::Result<u64> {
@@ -360,6 +384,10 @@ mod guard_tests {
             assert_eq!(guard_none_async(5).await.unwrap(), want);
             assert_eq!(guard_limit_async(5).await.unwrap(), want);
             assert_eq!(guard_throttle_async(5).await.unwrap(), want);
+            assert_eq!(guard_hedge_async(5).await.unwrap(), want);
+            assert_eq!(guard_hedge_p95_async(5).await.unwrap(), want);
+            assert_eq!(guard_timeout_async(5).await.unwrap(), want);
+            assert_eq!(guard_adaptive_async(5).await.unwrap(), want);
         });
         assert_eq!((LIMIT.in_flight(), LIMIT.queued()), (0, 0));
         assert_eq!(THROTTLE.reject_probability(std::time::Instant::now()), 0.0);

@@ -920,14 +920,19 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
         || config.on_retry.is_some()
         || (!is_async && finite(&config.timeout));
     // A blocking fn's call reads the clock its sleeper agrees with (std's, not tokio's).
+    // With an attempt context the first attempt reads the call's first instant: no reading
+    // before it.
     let (eager, lazy) = if is_async {
-        (quote!(start), quote!(start_lazy))
+        (quote!(#p::start_timed), quote!(start_lazy))
     } else {
-        (quote!(start_blocking), quote!(start_lazy_blocking))
+        (
+            quote!(#p::start_timed_blocking),
+            quote!(start_lazy_blocking),
+        )
     };
     let (start, attempt_stmt) = if needs_clock {
         (
-            quote!(#policy.#eager()),
+            quote!(#eager(&#policy)),
             quote!(let #attempt = #call.attempt();),
         )
     } else {

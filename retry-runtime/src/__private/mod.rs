@@ -218,6 +218,21 @@ pub use crate::latency::Latencies;
 /// Whether the `tracing` feature is on (its events make lazy calls keep their instants).
 pub const TRACING: bool = cfg!(feature = "tracing");
 
+/// A call whose first instant is read by its first attempt (`Call::attempt`), not before:
+/// one clock reading fewer than `start` for a call that makes an attempt context anyway.
+#[inline(always)]
+pub fn start_timed<P: crate::policy::PolicyCore>(policy: &P) -> crate::Call<'_, P> {
+    crate::call::start(policy, crate::call::Timed::default())
+}
+
+/// [`start_timed`] for a blocking call.
+#[inline(always)]
+pub fn start_timed_blocking<P: crate::policy::PolicyCore>(
+    policy: &P,
+) -> crate::Call<'_, P, crate::call::Blocking> {
+    crate::call::start(policy, crate::call::Blocking(crate::call::Timed::default()))
+}
+
 /// Waits for a slot of the policy's concurrency limit (async).
 #[inline(always)]
 pub fn limit_wait<P: crate::policy::PolicyCore>(

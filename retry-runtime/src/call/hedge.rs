@@ -5,7 +5,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use super::decide::Matched;
+use super::decide::{LazyNow, Matched};
 use super::{Call, Step, Timed, finish, refused, start};
 use crate::Elapsed;
 use crate::checks::IsResult;
@@ -17,7 +17,9 @@ use crate::timeout::{AsyncTimeout, AttemptTimeout};
 
 /// What the loop knows of a running attempt besides its future.
 struct Meta<S> {
-    /// When its timer cuts it (its timeout or the call's deadline), on tokio's clock.
+    /// Its time (its timeout, or less when the call's deadline comes first).
+    limit: Option<Duration>,
+    /// When its timer cuts it, on tokio's clock: set when it is first seen pending.
     cut: Option<tokio::time::Instant>,
     /// Its deadline on the call's clock (an error after it counts as a timeout).
     deadline: Option<Instant>,
@@ -42,19 +44,19 @@ struct Failed<R, E> {
     permit: Permit,
 }
 
-/// `now + d` on tokio's clock, saturating.
-fn cut_at(limit: Option<Duration>) -> Option<tokio::time::Instant> {
-    let d = limit?;
-    let now = tokio::time::Instant::now();
-    Some(
-        now.checked_add(d)
-            .or_else(|| now.checked_add(Duration::from_secs(86400 * 365 * 30)))
-            .unwrap_or(now),
-    )
+/// `now + d`, saturating about thirty years ahead.
+fn after(now: tokio::time::Instant, d: Duration) -> tokio::time::Instant {
+    now.checked_add(d)
+        .or_else(|| now.checked_add(Duration::from_secs(86400 * 365 * 30)))
+        .unwrap_or(now)
 }
 
 /// The hedged loop of an async call: [`run_async`](super::run_async) for a hedged policy, and
 /// `#[robust(hedge(..))]`. The fallback is not applied (see [`run_hedged`]).
+///
+/// An attempt that answers on its first poll costs one clock reading (its start) and no
+/// timer: the clock is read again, and the round's timer made, only when an attempt is
+/// pending.
 pub async fn hedged_loop<'p, P, R, E, G, Fut>(policy: &'p P, mut make: G) -> Result<R, E>
 where
     P: RetryPolicy<R, E>,
@@ -64,8 +66,9 @@ where
     Fut: Future,
     Fut::Output: IsResult<Ok = R, Err = E>,
 {
-    let mut call = start(policy, Timed::now(policy.env(), false));
-    let mut timer = std::pin::pin!(tokio::time::sleep(Duration::ZERO));
+    // The first attempt reads the call's first instant.
+    let mut call = start(policy, Timed::default());
+    let mut timer = std::pin::pin!(None::<tokio::time::Sleep>);
     let mut hedges: Vec<Running<Fut, <P::Limit as Limit>::Slot>> = Vec::new();
     loop {
         if let Some(rejected) = call.admit() {
@@ -80,26 +83,30 @@ where
         };
         let attempt = call.attempt();
         let meta = Meta {
-            cut: cut_at(attempt.limit()),
+            limit: attempt.limit(),
+            cut: None,
             deadline: attempt.deadline(),
             started: attempt.started,
             permit: call.permit,
             _slot: slot,
         };
         let primary = std::pin::pin!(Some(make(attempt)));
-        let (result, timed_out) = Round {
-            call: &mut call,
-            make: &mut make,
-            primary,
-            primary_meta: Some(meta),
-            hedges: &mut hedges,
-            timer: timer.as_mut(),
-            started: attempt.started,
-            next: None,
-            sent: 0,
-            last: None,
-        }
-        .run()
+        let (result, timed_out) = std::future::poll_fn({
+            let mut round = Round {
+                call: &mut call,
+                make: &mut make,
+                primary,
+                primary_meta: Some(meta),
+                hedges: &mut hedges,
+                timer: timer.as_mut(),
+                started: attempt.started,
+                clocked: false,
+                next: None,
+                sent: 0,
+                last: None,
+            };
+            move |cx| round.poll(cx)
+        })
         .await;
         hedges.clear();
         match call.settle(result, timed_out) {
@@ -129,9 +136,13 @@ struct Round<'c, 'p, P: PolicyCore, G, Fut, R, E> {
     primary: Pin<&'c mut Option<Fut>>,
     primary_meta: Option<Meta<<P::Limit as Limit>::Slot>>,
     hedges: &'c mut Vec<Running<Fut, <P::Limit as Limit>::Slot>>,
-    timer: Pin<&'c mut tokio::time::Sleep>,
+    /// The call's timer, made the first time a round waits.
+    timer: Pin<&'c mut Option<tokio::time::Sleep>>,
     /// When the round's first attempt started (its winner's latency is measured from here).
     started: Instant,
+    /// Whether the first attempt's cut and the first hedge are scheduled (at its first
+    /// pending poll).
+    clocked: bool,
     /// When the next hedge is due (tokio's clock), once known.
     next: Option<tokio::time::Instant>,
     /// Hedges sent in this round.
@@ -148,14 +159,6 @@ where
     Fut: Future,
     Fut::Output: IsResult<Ok = R, Err = E>,
 {
-    async fn run(mut self) -> (Result<R, E>, bool) {
-        let policy = self.call.policy;
-        if let Some(hedge) = policy.timeout_setting().hedge() {
-            self.next = hedge.delay().and_then(|d| cut_at(Some(d)));
-        }
-        std::future::poll_fn(move |cx| self.poll(cx)).await
-    }
-
     fn live(&self) -> usize {
         usize::from(self.primary.is_some()) + self.hedges.len()
     }
@@ -164,62 +167,63 @@ where
         let policy = self.call.policy;
         let timeout = policy.timeout_setting();
         loop {
+            // The attempts.
+            if let Some(fut) = self.primary.as_mut().as_pin_mut()
+                && let Poll::Ready(out) = fut.poll(cx)
+            {
+                self.primary.set(None);
+                if let Some(done) = self.primary_ended(out.into_result(), false) {
+                    return Poll::Ready(done);
+                }
+                continue;
+            }
+            if let Some(i) =
+                (0..self.hedges.len()).find_map(|i| match self.hedges[i].fut.as_mut().poll(cx) {
+                    Poll::Ready(out) => Some((i, out)),
+                    Poll::Pending => None,
+                })
+            {
+                let (i, out) = i;
+                let h = self.hedges.swap_remove(i);
+                if let Some(done) = self.hedge_ended(h.meta, out.into_result(), false) {
+                    return Poll::Ready(done);
+                }
+                continue;
+            }
+            // Every attempt is pending: the clock decides the rest.
             let now = tokio::time::Instant::now();
-            // The first attempt.
-            if let Some(fut) = self.primary.as_mut().as_pin_mut() {
-                let out = match fut.poll(cx) {
-                    Poll::Ready(out) => Some((out.into_result(), false)),
-                    Poll::Pending => self
-                        .primary_meta
-                        .as_ref()
-                        .and_then(|m| m.cut)
-                        .filter(|cut| *cut <= now)
-                        .and_then(|_| timeout.elapsed(Elapsed::new()))
-                        .map(|e| (Err(e), true)),
-                };
-                if let Some((result, timed_out)) = out {
-                    self.primary.set(None);
-                    let meta = self.primary_meta.take();
-                    let (deadline, started, permit) = meta
-                        .map_or((None, self.started, Permit::NONE), |m| {
-                            (m.deadline, m.started, m.permit)
-                        });
-                    if let Some(done) = self.finished(result, timed_out, deadline, started, permit)
-                    {
-                        return Poll::Ready(done);
-                    }
-                    continue;
+            if !self.clocked {
+                self.clocked = true;
+                if let Some(m) = self.primary_meta.as_mut() {
+                    m.cut = m.limit.map(|l| after(now, l));
+                }
+                if let Some(d) = timeout.hedge().and_then(|h| h.delay()) {
+                    self.next = Some(after(now, d));
                 }
             }
-            // The hedges.
-            let mut i = 0;
-            let mut ended = None;
-            while i < self.hedges.len() {
-                let h = &mut self.hedges[i];
-                let out = match h.fut.as_mut().poll(cx) {
-                    Poll::Ready(out) => Some((out.into_result(), false)),
-                    Poll::Pending => h
-                        .meta
-                        .cut
-                        .filter(|cut| *cut <= now)
-                        .and_then(|_| timeout.elapsed(Elapsed::new()))
-                        .map(|e| (Err(e), true)),
-                };
-                if let Some((result, timed_out)) = out {
-                    let h = self.hedges.swap_remove(i);
-                    ended = Some((
-                        result,
-                        timed_out,
-                        h.meta.deadline,
-                        h.meta.started,
-                        h.meta.permit,
-                    ));
-                    break;
+            // An attempt whose time is up fails with `E::from(Elapsed)` and is dropped.
+            if self.primary.is_some()
+                && self
+                    .primary_meta
+                    .as_ref()
+                    .and_then(|m| m.cut)
+                    .is_some_and(|c| c <= now)
+                && let Some(e) = timeout.elapsed(Elapsed::new())
+            {
+                self.primary.set(None);
+                if let Some(done) = self.primary_ended(Err(e), true) {
+                    return Poll::Ready(done);
                 }
-                i += 1;
+                continue;
             }
-            if let Some((result, timed_out, deadline, started, permit)) = ended {
-                if let Some(done) = self.finished(result, timed_out, deadline, started, permit) {
+            if let Some(i) = self
+                .hedges
+                .iter()
+                .position(|h| h.meta.cut.is_some_and(|c| c <= now))
+                && let Some(e) = timeout.elapsed(Elapsed::new())
+            {
+                let h = self.hedges.swap_remove(i);
+                if let Some(done) = self.hedge_ended(h.meta, Err(e), true) {
                     return Poll::Ready(done);
                 }
                 continue;
@@ -233,26 +237,61 @@ where
                     continue;
                 }
             }
-            // Wait for an attempt, the next hedge or the first cut.
+            // Wait for an attempt, the next hedge or the first cut still ahead.
             let cuts = self
                 .primary_meta
                 .iter()
                 .chain(self.hedges.iter().map(|h| &h.meta))
-                .filter_map(|m| m.cut);
-            let wake = cuts.chain(self.next).min();
-            match wake {
-                Some(at) => {
-                    if self.timer.deadline() != at {
-                        self.timer.as_mut().reset(at);
-                    }
-                    if self.timer.as_mut().poll(cx).is_ready() {
-                        continue;
-                    }
-                    return Poll::Pending;
-                }
-                None => return Poll::Pending,
+                .filter_map(|m| m.cut)
+                .filter(|c| *c > now);
+            let Some(at) = cuts.chain(self.next).min() else {
+                return Poll::Pending;
+            };
+            match self.timer.as_mut().as_pin_mut() {
+                Some(t) if t.deadline() == at => {}
+                Some(t) => t.reset(at),
+                None => self.timer.set(Some(tokio::time::sleep_until(at))),
+            }
+            let fired = self
+                .timer
+                .as_mut()
+                .as_pin_mut()
+                .is_some_and(|t| t.poll(cx).is_ready());
+            if !fired {
+                return Poll::Pending;
             }
         }
+    }
+
+    /// The first attempt has ended with `result`.
+    fn primary_ended(
+        &mut self,
+        result: Result<R, E>,
+        timed_out: bool,
+    ) -> Option<(Result<R, E>, bool)> {
+        let (deadline, started, permit) = self
+            .primary_meta
+            .take()
+            .map_or((None, self.started, Permit::NONE), |m| {
+                (m.deadline, m.started, m.permit)
+            });
+        self.finished(result, timed_out, deadline, started, permit)
+    }
+
+    /// A hedge has ended with `result` (its slot is freed here).
+    fn hedge_ended(
+        &mut self,
+        meta: Meta<<P::Limit as Limit>::Slot>,
+        result: Result<R, E>,
+        timed_out: bool,
+    ) -> Option<(Result<R, E>, bool)> {
+        let Meta {
+            deadline,
+            started,
+            permit,
+            ..
+        } = meta;
+        self.finished(result, timed_out, deadline, started, permit)
     }
 
     /// Handles an attempt's outcome: `Some` when the round is over.
@@ -265,9 +304,16 @@ where
         permit: Permit,
     ) -> Option<(Result<R, E>, bool)> {
         let policy = self.call.policy;
+        let setting = policy.timeout_setting();
+        // The clock is read only when something needs it.
+        let measured = <P::Timeout as AttemptTimeout>::MEASURED && setting.histogram().is_some();
+        let mut now = LazyNow {
+            clock: policy.env(),
+            blocking: false,
+            at: None,
+        };
         // An error after the attempt's deadline counts as a timeout, as in `settle`.
-        let now = policy.env().now();
-        let timed_out = timed_out || deadline.is_some_and(|d| now >= d);
+        let timed_out = timed_out || (result.is_err() && deadline.is_some_and(|d| now.get() >= d));
         let retryable = match &result {
             Ok(v) => P::VALUES && policy.select_value(v, Matched).is_some(),
             Err(e) => policy
@@ -276,22 +322,18 @@ where
         };
         if !retryable {
             // The winner: the round's last failure, if any, is recorded as such.
-            self.drop_last(now);
-            if result.is_ok() && <P::Timeout as AttemptTimeout>::MEASURED {
-                policy
-                    .timeout_setting()
-                    .record(now.saturating_duration_since(self.started));
+            self.drop_last(&mut now);
+            if result.is_ok() && measured {
+                setting.record(now.get().saturating_duration_since(self.started));
             }
             return Some(self.decide(result, timed_out, deadline, permit));
         }
         // An attempt cut by its timeout is recorded as its time so far (see `Call::measure`).
-        if timed_out && <P::Timeout as AttemptTimeout>::MEASURED {
-            policy
-                .timeout_setting()
-                .record(now.saturating_duration_since(started));
+        if timed_out && measured {
+            setting.record(now.get().saturating_duration_since(started));
         }
         // A retryable failure starts the next hedge at once, if one is left.
-        self.drop_last(now);
+        self.drop_last(&mut now);
         self.last = Some(Failed {
             result,
             timed_out,
@@ -319,14 +361,14 @@ where
     }
 
     /// Records the kept failure (superseded by a later outcome) with the breaker and throttle.
-    fn drop_last(&mut self, now: Instant) {
+    fn drop_last(&mut self, now: &mut LazyNow<'_>) {
         if let Some(failed) = self.last.take() {
             let policy = self.call.policy;
             if <P::Breaker as Breaker>::ACTIVE {
-                policy.breaker().record(now, failed.permit, false);
+                policy.breaker().record(now.get(), failed.permit, false);
             }
             if <P::Throttle as Throttle>::ACTIVE {
-                policy.throttle().record(now, false);
+                policy.throttle().record(now.get(), false);
             }
         }
     }
@@ -340,7 +382,6 @@ where
         if self.sent >= hedge.max() {
             return false;
         }
-        let delay = hedge.delay();
         let now = policy.env().now();
         let allowed = (|| {
             if <P::Throttle as Throttle>::ACTIVE && policy.throttle().reject_probability(now) > 0.0
@@ -359,7 +400,8 @@ where
             Some((slot, permit))
         })();
         // The next hedge is due `after` this one (or this one's due time, had it been sent).
-        self.next = delay.and_then(|d| cut_at(Some(d)));
+        let tokio_now = tokio::time::Instant::now();
+        self.next = hedge.delay().map(|d| after(tokio_now, d));
         let Some((slot, permit)) = allowed else {
             return false;
         };
@@ -373,8 +415,10 @@ where
             hedge = self.sent,
             "hedging: another attempt started"
         );
+        let limit = attempt.limit();
         let meta = Meta {
-            cut: cut_at(attempt.limit()),
+            limit,
+            cut: limit.map(|l| after(tokio_now, l)),
             deadline: attempt.deadline(),
             started: attempt.started,
             permit,

@@ -186,7 +186,8 @@ where
             "hedging runs attempts concurrently: call a hedged policy with `call_async`"
         )
     };
-    let mut call = start(policy, Blocking(Timed::now(policy.env(), true)));
+    // The first attempt reads the call's first instant.
+    let mut call = start(policy, Blocking(Timed::default()));
     loop {
         if let Some(rejected) = call.admit() {
             return finish(policy, rejected);
@@ -307,7 +308,8 @@ where
         // Boxed: the rounds' state stays out of every other call's future.
         return Box::pin(hedge::run_hedged(policy, body)).await;
     }
-    let mut call = start(policy, Timed::now(policy.env(), false));
+    // The first attempt reads the call's first instant.
+    let mut call = start(policy, Timed::default());
     loop {
         if let Some(rejected) = call.admit() {
             return finish(policy, rejected);
