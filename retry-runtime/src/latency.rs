@@ -204,29 +204,37 @@ impl Latencies {
     }
 
     /// The `q` percentile over both halves in nanoseconds, `NONE` without enough samples.
+    /// One pass over the buckets, stopping at the percentile's: the window's size is known
+    /// from the sample count (the current half holds the samples since it became current,
+    /// the older one a whole half).
     fn compute(&self, q: Quantile) -> u64 {
-        let mut counts = [0u64; BUCKETS];
-        let mut total = 0u64;
-        for half in &self.halves {
-            for (c, b) in counts.iter_mut().zip(half) {
-                let n = u64::from(b.load(Ordering::Relaxed));
-                *c += n;
-                total += n;
-            }
-        }
-        if total == 0 || total < q.min_samples() {
+        let samples = self.samples.load(Ordering::Relaxed);
+        let total = match samples {
+            0 => return NONE,
+            s if s <= WINDOW => s,
+            s => WINDOW + (s - 1) % WINDOW + 1,
+        };
+        if total < q.min_samples() {
             return NONE;
         }
         // The smallest bucket at or below which at least q of the samples lie.
         let rank = ((q.0 * total as f64).ceil() as u64).clamp(1, total);
         let mut seen = 0u64;
-        for (i, c) in counts.iter().enumerate() {
-            seen += c;
+        for i in 0..BUCKETS {
+            seen += u64::from(self.halves[0][i].load(Ordering::Relaxed))
+                + u64::from(self.halves[1][i].load(Ordering::Relaxed));
             if seen >= rank {
                 return upper_micros(i).saturating_mul(1000);
             }
         }
-        upper_micros(BUCKETS - 1).saturating_mul(1000)
+        // Samples lost to a concurrent clear: the largest latency seen.
+        (0..BUCKETS)
+            .rev()
+            .find(|i| {
+                self.halves[0][*i].load(Ordering::Relaxed) + self.halves[1][*i].load(Ordering::Relaxed)
+                    > 0
+            })
+            .map_or(NONE, |i| upper_micros(i).saturating_mul(1000))
     }
 }
 
