@@ -147,9 +147,9 @@ fn simulate(time: &VirtualTime, start: Instant, p: f64, guard: Guard, seed: u64)
 
 /// Drives one simulation with `policy`: any policy that retries `Failure`s, whatever the
 /// guards made its type.
-fn run<P: RetryPolicy<(), Failure>>(p: f64, seed: u64, time: &VirtualTime, policy: &P) -> Outcome
+fn run<P>(p: f64, seed: u64, time: &VirtualTime, policy: &P) -> Outcome
 where
-    P: PolicyCore,
+    P: RetryPolicy<(), Failure> + PolicyCore,
 {
     let mut rng = SmallRng::seed_from_u64(seed);
     let gap = Exp::new(RATE_PER_CLIENT).expect("valid rate");

@@ -141,7 +141,7 @@ impl Latencies {
     pub fn record(&self, latency: Duration) {
         let n = self.samples.fetch_add(1, Ordering::Relaxed);
         let half = ((n / WINDOW) % 2) as usize;
-        if n > 0 && n % WINDOW == 0 {
+        if n > 0 && n.is_multiple_of(WINDOW) {
             // The older half becomes the current one: forget what it held. Samples other
             // threads add to it meanwhile may be lost; the histogram is an estimate.
             for b in &self.halves[half] {
@@ -149,7 +149,7 @@ impl Latencies {
             }
         }
         self.halves[half][bucket(latency)].fetch_add(1, Ordering::Relaxed);
-        if (n + 1) % REFRESH == 0 {
+        if (n + 1).is_multiple_of(REFRESH) {
             self.refresh();
         }
     }

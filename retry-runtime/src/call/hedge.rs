@@ -51,8 +51,8 @@ fn after(now: tokio::time::Instant, d: Duration) -> tokio::time::Instant {
         .unwrap_or(now)
 }
 
-/// The hedged loop of an async call: [`run_async`](super::run_async) for a hedged policy, and
-/// `#[robust(hedge(..))]`. The fallback is not applied (see [`run_hedged`]).
+/// The hedged loop of an async call: what [`Policy::call_async`](crate::Policy::call_async) runs for a hedged policy, and
+/// `#[robust(hedge(..))]`. The fallback is not applied here: the caller applies it.
 ///
 /// An attempt that answers on its first poll costs one clock reading (its start) and no
 /// timer: the clock is read again, and the round's timer made, only when an attempt is
