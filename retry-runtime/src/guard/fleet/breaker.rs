@@ -236,9 +236,9 @@ impl SharedBreaker {
         }
     }
 
-    /// The fleet's state at the last sync, `None` while its view is not fresh.
-    pub fn fleet_state(&self) -> Option<BreakerState> {
-        if !self.cell.fleet.live(Instant::now()) {
+    /// The fleet's state at the last sync, `None` if its view is not fresh at `now`.
+    pub fn fleet_state(&self, now: Instant) -> Option<BreakerState> {
+        if !self.cell.fleet.live(now) {
             return None;
         }
         Some(match self.cell.state.load(Ordering::Acquire) {

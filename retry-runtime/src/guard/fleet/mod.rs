@@ -523,3 +523,145 @@ fn spawn(
         .map(|_| ())
         .map_err(|_| ConfigError::new("thread", "the sync thread could not be started"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::guard::{Breaker, BreakerState, Budget};
+
+    fn options() -> FleetOptions {
+        FleetOptions::new()
+            .interval(Duration::from_millis(100))
+            .timeout(Duration::from_millis(50))
+    }
+
+    fn breaker(fleet: &Fleet) -> SharedBreaker {
+        let local = CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(5), 1).unwrap();
+        fleet
+            .breaker("dep", local, Duration::from_secs(10), 10)
+            .unwrap()
+    }
+
+    #[test]
+    fn many_quiet_instances_open_the_fleet_s_breaker_together() {
+        let store = MemoryStore::new();
+        let fleets: Vec<Fleet> = (0..20)
+            .map(|_| Fleet::manual(&store, options()).unwrap())
+            .collect();
+        let breakers: Vec<SharedBreaker> = fleets.iter().map(breaker).collect();
+        let t0 = Instant::now();
+        assert!(fleets.iter().all(|f| f.sync(t0)));
+        // One failure each: far below each local minimum of 10.
+        for b in &breakers {
+            let p = (&b).acquire(t0).expect("closed");
+            (&b).record(t0, p, false);
+            assert_eq!(b.local().state(), BreakerState::Closed);
+        }
+        let t1 = t0 + Duration::from_millis(100);
+        fleets.iter().for_each(|f| assert!(f.sync(t1)));
+        let t2 = t1 + Duration::from_millis(100);
+        fleets.iter().for_each(|f| assert!(f.sync(t2)));
+        for b in &breakers {
+            assert!((&b).acquire(t2).is_none(), "open for the whole fleet");
+            assert!(!(&b).would_admit(t2));
+        }
+        // After the break: one probe for the whole fleet, granted at a sync to an instance
+        // that asked for one.
+        let t3 = t0 + Duration::from_secs(6);
+        fleets.iter().for_each(|f| assert!(f.sync(t3)));
+        assert_eq!(breakers[0].fleet_state(t3), Some(BreakerState::HalfOpen));
+        for b in &breakers {
+            assert!((&b).acquire(t3).is_none(), "a probe is asked for first");
+        }
+        fleets.iter().for_each(|f| assert!(f.sync(t3)));
+        let probes: Vec<_> = breakers
+            .iter()
+            .enumerate()
+            .filter_map(|(i, b)| Some((i, (&b).acquire(t3)?)))
+            .collect();
+        assert_eq!(probes.len(), 1);
+        let (prober, permit) = probes[0];
+        (&breakers[prober]).record(t3, permit, true);
+        let t4 = t3 + Duration::from_millis(100);
+        fleets.iter().for_each(|f| assert!(f.sync(t4)));
+        fleets.iter().for_each(|f| assert!(f.sync(t4)));
+        for b in &breakers {
+            assert_eq!(b.fleet_state(t4), Some(BreakerState::Closed));
+            assert!((&b).acquire(t4).is_some());
+        }
+    }
+
+    #[test]
+    fn an_outage_falls_back_to_the_local_breaker_and_rejoins() {
+        let store = MemoryStore::new();
+        let fleets: Vec<Fleet> = (0..10)
+            .map(|_| Fleet::manual(&store, options()).unwrap())
+            .collect();
+        let breakers: Vec<SharedBreaker> = fleets.iter().map(breaker).collect();
+        let t0 = Instant::now();
+        fleets.iter().for_each(|f| assert!(f.sync(t0)));
+        assert_eq!(fleets[0].status(), FleetStatus::Connected);
+        for b in &breakers {
+            let p = (&b).acquire(t0).unwrap();
+            (&b).record(t0, p, false);
+        }
+        fleets.iter().for_each(|f| assert!(f.sync(t0)));
+        fleets.iter().for_each(|f| assert!(f.sync(t0)));
+        assert!(breakers.iter().all(|b| (&b).acquire(t0).is_none()));
+        // The store goes away: the fleet's view is trusted for `stale_after` (300 ms), then
+        // each instance decides with its own breaker, closed.
+        store.set_down(true);
+        let t1 = t0 + Duration::from_millis(100);
+        fleets.iter().for_each(|f| assert!(!f.sync(t1)));
+        assert_eq!(fleets[0].status(), FleetStatus::Fallback);
+        assert_eq!(fleets[0].fallbacks(), 1);
+        assert!((&breakers[0]).acquire(t1).is_none(), "the view is fresh");
+        let t2 = t0 + Duration::from_millis(400);
+        assert!(!fleets[0].sync(t2));
+        assert_eq!(fleets[0].fallbacks(), 1, "one event per outage");
+        assert!(breakers.iter().all(|b| (&b).acquire(t2).is_some()));
+        assert_eq!(breakers[0].fleet_state(t2), None);
+        // Back: the fleet's breaker is still open.
+        store.set_down(false);
+        let t3 = t0 + Duration::from_millis(500);
+        fleets.iter().for_each(|f| assert!(f.sync(t3)));
+        assert_eq!(fleets[0].status(), FleetStatus::Connected);
+        assert!(breakers.iter().all(|b| (&b).acquire(t3).is_none()));
+    }
+
+    #[test]
+    fn the_fleet_s_retries_never_exceed_its_tokens() {
+        let store = MemoryStore::new();
+        let fleets: Vec<Fleet> = (0..10)
+            .map(|_| Fleet::manual(&store, options()).unwrap())
+            .collect();
+        let budgets: Vec<SharedBudget> = fleets
+            .iter()
+            .map(|f| {
+                let fleet = RetryBudget::new(7.0, 0.0, 1.0).unwrap();
+                let fallback = RetryBudget::new(1.0, 0.0, 1.0).unwrap();
+                let b = f.budget("dep", fleet, fallback).unwrap();
+                b.set_lease(2);
+                b
+            })
+            .collect();
+        let mut t = Instant::now();
+        let mut made = 0;
+        for _ in 0..20 {
+            fleets.iter().for_each(|f| assert!(f.sync(t)));
+            for b in &budgets {
+                for _ in 0..3 {
+                    made += u32::from((&b).try_withdraw());
+                }
+            }
+            let leased: f64 = budgets.iter().map(SharedBudget::lease).sum();
+            let spent: u64 = budgets.iter().map(SharedBudget::spent).sum();
+            assert_eq!(spent, u64::from(made));
+            // What the bucket holds, what the leases hold and what was spent: the capacity.
+            let bucket = budgets.iter().map(|b| b.fleet_tokens()).fold(f64::MAX, f64::min);
+            assert!(bucket + leased + spent as f64 >= 7.0 - 1e-9);
+            t += Duration::from_millis(100);
+        }
+        assert_eq!(made, 7, "ten instances, seven tokens: seven retries");
+    }
+}
