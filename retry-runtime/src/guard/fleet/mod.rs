@@ -658,7 +658,10 @@ mod tests {
             let spent: u64 = budgets.iter().map(SharedBudget::spent).sum();
             assert_eq!(spent, u64::from(made));
             // What the bucket holds, what the leases hold and what was spent: the capacity.
-            let bucket = budgets.iter().map(|b| b.fleet_tokens()).fold(f64::MAX, f64::min);
+            let bucket = budgets
+                .iter()
+                .map(|b| b.fleet_tokens())
+                .fold(f64::MAX, f64::min);
             assert!(bucket + leased + spent as f64 >= 7.0 - 1e-9);
             t += Duration::from_millis(100);
         }
