@@ -12,7 +12,7 @@ use std::io::ErrorKind;
 use std::marker::PhantomData;
 use std::time::Duration;
 
-use crate::guard::{AsBreaker, AsBudget, Breaker, BreakerOf, Reject};
+use crate::guard::{AsBreaker, AsBudget, BreakerOf};
 use crate::kind::{ErrorView as Inspector, Io, Timeout, Viewed};
 use crate::timeout::AsyncLimit;
 use crate::{Elapsed, RetryInfo};
@@ -325,8 +325,8 @@ pub fn timeout_kind_viewed<E, V: TimeoutView<E>>(view: V) -> Viewed<Timeout, E> 
 #[inline(always)]
 pub fn is_value_of<E>(_: fn() -> E) {}
 
-/// Checks a `budget = ...` value (a `RetryBudget` or a fleet's shared budget, or anything that
-/// dereferences to one).
+/// Checks a `budget = ...` value (a `RetryBudget` or a fleet's shared budget, by value or
+/// behind a pointer: [`AsBudget`]).
 #[inline(always)]
 pub fn budget<G: AsBudget + ?Sized>(b: &G) -> G::Ref<'_> {
     b.as_budget()
@@ -562,11 +562,9 @@ impl<E: From<crate::Open>> FromOpen for E {
 }
 
 /// `breaker = ...`: checks `E: From<Open>` (the breaker is a `CircuitBreaker` or a fleet's
-/// shared breaker, or anything that dereferences to one).
+/// shared breaker, by value or behind a pointer: [`AsBreaker`]).
 #[inline(always)]
-pub fn check_breaker<E: FromOpen>(
-    breaker: &(impl AsBreaker + ?Sized),
-) -> impl Breaker + Reject<E> + std::fmt::Debug {
+pub fn check_breaker<E: FromOpen, G: AsBreaker + ?Sized>(breaker: &G) -> BreakerOf<G::Ref<'_>, E> {
     BreakerOf {
         breaker: breaker.as_breaker(),
         reject: E::from_open,

@@ -1,21 +1,22 @@
 //! What the `budget =` / `breaker =` keys and [`PolicyBuilder::budget`] /
 //! [`PolicyBuilder::breaker`] accept: a local guard ([`RetryBudget`], [`CircuitBreaker`]), a
-//! guard shared by a fleet (`SharedBudget`, `SharedBreaker`, feature `redis`), or anything that
-//! dereferences to one (an `Arc`, a `LazyLock`, a `Box`, a reference).
+//! guard shared by a fleet (`SharedBudget`, `SharedBreaker`, feature `redis`), or one of them
+//! behind a reference, a `Box`, an `Rc`, an `Arc` or a `LazyLock`.
 //!
 //! [`PolicyBuilder::budget`]: crate::PolicyBuilder::budget
 //! [`PolicyBuilder::breaker`]: crate::PolicyBuilder::breaker
 
-use std::ops::Deref;
+use std::rc::Rc;
+use std::sync::{Arc, LazyLock};
 
 use super::{Breaker, Budget, CircuitBreaker, RetryBudget};
 
-/// A retry budget the policy can borrow: [`RetryBudget`], a fleet's shared budget, or anything
-/// that dereferences to one.
+/// A retry budget the policy can borrow: [`RetryBudget`] or a fleet's shared budget, by value or
+/// behind a reference, `Box`, `Rc`, `Arc` or `LazyLock`.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a retry budget",
-    label = "`budget` takes a `RetryBudget` (or a shared one), or anything that dereferences to one",
-    note = "a budget is usually a `static RetryBudget`, a `static LazyLock<...>` or an `Arc<RetryBudget>`"
+    label = "`budget` takes a `RetryBudget` or a fleet's `SharedBudget`",
+    note = "either by value or behind a reference, `Box`, `Rc`, `Arc` or `LazyLock` (a `static`)"
 )]
 pub trait AsBudget {
     /// The borrowed budget the retry loop uses.
@@ -26,12 +27,12 @@ pub trait AsBudget {
     fn as_budget(&self) -> Self::Ref<'_>;
 }
 
-/// A circuit breaker the policy can borrow: [`CircuitBreaker`], a fleet's shared breaker, or
-/// anything that dereferences to one.
+/// A circuit breaker the policy can borrow: [`CircuitBreaker`] or a fleet's shared breaker, by
+/// value or behind a reference, `Box`, `Rc`, `Arc` or `LazyLock`.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a circuit breaker",
-    label = "`breaker` takes a `CircuitBreaker` (or a shared one), or anything that dereferences to one",
-    note = "a breaker is usually a `static LazyLock<CircuitBreaker>` or an `Arc<CircuitBreaker>`"
+    label = "`breaker` takes a `CircuitBreaker` or a fleet's `SharedBreaker`",
+    note = "either by value or behind a reference, `Box`, `Rc`, `Arc` or `LazyLock` (a `static`)"
 )]
 pub trait AsBreaker {
     /// The borrowed breaker the retry loop uses.
@@ -58,24 +59,53 @@ impl AsBreaker for CircuitBreaker {
     }
 }
 
-impl<T: Deref<Target: AsBudget> + ?Sized> AsBudget for T {
+/// The pointers a guard is kept in: references, `Box`, `Rc`, `Arc` and `LazyLock` (a
+/// `static`), each by the guard's own borrow.
+macro_rules! through {
+    ($($ty:ty),* $(,)?) => {$(
+        impl<T: AsBudget + ?Sized> AsBudget for $ty {
+            type Ref<'a>
+                = T::Ref<'a>
+            where
+                Self: 'a;
+            #[inline(always)]
+            fn as_budget(&self) -> T::Ref<'_> {
+                T::as_budget(self)
+            }
+        }
+        impl<T: AsBreaker + ?Sized> AsBreaker for $ty {
+            type Ref<'a>
+                = T::Ref<'a>
+            where
+                Self: 'a;
+            #[inline(always)]
+            fn as_breaker(&self) -> T::Ref<'_> {
+                T::as_breaker(self)
+            }
+        }
+    )*};
+}
+
+through!(&T, Box<T>, Rc<T>, Arc<T>);
+
+impl<T: AsBudget, F: FnOnce() -> T> AsBudget for LazyLock<T, F> {
     type Ref<'a>
-        = <T::Target as AsBudget>::Ref<'a>
+        = T::Ref<'a>
     where
         Self: 'a;
     #[inline(always)]
-    fn as_budget(&self) -> Self::Ref<'_> {
-        (**self).as_budget()
+    fn as_budget(&self) -> T::Ref<'_> {
+        T::as_budget(self)
     }
 }
 
-impl<T: Deref<Target: AsBreaker> + ?Sized> AsBreaker for T {
+impl<T: AsBreaker, F: FnOnce() -> T> AsBreaker for LazyLock<T, F> {
     type Ref<'a>
-        = <T::Target as AsBreaker>::Ref<'a>
+        = T::Ref<'a>
     where
         Self: 'a;
     #[inline(always)]
-    fn as_breaker(&self) -> Self::Ref<'_> {
-        (**self).as_breaker()
+    fn as_breaker(&self) -> T::Ref<'_> {
+        T::as_breaker(self)
     }
 }

@@ -563,8 +563,8 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb, Th, L>
     /// # Ok::<(), retry_runtime::ConfigError>(())
     /// ```
     ///
-    /// `budget` is a [`RetryBudget`], a fleet's shared budget (feature `redis`), or anything
-    /// that dereferences to one ([`AsBudget`]).
+    /// `budget` is a [`RetryBudget`] or a fleet's shared budget (feature `redis`), by value or
+    /// behind a reference, `Box`, `Rc`, `Arc` or `LazyLock` ([`AsBudget`]).
     pub fn budget<'a, G: AsBudget + ?Sized>(
         self,
         budget: &'a G,
@@ -585,8 +585,8 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb, Th, L>
     /// Shares a circuit breaker: while it is open, attempts fail fast with
     /// `E::from(Open)` without running the body.
     ///
-    /// `breaker` is a [`CircuitBreaker`], a fleet's shared breaker (feature `redis`), or
-    /// anything that dereferences to one ([`AsBreaker`]).
+    /// `breaker` is a [`CircuitBreaker`] or a fleet's shared breaker (feature `redis`), by
+    /// value or behind a reference, `Box`, `Rc`, `Arc` or `LazyLock` ([`AsBreaker`]).
     pub fn breaker<'a, G: AsBreaker + ?Sized>(
         self,
         breaker: &'a G,
