@@ -35,10 +35,10 @@
 //! **Budget conservation.** While every withdrawal is made with Redis reachable, the retries
 //! the whole fleet makes never exceed the bucket's capacity plus the earnings credited to it:
 //! every token spent was granted to a lease by the script, atomically, and a lease is never
-//! granted more than the bucket holds. At every moment, tokens in Redis + tokens in the leases
-//! + tokens spent = capacity + earnings credited (less what the cap clipped, and less the
-//! leases of instances that have gone away, which are lost, never re-created). With Redis
-//! gone, each instance adds at most what its fallback budget allows.
+//! granted more than the bucket holds. At every moment, the tokens in Redis, plus those in the
+//! leases, plus those spent, equal the capacity plus the earnings credited (less what the cap
+//! clipped, and less the leases of instances that have gone away, which are lost, never
+//! re-created). With Redis gone, each instance adds at most what its fallback budget allows.
 //!
 //! ## Data layout
 //! Keys are `{namespace}:breaker:{name}` and `{namespace}:budget:{name}` (namespace `robust`
@@ -615,7 +615,7 @@ mod tests {
         fleets.iter().for_each(|f| assert!(!f.sync(t1)));
         assert_eq!(fleets[0].status(), FleetStatus::Fallback);
         assert_eq!(fleets[0].fallbacks(), 1);
-        assert!((&breakers[0]).acquire(t1).is_none(), "the view is fresh");
+        assert!(breakers[0].acquire(t1).is_none(), "the view is fresh");
         let t2 = t0 + Duration::from_millis(400);
         assert!(!fleets[0].sync(t2));
         assert_eq!(fleets[0].fallbacks(), 1, "one event per outage");

@@ -312,7 +312,7 @@ struct BreakerRecord {
 
 #[derive(Debug, Clone)]
 enum Record {
-    Breaker(BreakerRecord),
+    Breaker(Box<BreakerRecord>),
     Budget(u64),
 }
 
@@ -415,7 +415,7 @@ impl Backend for MemoryBackend {
         let now = ms(m.epoch, now);
         let mut h = match m.take(key, now) {
             Some(Record::Breaker(b)) => b,
-            _ => BreakerRecord::default(),
+            _ => Box::default(),
         };
         let reply = breaker_rules(&mut h, c, p, now);
         m.keys.insert(
