@@ -154,8 +154,8 @@ impl FleetOptions {
         self
     }
 
-    /// The time to live of every key, renewed at each sync; at least the breaker's window and
-    /// break duration.
+    /// The time to live of every key, renewed at each sync: at least the breakers' window and
+    /// break duration, at most 30 days.
     pub fn ttl(mut self, ttl: Duration) -> Self {
         self.ttl = ttl;
         self
@@ -168,8 +168,11 @@ impl FleetOptions {
     }
 
     fn stale(&self) -> Duration {
-        self.stale_after
-            .unwrap_or(self.interval.saturating_mul(2) + self.timeout.saturating_mul(2))
+        self.stale_after.unwrap_or(
+            self.interval
+                .saturating_mul(2)
+                .saturating_add(self.timeout.saturating_mul(2)),
+        )
     }
 
     fn validate(&self) -> Result<(), ConfigError> {
@@ -185,8 +188,8 @@ impl FleetOptions {
                 "must be at least the sync interval",
             ));
         }
-        if self.ttl < Duration::from_millis(1) {
-            return Err(ConfigError::new("ttl", "must be at least 1 ms"));
+        if self.ttl < Duration::from_millis(1) || self.ttl > MAX_TTL {
+            return Err(ConfigError::new("ttl", "must be between 1 ms and 30 days"));
         }
         if self.max_reconnect_delay < self.interval {
             return Err(ConfigError::new(
@@ -197,6 +200,9 @@ impl FleetOptions {
         Ok(())
     }
 }
+
+/// The longest time to live of a key (which bounds the window and the break duration too).
+const MAX_TTL: Duration = Duration::from_secs(30 * 24 * 3600);
 
 /// Whether a [`Fleet`]'s guards follow the fleet or decide locally.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -540,6 +546,64 @@ mod tests {
         fleet
             .breaker("dep", local, Duration::from_secs(10), 10)
             .unwrap()
+    }
+
+    #[test]
+    fn invalid_settings_are_errors() {
+        let p = |r: Result<Fleet, ConfigError>| r.unwrap_err().parameter();
+        let store = MemoryStore::new();
+        assert_eq!(p(Fleet::connect("http://x", options())), "url");
+        for (o, param) in [
+            (options().interval(Duration::ZERO), "interval"),
+            (options().timeout(Duration::ZERO), "timeout"),
+            (
+                options().stale_after(Duration::from_millis(1)),
+                "stale_after",
+            ),
+            (options().ttl(Duration::ZERO), "ttl"),
+            (options().ttl(Duration::MAX), "ttl"),
+            (
+                options().max_reconnect_delay(Duration::from_millis(1)),
+                "max_reconnect_delay",
+            ),
+        ] {
+            assert_eq!(p(Fleet::manual(&store, o.clone())), param);
+            assert_eq!(p(Fleet::in_memory(&store, o)), param);
+        }
+        // Huge durations saturate instead of overflowing.
+        let huge = options()
+            .interval(Duration::MAX)
+            .timeout(Duration::MAX)
+            .max_reconnect_delay(Duration::MAX);
+        assert!(Fleet::manual(&store, huge).is_ok());
+        let fleet = Fleet::manual(&store, options().ttl(Duration::from_secs(60))).unwrap();
+        let local = || CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(5), 1).unwrap();
+        let b = |r: Result<SharedBreaker, ConfigError>| r.unwrap_err().parameter();
+        assert_eq!(b(fleet.breaker("x", local(), Duration::ZERO, 1)), "window");
+        assert_eq!(
+            b(fleet.breaker("x", local(), Duration::from_secs(61), 1)),
+            "window"
+        );
+        assert_eq!(
+            b(fleet.breaker("x", local(), Duration::from_secs(1), 0)),
+            "min_calls"
+        );
+        let long = CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(61), 1).unwrap();
+        assert_eq!(
+            b(fleet.breaker("x", long, Duration::from_secs(1), 1)),
+            "break_duration"
+        );
+        let ok = fleet
+            .breaker("x", local(), Duration::from_secs(1), 1)
+            .unwrap();
+        assert_eq!(ok.key(), "robust:breaker:x");
+        let named = Fleet::manual(&store, options().namespace("shop")).unwrap();
+        let budget = RetryBudget::new(1.0, 0.0, 1.0).unwrap();
+        let fallback = RetryBudget::new(1.0, 0.0, 1.0).unwrap();
+        assert_eq!(
+            named.budget("y", budget, fallback).unwrap().key(),
+            "shop:budget:y"
+        );
     }
 
     #[test]
