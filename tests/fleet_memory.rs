@@ -91,7 +91,7 @@ fn the_hot_path_allocates_nothing_with_the_fleet_or_without() {
     let call = |n: &mut u32| -> io::Result<u32> {
         policy.call(|_| {
             *n += 1;
-            if *n % 3 == 0 {
+            if n.is_multiple_of(3) {
                 Ok(*n)
             } else {
                 Err(io::ErrorKind::ConnectionReset.into())
@@ -99,7 +99,7 @@ fn the_hot_path_allocates_nothing_with_the_fleet_or_without() {
         })
     };
     // Following the fleet: calls, retries paid from the lease, outcomes recorded.
-    let (r, allocs) = allocations(|| (0..5).map(|_| call(&mut n).is_ok()).all(|ok| ok));
+    let (r, allocs) = allocations(|| (0..5).all(|_| call(&mut n).is_ok()));
     assert!(r);
     assert_eq!(allocs, 0);
     assert_eq!(budget.spent(), 10, "two retries per call from the lease");
