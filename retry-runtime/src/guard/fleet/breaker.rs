@@ -198,6 +198,11 @@ impl BreakerCell {
 ///
 /// The hot path (`acquire`, `record`) reads and writes atomics and the local breaker; it
 /// never waits on the network and allocates nothing.
+///
+/// Its instants come from the policy's clock, and the fleet's view from the sync thread's
+/// real clock: give a breaker synced by a thread a policy on the real clock (the default). A
+/// simulation on a virtual clock syncs a [`Fleet::manual`](super::Fleet::manual) at its
+/// virtual instants instead.
 #[derive(Clone)]
 pub struct SharedBreaker {
     cell: Arc<BreakerCell>,

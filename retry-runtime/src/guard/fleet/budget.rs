@@ -140,6 +140,8 @@ impl BudgetCell {
 /// instance makes at most `lease / cost` retries per sync interval.
 ///
 /// While Redis is out of reach (or before the first sync), the `fallback` budget decides.
+/// (`deposit` and `try_withdraw` take no instant: they read the real clock once, to know
+/// whether the fleet's view is fresh.)
 #[derive(Clone)]
 pub struct SharedBudget {
     cell: Arc<BudgetCell>,
