@@ -306,6 +306,61 @@ fn redis_killed_and_restarted_mid_run() {
 }
 
 #[test]
+fn a_slow_redis_is_not_waited_for() {
+    let Some(s) = server("a_slow_redis_is_not_waited_for") else {
+        return;
+    };
+    let fleet = connect(&s, options());
+    let local = CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(30), 1).unwrap();
+    let breaker = fleet
+        .breaker("slow", local, Duration::from_secs(5), 20)
+        .unwrap();
+    let budget = fleet
+        .budget(
+            "slow",
+            RetryBudget::new(100.0, 0.1, 1.0).unwrap(),
+            RetryBudget::new(5.0, 0.1, 1.0).unwrap(),
+        )
+        .unwrap();
+    let policy = Policy::builder()
+        .retries(1)
+        .backoff(NoBackoff)
+        .breaker(&breaker)
+        .budget(&budget)
+        .build()
+        .unwrap();
+    // Redis stops answering: the sync thread waits for its 200 ms timeout, the calls do not.
+    s.freeze(true).unwrap();
+    let mut slowest = Duration::ZERO;
+    let fell_back = within(Duration::from_secs(5), || {
+        let t = Instant::now();
+        let failing = std::cell::Cell::new(true);
+        let r: io::Result<()> = policy.call(|_| {
+            if failing.replace(false) {
+                Err(io::ErrorKind::ConnectionReset.into())
+            } else {
+                Ok(())
+            }
+        });
+        slowest = slowest.max(t.elapsed());
+        // The retry is made if the lease (or, once fallen back, the fallback budget) pays.
+        let _ = r;
+        fleet.status() == FleetStatus::Fallback && breaker.fleet_state(Instant::now()).is_none()
+    });
+    fell_back.expect("the fleet falls back");
+    assert!(
+        slowest < Duration::from_millis(150),
+        "a call took {slowest:?} (the Redis timeout is 200 ms)"
+    );
+    s.freeze(false).unwrap();
+    within(Duration::from_secs(5), || {
+        fleet.status() == FleetStatus::Connected
+    })
+    .expect("the fleet rejoins");
+    assert_eq!(fleet.fallbacks(), 1);
+}
+
+#[test]
 fn keys_expire() {
     let Some(s) = server("keys_expire") else {
         return;

@@ -85,9 +85,27 @@ impl RedisServer {
 
     /// Kills the server (SIGKILL: no goodbye to its clients).
     pub fn kill(&mut self) {
+        let _ = self.freeze(false);
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
             let _ = c.wait();
+        }
+    }
+
+    /// Stops (`SIGSTOP`) or resumes (`SIGCONT`) the server: a stopped server still accepts
+    /// connections (the kernel does) but answers nothing, as a server stuck or far away.
+    pub fn freeze(&self, frozen: bool) -> std::io::Result<()> {
+        let Some(c) = &self.child else {
+            return Err(std::io::Error::other("the server is not running"));
+        };
+        let signal = if frozen { "-STOP" } else { "-CONT" };
+        let status = Command::new("kill")
+            .args([signal, &c.id().to_string()])
+            .status()?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(std::io::Error::other(format!("kill {signal} failed")))
         }
     }
 
