@@ -142,6 +142,104 @@ fn many_quiet_clients_open_the_breaker_for_the_whole_fleet() {
 }
 
 #[test]
+fn one_probe_for_the_fleet_closes_its_breaker() {
+    let Some(s) = server("one_probe_for_the_fleet_closes_its_breaker") else {
+        return;
+    };
+    const CLIENTS: usize = 5;
+    let fleets: Vec<Fleet> = (0..CLIENTS).map(|_| connect(&s, options())).collect();
+    let breakers: Vec<SharedBreaker> = fleets
+        .iter()
+        .map(|f| {
+            let local = CircuitBreaker::new(20, 10, 0.5, Duration::from_millis(300), 1).unwrap();
+            f.breaker("probe", local, Duration::from_secs(2), 5)
+                .unwrap()
+        })
+        .collect();
+    let runs = AtomicU32::new(0);
+    let call = |b: &SharedBreaker, ok: bool| -> io::Result<()> {
+        let p = Policy::builder()
+            .retries(0)
+            .backoff(NoBackoff)
+            .breaker(b)
+            .build()
+            .unwrap();
+        p.call(|_| {
+            runs.fetch_add(1, Ordering::Relaxed);
+            if ok {
+                Ok(())
+            } else {
+                Err(io::ErrorKind::ConnectionRefused.into())
+            }
+        })
+    };
+    for b in &breakers {
+        let _ = call(b, false);
+    }
+    within(Duration::from_secs(3), || {
+        breakers
+            .iter()
+            .all(|b| b.fleet_state(Instant::now()) == Some(BreakerState::Open))
+    })
+    .expect("open for all");
+    // The dependency is back: every client keeps calling; after the break the fleet grants
+    // one probe in all, whose success closes the breaker for everyone.
+    let before = runs.load(Ordering::Relaxed);
+    let mut runs_when_closed = None;
+    let closed = within(Duration::from_secs(5), || {
+        for b in &breakers {
+            if b.fleet_state(Instant::now()) == Some(BreakerState::Closed) {
+                runs_when_closed.get_or_insert(runs.load(Ordering::Relaxed) - before);
+            } else {
+                let _ = call(b, true);
+            }
+        }
+        breakers
+            .iter()
+            .all(|b| b.fleet_state(Instant::now()) == Some(BreakerState::Closed))
+    });
+    closed.expect("the probe closes the fleet's breaker");
+    assert_eq!(runs_when_closed, Some(1), "one probe for the whole fleet");
+    for b in &breakers {
+        assert!(call(b, true).is_ok());
+    }
+}
+
+#[test]
+fn calls_in_one_instance_earn_retries_for_another() {
+    let Some(s) = server("calls_in_one_instance_earn_retries_for_another") else {
+        return;
+    };
+    let (a, b) = (connect(&s, options()), connect(&s, options()));
+    let budget = |f: &Fleet| {
+        let fleet = RetryBudget::new(2.0, 0.5, 1.0).unwrap();
+        let fallback = RetryBudget::new(1.0, 0.0, 1.0).unwrap();
+        f.budget("earn", fleet, fallback).unwrap()
+    };
+    let (earner, spender) = (budget(&a), budget(&b));
+    let spend_all = |n: &mut u32| {
+        within(Duration::from_secs(2), || {
+            *n += u32::from(spender.try_withdraw());
+            spender.fleet_tokens() == 0.0 && spender.lease() == 0.0
+        })
+    };
+    let mut made = 0;
+    spend_all(&mut made).expect("the bucket is emptied");
+    // The earner's first sync leased one token (its first retry would find it).
+    assert_eq!(f64::from(made) + earner.lease(), 2.0);
+    // Four calls in the earner: 4 × 0.5 = 2 tokens for the fleet.
+    for _ in 0..4 {
+        earner.deposit();
+    }
+    let mut more = 0;
+    within(Duration::from_secs(2), || {
+        more += u32::from(spender.try_withdraw());
+        more == 2
+    })
+    .expect("the spender retries with what the earner's calls earned");
+}
+
+#[test]
 fn budget_tokens_are_conserved_across_clients() {
     let Some(s) = server("budget_tokens_are_conserved_across_clients") else {
         return;
