@@ -231,7 +231,8 @@ impl Latencies {
         (0..BUCKETS)
             .rev()
             .find(|i| {
-                self.halves[0][*i].load(Ordering::Relaxed) + self.halves[1][*i].load(Ordering::Relaxed)
+                self.halves[0][*i].load(Ordering::Relaxed)
+                    + self.halves[1][*i].load(Ordering::Relaxed)
                     > 0
             })
             .map_or(NONE, |i| upper_micros(i).saturating_mul(1000))

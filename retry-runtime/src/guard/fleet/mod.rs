@@ -21,8 +21,9 @@
 //! **Fail-safe.** Every Redis command has a timeout (100 ms by default). When Redis is slow or
 //! gone, or before the first sync, each guard decides with its local state: the
 //! [`CircuitBreaker`] and the fallback [`RetryBudget`] it was made with, which keep running all
-//! along. The view of the fleet is trusted for `stale_after` after a successful sync (by
-//! default `2 × interval + 2 × timeout`); past that the guards fall back. The thread
+//! along. They fall back as soon as a sync fails (within `interval + timeout` of Redis
+//! going away), and also when the last successful sync is older than `stale_after` (by default
+//! `2 × interval + 2 × timeout`: a sync thread that is stuck or starved). The thread
 //! reconnects with backoff (from `interval` up to 5 s) and the guards rejoin at the first
 //! successful sync. With the `tracing` feature, a WARN event says when the fleet falls back
 //! and when it rejoins (once per change), and another when the fleet's breaker opens.
@@ -147,8 +148,9 @@ impl FleetOptions {
         self
     }
 
-    /// How long the fleet's view is trusted after a successful sync; past that the guards
-    /// decide locally. At least `interval`.
+    /// How long the fleet's view is trusted after a successful sync when no other sync ends
+    /// (a stuck or starved sync thread); past that the guards decide locally (a failed sync
+    /// makes them do so at once). At least `interval`.
     pub fn stale_after(mut self, stale_after: Duration) -> Self {
         self.stale_after = Some(stale_after);
         self
@@ -261,8 +263,7 @@ impl FleetShared {
         }
     }
 
-    /// One sync of every guard. Any error fails the round (the guards fall back once the view
-    /// is stale).
+    /// One sync of every guard. Any error fails the round.
     fn sync_round(&self, backend: &mut dyn Backend, now: Instant) -> Result<(), String> {
         backend.ready()?;
         let breakers = live(&self.breakers);
@@ -295,6 +296,8 @@ impl FleetShared {
                 }
             }
             Err(_e) => {
+                // The guards decide locally from now on, until a sync succeeds.
+                self.valid_until.store(0, Ordering::Release);
                 let was = self.status.swap(FALLBACK, Ordering::AcqRel);
                 if was != FALLBACK {
                     self.fallbacks.fetch_add(1, Ordering::Relaxed);
@@ -672,19 +675,31 @@ mod tests {
         fleets.iter().for_each(|f| assert!(f.sync(t0)));
         fleets.iter().for_each(|f| assert!(f.sync(t0)));
         assert!(breakers.iter().all(|b| (&b).acquire(t0).is_none()));
-        // The store goes away: the fleet's view is trusted for `stale_after` (300 ms), then
-        // each instance decides with its own breaker, closed.
+        // No sync for longer than `stale_after` (300 ms; a stuck sync thread): each instance
+        // decides with its own breaker, closed.
+        let late = t0 + Duration::from_millis(350);
+        assert!(
+            breakers[0]
+                .acquire(t0 + Duration::from_millis(250))
+                .is_none()
+        );
+        assert!(breakers[0].acquire(late).is_some());
+        assert!(fleets[0].sync(late));
+        assert!(
+            breakers[0].acquire(late).is_none(),
+            "the fleet's view again"
+        );
+        // The store goes away: at the first failed sync, each instance decides alone.
         store.set_down(true);
-        let t1 = t0 + Duration::from_millis(100);
+        let t1 = t0 + Duration::from_millis(400);
         fleets.iter().for_each(|f| assert!(!f.sync(t1)));
         assert_eq!(fleets[0].status(), FleetStatus::Fallback);
         assert_eq!(fleets[0].fallbacks(), 1);
-        assert!(breakers[0].acquire(t1).is_none(), "the view is fresh");
-        let t2 = t0 + Duration::from_millis(400);
+        assert!(breakers.iter().all(|b| (&b).acquire(t1).is_some()));
+        assert_eq!(breakers[0].fleet_state(t1), None);
+        let t2 = t0 + Duration::from_millis(450);
         assert!(!fleets[0].sync(t2));
         assert_eq!(fleets[0].fallbacks(), 1, "one event per outage");
-        assert!(breakers.iter().all(|b| (&b).acquire(t2).is_some()));
-        assert_eq!(breakers[0].fleet_state(t2), None);
         // Back: the fleet's breaker is still open.
         store.set_down(false);
         let t3 = t0 + Duration::from_millis(500);
