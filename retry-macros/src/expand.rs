@@ -774,7 +774,7 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
             "__robust_breaker_owner",
             Span::mixed_site().located_at(e.span()),
         );
-        quote_spanned!(e.span()=> #ps::check_breaker::<_>(#owner))
+        quote_spanned!(e.span()=> #ps::check_breaker::<_, _>(#owner))
     });
     let hint_tokens = config
         .hint

@@ -12,10 +12,10 @@ use std::io::ErrorKind;
 use std::marker::PhantomData;
 use std::time::Duration;
 
-use crate::guard::BreakerOf;
+use crate::guard::{AsBreaker, AsBudget, BreakerOf};
 use crate::kind::{ErrorView as Inspector, Io, Timeout, Viewed};
 use crate::timeout::AsyncLimit;
-use crate::{CircuitBreaker, Elapsed, RetryBudget, RetryInfo};
+use crate::{Elapsed, RetryInfo};
 
 /// The `Ok` and `Err` types of a `Result` return type.
 #[diagnostic::on_unimplemented(
@@ -325,10 +325,11 @@ pub fn timeout_kind_viewed<E, V: TimeoutView<E>>(view: V) -> Viewed<Timeout, E> 
 #[inline(always)]
 pub fn is_value_of<E>(_: fn() -> E) {}
 
-/// Checks a `budget = ...` value (a `RetryBudget`, or anything that dereferences to one).
+/// Checks a `budget = ...` value (a `RetryBudget` or a fleet's shared budget, by value or
+/// behind a pointer: [`AsBudget`]).
 #[inline(always)]
-pub fn budget(b: &RetryBudget) -> &RetryBudget {
-    b
+pub fn budget<G: AsBudget + ?Sized>(b: &G) -> G::Ref<'_> {
+    b.as_budget()
 }
 
 /// Checks a `hint` closure against the error type `E` (reported once, here).
@@ -560,11 +561,12 @@ impl<E: From<crate::Open>> FromOpen for E {
     }
 }
 
-/// `breaker = ...`: checks `E: From<Open>`.
+/// `breaker = ...`: checks `E: From<Open>` (the breaker is a `CircuitBreaker` or a fleet's
+/// shared breaker, by value or behind a pointer: [`AsBreaker`]).
 #[inline(always)]
-pub fn check_breaker<E: FromOpen>(breaker: &CircuitBreaker) -> BreakerOf<'_, E> {
+pub fn check_breaker<E: FromOpen, G: AsBreaker + ?Sized>(breaker: &G) -> BreakerOf<G::Ref<'_>, E> {
     BreakerOf {
-        breaker,
+        breaker: breaker.as_breaker(),
         reject: E::from_open,
     }
 }

@@ -66,6 +66,8 @@
 //! - `tracing`: events for retries, give-ups and breaker rejections, naming the function
 //!   ([`PolicyBuilder::name`]; `#[robust]` gives its fn's name) and the error.
 //! - `tower`: `retry_runtime::tower::RobustLayer`, a `tower::Layer` from a built policy.
+//! - `redis`: `retry_runtime::guard::fleet`, a circuit breaker and a retry budget shared by every
+//!   instance of a service through Redis, each with a local fallback.
 
 #![warn(missing_docs)]
 

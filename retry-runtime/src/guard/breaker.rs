@@ -54,6 +54,18 @@ impl Permit {
     pub const NONE: Permit = Permit(0);
     /// The bits of the generation (it wraps within them).
     pub(crate) const GENERATION: u32 = u32::MAX >> 1;
+
+    /// A permit from its bits (the top bit is free for other breakers' own use).
+    #[cfg(feature = "redis")]
+    pub(crate) const fn from_bits(bits: u32) -> Self {
+        Permit(bits)
+    }
+
+    /// The bits of the permit.
+    #[cfg(feature = "redis")]
+    pub(crate) const fn bits(self) -> u32 {
+        self.0
+    }
 }
 
 /// The largest rolling window, in calls.
@@ -183,6 +195,12 @@ impl CircuitBreaker {
             probes: self.probes,
             inner: Mutex::new(Inner::CLOSED),
         }
+    }
+
+    /// The failure ratio, break duration and number of probes (a fleet's breaker shares them).
+    #[cfg(feature = "redis")]
+    pub(crate) fn fleet_settings(&self) -> (f64, Duration, u32) {
+        (self.failure_ratio, self.break_duration, self.probes)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {

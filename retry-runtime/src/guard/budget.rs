@@ -129,6 +129,12 @@ impl RetryBudget {
         }
     }
 
+    /// Capacity, earning per call and cost per retry, in thousandths of a token.
+    #[cfg(feature = "redis")]
+    pub(crate) fn milli_settings(&self) -> (u64, u64, u64) {
+        (self.capacity, self.earn, self.cost)
+    }
+
     /// Credits one call's earnings, up to the capacity.
     #[inline]
     pub fn deposit(&self) {

@@ -6,14 +6,18 @@ use std::time::Instant;
 
 mod breaker;
 mod budget;
+#[cfg(feature = "redis")]
+pub mod fleet;
 mod keyed;
 mod limit;
+mod source;
 mod throttle;
 
 pub use breaker::{BreakerState, CircuitBreaker, MAX_WINDOW, Open, Permit};
 pub use budget::RetryBudget;
 pub use keyed::{Keyed, KeyedBreaker, KeyedBudget, Template};
 pub use limit::{Acquire, ConcurrencyLimit, LimitPermit, Rejected};
+pub use source::{AsBreaker, AsBudget};
 pub use throttle::AdaptiveThrottle;
 
 /// A retry budget, or `()` for none.
@@ -304,18 +308,19 @@ impl<E: From<Open>> Reject<E> for &CircuitBreaker {
 
 /// A breaker with the error type's rejection taken where the user wrote `breaker` (by the
 /// attribute's `checks::check_breaker`), so that a missing `From<Open>` is reported once, there.
-pub struct BreakerOf<'a, E> {
-    pub(crate) breaker: &'a CircuitBreaker,
+/// `B` is the borrowed breaker (`&CircuitBreaker`, or a fleet's shared one).
+pub struct BreakerOf<B, E> {
+    pub(crate) breaker: B,
     pub(crate) reject: fn() -> E,
 }
 
-impl<E> std::fmt::Debug for BreakerOf<'_, E> {
+impl<B: std::fmt::Debug, E> std::fmt::Debug for BreakerOf<B, E> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         self.breaker.fmt(f)
     }
 }
 
-impl<E> Breaker for BreakerOf<'_, E> {
+impl<B: Breaker, E> Breaker for BreakerOf<B, E> {
     const ACTIVE: bool = true;
     #[inline]
     fn acquire(&self, now: Instant) -> Option<Permit> {
@@ -323,7 +328,7 @@ impl<E> Breaker for BreakerOf<'_, E> {
     }
     #[inline]
     fn record(&self, now: Instant, permit: Permit, success: bool) {
-        self.breaker.record_permit(now, permit, success)
+        self.breaker.record(now, permit, success)
     }
     #[inline]
     fn would_admit(&self, now: Instant) -> bool {
@@ -331,7 +336,7 @@ impl<E> Breaker for BreakerOf<'_, E> {
     }
 }
 
-impl<E> Reject<E> for BreakerOf<'_, E> {
+impl<B, E> Reject<E> for BreakerOf<B, E> {
     #[inline]
     fn reject(&self) -> Option<E> {
         Some((self.reject)())

@@ -8,6 +8,8 @@ use std::time::Duration;
 use super::{Extras, Policy};
 use crate::backoff::Exponential;
 use crate::callbacks::Noop;
+use crate::guard::{AsBreaker, AsBudget};
+#[cfg(doc)]
 use crate::guard::{CircuitBreaker, RetryBudget};
 use crate::hedge::{Hedge, Hedged};
 use crate::jitter::FullJitter;
@@ -560,13 +562,15 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb, Th, L>
     /// assert_eq!(attempts, 2); // one token: one retry
     /// # Ok::<(), retry_runtime::ConfigError>(())
     /// ```
-    pub fn budget(
+    ///
+    /// `budget` is a [`RetryBudget`] or a fleet's shared budget (feature `redis`), by value or
+    /// behind a reference, `Box`, `Rc`, `Arc` or `LazyLock` ([`AsBudget`]).
+    pub fn budget<'a, G: AsBudget + ?Sized>(
         self,
-        budget: &RetryBudget,
-    ) -> PolicyBuilder<W, K, B, J, T, S, F, C, Extras<&RetryBudget, Br, H, R, N, V, Fb, Th, L>>
-    {
+        budget: &'a G,
+    ) -> PolicyBuilder<W, K, B, J, T, S, F, C, Extras<G::Ref<'a>, Br, H, R, N, V, Fb, Th, L>> {
         self.map_extras(|x| Extras {
-            budget,
+            budget: budget.as_budget(),
             breaker: x.breaker,
             hint: x.hint,
             on_retry: x.on_retry,
@@ -580,14 +584,16 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb, Th, L>
 
     /// Shares a circuit breaker: while it is open, attempts fail fast with
     /// `E::from(Open)` without running the body.
-    pub fn breaker(
+    ///
+    /// `breaker` is a [`CircuitBreaker`] or a fleet's shared breaker (feature `redis`), by
+    /// value or behind a reference, `Box`, `Rc`, `Arc` or `LazyLock` ([`AsBreaker`]).
+    pub fn breaker<'a, G: AsBreaker + ?Sized>(
         self,
-        breaker: &CircuitBreaker,
-    ) -> PolicyBuilder<W, K, B, J, T, S, F, C, Extras<Bu, &CircuitBreaker, H, R, N, V, Fb, Th, L>>
-    {
+        breaker: &'a G,
+    ) -> PolicyBuilder<W, K, B, J, T, S, F, C, Extras<Bu, G::Ref<'a>, H, R, N, V, Fb, Th, L>> {
         self.map_extras(|x| Extras {
             budget: x.budget,
-            breaker,
+            breaker: breaker.as_breaker(),
             hint: x.hint,
             on_retry: x.on_retry,
             describe: x.describe,

@@ -1,0 +1,638 @@
+//! Where a fleet's guards meet: Redis, through two Lua scripts (one atomic update per key and
+//! sync), or [`MemoryStore`], the same rules in this process (for tests, simulations and a
+//! machine without Redis).
+//!
+//! Both apply the same rules; the scripts below are their reference, and the memory store
+//! follows them line by line.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The number of slots a breaker's window is cut into (each `window / 10` long).
+pub(crate) const SLOTS: u64 = 10;
+
+/// The breaker's state as stored: closed, open, half-open.
+pub(crate) const CLOSED: u8 = 0;
+pub(crate) const OPEN: u8 = 1;
+pub(crate) const HALF_OPEN: u8 = 2;
+
+/// A breaker's settings, sent with every sync (so that every instance applies the same).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BreakerConf {
+    pub window_ms: u64,
+    pub min_calls: u64,
+    pub ratio: f64,
+    pub break_ms: u64,
+    pub probes: u64,
+    pub ttl_ms: u64,
+}
+
+/// What one instance pushes to a breaker's key: its outcomes since the last sync.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct BreakerPush {
+    /// Attempts (and failures among them) recorded while the fleet's breaker was closed.
+    pub attempts: u64,
+    pub failures: u64,
+    /// The half-open round the probe outcomes belong to, and those outcomes.
+    pub round: u64,
+    pub probe_ok: u64,
+    pub probe_fail: u64,
+    /// Probes this instance asks for (0 or 1), when the breaker is half-open.
+    pub want: u64,
+}
+
+/// What the key answers: the fleet's state.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct BreakerReply {
+    pub state: u8,
+    /// While open: how long the break still lasts.
+    pub remaining_ms: u64,
+    pub round: u64,
+    /// Probes granted to this instance.
+    pub grant: u64,
+    /// The fleet's attempts and failures in the window (closed state).
+    pub attempts: u64,
+    pub failures: u64,
+}
+
+/// A budget's settings and one instance's push: its earnings since the last sync and the
+/// tokens it asks for its lease.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BudgetPush {
+    pub capacity: u64,
+    pub earned: u64,
+    pub want: u64,
+    pub ttl_ms: u64,
+}
+
+/// What a budget's key answers (in thousandths of a token).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct BudgetReply {
+    pub grant: u64,
+    pub tokens: u64,
+}
+
+/// The breaker's script. KEYS[1]: the key; ARGV: window_ms, min_calls, failure_ratio,
+/// break_ms, probes, ttl_ms, attempts, failures, round, probe_ok, probe_fail, want.
+/// Returns {state, remaining_ms, round, grant, window_attempts, window_failures}.
+pub(crate) const BREAKER_SCRIPT: &str = r#"
+local key = KEYS[1]
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local window_ms = tonumber(ARGV[1])
+local min_calls = tonumber(ARGV[2])
+local ratio = tonumber(ARGV[3])
+local break_ms = tonumber(ARGV[4])
+local probes = tonumber(ARGV[5])
+local ttl_ms = tonumber(ARGV[6])
+local attempts = tonumber(ARGV[7])
+local failures = tonumber(ARGV[8])
+local round_in = tonumber(ARGV[9])
+local pok_in = tonumber(ARGV[10])
+local pfail_in = tonumber(ARGV[11])
+local want = tonumber(ARGV[12])
+local SLOTS = 10
+local h = {}
+local raw = redis.call('HGETALL', key)
+for i = 1, #raw, 2 do h[raw[i]] = tonumber(raw[i + 1]) end
+local function get(f) return h[f] or 0 end
+local state, untl, round = get('state'), get('until'), get('round')
+local left, pok, pfail, since = get('left'), get('pok'), get('pfail'), get('since')
+local slot_ms = math.max(1, math.floor(window_ms / SLOTS))
+local epoch = math.floor(now / slot_ms)
+local function clear()
+  for i = 0, SLOTS - 1 do h['e' .. i] = 0; h['a' .. i] = 0; h['f' .. i] = 0 end
+end
+local function open()
+  state = 1; untl = now + break_ms; clear()
+end
+local function new_round()
+  state = 2; round = round + 1; left = probes; pok = 0; pfail = 0; since = now
+end
+if state == 1 and now >= untl then new_round() end
+if state == 2 then
+  if round_in == round then pok = pok + pok_in; pfail = pfail + pfail_in end
+  if pok + pfail >= probes then
+    if pfail >= ratio * probes then open() else state = 0; clear() end
+  elseif left <= 0 and now - since >= break_ms then
+    new_round()
+  end
+end
+local sum_a, sum_f = 0, 0
+if state == 0 then
+  local i = epoch % SLOTS
+  if get('e' .. i) ~= epoch then h['e' .. i] = epoch; h['a' .. i] = 0; h['f' .. i] = 0 end
+  h['a' .. i] = get('a' .. i) + attempts
+  h['f' .. i] = get('f' .. i) + failures
+  for j = 0, SLOTS - 1 do
+    local e = get('e' .. j)
+    if e > epoch - SLOTS and e <= epoch then
+      sum_a = sum_a + get('a' .. j); sum_f = sum_f + get('f' .. j)
+    end
+  end
+  if sum_a >= min_calls and sum_f >= ratio * sum_a then open() end
+end
+local grant = 0
+if state == 2 and want > 0 and left > 0 then grant = math.min(want, left); left = left - grant end
+local remaining = 0
+if state == 1 then remaining = untl - now end
+local function int(x) return string.format('%d', x) end
+local out = {'state', int(state), 'until', int(untl), 'round', int(round), 'left', int(left),
+  'pok', int(pok), 'pfail', int(pfail), 'since', int(since)}
+for i = 0, SLOTS - 1 do
+  for _, p in ipairs({'e', 'a', 'f'}) do
+    out[#out + 1] = p .. i; out[#out + 1] = int(get(p .. i))
+  end
+end
+redis.call('HSET', key, unpack(out))
+redis.call('PEXPIRE', key, ttl_ms)
+return {state, remaining, round, grant, sum_a, sum_f}
+"#;
+
+/// The budget's script. KEYS[1]: the key; ARGV: capacity, earned, want, ttl_ms (amounts in
+/// thousandths of a token). A missing key is a full bucket. Returns {grant, tokens}.
+pub(crate) const BUDGET_SCRIPT: &str = r#"
+local key = KEYS[1]
+local cap = tonumber(ARGV[1])
+local earned = tonumber(ARGV[2])
+local want = tonumber(ARGV[3])
+local ttl_ms = tonumber(ARGV[4])
+local t = tonumber(redis.call('HGET', key, 'tokens'))
+if t == nil then t = cap end
+t = math.min(cap, t + earned)
+local g = math.min(want, t)
+t = t - g
+redis.call('HSET', key, 'tokens', string.format('%d', t))
+redis.call('PEXPIRE', key, ttl_ms)
+return {g, t}
+"#;
+
+/// One place where guards meet. Errors are strings: they are only reported.
+pub(crate) trait Backend: Send {
+    /// Connects if needed.
+    fn ready(&mut self) -> Result<(), String>;
+    /// One breaker sync: push, and read the fleet's state.
+    fn breaker(
+        &mut self,
+        key: &str,
+        conf: &BreakerConf,
+        push: &BreakerPush,
+        now: Instant,
+    ) -> Result<BreakerReply, String>;
+    /// One budget sync: credit earnings, lease tokens.
+    fn budget(&mut self, key: &str, push: &BudgetPush, now: Instant)
+    -> Result<BudgetReply, String>;
+}
+
+/// Redis through the two scripts, on a blocking connection with timeouts.
+pub(crate) struct RedisBackend {
+    client: redis::Client,
+    con: Option<redis::Connection>,
+    timeout: Duration,
+    breaker: redis::Script,
+    budget: redis::Script,
+}
+
+impl RedisBackend {
+    pub(crate) fn new(client: redis::Client, timeout: Duration) -> Self {
+        Self {
+            client,
+            con: None,
+            timeout,
+            breaker: redis::Script::new(BREAKER_SCRIPT),
+            budget: redis::Script::new(BUDGET_SCRIPT),
+        }
+    }
+
+    fn con(&mut self) -> Result<&mut redis::Connection, String> {
+        self.ready()?;
+        self.con.as_mut().ok_or_else(|| "not connected".to_owned())
+    }
+
+    /// Runs `f` on the connection; an error drops the connection (the next sync reconnects).
+    fn run<T>(
+        &mut self,
+        f: impl FnOnce(&mut redis::Connection) -> redis::RedisResult<T>,
+    ) -> Result<T, String> {
+        let r = f(self.con()?);
+        r.map_err(|e| {
+            self.con = None;
+            e.to_string()
+        })
+    }
+}
+
+fn at(v: &[i64], i: usize) -> u64 {
+    v.get(i).map_or(0, |&x| u64::try_from(x).unwrap_or(0))
+}
+
+impl Backend for RedisBackend {
+    fn ready(&mut self) -> Result<(), String> {
+        if self.con.is_none() {
+            let con = self
+                .client
+                .get_connection_with_timeout(self.timeout)
+                .map_err(|e| e.to_string())?;
+            con.set_read_timeout(Some(self.timeout))
+                .map_err(|e| e.to_string())?;
+            con.set_write_timeout(Some(self.timeout))
+                .map_err(|e| e.to_string())?;
+            self.con = Some(con);
+        }
+        Ok(())
+    }
+
+    fn breaker(
+        &mut self,
+        key: &str,
+        c: &BreakerConf,
+        p: &BreakerPush,
+        _: Instant,
+    ) -> Result<BreakerReply, String> {
+        let script = self.breaker.clone();
+        let v: Vec<i64> = self.run(|con| {
+            script
+                .key(key)
+                .arg(c.window_ms)
+                .arg(c.min_calls)
+                .arg(c.ratio)
+                .arg(c.break_ms)
+                .arg(c.probes)
+                .arg(c.ttl_ms)
+                .arg(p.attempts)
+                .arg(p.failures)
+                .arg(p.round)
+                .arg(p.probe_ok)
+                .arg(p.probe_fail)
+                .arg(p.want)
+                .invoke(con)
+        })?;
+        Ok(BreakerReply {
+            state: u8::try_from(at(&v, 0)).unwrap_or(CLOSED),
+            remaining_ms: at(&v, 1),
+            round: at(&v, 2),
+            grant: at(&v, 3),
+            attempts: at(&v, 4),
+            failures: at(&v, 5),
+        })
+    }
+
+    fn budget(&mut self, key: &str, p: &BudgetPush, _: Instant) -> Result<BudgetReply, String> {
+        let script = self.budget.clone();
+        let v: Vec<i64> = self.run(|con| {
+            script
+                .key(key)
+                .arg(p.capacity)
+                .arg(p.earned)
+                .arg(p.want)
+                .arg(p.ttl_ms)
+                .invoke(con)
+        })?;
+        Ok(BudgetReply {
+            grant: at(&v, 0),
+            tokens: at(&v, 1),
+        })
+    }
+}
+
+/// A breaker's record in the memory store (the fields of the Redis hash).
+#[derive(Debug, Clone, Default)]
+struct BreakerRecord {
+    state: u8,
+    until: u64,
+    round: u64,
+    left: u64,
+    pok: u64,
+    pfail: u64,
+    since: u64,
+    /// Per slot: epoch, attempts, failures.
+    slots: [(u64, u64, u64); SLOTS as usize],
+}
+
+#[derive(Debug, Clone)]
+enum Record {
+    Breaker(Box<BreakerRecord>),
+    Budget(u64),
+}
+
+#[derive(Debug)]
+struct Memory {
+    epoch: Instant,
+    /// Key: (record, expiry in ms since `epoch`).
+    keys: HashMap<String, (Record, u64)>,
+    down: bool,
+}
+
+/// The fleet's shared state kept in this process, with the rules of the Redis scripts: what
+/// [`Fleet::in_memory`](super::Fleet::in_memory) and [`Fleet::manual`](super::Fleet::manual)
+/// use where no Redis runs (tests, simulations, a laptop). Clones share the store.
+#[derive(Debug, Clone)]
+pub struct MemoryStore {
+    inner: Arc<Mutex<Memory>>,
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl MemoryStore {
+    /// An empty store; its clock starts now.
+    pub fn new() -> Self {
+        Self {
+            inner: Arc::new(Mutex::new(Memory {
+                epoch: Instant::now(),
+                keys: HashMap::new(),
+                down: false,
+            })),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Memory> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Makes the store unreachable (every sync fails) or reachable again: an outage, in a test.
+    pub fn set_down(&self, down: bool) {
+        self.lock().down = down;
+    }
+
+    /// The keys alive at `now`.
+    pub fn keys(&self, now: Instant) -> Vec<String> {
+        let m = self.lock();
+        let t = ms(m.epoch, now);
+        let mut k: Vec<String> = m
+            .keys
+            .iter()
+            .filter(|(_, (_, exp))| *exp > t)
+            .map(|(k, _)| k.clone())
+            .collect();
+        k.sort();
+        k
+    }
+}
+
+pub(crate) fn ms(epoch: Instant, t: Instant) -> u64 {
+    u64::try_from(t.saturating_duration_since(epoch).as_millis()).unwrap_or(u64::MAX)
+}
+
+impl Memory {
+    fn check(&self) -> Result<(), String> {
+        if self.down {
+            Err("memory store: down".to_owned())
+        } else {
+            Ok(())
+        }
+    }
+
+    /// The live record of `key` at `now` (an expired one is gone).
+    fn take(&mut self, key: &str, now: u64) -> Option<Record> {
+        match self.keys.remove(key) {
+            Some((r, exp)) if exp > now => Some(r),
+            _ => None,
+        }
+    }
+}
+
+pub(crate) struct MemoryBackend(pub(crate) MemoryStore);
+
+impl Backend for MemoryBackend {
+    fn ready(&mut self) -> Result<(), String> {
+        self.0.lock().check()
+    }
+
+    fn breaker(
+        &mut self,
+        key: &str,
+        c: &BreakerConf,
+        p: &BreakerPush,
+        now: Instant,
+    ) -> Result<BreakerReply, String> {
+        let mut m = self.0.lock();
+        m.check()?;
+        let now = ms(m.epoch, now);
+        let mut h = match m.take(key, now) {
+            Some(Record::Breaker(b)) => b,
+            _ => Box::default(),
+        };
+        let reply = breaker_rules(&mut h, c, p, now);
+        m.keys.insert(
+            key.to_owned(),
+            (Record::Breaker(h), now.saturating_add(c.ttl_ms)),
+        );
+        Ok(reply)
+    }
+
+    fn budget(&mut self, key: &str, p: &BudgetPush, now: Instant) -> Result<BudgetReply, String> {
+        let mut m = self.0.lock();
+        m.check()?;
+        let now = ms(m.epoch, now);
+        let mut t = match m.take(key, now) {
+            Some(Record::Budget(t)) => t,
+            _ => p.capacity,
+        };
+        t = t.saturating_add(p.earned).min(p.capacity);
+        let grant = p.want.min(t);
+        t -= grant;
+        m.keys.insert(
+            key.to_owned(),
+            (Record::Budget(t), now.saturating_add(p.ttl_ms)),
+        );
+        Ok(BudgetReply { grant, tokens: t })
+    }
+}
+
+/// The breaker's script, in Rust.
+fn breaker_rules(
+    h: &mut BreakerRecord,
+    c: &BreakerConf,
+    p: &BreakerPush,
+    now: u64,
+) -> BreakerReply {
+    let slot_ms = (c.window_ms / SLOTS).max(1);
+    let epoch = now / slot_ms;
+    let clear = |h: &mut BreakerRecord| h.slots = Default::default();
+    let open = |h: &mut BreakerRecord| {
+        h.state = OPEN;
+        h.until = now.saturating_add(c.break_ms);
+        h.slots = Default::default();
+    };
+    let new_round = |h: &mut BreakerRecord| {
+        h.state = HALF_OPEN;
+        h.round += 1;
+        h.left = c.probes;
+        h.pok = 0;
+        h.pfail = 0;
+        h.since = now;
+    };
+    if h.state == OPEN && now >= h.until {
+        new_round(h);
+    }
+    if h.state == HALF_OPEN {
+        if p.round == h.round {
+            h.pok = h.pok.saturating_add(p.probe_ok);
+            h.pfail = h.pfail.saturating_add(p.probe_fail);
+        }
+        if h.pok.saturating_add(h.pfail) >= c.probes {
+            if h.pfail as f64 >= c.ratio * c.probes as f64 {
+                open(h);
+            } else {
+                h.state = CLOSED;
+                clear(h);
+            }
+        } else if h.left == 0 && now.saturating_sub(h.since) >= c.break_ms {
+            new_round(h);
+        }
+    }
+    let (mut sum_a, mut sum_f) = (0u64, 0u64);
+    if h.state == CLOSED {
+        let s = &mut h.slots[(epoch % SLOTS) as usize];
+        if s.0 != epoch {
+            *s = (epoch, 0, 0);
+        }
+        s.1 = s.1.saturating_add(p.attempts);
+        s.2 = s.2.saturating_add(p.failures);
+        for &(e, a, f) in &h.slots {
+            if e + SLOTS > epoch && e <= epoch {
+                sum_a = sum_a.saturating_add(a);
+                sum_f = sum_f.saturating_add(f);
+            }
+        }
+        if sum_a >= c.min_calls && sum_f as f64 >= c.ratio * sum_a as f64 {
+            open(h);
+        }
+    }
+    let mut grant = 0;
+    if h.state == HALF_OPEN && p.want > 0 && h.left > 0 {
+        grant = p.want.min(h.left);
+        h.left -= grant;
+    }
+    BreakerReply {
+        state: h.state,
+        remaining_ms: if h.state == OPEN {
+            h.until.saturating_sub(now)
+        } else {
+            0
+        },
+        round: h.round,
+        grant,
+        attempts: sum_a,
+        failures: sum_f,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conf() -> BreakerConf {
+        BreakerConf {
+            window_ms: 10_000,
+            min_calls: 10,
+            ratio: 0.5,
+            break_ms: 1_000,
+            probes: 2,
+            ttl_ms: 60_000,
+        }
+    }
+
+    #[test]
+    fn the_rules_open_probe_and_close() {
+        let c = conf();
+        let mut h = BreakerRecord::default();
+        let push = |a, f| BreakerPush {
+            attempts: a,
+            failures: f,
+            ..Default::default()
+        };
+        // Nine failures: below the minimum.
+        let r = breaker_rules(&mut h, &c, &push(9, 9), 100_000);
+        assert_eq!((r.state, r.attempts, r.failures), (CLOSED, 9, 9));
+        // The tenth, from another instance, opens it for the fleet.
+        let r = breaker_rules(&mut h, &c, &push(1, 1), 100_100);
+        assert_eq!((r.state, r.remaining_ms), (OPEN, 1_000));
+        // After the break: half-open, two probes granted one by one, a third refused.
+        let want = BreakerPush {
+            want: 1,
+            ..Default::default()
+        };
+        let r = breaker_rules(&mut h, &c, &want, 101_100);
+        assert_eq!((r.state, r.grant, r.round), (HALF_OPEN, 1, 1));
+        assert_eq!(breaker_rules(&mut h, &c, &want, 101_150).grant, 1);
+        assert_eq!(breaker_rules(&mut h, &c, &want, 101_200).grant, 0);
+        // Outcomes of an old round do not count; two successes of this one close it.
+        let old = BreakerPush {
+            round: 0,
+            probe_fail: 2,
+            ..Default::default()
+        };
+        assert_eq!(breaker_rules(&mut h, &c, &old, 101_300).state, HALF_OPEN);
+        let ok = BreakerPush {
+            round: 1,
+            probe_ok: 2,
+            ..Default::default()
+        };
+        let r = breaker_rules(&mut h, &c, &ok, 101_400);
+        assert_eq!((r.state, r.attempts), (CLOSED, 0));
+    }
+
+    #[test]
+    fn the_window_forgets_old_slots_and_stale_rounds_restart() {
+        let c = conf();
+        let mut h = BreakerRecord::default();
+        let fail = BreakerPush {
+            attempts: 9,
+            failures: 9,
+            ..Default::default()
+        };
+        breaker_rules(&mut h, &c, &fail, 0);
+        // Eleven seconds later the nine failures have left the 10 s window.
+        let r = breaker_rules(&mut h, &c, &fail, 11_000);
+        assert_eq!((r.state, r.attempts), (CLOSED, 9));
+        let r = breaker_rules(&mut h, &c, &fail, 12_000);
+        assert_eq!(r.state, OPEN);
+        let want = BreakerPush {
+            want: 2,
+            ..Default::default()
+        };
+        assert_eq!(breaker_rules(&mut h, &c, &want, 13_000).grant, 2);
+        // The probes never answer: after another break, a new round.
+        let r = breaker_rules(&mut h, &c, &want, 14_000);
+        assert_eq!((r.state, r.round, r.grant), (HALF_OPEN, 2, 2));
+    }
+
+    #[test]
+    fn the_memory_budget_conserves_tokens_and_expires() {
+        let store = MemoryStore::new();
+        let mut b = MemoryBackend(store.clone());
+        let t0 = Instant::now();
+        let push = |earned, want| BudgetPush {
+            capacity: 5_000,
+            earned,
+            want,
+            ttl_ms: 1_000,
+        };
+        assert_eq!(
+            b.budget("k", &push(0, 3_000), t0).unwrap(),
+            BudgetReply {
+                grant: 3_000,
+                tokens: 2_000
+            }
+        );
+        assert_eq!(b.budget("k", &push(0, 3_000), t0).unwrap().grant, 2_000);
+        assert_eq!(b.budget("k", &push(500, 3_000), t0).unwrap().grant, 500);
+        assert_eq!(store.keys(t0), ["k"]);
+        assert!(store.keys(t0 + Duration::from_secs(2)).is_empty());
+        // Expired: a full bucket again.
+        assert_eq!(
+            b.budget("k", &push(0, 0), t0 + Duration::from_secs(2))
+                .unwrap()
+                .tokens,
+            5_000
+        );
+        store.set_down(true);
+        assert!(b.ready().is_err());
+    }
+}

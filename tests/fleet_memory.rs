@@ -1,0 +1,176 @@
+//! Fleet guards without Redis (issue 14): on a `MemoryStore`, the same rules in this process.
+//! The hot path allocates nothing; the shared guards plug into an async fn's attribute and
+//! into `RobustLayer` like local ones.
+#![allow(unsafe_code)] // a GlobalAlloc implementation is unsafe by definition
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::io;
+use std::sync::LazyLock;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use http::{Request, Response};
+use retry_runtime::guard::fleet::{
+    Fleet, FleetOptions, FleetStatus, MemoryStore, SharedBreaker, SharedBudget,
+};
+use retry_runtime::tower::RobustLayer;
+use retry_runtime::{CircuitBreaker, NoBackoff, Open, Policy, RetryBudget, robust};
+use tower::{Layer, Service, ServiceExt};
+
+struct Counting;
+
+thread_local! {
+    static ALLOCS: Cell<usize> = const { Cell::new(0) };
+}
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCS.with(|c| c.set(c.get() + 1));
+        // SAFETY: forwarded unchanged to the system allocator.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: forwarded unchanged to the system allocator.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCS.with(|c| c.set(c.get() + 1));
+        // SAFETY: forwarded unchanged to the system allocator.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn allocations<R>(f: impl FnOnce() -> R) -> (R, usize) {
+    let before = ALLOCS.with(Cell::get);
+    let r = f();
+    (r, ALLOCS.with(Cell::get) - before)
+}
+
+fn options() -> FleetOptions {
+    FleetOptions::new()
+        .interval(Duration::from_millis(20))
+        .timeout(Duration::from_millis(50))
+}
+
+fn guards(fleet: &Fleet, name: &str) -> (SharedBreaker, SharedBudget) {
+    // Opens locally at a 90% failure ratio, for the fleet at 50%.
+    let local = CircuitBreaker::new(20, 10, 0.9, Duration::from_secs(30), 1).unwrap();
+    let breaker = fleet
+        .breaker(name, local, Duration::from_secs(5), 20)
+        .unwrap();
+    let budget = fleet
+        .budget(
+            name,
+            RetryBudget::new(100.0, 0.1, 1.0).unwrap(),
+            RetryBudget::new(5.0, 0.1, 1.0).unwrap(),
+        )
+        .unwrap();
+    budget.set_lease(10);
+    (breaker, budget)
+}
+
+#[test]
+fn the_hot_path_allocates_nothing_with_the_fleet_or_without() {
+    let store = MemoryStore::new();
+    let fleet = Fleet::manual(&store, options()).unwrap();
+    let (breaker, budget) = guards(&fleet, "alloc");
+    let policy = Policy::builder()
+        .retries(2)
+        .backoff(NoBackoff)
+        .breaker(&breaker)
+        .budget(&budget)
+        .build()
+        .unwrap();
+    assert!(fleet.sync(Instant::now()));
+    assert_eq!(fleet.status(), FleetStatus::Connected);
+    let mut n = 0;
+    let call = |n: &mut u32| -> io::Result<u32> {
+        policy.call(|_| {
+            *n += 1;
+            if n.is_multiple_of(3) {
+                Ok(*n)
+            } else {
+                Err(io::ErrorKind::ConnectionReset.into())
+            }
+        })
+    };
+    // Following the fleet: calls, retries paid from the lease, outcomes recorded.
+    let (r, allocs) = allocations(|| (0..5).all(|_| call(&mut n).is_ok()));
+    assert!(r);
+    assert_eq!(allocs, 0);
+    assert_eq!(budget.spent(), 10, "two retries per call from the lease");
+    // Without a fresh view (no sync for a while): the local guards, still no allocation.
+    store.set_down(true);
+    assert!(!fleet.sync(Instant::now()));
+    std::thread::sleep(Duration::from_millis(150));
+    assert_eq!(breaker.fleet_state(Instant::now()), None);
+    let (r, allocs) = allocations(|| call(&mut n));
+    assert!(r.is_ok());
+    assert_eq!(allocs, 0);
+    assert_eq!(budget.spent(), 10, "the fallback budget paid");
+}
+
+static STORE: LazyLock<MemoryStore> = LazyLock::new(MemoryStore::new);
+static FLEET: LazyLock<Fleet> = LazyLock::new(|| Fleet::in_memory(&STORE, options()).unwrap());
+static GUARDS: LazyLock<(SharedBreaker, SharedBudget)> = LazyLock::new(|| guards(&FLEET, "async"));
+
+#[robust(retries = 1, backoff = none, breaker = GUARDS.0, budget = GUARDS.1)]
+async fn fetch(calls: &AtomicU32) -> io::Result<u32> {
+    let n = calls.fetch_add(1, Ordering::Relaxed);
+    if n == 0 {
+        Err(io::ErrorKind::ConnectionReset.into())
+    } else {
+        Ok(n)
+    }
+}
+
+#[tokio::test]
+async fn an_async_fn_and_a_tower_service_take_shared_guards() {
+    LazyLock::force(&GUARDS);
+    assert!(FLEET.wait_connected(Duration::from_secs(5)));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while GUARDS.1.lease() < 1.0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let calls = AtomicU32::new(0);
+    assert_eq!(fetch(&calls).await.unwrap(), 1);
+    assert_eq!(GUARDS.1.spent(), 1);
+
+    // A tower service behind the same breaker: two failures per request, until the breaker
+    // opens (the local one after 10 attempts, or the fleet's after 20), then rejected with
+    // `Open` without a call.
+    let policy = Policy::builder()
+        .retries(1)
+        .backoff(NoBackoff)
+        .breaker(&GUARDS.0)
+        .build()
+        .unwrap();
+    static SENT: AtomicU32 = AtomicU32::new(0);
+    let svc = tower::service_fn(|_: Request<String>| async {
+        SENT.fetch_add(1, Ordering::Relaxed);
+        Err::<Response<String>, io::Error>(io::ErrorKind::ConnectionRefused.into())
+    });
+    let mut client = RobustLayer::new(policy).layer(svc);
+    let mut open = false;
+    for _ in 0..200 {
+        let e = client
+            .ready()
+            .await
+            .unwrap()
+            .call(Request::new(String::new()))
+            .await
+            .unwrap_err();
+        if e.get_ref().is_some_and(|e| e.is::<Open>()) {
+            open = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(open, "the breaker opened");
+    let sent = SENT.load(Ordering::Relaxed);
+    assert!((2..=40).contains(&sent), "{sent} attempts sent");
+}

@@ -1,0 +1,558 @@
+//! Guards shared by a fleet on a real Redis (issue 14): each test starts its own
+//! `redis-server` on a free loopback port; each client is a `Fleet` of its own (its own
+//! connection and sync thread), as separate processes would be.
+//!
+//! Without `redis-server` on the PATH these tests pass after saying on stderr that they were
+//! skipped and why; with `ROBUST_REQUIRE_REDIS=1` (CI) they fail instead.
+
+#[path = "../examples/support/redis_server.rs"]
+mod redis_server;
+
+use std::cell::Cell;
+use std::io::{self, Write as _};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use redis_server::RedisServer;
+use retry_runtime::guard::fleet::{Fleet, FleetOptions, FleetStatus, SharedBreaker, SharedBudget};
+use retry_runtime::{BreakerState, CircuitBreaker, NoBackoff, Open, Policy, RetryBudget, robust};
+
+/// The server, or `None` (after saying why on stderr, past the test harness's capture) when
+/// `redis-server` is missing and `ROBUST_REQUIRE_REDIS` is not `1`.
+fn server(test: &str) -> Option<RedisServer> {
+    if let Some(why) = redis_server::unavailable() {
+        assert!(
+            std::env::var("ROBUST_REQUIRE_REDIS").as_deref() != Ok("1"),
+            "ROBUST_REQUIRE_REDIS=1 but {why}"
+        );
+        let _ = writeln!(
+            io::stderr(),
+            "\nredis_fleet::{test}: SKIPPED: {why}; install redis-server (Debian: apt-get install redis-server) to run it"
+        );
+        return None;
+    }
+    Some(RedisServer::start().expect("redis-server starts"))
+}
+
+fn options() -> FleetOptions {
+    FleetOptions::new()
+        .interval(Duration::from_millis(50))
+        .timeout(Duration::from_millis(200))
+        .max_reconnect_delay(Duration::from_millis(200))
+}
+
+fn connect(s: &RedisServer, options: FleetOptions) -> Fleet {
+    let f = Fleet::connect(&s.url(), options).expect("valid");
+    assert!(
+        f.wait_connected(Duration::from_secs(5)),
+        "the fleet connects"
+    );
+    f
+}
+
+fn redis(s: &RedisServer) -> redis::Connection {
+    redis::Client::open(s.url())
+        .unwrap()
+        .get_connection_with_timeout(Duration::from_secs(2))
+        .unwrap()
+}
+
+/// Polls `f` every 10 ms for at most `limit`; the time it took, or `None`.
+fn within(limit: Duration, mut f: impl FnMut() -> bool) -> Option<Duration> {
+    let start = Instant::now();
+    loop {
+        if f() {
+            return Some(start.elapsed());
+        }
+        if start.elapsed() >= limit {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn many_quiet_clients_open_the_breaker_for_the_whole_fleet() {
+    let Some(s) = server("many_quiet_clients_open_the_breaker_for_the_whole_fleet") else {
+        return;
+    };
+    const CLIENTS: usize = 30;
+    let fleets: Vec<Fleet> = (0..CLIENTS).map(|_| connect(&s, options())).collect();
+    let breakers: Vec<SharedBreaker> = fleets
+        .iter()
+        .map(|f| {
+            // Locally: 10 attempts at least before opening. For the fleet: 20 in 5 s.
+            let local = CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(30), 1).unwrap();
+            f.breaker("payments", local, Duration::from_secs(5), 20)
+                .unwrap()
+        })
+        .collect();
+    let runs = AtomicU32::new(0);
+    let call = |b: &SharedBreaker| -> io::Result<()> {
+        let p = Policy::builder()
+            .retries(0)
+            .backoff(NoBackoff)
+            .breaker(b)
+            .build()
+            .unwrap();
+        p.call(|_| {
+            runs.fetch_add(1, Ordering::Relaxed);
+            Err(io::ErrorKind::ConnectionRefused.into())
+        })
+    };
+    // One failed call per client: each is far below its own minimum.
+    for b in &breakers {
+        assert_eq!(
+            call(b).unwrap_err().kind(),
+            io::ErrorKind::ConnectionRefused
+        );
+        assert_eq!(b.local().state(), BreakerState::Closed);
+    }
+    let last_failure = Instant::now();
+    // The bound: a failure is pushed within interval + timeout, and the open state read by
+    // every client within interval + timeout more.
+    let bound = 2 * (Duration::from_millis(50) + Duration::from_millis(200));
+    let took = within(Duration::from_secs(3), || {
+        breakers
+            .iter()
+            .all(|b| b.fleet_state(Instant::now()) == Some(BreakerState::Open))
+    })
+    .expect("every client sees the fleet's breaker open");
+    assert!(
+        took <= bound + Duration::from_millis(100),
+        "{took:?} > {bound:?}"
+    );
+    let _ = last_failure;
+    // Now every client fails fast without running its body.
+    let before = runs.load(Ordering::Relaxed);
+    for b in &breakers {
+        let e = call(b).unwrap_err();
+        assert!(e.get_ref().is_some_and(|e| e.is::<Open>()), "{e}");
+    }
+    assert_eq!(runs.load(Ordering::Relaxed), before);
+    // The key holds the open state.
+    let mut con = redis(&s);
+    let state: Option<u8> = redis::cmd("HGET")
+        .arg("robust:breaker:payments")
+        .arg("state")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(state, Some(1));
+}
+
+#[test]
+fn one_probe_for_the_fleet_closes_its_breaker() {
+    let Some(s) = server("one_probe_for_the_fleet_closes_its_breaker") else {
+        return;
+    };
+    const CLIENTS: usize = 5;
+    let fleets: Vec<Fleet> = (0..CLIENTS).map(|_| connect(&s, options())).collect();
+    let breakers: Vec<SharedBreaker> = fleets
+        .iter()
+        .map(|f| {
+            let local = CircuitBreaker::new(20, 10, 0.5, Duration::from_millis(300), 1).unwrap();
+            f.breaker("probe", local, Duration::from_secs(2), 5)
+                .unwrap()
+        })
+        .collect();
+    let runs = AtomicU32::new(0);
+    let call = |b: &SharedBreaker, ok: bool| -> io::Result<()> {
+        let p = Policy::builder()
+            .retries(0)
+            .backoff(NoBackoff)
+            .breaker(b)
+            .build()
+            .unwrap();
+        p.call(|_| {
+            runs.fetch_add(1, Ordering::Relaxed);
+            if ok {
+                Ok(())
+            } else {
+                Err(io::ErrorKind::ConnectionRefused.into())
+            }
+        })
+    };
+    for b in &breakers {
+        let _ = call(b, false);
+    }
+    within(Duration::from_secs(3), || {
+        breakers
+            .iter()
+            .all(|b| b.fleet_state(Instant::now()) == Some(BreakerState::Open))
+    })
+    .expect("open for all");
+    // The dependency is back: every client keeps calling; after the break the fleet grants
+    // one probe in all, whose success closes the breaker for everyone.
+    let before = runs.load(Ordering::Relaxed);
+    let mut runs_when_closed = None;
+    let closed = within(Duration::from_secs(5), || {
+        for b in &breakers {
+            if b.fleet_state(Instant::now()) == Some(BreakerState::Closed) {
+                runs_when_closed.get_or_insert(runs.load(Ordering::Relaxed) - before);
+            } else {
+                let _ = call(b, true);
+            }
+        }
+        breakers
+            .iter()
+            .all(|b| b.fleet_state(Instant::now()) == Some(BreakerState::Closed))
+    });
+    closed.expect("the probe closes the fleet's breaker");
+    assert_eq!(runs_when_closed, Some(1), "one probe for the whole fleet");
+    for b in &breakers {
+        assert!(call(b, true).is_ok());
+    }
+}
+
+#[test]
+fn calls_in_one_instance_earn_retries_for_another() {
+    let Some(s) = server("calls_in_one_instance_earn_retries_for_another") else {
+        return;
+    };
+    let (a, b) = (connect(&s, options()), connect(&s, options()));
+    let budget = |f: &Fleet| {
+        let fleet = RetryBudget::new(2.0, 0.5, 1.0).unwrap();
+        let fallback = RetryBudget::new(1.0, 0.0, 1.0).unwrap();
+        f.budget("earn", fleet, fallback).unwrap()
+    };
+    let (earner, spender) = (budget(&a), budget(&b));
+    let spend_all = |n: &mut u32| {
+        within(Duration::from_secs(2), || {
+            *n += u32::from(spender.try_withdraw());
+            spender.fleet_tokens() == 0.0 && spender.lease() == 0.0
+        })
+    };
+    let mut made = 0;
+    spend_all(&mut made).expect("the bucket is emptied");
+    // The earner's first sync leased one token (its first retry would find it).
+    assert_eq!(f64::from(made) + earner.lease(), 2.0);
+    // Four calls in the earner: 4 × 0.5 = 2 tokens for the fleet.
+    for _ in 0..4 {
+        earner.deposit();
+    }
+    let mut more = 0;
+    within(Duration::from_secs(2), || {
+        more += u32::from(spender.try_withdraw());
+        more == 2
+    })
+    .expect("the spender retries with what the earner's calls earned");
+}
+
+#[test]
+fn budget_tokens_are_conserved_across_clients() {
+    let Some(s) = server("budget_tokens_are_conserved_across_clients") else {
+        return;
+    };
+    const CLIENTS: usize = 10;
+    const CAPACITY: f64 = 20.0;
+    let fleets: Vec<Fleet> = (0..CLIENTS).map(|_| connect(&s, options())).collect();
+    let budgets: Vec<SharedBudget> = fleets
+        .iter()
+        .map(|f| {
+            let fleet = RetryBudget::new(CAPACITY, 0.0, 1.0).unwrap();
+            let fallback = RetryBudget::new(1.0, 0.0, 1.0).unwrap();
+            let b = f.budget("search", fleet, fallback).unwrap();
+            b.set_lease(2);
+            b
+        })
+        .collect();
+    let made = AtomicU32::new(0);
+    std::thread::scope(|scope| {
+        for b in &budgets {
+            let made = &made;
+            scope.spawn(move || {
+                // Each client tries a retry every 5 ms for 1.5 s: 300 each, 3,000 in all.
+                for _ in 0..300 {
+                    if retry_runtime::guard::Budget::try_withdraw(&b) {
+                        made.fetch_add(1, Ordering::Relaxed);
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            });
+        }
+    });
+    let made = made.load(Ordering::Relaxed);
+    assert!(fleets.iter().all(|f| f.fallbacks() == 0));
+    assert_eq!(
+        made, 20,
+        "twenty tokens for the whole fleet: twenty retries"
+    );
+    // Tokens in Redis + in the leases + spent = the capacity, exactly.
+    let mut con = redis(&s);
+    let in_redis: u64 = redis::cmd("HGET")
+        .arg("robust:budget:search")
+        .arg("tokens")
+        .query(&mut con)
+        .unwrap();
+    let leased: f64 = budgets.iter().map(SharedBudget::lease).sum();
+    let spent: u64 = budgets.iter().map(SharedBudget::spent).sum();
+    assert_eq!(spent, u64::from(made));
+    assert_eq!(in_redis as f64 / 1000.0 + leased + spent as f64, CAPACITY);
+}
+
+/// WARN events of the `retry_runtime` target, captured from every thread.
+fn events() -> &'static Mutex<Vec<String>> {
+    static EVENTS: OnceLock<Arc<Mutex<Vec<String>>>> = OnceLock::new();
+    EVENTS.get_or_init(|| {
+        let events = Arc::new(Mutex::new(Vec::new()));
+        let _ = tracing::subscriber::set_global_default(Capture(Arc::clone(&events)));
+        events
+    })
+}
+
+struct Capture(Arc<Mutex<Vec<String>>>);
+
+struct Message<'a>(&'a mut String);
+impl tracing::field::Visit for Message<'_> {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        if field.name() == "message" {
+            *self.0 = format!("{value:?}");
+        }
+    }
+}
+
+impl tracing::Subscriber for Capture {
+    fn enabled(&self, m: &tracing::Metadata<'_>) -> bool {
+        m.target() == "retry_runtime" && *m.level() <= tracing::Level::WARN
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, e: &tracing::Event<'_>) {
+        let mut m = String::new();
+        e.record(&mut Message(&mut m));
+        self.0.lock().unwrap().push(m);
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+fn seen(needle: &str) -> bool {
+    events().lock().unwrap().iter().any(|m| m.contains(needle))
+}
+
+#[test]
+fn redis_killed_and_restarted_mid_run() {
+    let Some(mut s) = server("redis_killed_and_restarted_mid_run") else {
+        return;
+    };
+    events();
+    let fleet = connect(&s, options());
+    let local = CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(30), 1).unwrap();
+    let breaker = fleet
+        .breaker("inventory", local, Duration::from_secs(5), 20)
+        .unwrap();
+    let budget = fleet
+        .budget(
+            "inventory",
+            RetryBudget::new(100.0, 0.1, 1.0).unwrap(),
+            RetryBudget::new(5.0, 0.1, 1.0).unwrap(),
+        )
+        .unwrap();
+    let policy = Policy::builder()
+        .retries(1)
+        .backoff(NoBackoff)
+        .breaker(&breaker)
+        .budget(&budget)
+        .build()
+        .unwrap();
+    // Calls succeed at once, whatever Redis does: no call waits on it.
+    let slowest = Cell::new(Duration::ZERO);
+    let calls = Cell::new(0u32);
+    let run = |until: &mut dyn FnMut() -> bool| {
+        within(Duration::from_secs(10), || {
+            let t = Instant::now();
+            let r: io::Result<u32> = policy.call(|_| Ok(7));
+            slowest.set(slowest.get().max(t.elapsed()));
+            calls.set(calls.get() + 1);
+            assert_eq!(r.unwrap(), 7);
+            until()
+        })
+    };
+    run(&mut || calls.get() > 20).unwrap();
+    assert_eq!(fleet.status(), FleetStatus::Connected);
+    s.kill();
+    run(&mut || fleet.status() == FleetStatus::Fallback).expect("the fleet falls back");
+    // Past the staleness bound the guards decide locally.
+    run(&mut || breaker.fleet_state(Instant::now()).is_none()).unwrap();
+    assert_eq!(breaker.state(), BreakerState::Closed);
+    assert!(seen("fall back to their local state"));
+    s.restart().unwrap();
+    run(&mut || fleet.status() == FleetStatus::Connected).expect("the fleet rejoins");
+    assert!(seen("rejoin"));
+    assert_eq!(fleet.fallbacks(), 1);
+    assert_eq!(
+        breaker.fleet_state(Instant::now()),
+        Some(BreakerState::Closed)
+    );
+    let (slowest, calls) = (slowest.get(), calls.get());
+    assert!(
+        slowest < Duration::from_millis(50),
+        "the slowest of {calls} calls took {slowest:?}"
+    );
+    // The restarted server has the keys again.
+    let mut con = redis(&s);
+    let exists: u32 = redis::cmd("EXISTS")
+        .arg("robust:breaker:inventory")
+        .arg("robust:budget:inventory")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(exists, 2);
+}
+
+#[test]
+fn a_slow_redis_is_not_waited_for() {
+    let Some(s) = server("a_slow_redis_is_not_waited_for") else {
+        return;
+    };
+    let fleet = connect(&s, options());
+    let local = CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(30), 1).unwrap();
+    let breaker = fleet
+        .breaker("slow", local, Duration::from_secs(5), 20)
+        .unwrap();
+    let budget = fleet
+        .budget(
+            "slow",
+            RetryBudget::new(100.0, 0.1, 1.0).unwrap(),
+            RetryBudget::new(5.0, 0.1, 1.0).unwrap(),
+        )
+        .unwrap();
+    let policy = Policy::builder()
+        .retries(1)
+        .backoff(NoBackoff)
+        .breaker(&breaker)
+        .budget(&budget)
+        .build()
+        .unwrap();
+    // Redis stops answering: the sync thread waits for its 200 ms timeout, the calls do not.
+    s.freeze(true).unwrap();
+    let mut slowest = Duration::ZERO;
+    let fell_back = within(Duration::from_secs(5), || {
+        let t = Instant::now();
+        let failing = std::cell::Cell::new(true);
+        let r: io::Result<()> = policy.call(|_| {
+            if failing.replace(false) {
+                Err(io::ErrorKind::ConnectionReset.into())
+            } else {
+                Ok(())
+            }
+        });
+        slowest = slowest.max(t.elapsed());
+        // The retry is made if the lease (or, once fallen back, the fallback budget) pays.
+        let _ = r;
+        fleet.status() == FleetStatus::Fallback && breaker.fleet_state(Instant::now()).is_none()
+    });
+    fell_back.expect("the fleet falls back");
+    assert!(
+        slowest < Duration::from_millis(150),
+        "a call took {slowest:?} (the Redis timeout is 200 ms)"
+    );
+    s.freeze(false).unwrap();
+    within(Duration::from_secs(5), || {
+        fleet.status() == FleetStatus::Connected
+    })
+    .expect("the fleet rejoins");
+    assert_eq!(fleet.fallbacks(), 1);
+}
+
+#[test]
+fn keys_expire() {
+    let Some(s) = server("keys_expire") else {
+        return;
+    };
+    let fleet = connect(&s, options().ttl(Duration::from_millis(800)));
+    let local = CircuitBreaker::new(4, 2, 0.5, Duration::from_millis(500), 1).unwrap();
+    let breaker = fleet
+        .breaker("ledger", local, Duration::from_millis(500), 4)
+        .unwrap();
+    let budget = fleet
+        .budget(
+            "ledger",
+            RetryBudget::new(10.0, 0.1, 1.0).unwrap(),
+            RetryBudget::new(1.0, 0.1, 1.0).unwrap(),
+        )
+        .unwrap();
+    assert_eq!(breaker.key(), "robust:breaker:ledger");
+    assert_eq!(budget.key(), "robust:budget:ledger");
+    let mut con = redis(&s);
+    within(Duration::from_secs(2), || {
+        redis::cmd("EXISTS")
+            .arg(breaker.key())
+            .arg(budget.key())
+            .query::<u32>(&mut con)
+            .unwrap()
+            == 2
+    })
+    .expect("the keys are written");
+    for key in [breaker.key(), budget.key()] {
+        let ttl: i64 = redis::cmd("PTTL").arg(key).query(&mut con).unwrap();
+        assert!(ttl > 0 && ttl <= 800, "{key}: PTTL {ttl}");
+    }
+    // The layout of the breaker's hash.
+    let fields: Vec<String> = redis::cmd("HKEYS")
+        .arg(breaker.key())
+        .query(&mut con)
+        .unwrap();
+    for f in ["state", "until", "round", "left", "e0", "a9", "f5"] {
+        assert!(fields.iter().any(|x| x == f), "{f} in {fields:?}");
+    }
+    // Nobody syncs any more: both keys are gone once their TTL has passed.
+    drop((breaker, budget, fleet));
+    let gone = within(Duration::from_secs(3), || {
+        redis::cmd("EXISTS")
+            .arg("robust:breaker:ledger")
+            .arg("robust:budget:ledger")
+            .query::<u32>(&mut con)
+            .unwrap()
+            == 0
+    });
+    let gone = gone.expect("the keys expire");
+    assert!(gone >= Duration::from_millis(500), "{gone:?}");
+}
+
+/// The attribute takes shared guards in its `breaker =` and `budget =` keys.
+static SHARED: OnceLock<(Fleet, SharedBreaker, SharedBudget)> = OnceLock::new();
+
+#[robust(retries = 2, backoff = none, breaker = SHARED.get().expect("set").1, budget = SHARED.get().expect("set").2)]
+fn flaky(calls: &AtomicU32) -> io::Result<u32> {
+    let n = calls.fetch_add(1, Ordering::Relaxed);
+    if n == 0 {
+        Err(io::ErrorKind::ConnectionReset.into())
+    } else {
+        Ok(n)
+    }
+}
+
+#[test]
+fn the_attribute_takes_shared_guards() {
+    let Some(s) = server("the_attribute_takes_shared_guards") else {
+        return;
+    };
+    let fleet = connect(&s, options());
+    let local = CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(30), 1).unwrap();
+    let breaker = fleet
+        .breaker("attr", local, Duration::from_secs(5), 20)
+        .unwrap();
+    let budget = fleet
+        .budget(
+            "attr",
+            RetryBudget::new(10.0, 0.1, 1.0).unwrap(),
+            RetryBudget::new(1.0, 0.1, 1.0).unwrap(),
+        )
+        .unwrap();
+    SHARED.set((fleet, breaker, budget)).ok().unwrap();
+    let (fleet, _, budget) = SHARED.get().unwrap();
+    // Wait for the first lease.
+    within(Duration::from_secs(2), || budget.lease() >= 1.0).expect("a lease");
+    let calls = AtomicU32::new(0);
+    assert_eq!(flaky(&calls).unwrap(), 1);
+    assert_eq!(
+        budget.spent(),
+        1,
+        "the retry was paid from the fleet's lease"
+    );
+    assert_eq!(fleet.status(), FleetStatus::Connected);
+}
