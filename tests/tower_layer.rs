@@ -520,3 +520,104 @@ async fn the_layer_holds_a_slot_of_the_limit_per_attempt() {
     assert_eq!(at, Duration::ZERO);
     assert_eq!(LAYER_LIMIT.in_flight(), 0);
 }
+
+/// A service whose calls take the script's latency (ms) and answer with its status; counts
+/// calls and the ones dropped before they answered.
+fn slow<B: Send + 'static>(
+    script: Vec<(u64, StatusCode)>,
+) -> (
+    impl Service<Request<B>, Response = Resp, Error = io::Error, Future: Send> + Clone + Send,
+    Arc<AtomicU32>,
+    Arc<AtomicU32>,
+) {
+    struct Dropped(Arc<AtomicU32>, bool);
+    impl Drop for Dropped {
+        fn drop(&mut self) {
+            if !self.1 {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+    }
+    let calls = Arc::new(AtomicU32::new(0));
+    let dropped = Arc::new(AtomicU32::new(0));
+    let (counter, drops) = (Arc::clone(&calls), Arc::clone(&dropped));
+    let script = Arc::new(script);
+    let svc = tower::service_fn(move |_req: Request<B>| {
+        let n = counter.fetch_add(1, Ordering::SeqCst) as usize;
+        let (wait, code) = script[n.min(script.len() - 1)];
+        let guard = Dropped(Arc::clone(&drops), false);
+        async move {
+            let mut guard = guard;
+            tokio::time::sleep(ms(wait)).await;
+            guard.1 = true;
+            Ok(status(code))
+        }
+    });
+    (svc, calls, dropped)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hedged_layer_sends_a_hedge_and_the_first_answer_wins() {
+    use retry_runtime::hedge::Hedge;
+    let policy = || {
+        Policy::builder()
+            .retries(1)
+            .backoff(NoBackoff)
+            .on_ok(OkIf(|r: &Resp| {
+                r.status() == StatusCode::SERVICE_UNAVAILABLE
+            }))
+            .hedge(Hedge::after(ms(50), 1).unwrap())
+            .build()
+            .unwrap()
+    };
+    // The first call hangs for a second; the hedge, sent at 50 ms, answers in 10 ms; the first
+    // is dropped.
+    let (svc, calls, dropped) = slow::<String>(vec![(1000, StatusCode::OK), (10, StatusCode::OK)]);
+    let t0 = Instant::now();
+    let r = RobustLayer::hedged(policy())
+        .layer(svc)
+        .oneshot(Request::new(String::new()))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(t0.elapsed(), ms(60));
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    assert_eq!(dropped.load(Ordering::SeqCst), 1);
+
+    // A 503 (matched by the `Ok(..)` rule) at 10 ms starts the hedge at once.
+    let (svc, calls, _) = slow::<String>(vec![
+        (10, StatusCode::SERVICE_UNAVAILABLE),
+        (10, StatusCode::OK),
+    ]);
+    let t0 = Instant::now();
+    let r = RobustLayer::hedged(policy())
+        .layer(svc)
+        .oneshot(Request::new(String::new()))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(t0.elapsed(), ms(20));
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+
+    // A round of two 503s is one failed attempt: one retry, one more round of two.
+    let (svc, calls, _) = slow::<String>(vec![(10, StatusCode::SERVICE_UNAVAILABLE)]);
+    let r = RobustLayer::hedged(policy())
+        .layer(svc)
+        .oneshot(Request::new(String::new()))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(calls.load(Ordering::SeqCst), 4);
+
+    // A request whose body cannot be copied is sent once: no hedge, no retry.
+    let (svc, calls, _) = slow::<Stream>(vec![(1000, StatusCode::SERVICE_UNAVAILABLE)]);
+    let t0 = Instant::now();
+    let r = RobustLayer::hedged(policy())
+        .layer(svc)
+        .oneshot(Request::new(Stream))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(t0.elapsed(), ms(1000));
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "never sent twice");
+}

@@ -4,7 +4,8 @@
 //! under the policy: the service is called once per attempt with a copy of the request; its
 //! errors and its `Ok` responses are classified by the policy's rules (an
 //! [`OkIf`](crate::kind::OkIf) rule retries a 503 response), with the policy's timeout,
-//! deadline, hints, budget, breaker, callbacks and fallback.
+//! deadline, hints, budget, breaker, callbacks and fallback. A policy that hedges (SPEC
+//! section 15) goes through [`RobustLayer::hedged`].
 //!
 //! ```
 //! use std::time::Duration;
@@ -368,7 +369,7 @@ pub trait Guards<Req, P, R, E> {
     type Env: crate::time::Env + AsyncSleep + Clone + Send + Sync + 'static;
     /// The policy's concurrency limit.
     type Limit: crate::guard::Limit;
-    /// Whether the policy hedges (the layer does not, yet).
+    /// Whether the policy hedges ([`RobustLayer::hedged`] runs such a policy).
     const HEDGED: bool;
     /// The policy a request runs under, with the chosen guards.
     type View<'a>: AsyncRetryPolicy<R, E, Env = Self::Env> + PolicyCore<Limit = Self::Limit>
@@ -727,7 +728,7 @@ where
         const {
             assert!(
                 !G::HEDGED,
-                "the tower layer does not hedge yet: build its policy without `hedge`"
+                "a hedged policy needs a hedging layer: `RobustLayer::hedged(policy)` instead of `RobustLayer::new(policy)`"
             )
         };
         // The service that was made ready goes with this request; this one keeps a clone.
@@ -1075,4 +1076,193 @@ mod tests {
         assert_eq!(calls.load(Ordering::SeqCst), 2);
         assert_eq!(start.elapsed(), Duration::from_millis(600));
     }
+}
+
+/// A layer that hedges (SPEC sections 15 and 17): [`RobustLayer::hedged`].
+#[derive(Debug)]
+pub struct HedgedLayer<P> {
+    policy: Arc<P>,
+}
+
+impl<P> Clone for HedgedLayer<P> {
+    fn clone(&self) -> Self {
+        HedgedLayer {
+            policy: Arc::clone(&self.policy),
+        }
+    }
+}
+
+impl<P> RobustLayer<P> {
+    /// A layer from a policy built with [`hedge`](crate::PolicyBuilder::hedge): each request
+    /// runs in rounds of attempts as [`crate::hedge`] describes (an attempt still running
+    /// after the hedge's delay gets a sibling, sent to a clone of the service with another
+    /// copy of the request; the first success wins and the others are dropped), with the
+    /// policy's retries, timeouts, guards and fallback. [`RobustLayer::new`] with a hedged
+    /// policy is a compile error that points here.
+    ///
+    /// Its futures are boxed (one allocation per request), since a round holds a variable
+    /// number of the service's futures; the service, its futures, responses and errors, and
+    /// the request are `Send + 'static`. A request that cannot be copied
+    /// ([`RetryRequest::try_clone`] gives `None`) is sent once, never hedged nor retried.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use std::sync::Arc;
+    /// use std::sync::atomic::{AtomicU32, Ordering};
+    /// use retry_runtime::Policy;
+    /// use retry_runtime::hedge::Hedge;
+    /// use retry_runtime::tower::RobustLayer;
+    /// use tower_layer::Layer;
+    /// use tower_service::Service;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let policy = Policy::builder().retries(1).hedge(Hedge::after(Duration::from_millis(50), 1)?).build()?;
+    /// // The first call hangs for a second; the hedge, sent at 50 ms, answers at once.
+    /// let calls = Arc::new(AtomicU32::new(0));
+    /// let service = tower::service_fn(move |req: String| {
+    ///     let n = calls.fetch_add(1, Ordering::SeqCst);
+    ///     async move {
+    ///         if n == 0 {
+    ///             tokio::time::sleep(Duration::from_secs(1)).await;
+    ///         }
+    ///         Ok::<_, std::io::Error>(format!("{req} {n}"))
+    ///     }
+    /// });
+    /// let mut client = RobustLayer::hedged(policy).layer(service);
+    /// let start = tokio::time::Instant::now();
+    /// assert_eq!(client.call("ping".to_owned()).await?, "ping 1");
+    /// assert_eq!(start.elapsed(), Duration::from_millis(50));
+    /// # Ok(()) }
+    /// ```
+    pub fn hedged(policy: P) -> HedgedLayer<P> {
+        HedgedLayer {
+            policy: Arc::new(policy),
+        }
+    }
+}
+
+impl<S, P> Layer<S> for HedgedLayer<P> {
+    type Service = HedgedService<S, P>;
+
+    fn layer(&self, inner: S) -> HedgedService<S, P> {
+        HedgedService {
+            inner,
+            policy: Arc::clone(&self.policy),
+        }
+    }
+}
+
+/// The service [`HedgedLayer`] makes.
+#[derive(Debug)]
+pub struct HedgedService<S, P> {
+    inner: S,
+    policy: Arc<P>,
+}
+
+impl<S: Clone, P> Clone for HedgedService<S, P> {
+    fn clone(&self) -> Self {
+        HedgedService {
+            inner: self.inner.clone(),
+            policy: Arc::clone(&self.policy),
+        }
+    }
+}
+
+impl<S, P, Req> Service<Req> for HedgedService<S, P>
+where
+    S: Service<Req> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Response: Send + 'static,
+    S::Error: Send + 'static,
+    Req: RetryRequest + Send + 'static,
+    P: AsyncRetryPolicy<S::Response, S::Error> + Send + Sync + 'static,
+    P::Timeout: Sync,
+    <P::Limit as crate::guard::Limit>::Wait: Send,
+    <P::Limit as crate::guard::Limit>::Slot: Send,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<S::Response, S::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Req) -> Self::Future {
+        // The service that was made ready sends the first attempt; hedges and retries go to
+        // clones of it, each made ready first.
+        let clone = self.inner.clone();
+        let ready = std::mem::replace(&mut self.inner, clone);
+        let policy = Arc::clone(&self.policy);
+        Box::pin(async move {
+            let policy = &*policy;
+            if request.try_clone().is_none() {
+                return send_once(policy, ready, request).await;
+            }
+            let template = ready.clone();
+            let mut first = Some(ready);
+            // Kept for an attempt whose copy fails after all (a `try_clone` that changed its
+            // mind): it is sent itself, once.
+            let mut original = Some(request);
+            let result = crate::call::hedged_loop(policy, move |_attempt| {
+                let (service, made_ready) = match first.take() {
+                    Some(s) => (s, true),
+                    None => (template.clone(), false),
+                };
+                let copy = original
+                    .as_ref()
+                    .and_then(RetryRequest::try_clone)
+                    .or_else(|| original.take());
+                async move {
+                    let mut service = service;
+                    if !made_ready {
+                        std::future::poll_fn(|cx| service.poll_ready(cx)).await?;
+                    }
+                    match copy {
+                        Some(request) => service.call(request).await,
+                        // No request left to send: this attempt never answers, and the round
+                        // is decided by the others (or by its timeout).
+                        None => std::future::pending().await,
+                    }
+                }
+            })
+            .await;
+            crate::call::finish(policy, result)
+        })
+    }
+}
+
+/// A request that cannot be copied, under a hedged layer: sent once by the service made
+/// ready for it, with the policy's guards and timeout, never hedged nor retried.
+async fn send_once<S, P, Req>(
+    policy: &P,
+    mut service: S,
+    request: Req,
+) -> Result<S::Response, S::Error>
+where
+    S: Service<Req>,
+    P: AsyncRetryPolicy<S::Response, S::Error>,
+{
+    let mut call = crate::call::start(policy, Timed::default());
+    if let Some(rejected) = call.admit() {
+        return crate::call::finish(policy, rejected);
+    }
+    let slot = match crate::guard::Limit::wait(policy.limit()).await {
+        Ok(slot) => Some(slot),
+        Err(_) => match crate::call::refused(policy) {
+            Some(r) => return crate::call::finish(policy, r),
+            None => None,
+        },
+    };
+    let attempt = call.attempt();
+    let (result, _) = crate::timeout::run_attempt(
+        policy.timeout_setting(),
+        attempt.limit(),
+        service.call(request),
+    )
+    .await;
+    drop(slot);
+    let result = call.settle_once(result);
+    crate::call::finish(policy, result)
 }

@@ -1,0 +1,18 @@
+// A hedged policy needs the hedging layer: `RobustLayer::new` with one is an error (and so is
+// a blocking `call`), pointing at `RobustLayer::hedged`.
+use std::time::Duration;
+use retry_runtime::hedge::Hedge;
+use retry_runtime::tower::RobustLayer;
+use retry_runtime::Policy;
+use tower::{Layer, Service};
+
+fn main() {
+    let hedge = Hedge::after(Duration::from_millis(50), 1).unwrap();
+    let policy = Policy::builder().hedge(hedge).build().unwrap();
+    let echo = tower::service_fn(|r: String| async move { Ok::<_, std::io::Error>(r) });
+    let mut svc = RobustLayer::new(policy).layer(echo);
+    let _ = svc.call(String::new());
+
+    let policy = Policy::builder().hedge(hedge).build().unwrap();
+    let _: std::io::Result<()> = policy.call(|_| Ok(()));
+}
