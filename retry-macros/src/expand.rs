@@ -766,7 +766,7 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
             "__robust_budget_owner",
             Span::mixed_site().located_at(e.span()),
         );
-        quote_spanned!(e.span()=> #ps::budget(#owner))
+        quote_spanned!(e.span()=> #ps::budget::<_>(#owner))
     });
     let breaker_tokens = config.breaker.as_ref().map_or(quote!(()), |e| {
         let ps = respan(&p, e.span());
