@@ -449,3 +449,27 @@ async fn many_tasks_hedge_at_once() {
         assert_eq!(t.await.unwrap().unwrap(), i as u32);
     }
 }
+
+static UNKNOWN: Log = Log {
+    events: Mutex::new(Vec::new()),
+    next: AtomicU32::new(0),
+};
+
+#[robust(hedge(after = p99, max = 2), retries = 1, backoff = none)]
+async fn unknown_percentile(t0: Instant) -> io::Result<u32> {
+    attempt(&UNKNOWN, t0, &[(10, true)]).await
+}
+
+#[tokio::test(start_paused = true)]
+async fn no_hedge_at_all_until_the_percentile_is_known_even_after_a_failure() {
+    // Every attempt fails (nothing is recorded): each round is its attempt alone.
+    let t0 = Instant::now();
+    assert!(unknown_percentile(t0).await.is_err());
+    let starts: Vec<u64> = UNKNOWN
+        .take()
+        .into_iter()
+        .filter(|e| e.2 == "start")
+        .map(|e| e.1)
+        .collect();
+    assert_eq!(starts, vec![0, 10]);
+}

@@ -379,6 +379,10 @@ where
         let Some(hedge) = policy.timeout_setting().hedge() else {
             return false;
         };
+        // After a percentile not known yet, no hedge at all (not even after a failure).
+        let Some(delay) = hedge.delay() else {
+            return false;
+        };
         if self.sent >= hedge.max() {
             return false;
         }
@@ -401,7 +405,7 @@ where
         })();
         // The next hedge is due `after` this one (or this one's due time, had it been sent).
         let tokio_now = tokio::time::Instant::now();
-        self.next = hedge.delay().map(|d| after(tokio_now, d));
+        self.next = Some(after(tokio_now, delay));
         let Some((slot, permit)) = allowed else {
             return false;
         };
