@@ -320,3 +320,30 @@ fn limit_and_throttle_rejections_are_warnings() {
     assert_eq!(e.level, Level::WARN);
     assert_eq!(e.get("function"), Some("throttled"));
 }
+
+#[robust(hedge(after = 20ms), retries = 0)]
+async fn hedged_lookup(slow: &std::sync::atomic::AtomicBool) -> io::Result<u32> {
+    // The first attempt is slow, the hedge is not.
+    let first = slow.swap(false, std::sync::atomic::Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(if first { 500 } else { 5 })).await;
+    Ok(u32::from(first))
+}
+
+#[test]
+fn a_hedge_is_a_debug_event() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    let slow = std::sync::atomic::AtomicBool::new(true);
+    let events = capture(|| assert_eq!(rt.block_on(hedged_lookup(&slow)).unwrap(), 0));
+    let e = events
+        .iter()
+        .find(|e| e.get("message").is_some_and(|m| m.starts_with("hedging")))
+        .unwrap_or_else(|| panic!("{events:#?}"));
+    assert_eq!(e.level, Level::DEBUG);
+    assert_eq!(e.get("function"), Some("hedged_lookup"));
+    assert_eq!(e.get("hedge"), Some("1"));
+    assert_eq!(e.get("retries"), Some("0"));
+}

@@ -33,6 +33,10 @@ use crate::ConfigError;
 use crate::latency::{Latencies, Quantile};
 use crate::timeout::{AsyncTimeout, AttemptTimeout, SetTimeout};
 
+/// The most hedges per round (the attribute checks it too): every live attempt is polled at
+/// each wake-up, and more than a few hedges is a configuration mistake.
+pub const MAX_HEDGES: u32 = 10;
+
 /// When a hedge starts: a fixed delay, or a percentile of recent latencies.
 #[derive(Debug, Clone, Copy)]
 pub enum After<'a> {
@@ -57,6 +61,7 @@ pub enum After<'a> {
 /// assert_eq!(adaptive.delay(), None); // no hedge until enough samples
 /// assert!(Hedge::after(Duration::ZERO, 1).is_err());
 /// assert!(Hedge::after(Duration::from_millis(50), 0).is_err());
+/// assert!(Hedge::after(Duration::from_millis(50), 11).is_err());
 /// # Ok::<(), retry_runtime::ConfigError>(())
 /// ```
 #[derive(Debug, Clone, Copy)]
@@ -67,7 +72,7 @@ pub struct Hedge<'a> {
 
 impl<'a> Hedge<'a> {
     /// Up to `max` hedges, each started `after` the previous attempt. Errors: `after` zero,
-    /// `max` zero.
+    /// `max` not in 1..=[`MAX_HEDGES`].
     pub const fn after(after: Duration, max: u32) -> Result<Self, ConfigError> {
         if after.is_zero() {
             return Err(ConfigError::new(
@@ -79,7 +84,8 @@ impl<'a> Hedge<'a> {
     }
 
     /// Up to `max` hedges, each started when the previous attempt has run longer than the
-    /// `p`-th percentile of `latencies`. Errors: `p` not in [50, 99.9]; `max` zero.
+    /// `p`-th percentile of `latencies`. Errors: `p` not in [50, 99.9]; `max` not in
+    /// 1..=[`MAX_HEDGES`].
     pub fn percentile(latencies: &'a Latencies, p: f64, max: u32) -> Result<Self, ConfigError> {
         if !(50.0..=99.9).contains(&p) {
             return Err(ConfigError::new(
@@ -96,10 +102,10 @@ impl<'a> Hedge<'a> {
     }
 
     const fn checked(after: After<'a>, max: u32) -> Result<Self, ConfigError> {
-        if max == 0 {
+        if max == 0 || max > MAX_HEDGES {
             return Err(ConfigError::new(
                 "max",
-                "must be at least 1 hedge (leave hedging out for none)",
+                "must be from 1 to 10 hedges per round (leave hedging out for none)",
             ));
         }
         Ok(Hedge { after, max })
