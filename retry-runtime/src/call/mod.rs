@@ -520,7 +520,7 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
                 decided => {
                     // (The breaker recorded the failure when the value matched.)
                     if <P::Throttle as Throttle>::ACTIVE {
-                        self.policy.throttle().record(now.get(), false);
+                        self.policy.throttle().record_recent(false);
                     }
                     return match decided {
                         Ok(delay) => Step::Retry(delay),
@@ -539,8 +539,10 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
                 .record(now.get(), self.permit, result.is_ok());
         }
         if result.is_ok() {
+            // (The attempt's admission asked the throttle, which moved its latest bucket up
+            // to then: recording there needs no clock reading.)
             if <P::Throttle as Throttle>::ACTIVE {
-                self.policy.throttle().record(now.get(), true);
+                self.policy.throttle().record_recent(true);
             }
             self.policy.on_success();
             return Step::Return(result);
@@ -549,7 +551,7 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
         if <P::Throttle as Throttle>::ACTIVE {
             // Accepted unless it failed with a retryable error.
             let accepted = decided == Err(GiveUp::NotRetryable);
-            self.policy.throttle().record(now.get(), accepted);
+            self.policy.throttle().record_recent(accepted);
         }
         match decided {
             Ok(delay) => Step::Retry(delay),

@@ -199,6 +199,10 @@ pub trait Throttle {
     /// Records an attempt made (or rejected) at `now`: `accepted` unless it failed with a
     /// retryable error or was rejected.
     fn record(&self, now: Instant, accepted: bool);
+    /// Records an attempt whose admission asked for
+    /// [`reject_probability`](Self::reject_probability), without reading the clock: in the
+    /// latest bucket the throttle has seen, the one it was admitted in or a later one.
+    fn record_recent(&self, accepted: bool);
 }
 
 /// Builds the error of an attempt the throttle rejects: `E::from(Rejected)`.
@@ -227,6 +231,8 @@ impl Throttle for () {
     }
     #[inline(always)]
     fn record(&self, _: Instant, _: bool) {}
+    #[inline(always)]
+    fn record_recent(&self, _: bool) {}
 }
 
 impl Throttle for &AdaptiveThrottle {
@@ -238,6 +244,10 @@ impl Throttle for &AdaptiveThrottle {
     #[inline]
     fn record(&self, now: Instant, accepted: bool) {
         AdaptiveThrottle::record(self, now, accepted)
+    }
+    #[inline]
+    fn record_recent(&self, accepted: bool) {
+        AdaptiveThrottle::record_recent(self, accepted)
     }
 }
 
@@ -271,6 +281,10 @@ impl<E> Throttle for ThrottleOf<'_, E> {
     #[inline]
     fn record(&self, now: Instant, accepted: bool) {
         self.throttle.record(now, accepted)
+    }
+    #[inline]
+    fn record_recent(&self, accepted: bool) {
+        self.throttle.record_recent(accepted)
     }
 }
 

@@ -140,8 +140,14 @@ impl AdaptiveThrottle {
 
     /// The epoch of `now`: `width`s since the origin (0 before it, `u64::MAX` past 2^64).
     fn epoch(&self, now: Instant) -> u64 {
-        let since = now.saturating_duration_since(origin(now)).as_nanos() / self.width;
-        u64::try_from(since).unwrap_or(u64::MAX)
+        let since = now.saturating_duration_since(origin(now));
+        // A 64-bit division when both fit (the time since the origin for 584 years, a window
+        // up to 5,800 years), which is several times cheaper than a 128-bit one.
+        let nanos = since.as_nanos();
+        match (u64::try_from(nanos), u64::try_from(self.width)) {
+            (Ok(n), Ok(w)) => n / w,
+            _ => u64::try_from(nanos / self.width).unwrap_or(u64::MAX),
+        }
     }
 
     /// Adds one to `counter` for `epoch`, replacing the count of an older lap. Not if a newer lap
@@ -172,10 +178,30 @@ impl AdaptiveThrottle {
         }
     }
 
-    /// The requests and accepts of the window that ends at `now`.
+    /// Counts one request in the latest bucket anyone has seen (no clock reading): for an
+    /// attempt whose admission asked for [`reject_probability`](Self::reject_probability),
+    /// which moved the latest bucket up to its own, so the attempt is counted in the bucket it
+    /// was admitted in or a later one.
+    pub fn record_recent(&self, accepted: bool) {
+        let epoch = self.latest.load(Ordering::Acquire);
+        let i = (epoch % BUCKETS) as usize;
+        self.add(&self.requests[i], epoch);
+        if accepted {
+            self.add(&self.accepts[i], epoch);
+        }
+    }
+
+    /// The requests and accepts of the window that ends at `now`; moves the latest bucket up
+    /// to `now`'s.
     fn counts(&self, now: Instant) -> (u64, u64) {
-        let latest = self.latest.load(Ordering::Acquire);
-        let head = self.epoch(now).max(latest);
+        let mut latest = self.latest.load(Ordering::Acquire);
+        let now_epoch = self.epoch(now);
+        if now_epoch > latest {
+            // The window's head moves on: what `record_recent` counts in from now on.
+            self.latest.fetch_max(now_epoch, Ordering::AcqRel);
+            latest = now_epoch;
+        }
+        let head = now_epoch.max(latest);
         if head - latest >= BUCKETS {
             return (0, 0);
         }
@@ -325,7 +351,11 @@ mod tests {
         let ms = |m: u64| t0 + Duration::from_millis(m);
         assert_eq!(t.reject_probability(ms(9_999)), 0.9, "still in the window");
         assert_eq!(t.reject_probability(ms(10_000)), 0.0, "a window later");
-        // Newer counts stay while older ones leave, bucket by bucket.
+        // Newer counts stay while older ones leave, bucket by bucket (on a throttle that has
+        // not been asked about later instants: asking moves its head, see
+        // `asking_moves_the_head_and_record_recent_counts_there`).
+        let t = throttle(2.0, secs(10));
+        record(&t, t0, 9, 0);
         record(&t, ms(5_500), 3, 0);
         assert_eq!(t.reject_probability(ms(9_999)), 12.0 / 13.0);
         assert_eq!(t.reject_probability(ms(10_000)), 0.75);
@@ -339,6 +369,26 @@ mod tests {
         assert_eq!(t.reject_probability(t0 + secs(1_000_000)), 0.0);
         record(&t, t0 + secs(1_000_000), 1, 1);
         assert_eq!(t.counts(t0 + secs(1_000_000)), (1, 1));
+    }
+
+    #[test]
+    fn asking_moves_the_head_and_record_recent_counts_there() {
+        let t = throttle(2.0, secs(10));
+        let t0 = bucket_start(&t, Instant::now());
+        // Nothing seen yet: recorded in the first bucket there is.
+        t.reject_probability(t0);
+        t.record_recent(false);
+        assert_eq!(t.counts(t0), (1, 0));
+        // Asked at 5.5 s: what is recorded without an instant counts there, and leaves the
+        // window a window after it, not after t0.
+        let later = t0 + Duration::from_millis(5_500);
+        t.reject_probability(later);
+        t.record_recent(true);
+        t.record_recent(false);
+        assert_eq!(t.counts(later), (3, 1));
+        assert_eq!(t.counts(t0 + secs(10)), (2, 1));
+        assert_eq!(t.counts(t0 + Duration::from_millis(14_999)), (2, 1));
+        assert_eq!(t.counts(t0 + secs(15)), (0, 0));
     }
 
     #[test]

@@ -268,6 +268,7 @@ pub trait Erased<T, E>: Send + Sync {
     fn would_admit(&self, now: Instant) -> bool;
     fn reject_probability(&self, now: Instant) -> f64;
     fn record_throttle(&self, now: Instant, accepted: bool);
+    fn record_throttle_recent(&self, accepted: bool);
     fn throttled(&self) -> bool;
     fn refuse(&self) -> Option<E>;
     fn reject(&self) -> Option<E>;
@@ -330,6 +331,11 @@ impl<T, E, P: RetryPolicy<T, E> + Send + Sync> Erased<T, E> for P {
     fn record_throttle(&self, now: Instant, accepted: bool) {
         if <P::Throttle as Throttle>::ACTIVE {
             self.throttle().record(now, accepted)
+        }
+    }
+    fn record_throttle_recent(&self, accepted: bool) {
+        if <P::Throttle as Throttle>::ACTIVE {
+            self.throttle().record_recent(accepted)
         }
     }
     fn throttled(&self) -> bool {
@@ -395,6 +401,10 @@ impl<T, E> Throttle for dyn Erased<T, E> {
     #[inline]
     fn record(&self, now: Instant, accepted: bool) {
         Erased::record_throttle(self, now, accepted)
+    }
+    #[inline]
+    fn record_recent(&self, accepted: bool) {
+        Erased::record_throttle_recent(self, accepted)
     }
 }
 
