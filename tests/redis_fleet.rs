@@ -640,3 +640,187 @@ fn the_attribute_takes_shared_guards() {
     );
     assert_eq!(fleet.status(), FleetStatus::Connected);
 }
+
+#[test]
+fn a_port_taken_by_another_server_is_not_taken_for_ours() {
+    let Some(s) = server("a_port_taken_by_another_server_is_not_taken_for_ours") else {
+        return;
+    };
+    // `s` answers PING on its port, but it is not the server a second start there would
+    // spawn: that start fails instead of handing out `s` (`start` then tries another port).
+    let e = RedisServer::on_port(s.port()).unwrap_err();
+    assert!(e.to_string().contains(&s.port().to_string()), "{e}");
+}
+
+#[test]
+fn a_key_of_the_wrong_type_fails_alone() {
+    let Some(s) = server("a_key_of_the_wrong_type_fails_alone") else {
+        return;
+    };
+    events();
+    let mut con = redis(&s);
+    redis::cmd("SET")
+        .arg("wrongtype:breaker:bad")
+        .arg("not a hash")
+        .exec(&mut con)
+        .unwrap();
+    let fleet = connect(&s, options().namespace("wrongtype"));
+    // No guard yet: the rounds still check that Redis answers, and do not fail.
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(fleet.fallbacks(), 0);
+    let local = || CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(30), 1).unwrap();
+    let good = fleet
+        .breaker("good", local(), Duration::from_secs(5), 20)
+        .unwrap();
+    let bad = fleet
+        .breaker("bad", local(), Duration::from_secs(5), 20)
+        .unwrap();
+    synced([&fleet]);
+    std::thread::sleep(Duration::from_millis(200));
+    // WRONGTYPE on one key: its guard decides locally, the other follows the fleet.
+    assert_eq!(good.fleet_state(Instant::now()), Some(BreakerState::Closed));
+    assert_eq!(bad.fleet_state(Instant::now()), None);
+    assert_eq!(fleet.status(), FleetStatus::Connected);
+    assert_eq!(fleet.fallbacks(), 0);
+    assert_eq!(
+        seen("wrongtype", "wrongtype:breaker:bad", "this key fails"),
+        1,
+        "one event per change"
+    );
+    assert_eq!(seen("wrongtype", "wrongtype:breaker:good", "fails"), 0);
+    redis::cmd("DEL")
+        .arg("wrongtype:breaker:bad")
+        .exec(&mut con)
+        .unwrap();
+    within(Duration::from_secs(2), || {
+        bad.fleet_state(Instant::now()).is_some()
+    })
+    .expect("the key works again");
+    assert_eq!(
+        seen("wrongtype", "wrongtype:breaker:bad", "answers again"),
+        1
+    );
+}
+
+#[test]
+fn scripts_flushed_from_redis_are_loaded_again() {
+    let Some(s) = server("scripts_flushed_from_redis_are_loaded_again") else {
+        return;
+    };
+    let fleet = connect(&s, options().namespace("flush"));
+    let local = CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(30), 1).unwrap();
+    let b = fleet
+        .breaker("dep", local, Duration::from_secs(5), 20)
+        .unwrap();
+    synced([&fleet]);
+    let mut con = redis(&s);
+    redis::cmd("SCRIPT").arg("FLUSH").exec(&mut con).unwrap();
+    // The next round meets NOSCRIPT, loads the scripts and sends the round again.
+    let now = Instant::now();
+    let p = b.acquire(now).unwrap();
+    b.record_permit(now, p, false);
+    within(Duration::from_secs(2), || b.fleet_counts() == (1, 1)).expect("pushed");
+    assert_eq!(fleet.fallbacks(), 0);
+    assert_eq!(b.fleet_state(Instant::now()), Some(BreakerState::Closed));
+}
+
+/// A loopback proxy to `port` that, while `slow` is set, passes the server's replies on one
+/// byte every 5 ms: every read gets a byte well within the timeout, a round takes long.
+struct SlowProxy {
+    port: u16,
+    slow: Arc<std::sync::atomic::AtomicBool>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl SlowProxy {
+    fn start(target: u16) -> SlowProxy {
+        use std::io::{Read, Write};
+        use std::net::{Shutdown, TcpListener, TcpStream};
+        use std::sync::atomic::AtomicBool;
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let slow = Arc::new(AtomicBool::new(false));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (slow2, stop2) = (Arc::clone(&slow), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            while !stop2.load(Ordering::Relaxed) {
+                let Ok((client, _)) = listener.accept() else {
+                    std::thread::sleep(Duration::from_millis(5));
+                    continue;
+                };
+                client.set_nonblocking(false).unwrap();
+                let Ok(server) = TcpStream::connect(("127.0.0.1", target)) else {
+                    continue;
+                };
+                let (mut c_in, mut s_out) =
+                    (client.try_clone().unwrap(), server.try_clone().unwrap());
+                std::thread::spawn(move || {
+                    let _ = io::copy(&mut c_in, &mut s_out);
+                    let _ = s_out.shutdown(Shutdown::Both);
+                });
+                let (mut s_in, mut c_out, slow) = (server, client, Arc::clone(&slow2));
+                std::thread::spawn(move || {
+                    let mut buf = [0u8; 4096];
+                    while let Ok(n @ 1..) = s_in.read(&mut buf) {
+                        let sent = if slow.load(Ordering::Relaxed) {
+                            buf[..n].iter().all(|b| {
+                                std::thread::sleep(Duration::from_millis(5));
+                                c_out.write_all(&[*b]).is_ok()
+                            })
+                        } else {
+                            c_out.write_all(&buf[..n]).is_ok()
+                        };
+                        if !sent {
+                            break;
+                        }
+                    }
+                    let _ = c_out.shutdown(Shutdown::Both);
+                });
+            }
+        });
+        SlowProxy { port, slow, stop }
+    }
+}
+
+impl Drop for SlowProxy {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+#[test]
+fn a_round_longer_than_stale_after_falls_back() {
+    let Some(s) = server("a_round_longer_than_stale_after_falls_back") else {
+        return;
+    };
+    events();
+    let proxy = SlowProxy::start(s.port());
+    // Each read waits 5 ms (timeout 100 ms), but a round's reply (a few dozen bytes) takes
+    // longer than stale_after (100 ms) to arrive: its answers are too old to follow.
+    let o = FleetOptions::new()
+        .namespace("overrun")
+        .interval(Duration::from_millis(50))
+        .timeout(Duration::from_millis(100))
+        .stale_after(Duration::from_millis(100))
+        .max_reconnect_delay(Duration::from_millis(100));
+    let fleet = Fleet::connect(&format!("redis://127.0.0.1:{}/", proxy.port), o).unwrap();
+    let local = CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(30), 1).unwrap();
+    let b = fleet
+        .breaker("dep", local, Duration::from_secs(5), 20)
+        .unwrap();
+    synced([&fleet]);
+    proxy.slow.store(true, Ordering::Relaxed);
+    within(Duration::from_secs(5), || {
+        fleet.status() == FleetStatus::Fallback
+    })
+    .expect("the fleet falls back");
+    assert_eq!(b.fleet_state(Instant::now()), None);
+    assert_eq!(fleet.fallbacks(), 1);
+    assert_eq!(seen("overrun", "", "too slow"), 1);
+    proxy.slow.store(false, Ordering::Relaxed);
+    within(Duration::from_secs(5), || {
+        fleet.status() == FleetStatus::Connected && b.fleet_state(Instant::now()).is_some()
+    })
+    .expect("the fleet rejoins");
+}
