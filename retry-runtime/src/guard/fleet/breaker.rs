@@ -291,8 +291,10 @@ impl BreakerCell {
 /// While the fleet's view is fresh: the fleet's breaker open, attempts fail fast with
 /// [`Open`]; half-open, only the probes the fleet granted to this instance go through; closed,
 /// the local breaker decides (it may open on its own when this instance sees enough
-/// failures). Every outcome is recorded locally and pushed to the fleet at the next sync.
-/// Otherwise (Redis slow or gone, or no sync yet) the local breaker alone decides.
+/// failures). Every outcome is recorded locally, and pushed to the fleet at the next round if
+/// it was recorded while the fleet's view was followed. Otherwise (Redis slow or gone, this
+/// key failing, or before the guard's first round) the local breaker alone decides, and the
+/// outcomes it records then are never pushed (at the rejoin they would look fresh).
 ///
 /// The hot path (`acquire`, `record`) reads and writes atomics and the local breaker; it
 /// never waits on the network and allocates nothing.

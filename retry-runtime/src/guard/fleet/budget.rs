@@ -211,15 +211,18 @@ impl BudgetCell {
 ///
 /// The fleet's bucket is in Redis (it starts full). Each instance holds a lease of tokens
 /// granted by the bucket, the cost of one retry by default: a retry spends from the lease (one
-/// compare-and-swap), and an empty lease refuses the retry. After a retry (made or refused),
-/// the next sync tops the lease up from the bucket, and credits the calls made since. So
-/// the fleet's retries never exceed the bucket's capacity plus what its calls earned, however
-/// many instances there are (see the [module docs](super) for the exact bound), and each
-/// instance makes at most `lease / cost` retries per sync interval.
+/// compare-and-swap), and an empty lease refuses the retry. After a retry is asked for (made
+/// or refused), the next round tops the lease up from the bucket; every round credits the
+/// calls made since. An instance that asks for no retry in 5 rounds in a row gives its unspent
+/// lease back, and one that never asks leases nothing: idle instances do not hoard the
+/// fleet's tokens. So the fleet's retries never exceed the bucket's capacity plus what its
+/// calls earned, however many instances there are, while the key is not lost (see the
+/// [module docs](super) for the exact statement), and each instance makes at most
+/// `lease / cost` retries per sync interval.
 ///
-/// While Redis is out of reach (or before the first sync), the `fallback` budget decides.
-/// (`deposit` and `try_withdraw` take no instant: they read the real clock once, to know
-/// whether the fleet's view is fresh.)
+/// While the fleet is not followed (Redis out of reach, this key failing, or before the
+/// guard's first round), the `fallback` budget decides. (`deposit` and `try_withdraw` take no
+/// instant: they read the real clock once, to know whether the fleet's view is fresh.)
 #[derive(Clone)]
 pub struct SharedBudget {
     cell: Arc<BudgetCell>,

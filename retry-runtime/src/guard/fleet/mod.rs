@@ -9,42 +9,78 @@
 //! - [`SharedBreaker`] opens for the whole fleet when, over the last `window`, the fleet's
 //!   attempts reach `min_calls` and their failure ratio reaches the threshold; after the break,
 //!   `probes` probes are granted across the fleet, and their answers close or reopen it.
-//! - [`SharedBudget`] keeps the fleet's tokens in Redis; each instance leases a few and spends
-//!   them locally.
+//! - [`SharedBudget`] keeps the fleet's tokens in Redis; each instance that needs retries
+//!   leases a few and spends them locally, and an idle one gives its lease back.
+//!
+//! Requires Redis 5.0 or later (the scripts read `TIME` before they write, which older servers
+//! refuse unless told to replicate effects).
 //!
 //! **The hot path never waits on the network.** `acquire`, `record`, `deposit` and
 //! `try_withdraw` read and write atomics in the process (and the local breaker's short
-//! critical section). One background thread per [`Fleet`] publishes each guard's counts and
-//! reads the fleet's state every `interval` (200 ms by default): one Lua script per key, run
-//! atomically by Redis, with Redis's own clock, and `PEXPIRE` on every key.
+//! critical section), and allocate nothing. One background thread per [`Fleet`] publishes
+//! each guard's counts and reads the fleet's state every `interval` (200 ms by default): one
+//! round sends one Lua script per key, all in one pipeline (one round trip, whatever the
+//! number of guards); Redis runs each script atomically, with its own clock, and renews each
+//! key's TTL. The scripts are loaded once per connection (`SCRIPT LOAD` at the head of its
+//! first pipeline, and again if Redis answers `NOSCRIPT`).
 //!
-//! **Fail-safe.** Every Redis command has a timeout (100 ms by default). When Redis is slow or
-//! gone, or before the first sync, each guard decides with its local state: the
-//! [`CircuitBreaker`] and the fallback [`RetryBudget`] it was made with, which keep running all
-//! along. They fall back as soon as a sync fails (within `interval + timeout` of Redis
-//! going away), and also when the last successful sync is older than `stale_after` (by default
-//! `2 × interval + 2 × timeout`: a sync thread that is stuck or starved). The thread
-//! reconnects with backoff (from `interval` up to 5 s) and the guards rejoin at the first
-//! successful sync. With the `tracing` feature, a WARN event says when the fleet falls back
-//! and when it rejoins (once per change), and another when the fleet's breaker opens.
+//! **Fail-safe.** Connecting, writing and reading each have a timeout (100 ms by default).
+//! When Redis is slow or gone, or before a guard's first sync, the guard decides with its
+//! local state: the [`CircuitBreaker`] and the fallback [`RetryBudget`] it was made with,
+//! which keep running all along. A guard follows the fleet for `stale_after` (by default
+//! `2 × interval + 2 × timeout`) from the end of the last round that synced it, so the guards
+//! fall back:
+//! - as soon as a round fails (within `interval + timeout` of Redis going away);
+//! - when a round took longer than `stale_after` (its answers are too old to follow: each
+//!   read was within its timeout, the round as a whole was not);
+//! - when the last round is older than `stale_after` (a sync thread that is stuck or
+//!   starved);
+//! - for one guard only, when its own key fails (a key of the wrong type, a script error):
+//!   the other guards of the fleet keep following it.
 //!
-//! **Propagation bound.** A breaker opened by the fleet (written to Redis by one instance's
-//! sync) is seen by every instance that can reach Redis at its next sync: within
-//! `interval + timeout` (300 ms by default) of being written, and so within
-//! `2 × (interval + timeout)` of the failure that tipped the ratio.
+//! The first three are the fleet's fallbacks ([`Fleet::status`], [`Fleet::fallbacks`]). The
+//! thread reconnects with backoff (from `interval`, doubling up to `max_reconnect_delay`, 5 s
+//! by default, each wait drawn between half and all of it so that a fleet does not reconnect in
+//! lockstep), and the guards rejoin at the first round that succeeds. What a guard records
+//! while it does not follow the fleet, and what it pushed in a round that failed, is never
+//! pushed later: outcomes of an outage do not land in the fleet's window as if they were
+//! fresh. With the `tracing` feature, a WARN event says when the fleet falls back and when it
+//! rejoins (once per change), when one key fails and when it answers again (naming the key),
+//! and when the fleet's breaker opens; each names the fleet's namespace.
 //!
-//! **Budget conservation.** While every withdrawal is made with Redis reachable, the retries
-//! the whole fleet makes never exceed the bucket's capacity plus the earnings credited to it:
-//! every token spent was granted to a lease by the script, atomically, and a lease is never
-//! granted more than the bucket holds. At every moment, the tokens in Redis, plus those in the
-//! leases, plus those spent, equal the capacity plus the earnings credited (less what the cap
-//! clipped, and less the leases of instances that have gone away, which are lost, never
-//! re-created). With Redis gone, each instance adds at most what its fallback budget allows.
+//! **Propagation bound.** While rounds keep to their schedule (each shorter than `interval`),
+//! a failure recorded by one instance reaches Redis in that instance's next round, within
+//! `interval + timeout`; a breaker it opens is read by every instance that can reach Redis at
+//! its next round, within `interval + timeout` more: `2 × (interval + timeout)` from the
+//! failure that tipped the ratio (600 ms by default), for any number of guards (one pipeline
+//! per round). An instance that is reconnecting (after a Redis restart or a network outage)
+//! sees it only once it has reconnected: add its backoff wait, up to `max_reconnect_delay`,
+//! and the connect time.
+//!
+//! **Budget conservation.** Every token an instance spends comes from its lease, and every
+//! token of a lease was granted by the budget's script, atomically, never more than the bucket
+//! held. So, as long as the budget's key is not lost, the tokens in Redis plus those in the
+//! leases plus those spent are **at most** the capacity plus the earnings credited, and the
+//! fleet's retries paid by the fleet never exceed the capacity plus the earnings. Equality
+//! holds only while nothing was lost: tokens drop out of the count (the fleet then retries
+//! less, never more) when a round's reply times out after Redis applied it (its grant, or
+//! the calls it credited, or a lease given back, is lost), when an instance goes away holding
+//! a lease, and when the cap clips earnings or a lease given back.
+//!
+//! The key is lost, and the bucket comes back **full** (the fleet may then retry up to one
+//! more capacity), when Redis restarts without persistence, evicts it (a `maxmemory` policy
+//! that evicts keys with a TTL), fails over to a replica that had not received the last
+//! writes, or when no instance synced for `ttl` (the TTL is at least `2 × stale_after`, so a
+//! key does not expire between the rounds of instances that follow the fleet). Redis with
+//! persistence and `noeviction` (or a `maxmemory` large enough) avoids the first two. While
+//! an instance does not follow the fleet, its fallback budget decides: each adds at most what
+//! that budget allows.
 //!
 //! ## Data layout
 //! Keys are `{namespace}:breaker:{name}` and `{namespace}:budget:{name}` (namespace `robust`
-//! by default), Redis hashes, each given `PEXPIRE ttl` (60 s by default) at every sync, so the
-//! keys of a dependency no instance names any more disappear.
+//! by default), Redis hashes, each given `PEXPIRE ttl` (60 s by default) at every round, so
+//! the keys of a dependency no instance names any more disappear. A missing budget key is a
+//! full bucket.
 //!
 //! | key | field | meaning |
 //! |---|---|---|
@@ -101,6 +137,12 @@ use store::{Backend, BreakerSync, BudgetSync, MemoryBackend, RedisBackend, ms};
 
 /// How a [`Fleet`] syncs. Defaults: namespace `robust`, interval 200 ms, timeout 100 ms,
 /// `stale_after` = 2 × interval + 2 × timeout, key TTL 60 s, reconnect backoff up to 5 s.
+///
+/// The rules, checked when the fleet is made (a [`ConfigError`] names the option): `interval`
+/// and `timeout` longer than 0; `interval ≤ stale_after`; `timeout ≤ stale_after`;
+/// `2 × stale_after ≤ ttl ≤ 30 days`; `interval ≤ max_reconnect_delay ≤ 5 minutes`. Each
+/// breaker also needs its window plus its break duration within `ttl`
+/// ([`Fleet::breaker`]).
 #[derive(Debug, Clone)]
 pub struct FleetOptions {
     namespace: String,
@@ -142,28 +184,34 @@ impl FleetOptions {
         self
     }
 
-    /// The connect, read and write timeout of every Redis command (> 0).
+    /// The connect, read and write timeout of the sync thread's exchanges with Redis (> 0, at
+    /// most `stale_after`).
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self
     }
 
-    /// How long the fleet's view is trusted after a successful sync when no other sync ends
-    /// (a stuck or starved sync thread); past that the guards decide locally (a failed sync
-    /// makes them do so at once). At least `interval`.
+    /// How long the fleet's view is trusted from the end of a successful round when no other
+    /// round ends (a stuck or starved sync thread); past that the guards decide locally (a
+    /// failed round makes them do so at once, and so does a round that took longer than
+    /// this). At least `interval` and `timeout`.
     pub fn stale_after(mut self, stale_after: Duration) -> Self {
         self.stale_after = Some(stale_after);
         self
     }
 
-    /// The time to live of every key, renewed at each sync: at least the breakers' window and
-    /// break duration, at most 30 days.
+    /// The time to live of every key, renewed at each round: at least `2 × stale_after` (so
+    /// that a key does not expire between the rounds of instances that follow the fleet: an
+    /// expired budget comes back as a full bucket) and each breaker's window plus its break
+    /// duration, at most 30 days.
     pub fn ttl(mut self, ttl: Duration) -> Self {
         self.ttl = ttl;
         self
     }
 
-    /// The longest wait between two attempts to reconnect (at least `interval`).
+    /// The longest wait between two attempts to reconnect: at least `interval`, at most 5
+    /// minutes. The waits double from `interval` up to it, each drawn between half and all of
+    /// its value.
     pub fn max_reconnect_delay(mut self, delay: Duration) -> Self {
         self.max_reconnect_delay = delay;
         self
@@ -491,8 +539,10 @@ impl Fleet {
     /// reach, and keeps deciding for this instance all along (it may open on its own); its
     /// failure ratio, break duration and number of probes are the fleet's too. The fleet's
     /// breaker opens when, over the last `window`, the fleet recorded at least `min_calls`
-    /// attempts and the failure ratio reached the threshold. Errors: `window` under 10 ms or
-    /// longer than the keys' TTL, `min_calls` = 0, a break duration longer than the TTL.
+    /// attempts and the failure ratio reached the threshold. The guard follows the fleet from
+    /// its first round on. Errors: `window` under 10 ms or longer than the keys' TTL,
+    /// `min_calls` = 0, a window plus break duration longer than the TTL (an open state or
+    /// the window could expire while nobody syncs).
     pub fn breaker(
         &self,
         name: &str,
@@ -533,8 +583,11 @@ impl Fleet {
 
     /// A retry budget shared by the fleet under `name`: `fleet` gives the fleet-wide capacity
     /// (the bucket starts full), the earning per call and the cost per retry; `fallback` is
-    /// this instance's own budget while Redis is out of reach. Each instance leases the cost
-    /// of one retry at a time by default ([`SharedBudget::set_lease`]).
+    /// this instance's own budget while Redis is out of reach (and before the guard's first
+    /// round). An instance leases tokens only once it asks for a retry (the first is refused,
+    /// the lease arrives at the next round), the cost of one retry at a time by default
+    /// ([`SharedBudget::set_lease`]), and gives its unspent lease back after 5 rounds in a row
+    /// without a retry asked for: idle instances hold no tokens.
     pub fn budget(
         &self,
         name: &str,

@@ -1,6 +1,6 @@
 //! Where a fleet's guards meet: Redis, through two Lua scripts (one atomic update per key and
-//! sync), or [`MemoryStore`], the same rules in this process (for tests, simulations and a
-//! machine without Redis).
+//! round, all the keys of a round in one pipeline), or [`MemoryStore`], the same rules in this
+//! process (for tests, simulations and a machine without Redis).
 //!
 //! Both apply the same rules; the scripts below are their reference, and the memory store
 //! follows them line by line.
