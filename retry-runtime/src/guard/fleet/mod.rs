@@ -456,7 +456,8 @@ fn alive<T>(list: &Mutex<Vec<Weak<T>>>) -> Vec<Arc<T>> {
 /// and [`budget`](Self::budget). See the [module docs](self) for the design, the data layout
 /// and the bounds.
 ///
-/// The thread stops by itself once the `Fleet` and all its guards are dropped.
+/// The thread stops once the `Fleet` and all its guards are dropped: at once if it is waiting
+/// for its next round (it is woken up), or at the end of the round in progress.
 pub struct Fleet {
     shared: Arc<FleetShared>,
     /// A fleet synced by hand ([`Fleet::manual`]).

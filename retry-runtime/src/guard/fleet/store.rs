@@ -262,29 +262,28 @@ fn is_noscript(v: &redis::Value) -> bool {
     matches!(v, redis::Value::ServerError(e) if e.kind() == Some(redis::ServerErrorKind::NoScript))
 }
 
-impl Backend for RedisBackend {
-    fn round(
+impl RedisBackend {
+    /// One pipeline: the scripts of the keys `todo` (indices into the breakers, then the
+    /// budgets), headed by `SCRIPT LOAD` of both scripts if this connection has not loaded
+    /// them; their replies, in the order of `todo`.
+    fn send(
         &mut self,
         breakers: &[BreakerSync<'_>],
         budgets: &[BudgetSync<'_>],
-        _: Instant,
-    ) -> Result<RoundReply, String> {
-        // At most twice: a second time only if the server lost the scripts since they were
-        // loaded on this connection (`SCRIPT FLUSH`, a restart behind a proxy), with them
-        // loaded again at the head of the pipeline. Pushes that met `NOSCRIPT` were not
-        // applied, so sending them again counts nothing twice.
-        for _ in 0..2 {
-            let loading = !self.loaded;
-            let mut pipe = redis::pipe();
-            pipe.ignore_errors();
-            if loading {
-                pipe.load_script(&self.breaker).ignore();
-                pipe.load_script(&self.budget).ignore();
-            } else if breakers.is_empty() && budgets.is_empty() {
-                // No guard yet: the round still checks that Redis answers.
-                pipe.cmd("PING").ignore();
-            }
-            for b in breakers {
+        todo: &[usize],
+    ) -> Result<Vec<redis::Value>, String> {
+        let loading = !self.loaded;
+        let mut pipe = redis::pipe();
+        pipe.ignore_errors();
+        if loading {
+            pipe.load_script(&self.breaker).ignore();
+            pipe.load_script(&self.budget).ignore();
+        } else if todo.is_empty() {
+            // No guard yet: the round still checks that Redis answers.
+            pipe.cmd("PING").ignore();
+        }
+        for &i in todo {
+            if let Some(b) = breakers.get(i) {
                 let (c, p) = (b.conf, &b.push);
                 pipe.invoke_script(
                     self.breaker
@@ -302,8 +301,7 @@ impl Backend for RedisBackend {
                         .arg(p.probe_fail)
                         .arg(p.want),
                 );
-            }
-            for b in budgets {
+            } else if let Some(b) = budgets.get(i - breakers.len()) {
                 let p = &b.push;
                 pipe.invoke_script(
                     self.budget
@@ -314,47 +312,77 @@ impl Backend for RedisBackend {
                         .arg(p.ttl_ms),
                 );
             }
-            let con = self.connect()?;
-            let values: Vec<redis::Value> = match pipe.query(con) {
-                Ok(v) => v,
-                Err(e) => {
-                    // An error of the connection (a timeout, a reset): the next round
-                    // reconnects.
-                    self.con = None;
-                    return Err(e.to_string());
-                }
-            };
-            self.loaded = true;
-            if !loading && values.iter().any(is_noscript) {
-                self.loaded = false;
-                continue;
-            }
-            let mut values = values.into_iter();
-            let breakers = breakers
-                .iter()
-                .map(|_| {
-                    reply(values.next()).map(|v| BreakerReply {
-                        state: u8::try_from(at(&v, 0)).unwrap_or(CLOSED),
-                        remaining_ms: at(&v, 1),
-                        round: at(&v, 2),
-                        grant: at(&v, 3),
-                        attempts: at(&v, 4),
-                        failures: at(&v, 5),
-                    })
-                })
-                .collect();
-            let budgets = budgets
-                .iter()
-                .map(|_| {
-                    reply(values.next()).map(|v| BudgetReply {
-                        grant: at(&v, 0),
-                        tokens: at(&v, 1),
-                    })
-                })
-                .collect();
-            return Ok(RoundReply { breakers, budgets });
         }
-        Err("the scripts could not be loaded (NOSCRIPT twice)".to_owned())
+        let con = self.connect()?;
+        match pipe.query::<Vec<redis::Value>>(con) {
+            Ok(v) => {
+                self.loaded = true;
+                Ok(v)
+            }
+            Err(e) => {
+                // An error of the connection (a timeout, a reset): the next round reconnects.
+                self.con = None;
+                Err(e.to_string())
+            }
+        }
+    }
+}
+
+impl Backend for RedisBackend {
+    fn round(
+        &mut self,
+        breakers: &[BreakerSync<'_>],
+        budgets: &[BudgetSync<'_>],
+        _: Instant,
+    ) -> Result<RoundReply, String> {
+        let n = breakers.len() + budgets.len();
+        let mut replies: Vec<Option<redis::Value>> = vec![None; n];
+        let mut todo: Vec<usize> = (0..n).collect();
+        // A second pipeline only if the server lost the scripts since this connection loaded
+        // them (`SCRIPT FLUSH`, a failover): the keys that met `NOSCRIPT`, with the scripts
+        // loaded again at its head. Their scripts did not run, so nothing counts twice.
+        for _ in 0..2 {
+            let loaded = self.loaded;
+            let values = self.send(breakers, budgets, &todo)?;
+            let mut again = Vec::new();
+            for (&i, v) in todo.iter().zip(values) {
+                if loaded && is_noscript(&v) {
+                    again.push(i);
+                }
+                if let Some(r) = replies.get_mut(i) {
+                    *r = Some(v);
+                }
+            }
+            if again.is_empty() {
+                break;
+            }
+            self.loaded = false;
+            todo = again;
+        }
+        let mut replies = replies.into_iter();
+        let breakers = breakers
+            .iter()
+            .map(|_| {
+                reply(replies.next().flatten()).map(|v| BreakerReply {
+                    state: u8::try_from(at(&v, 0)).unwrap_or(CLOSED),
+                    remaining_ms: at(&v, 1),
+                    round: at(&v, 2),
+                    grant: at(&v, 3),
+                    attempts: at(&v, 4),
+                    failures: at(&v, 5),
+                })
+            })
+            .collect();
+        let budgets = budgets
+            .iter()
+            .map(|_| {
+                reply(replies.next().flatten()).map(|v| BudgetReply {
+                    grant: at(&v, 0),
+                    tokens: at(&v, 1),
+                })
+            })
+            .collect();
+        Ok(RoundReply { breakers, budgets })
     }
 }
 
