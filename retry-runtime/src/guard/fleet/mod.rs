@@ -38,7 +38,9 @@
 //! - for one guard only, when its own key fails (a key of the wrong type, a script error):
 //!   the other guards of the fleet keep following it.
 //!
-//! The first three are the fleet's fallbacks ([`Fleet::status`], [`Fleet::fallbacks`]). The
+//! The first two are the fleet's fallbacks: [`Fleet::status`] says `Fallback` and
+//! [`Fleet::fallbacks`] counts them, with an event. (A stuck thread changes no status, as
+//! nothing runs to change it: its guards just stop following a view that is too old.) The
 //! thread reconnects with backoff (from `interval`, doubling up to `max_reconnect_delay`, 5 s
 //! by default, each wait drawn between half and all of it so that a fleet does not reconnect in
 //! lockstep), and the guards rejoin at the first round that succeeds. What a guard records
