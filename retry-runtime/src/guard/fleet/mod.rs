@@ -650,6 +650,14 @@ impl Fleet {
     }
 }
 
+/// A reconnect wait drawn between half and all of `d`, so that the instances of a fleet that
+/// lost Redis together do not all reconnect at the same instants.
+fn jittered<R: rand::Rng + ?Sized>(d: Duration, rng: &mut R) -> Duration {
+    use rand::RngExt as _;
+    let half = d / 2;
+    half + rng.random_range(Duration::ZERO..=d - half)
+}
+
 fn spawn(
     shared: &Arc<FleetShared>,
     mut backend: impl Backend + 'static,
@@ -679,8 +687,7 @@ fn spawn(
                 } else {
                     let d = delay;
                     delay = delay.saturating_mul(2).min(max_delay);
-                    let half = d / 2;
-                    half + rand::random_range(Duration::ZERO..=d - half)
+                    jittered(d, &mut rand::rng())
                 };
                 // Sleep, but wake up at once when the last handle goes away.
                 let Some(deadline) = Instant::now().checked_add(wait) else {
@@ -1192,6 +1199,22 @@ mod tests {
             start.elapsed() < Duration::from_secs(1),
             "{:?}",
             start.elapsed()
+        );
+    }
+
+    #[test]
+    fn reconnect_waits_are_spread_between_half_and_all_of_the_delay() {
+        use rand::SeedableRng;
+        let d = Duration::from_secs(1);
+        let waits: Vec<Duration> = (0..200)
+            .map(|seed| jittered(d, &mut rand::rngs::SmallRng::seed_from_u64(seed)))
+            .collect();
+        assert!(waits.iter().all(|w| (d / 2..=d).contains(w)));
+        let (lo, hi) = (waits.iter().min().unwrap(), waits.iter().max().unwrap());
+        assert!(*hi - *lo > Duration::from_millis(400), "{lo:?}..{hi:?}");
+        assert_eq!(
+            jittered(Duration::from_nanos(1), &mut rand::rng()).as_nanos(),
+            1
         );
     }
 }
