@@ -1212,9 +1212,7 @@ mod tests {
         assert!(waits.iter().all(|w| (d / 2..=d).contains(w)));
         let (lo, hi) = (waits.iter().min().unwrap(), waits.iter().max().unwrap());
         assert!(*hi - *lo > Duration::from_millis(400), "{lo:?}..{hi:?}");
-        assert_eq!(
-            jittered(Duration::from_nanos(1), &mut rand::rng()).as_nanos(),
-            1
-        );
+        // Under a nanosecond to split: 0 or 1 ns.
+        assert!(jittered(Duration::from_nanos(1), &mut rand::rng()) <= Duration::from_nanos(1));
     }
 }
