@@ -9,8 +9,8 @@
 //! - **shared**: the same breaker and budget locally, shared by the fleet
 //!   (`retry_runtime::guard::fleet`): the breaker opens for all when, over the last 10 s, the
 //!   fleet's attempts reach 20 with a 50% failure ratio; the budget is 10 tokens for the whole
-//!   fleet (0.1 per call, 1 per retry), each client leasing one retry at a time; every client
-//!   syncs every 200 ms.
+//!   fleet (0.1 per call, 1 per retry), each client leasing one retry at a time once it
+//!   retries; every client syncs every 200 ms.
 //!
 //! Two runs:
 //! 1. **the picture and the first table** come from a deterministic simulation: virtual time,

@@ -87,6 +87,11 @@ fn the_hot_path_allocates_nothing_with_the_fleet_or_without() {
         .unwrap();
     assert!(fleet.sync(Instant::now()));
     assert_eq!(fleet.status(), FleetStatus::Connected);
+    // An instance leases tokens once it needs a retry: the first is refused, the lease
+    // arrives at the next sync.
+    assert!(!budget.try_withdraw());
+    assert!(fleet.sync(Instant::now()));
+    assert_eq!(budget.lease(), 10.0);
     let mut n = 0;
     let call = |n: &mut u32| -> io::Result<u32> {
         policy.call(|_| {
@@ -132,6 +137,8 @@ async fn fetch(calls: &AtomicU32) -> io::Result<u32> {
 async fn an_async_fn_and_a_tower_service_take_shared_guards() {
     LazyLock::force(&GUARDS);
     assert!(FLEET.wait_connected(Duration::from_secs(5)));
+    // A first retry asked for (refused: no lease yet) makes the next sync lease tokens.
+    assert!(!GUARDS.1.try_withdraw());
     let deadline = Instant::now() + Duration::from_secs(5);
     while GUARDS.1.lease() < 1.0 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(5)).await;

@@ -47,29 +47,57 @@ fn spawn(port: u16) -> std::io::Result<Child> {
         .spawn()
 }
 
-/// Whether the server on `port` answers `PING` (within 200 ms).
-fn pings(port: u16) -> bool {
-    let Ok(mut s) =
+/// The process id of the server that answers on `port` (`INFO server`, within 200 ms), if
+/// one answers.
+fn server_pid(port: u16) -> Option<u32> {
+    let mut s =
         TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_millis(200))
-    else {
-        return false;
-    };
-    let _ = s.set_read_timeout(Some(Duration::from_millis(200)));
-    if s.write_all(b"PING\r\n").is_err() {
-        return false;
+            .ok()?;
+    s.set_read_timeout(Some(Duration::from_millis(200))).ok()?;
+    s.write_all(b"INFO server\r\n").ok()?;
+    // A bulk string: `$LEN\r\n` then LEN bytes; read until `process_id:` and its line.
+    let mut reply = Vec::new();
+    let mut buf = [0u8; 4096];
+    while reply.len() < 64 * 1024 {
+        let n = s.read(&mut buf).ok()?;
+        if n == 0 {
+            break;
+        }
+        reply.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&reply);
+        if let Some(rest) = text.split("process_id:").nth(1)
+            && let Some((pid, _)) = rest.split_once("\r\n")
+        {
+            return pid.trim().parse().ok();
+        }
     }
-    let mut buf = [0u8; 7];
-    s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
+    None
 }
 
 impl RedisServer {
-    /// Starts a server on a free port and waits (at most 5 s) until it answers `PING`.
+    /// Starts a server on a free port and waits (at most 5 s) until it answers. The server
+    /// that answers must be ours (`INFO server` gives its pid): another process may take the
+    /// port between our probe of it and the server's bind, and then another port is tried.
     pub fn start() -> std::io::Result<RedisServer> {
-        let mut server = RedisServer {
-            child: None,
-            port: free_port()?,
-        };
-        server.restart()?;
+        let mut last = None;
+        for _ in 0..5 {
+            let mut server = RedisServer {
+                child: None,
+                port: free_port()?,
+            };
+            match server.launch(false) {
+                Ok(()) => return Ok(server),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| std::io::Error::other("redis-server did not start")))
+    }
+
+    /// Starts a server on `port` (an error if the port is taken, also by another
+    /// `redis-server`).
+    pub fn on_port(port: u16) -> std::io::Result<RedisServer> {
+        let mut server = RedisServer { child: None, port };
+        server.launch(false)?;
         Ok(server)
     }
 
@@ -109,17 +137,36 @@ impl RedisServer {
         }
     }
 
-    /// Starts the server again on the same port (empty), waiting until it answers.
+    /// Starts the server again on the same port (empty), waiting until it answers. An error
+    /// if another process answers on the port instead.
     pub fn restart(&mut self) -> std::io::Result<()> {
+        self.launch(true)
+    }
+
+    /// Starts the server on its port; `again`: if it exits at start (its port still held a
+    /// moment by the server just killed), start it again until 5 s have passed.
+    fn launch(&mut self, again: bool) -> std::io::Result<()> {
         self.kill();
         let deadline = Instant::now() + Duration::from_secs(5);
         loop {
             let mut child = spawn(self.port)?;
-            // Wait for PING; a server that exited (the port still held) is started again.
+            // Wait until our server answers; a server that exited (the port still held by
+            // one of ours just killed) is started again.
             loop {
-                if pings(self.port) {
-                    self.child = Some(child);
-                    return Ok(());
+                match server_pid(self.port) {
+                    Some(pid) if pid == child.id() => {
+                        self.child = Some(child);
+                        return Ok(());
+                    }
+                    Some(pid) => {
+                        let _ = child.kill();
+                        let _ = child.wait();
+                        return Err(std::io::Error::other(format!(
+                            "port {} is taken by another redis-server (pid {pid})",
+                            self.port
+                        )));
+                    }
+                    None => {}
                 }
                 if let Ok(Some(_)) = child.try_wait() {
                     break;
@@ -128,13 +175,16 @@ impl RedisServer {
                     let _ = child.kill();
                     let _ = child.wait();
                     return Err(std::io::Error::other(
-                        "redis-server did not answer PING within 5 s",
+                        "redis-server did not answer within 5 s",
                     ));
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }
-            if Instant::now() >= deadline {
-                return Err(std::io::Error::other("redis-server exited at start"));
+            if !again || Instant::now() >= deadline {
+                return Err(std::io::Error::other(format!(
+                    "redis-server exited at start (port {} taken?)",
+                    self.port
+                )));
             }
             std::thread::sleep(Duration::from_millis(50));
         }

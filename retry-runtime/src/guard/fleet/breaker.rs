@@ -2,37 +2,59 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::FleetShared;
-use super::store::{Backend, BreakerConf, BreakerPush, CLOSED, HALF_OPEN, OPEN};
+use super::store::{BreakerConf, BreakerPush, BreakerReply, BreakerSync, CLOSED, HALF_OPEN, OPEN};
 use crate::guard::{AsBreaker, Breaker, BreakerState, CircuitBreaker, Open, Permit, Reject};
 
 /// The top bit of a permit: a probe granted by the fleet (its other bits: the round).
 const PROBE: u32 = 1 << 31;
 
+/// The most probe answers of one kind pushed in one round (a 16-bit field; more saturate).
+const PROBE_COUNT_MAX: u64 = 0xFFFF;
+
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
+/// The half-open round in the high half of a packed word.
+#[inline]
+fn round_of(word: u64) -> u32 {
+    (word >> 32) as u32
+}
+
+#[inline]
+fn with_round(round: u32) -> u64 {
+    u64::from(round) << 32
+}
+
 pub(crate) struct BreakerCell {
-    key: String,
+    pub(super) key: String,
     local: CircuitBreaker,
     conf: BreakerConf,
     fleet: Arc<FleetShared>,
+    /// Until when (ms since the fleet's epoch) this guard follows the fleet: set by each
+    /// round that synced its key, 0 after a round (or this key) failed.
+    valid_until: AtomicU64,
+    /// The key failed at the last round (one WARN per change).
+    key_failing: AtomicBool,
     /// The fleet's state at the last sync, and while open, until when (ms since the fleet's
     /// epoch).
     state: AtomicU8,
     open_until: AtomicU64,
-    /// The half-open round, and the probes of it granted to this instance and not yet used.
-    round: AtomicU32,
-    grants: AtomicU32,
-    /// Outcomes since the last sync.
+    /// The half-open round (high half) and the probes of it granted to this instance and not
+    /// yet used (low half): one word, so that a probe always carries the round it was
+    /// granted in.
+    grants: AtomicU64,
+    /// The round (high half) and the probe answers recorded for it since the last sync:
+    /// successes (bits 16..32) and failures (bits 0..16). One word, so that an answer is
+    /// counted in its own round or not at all.
+    probes: AtomicU64,
+    /// Outcomes since the last sync, recorded while this guard followed the fleet.
     attempts: AtomicU64,
     failures: AtomicU64,
-    probe_ok: AtomicU64,
-    probe_fail: AtomicU64,
     /// An attempt found the fleet half-open with no probe granted here.
     want: AtomicBool,
     /// The fleet's window at the last sync.
@@ -62,48 +84,110 @@ impl BreakerCell {
             local,
             conf,
             fleet,
+            valid_until: AtomicU64::new(0),
+            key_failing: AtomicBool::new(false),
             state: AtomicU8::new(CLOSED),
             open_until: AtomicU64::new(0),
-            round: AtomicU32::new(0),
-            grants: AtomicU32::new(0),
+            grants: AtomicU64::new(0),
+            probes: AtomicU64::new(0),
             attempts: AtomicU64::new(0),
             failures: AtomicU64::new(0),
-            probe_ok: AtomicU64::new(0),
-            probe_fail: AtomicU64::new(0),
             want: AtomicBool::new(false),
             fleet_attempts: AtomicU64::new(0),
             fleet_failures: AtomicU64::new(0),
         }
     }
 
-    /// One sync: push this instance's outcomes, read the fleet's state.
-    pub(crate) fn sync(
-        &self,
-        backend: &mut dyn Backend,
-        fleet: &FleetShared,
-        now: Instant,
-    ) -> Result<(), String> {
-        let round = self.round.load(Ordering::Acquire);
-        let want =
-            self.want.swap(false, Ordering::AcqRel) && self.grants.load(Ordering::Acquire) == 0;
-        let push = BreakerPush {
+    /// Whether this guard follows the fleet at `now`.
+    #[inline]
+    pub(crate) fn live(&self, now: Instant) -> bool {
+        self.fleet.ms(now) < self.valid_until.load(Ordering::Acquire)
+    }
+
+    /// The local breaker decides from now until a round syncs this key again.
+    pub(super) fn invalidate(&self) {
+        self.valid_until.store(0, Ordering::Release);
+    }
+
+    /// This guard's part of a round.
+    pub(super) fn sync_request(&self) -> BreakerSync<'_> {
+        BreakerSync {
+            key: &self.key,
+            conf: &self.conf,
+            push: self.take_push(),
+        }
+    }
+
+    /// This round's push: the outcomes since the last round, taken (a round that fails drops
+    /// them: they are never pushed later, as if fresh).
+    pub(super) fn take_push(&self) -> BreakerPush {
+        let round = round_of(self.probes.load(Ordering::Acquire));
+        let p = self.probes.swap(with_round(round), Ordering::AcqRel);
+        let want = self.want.swap(false, Ordering::AcqRel)
+            && self.grants.load(Ordering::Acquire) & 0xFFFF_FFFF == 0;
+        BreakerPush {
             attempts: self.attempts.swap(0, Ordering::AcqRel),
             failures: self.failures.swap(0, Ordering::AcqRel),
-            round: u64::from(round),
-            probe_ok: self.probe_ok.swap(0, Ordering::AcqRel),
-            probe_fail: self.probe_fail.swap(0, Ordering::AcqRel),
+            round: u64::from(round_of(p)),
+            probe_ok: (p >> 16) & PROBE_COUNT_MAX,
+            probe_fail: p & PROBE_COUNT_MAX,
             want: u64::from(want),
-        };
-        let r = backend.breaker(&self.key, &self.conf, &push, now)?;
-        let new_round = (r.round & u64::from(Permit::GENERATION)) as u32;
-        if new_round != round || r.state != HALF_OPEN {
-            // Probes granted for another round (or a closed or open breaker) are void.
-            self.grants.store(0, Ordering::Release);
-            self.round.store(new_round, Ordering::Release);
         }
-        if r.state == HALF_OPEN {
-            let grant = u32::try_from(r.grant).unwrap_or(u32::MAX);
-            self.grants.fetch_add(grant, Ordering::AcqRel);
+    }
+
+    /// The key's answer to this round: the fleet's state, followed until `valid_until` (ms
+    /// since the fleet's epoch); or the key's error, after which the local breaker decides.
+    pub(super) fn apply(
+        &self,
+        reply: Result<BreakerReply, String>,
+        fleet: &FleetShared,
+        now: Instant,
+        valid_until: u64,
+    ) {
+        let r = match reply {
+            Ok(r) => r,
+            Err(_e) => {
+                self.invalidate();
+                if !self.key_failing.swap(true, Ordering::AcqRel) {
+                    #[cfg(feature = "tracing")]
+                    tracing::warn!(
+                        target: "retry_runtime",
+                        namespace = %fleet.options.namespace,
+                        key = %self.key,
+                        error = %_e,
+                        "fleet: this key fails, its guard decides locally"
+                    );
+                }
+                return;
+            }
+        };
+        if self.key_failing.swap(false, Ordering::AcqRel) {
+            #[cfg(feature = "tracing")]
+            tracing::warn!(
+                target: "retry_runtime",
+                namespace = %fleet.options.namespace,
+                key = %self.key,
+                "fleet: this key answers again, its guard rejoins the fleet"
+            );
+        }
+        let old_round = round_of(self.grants.load(Ordering::Acquire));
+        let new_round = (r.round & u64::from(Permit::GENERATION)) as u32;
+        if new_round != old_round {
+            // Answers recorded from now on for the old round are void.
+            self.probes.store(with_round(new_round), Ordering::Release);
+        }
+        if new_round != old_round || r.state != HALF_OPEN {
+            // Probes granted for another round (or a closed or open breaker) are void.
+            self.grants.store(with_round(new_round), Ordering::Release);
+        }
+        if r.state == HALF_OPEN && r.grant > 0 {
+            let grant = r.grant.min(0xFFFF_FFFF);
+            let _ = self
+                .grants
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
+                    let n = (w & 0xFFFF_FFFF).saturating_add(grant).min(0xFFFF_FFFF);
+                    Some((w & !0xFFFF_FFFF) | n)
+                });
         }
         self.open_until.store(
             fleet.ms(now).saturating_add(r.remaining_ms),
@@ -112,21 +196,22 @@ impl BreakerCell {
         self.fleet_attempts.store(r.attempts, Ordering::Relaxed);
         self.fleet_failures.store(r.failures, Ordering::Relaxed);
         let was = self.state.swap(r.state, Ordering::AcqRel);
+        self.valid_until.store(valid_until, Ordering::Release);
         if was != r.state && r.state == OPEN {
             #[cfg(feature = "tracing")]
             tracing::warn!(
                 target: "retry_runtime",
+                namespace = %fleet.options.namespace,
                 key = %self.key,
                 remaining_ms = r.remaining_ms,
                 "fleet: the shared circuit breaker is open"
             );
         }
-        Ok(())
     }
 
     #[inline]
     fn acquire(&self, now: Instant) -> Option<Permit> {
-        if !self.fleet.live(now) {
+        if !self.live(now) {
             return self.local.acquire(now);
         }
         match self.state.load(Ordering::Acquire) {
@@ -136,13 +221,14 @@ impl BreakerCell {
             // next sync makes it half-open and grants the probes.
             state => {
                 if state == HALF_OPEN
-                    && self
-                        .grants
-                        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |g| g.checked_sub(1))
-                        .is_ok()
+                    && let Ok(w) =
+                        self.grants
+                            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
+                                (w & 0xFFFF_FFFF > 0).then(|| w - 1)
+                            })
                 {
                     return Some(Permit::from_bits(
-                        PROBE | self.round.load(Ordering::Acquire),
+                        PROBE | (round_of(w) & Permit::GENERATION),
                     ));
                 }
                 self.want.store(true, Ordering::Release);
@@ -155,31 +241,43 @@ impl BreakerCell {
     fn record(&self, now: Instant, permit: Permit, success: bool) {
         let bits = permit.bits();
         if bits & PROBE != 0 {
-            if bits & !PROBE == self.round.load(Ordering::Acquire) {
-                let n = if success {
-                    &self.probe_ok
-                } else {
-                    &self.probe_fail
-                };
-                n.fetch_add(1, Ordering::AcqRel);
-            }
+            let round = bits & !PROBE;
+            // Counted in the probe's own round, or dropped if that round is over.
+            let _ = self
+                .probes
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
+                    if round_of(w) != round {
+                        return None;
+                    }
+                    let (ok, fail) = ((w >> 16) & PROBE_COUNT_MAX, w & PROBE_COUNT_MAX);
+                    let (ok, fail) = if success {
+                        ((ok + 1).min(PROBE_COUNT_MAX), fail)
+                    } else {
+                        (ok, (fail + 1).min(PROBE_COUNT_MAX))
+                    };
+                    Some((w & !0xFFFF_FFFF) | (ok << 16) | fail)
+                });
             return;
         }
         self.local.record_permit(now, permit, success);
-        self.attempts.fetch_add(1, Ordering::AcqRel);
-        if !success {
-            self.failures.fetch_add(1, Ordering::AcqRel);
+        // Only outcomes seen while following the fleet are pushed: those of an outage would
+        // land, at the rejoin, in the window's current slot as if they were fresh.
+        if self.live(now) {
+            self.attempts.fetch_add(1, Ordering::AcqRel);
+            if !success {
+                self.failures.fetch_add(1, Ordering::AcqRel);
+            }
         }
     }
 
     #[inline]
     fn would_admit(&self, now: Instant) -> bool {
-        if !self.fleet.live(now) {
+        if !self.live(now) {
             return self.local.would_admit(now);
         }
         match self.state.load(Ordering::Acquire) {
             CLOSED => self.local.would_admit(now),
-            HALF_OPEN => self.grants.load(Ordering::Acquire) > 0,
+            HALF_OPEN => self.grants.load(Ordering::Acquire) & 0xFFFF_FFFF > 0,
             _ => false,
         }
     }
@@ -193,8 +291,10 @@ impl BreakerCell {
 /// While the fleet's view is fresh: the fleet's breaker open, attempts fail fast with
 /// [`Open`]; half-open, only the probes the fleet granted to this instance go through; closed,
 /// the local breaker decides (it may open on its own when this instance sees enough
-/// failures). Every outcome is recorded locally and pushed to the fleet at the next sync.
-/// Otherwise (Redis slow or gone, or no sync yet) the local breaker alone decides.
+/// failures). Every outcome is recorded locally, and pushed to the fleet at the next round if
+/// it was recorded while the fleet's view was followed. Otherwise (Redis slow or gone, this
+/// key failing, or before the guard's first round) the local breaker alone decides, and the
+/// outcomes it records then are never pushed (at the rejoin they would look fresh).
 ///
 /// The hot path (`acquire`, `record`) reads and writes atomics and the local breaker; it
 /// never waits on the network and allocates nothing.
@@ -230,8 +330,7 @@ impl SharedBreaker {
     /// The state that decides now: the fleet's while its view is fresh (its closed state
     /// reads as the local breaker's), the local breaker's otherwise.
     pub fn state(&self) -> BreakerState {
-        let now = Instant::now();
-        if !self.cell.fleet.live(now) {
+        if !self.cell.live(Instant::now()) {
             return self.cell.local.state();
         }
         match self.cell.state.load(Ordering::Acquire) {
@@ -243,7 +342,7 @@ impl SharedBreaker {
 
     /// The fleet's state at the last sync, `None` if its view is not fresh at `now`.
     pub fn fleet_state(&self, now: Instant) -> Option<BreakerState> {
-        if !self.cell.fleet.live(now) {
+        if !self.cell.live(now) {
             return None;
         }
         Some(match self.cell.state.load(Ordering::Acquire) {

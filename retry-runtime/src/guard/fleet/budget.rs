@@ -2,32 +2,43 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::FleetShared;
-use super::store::{Backend, BudgetPush};
+use super::store::{BudgetPush, BudgetReply, BudgetSync};
 use crate::guard::{AsBudget, Budget, RetryBudget};
 
 /// Tokens are counted in thousandths, as in [`RetryBudget`].
 const MILLI: f64 = 1000.0;
 
+/// After this many syncs in a row with no retry asked for (made or refused), an instance gives
+/// its unspent lease back to the fleet's bucket (1 s at the default interval).
+pub(crate) const IDLE_SYNCS: u32 = 5;
+
 pub(crate) struct BudgetCell {
-    key: String,
+    pub(super) key: String,
     fallback: RetryBudget,
     capacity: u64,
     earn: u64,
     cost: u64,
     ttl_ms: u64,
     fleet: Arc<FleetShared>,
+    /// Until when (ms since the fleet's epoch) this guard follows the fleet: set by each
+    /// round that synced its key, 0 after a round (or this key) failed.
+    valid_until: AtomicU64,
+    /// The key failed at the last round (one WARN per change).
+    key_failing: AtomicBool,
     /// Tokens granted to this instance and not spent yet (thousandths).
     lease: AtomicU64,
     /// The lease the sync tops up to, in thousandths.
     lease_target: AtomicU64,
     /// Calls credited since the last sync.
     deposits: AtomicU64,
-    /// A retry was made or refused since the last sync: the lease is topped up.
+    /// A retry was asked for (made or refused) since the last sync: the lease is topped up.
     active: AtomicBool,
+    /// Syncs in a row with no retry asked for (the sync thread's own count).
+    idle_syncs: AtomicU32,
     /// Retries paid from the lease, and the fleet's free tokens at the last sync.
     spent: AtomicU64,
     fleet_tokens: AtomicU64,
@@ -52,53 +63,120 @@ impl BudgetCell {
             cost,
             ttl_ms,
             fleet,
+            valid_until: AtomicU64::new(0),
+            key_failing: AtomicBool::new(false),
             lease: AtomicU64::new(0),
             lease_target: AtomicU64::new(cost),
             deposits: AtomicU64::new(0),
-            // The first sync takes a lease, so that the first retry finds one.
-            active: AtomicBool::new(true),
+            // No lease until a retry is asked for: an idle instance holds no tokens.
+            active: AtomicBool::new(false),
+            idle_syncs: AtomicU32::new(0),
             spent: AtomicU64::new(0),
             fleet_tokens: AtomicU64::new(capacity),
         }
     }
 
-    /// One sync: credit this instance's calls, top its lease up if it retried.
-    pub(crate) fn sync(&self, backend: &mut dyn Backend, now: Instant) -> Result<(), String> {
+    /// Whether this guard follows the fleet at `now`.
+    #[inline]
+    fn live(&self, now: Instant) -> bool {
+        self.fleet.ms(now) < self.valid_until.load(Ordering::Acquire)
+    }
+
+    /// The fallback budget decides from now until a round syncs this key again.
+    pub(super) fn invalidate(&self) {
+        self.valid_until.store(0, Ordering::Release);
+    }
+
+    /// This guard's part of a round.
+    pub(super) fn sync_request(&self) -> BudgetSync<'_> {
+        BudgetSync {
+            key: &self.key,
+            push: self.take_push(),
+        }
+    }
+
+    /// This round's push: the calls credited since the last round, the tokens wanted to top
+    /// the lease up after a retry, or, after [`IDLE_SYNCS`] idle syncs, the unspent lease
+    /// given back (with the earnings: both go into the bucket, up to its capacity).
+    pub(super) fn take_push(&self) -> BudgetPush {
         let lease = self.lease.load(Ordering::Acquire);
+        let mut back = 0;
         let want = if self.active.swap(false, Ordering::AcqRel) {
+            self.idle_syncs.store(0, Ordering::Relaxed);
             self.lease_target
                 .load(Ordering::Relaxed)
                 .saturating_sub(lease)
         } else {
+            let idle = self.idle_syncs.load(Ordering::Relaxed).saturating_add(1);
+            self.idle_syncs.store(idle, Ordering::Relaxed);
+            if idle >= IDLE_SYNCS && lease > 0 {
+                // A retry racing with this takes what it finds: the rest goes back.
+                back = self.lease.swap(0, Ordering::AcqRel);
+            }
             0
         };
         let calls = self.deposits.swap(0, Ordering::AcqRel);
-        let push = BudgetPush {
+        BudgetPush {
             capacity: self.capacity,
-            earned: calls.saturating_mul(self.earn),
+            earned: calls.saturating_mul(self.earn).saturating_add(back),
             want,
             ttl_ms: self.ttl_ms,
-        };
-        match backend.budget(&self.key, &push, now) {
+        }
+    }
+
+    /// The key's answer to this round (`push` is what the round sent for it).
+    #[cfg_attr(not(feature = "tracing"), allow(unused_variables))]
+    pub(super) fn apply(
+        &self,
+        reply: Result<BudgetReply, String>,
+        push: &BudgetPush,
+        fleet: &FleetShared,
+        valid_until: u64,
+    ) {
+        match reply {
             Ok(r) => {
                 self.lease.fetch_add(r.grant, Ordering::AcqRel);
                 self.fleet_tokens.store(r.tokens, Ordering::Relaxed);
-                Ok(())
-            }
-            Err(e) => {
-                // Ask again at the next sync (the calls credited are lost: the bucket only
-                // ever holds less than it should, never more).
-                if want > 0 {
-                    self.active.store(true, Ordering::Release);
+                self.valid_until.store(valid_until, Ordering::Release);
+                if self.key_failing.swap(false, Ordering::AcqRel) {
+                    #[cfg(feature = "tracing")]
+                    tracing::warn!(
+                        target: "retry_runtime",
+                        namespace = %fleet.options.namespace,
+                        key = %self.key,
+                        "fleet: this key answers again, its guard rejoins the fleet"
+                    );
                 }
-                Err(e)
             }
+            Err(_e) => {
+                self.failed(push);
+                if !self.key_failing.swap(true, Ordering::AcqRel) {
+                    #[cfg(feature = "tracing")]
+                    tracing::warn!(
+                        target: "retry_runtime",
+                        namespace = %fleet.options.namespace,
+                        key = %self.key,
+                        error = %_e,
+                        "fleet: this key fails, its guard decides locally"
+                    );
+                }
+            }
+        }
+    }
+
+    /// The round failed for this key: the fallback budget decides, and the lease is asked for
+    /// again at the next round. The calls credited and a lease given back are lost (the
+    /// bucket may then hold less than it should, never more: Redis may have applied them).
+    pub(super) fn failed(&self, push: &BudgetPush) {
+        self.invalidate();
+        if push.want > 0 {
+            self.active.store(true, Ordering::Release);
         }
     }
 
     #[inline]
     fn deposit(&self) {
-        if self.fleet.live(Instant::now()) {
+        if self.live(Instant::now()) {
             if self.earn > 0 {
                 self.deposits.fetch_add(1, Ordering::Relaxed);
             }
@@ -109,7 +187,7 @@ impl BudgetCell {
 
     #[inline]
     fn try_withdraw(&self) -> bool {
-        if !self.fleet.live(Instant::now()) {
+        if !self.live(Instant::now()) {
             return self.fallback.try_withdraw();
         }
         self.active.store(true, Ordering::Relaxed);
@@ -133,15 +211,18 @@ impl BudgetCell {
 ///
 /// The fleet's bucket is in Redis (it starts full). Each instance holds a lease of tokens
 /// granted by the bucket, the cost of one retry by default: a retry spends from the lease (one
-/// compare-and-swap), and an empty lease refuses the retry. After a retry (made or refused),
-/// the next sync tops the lease up from the bucket, and credits the calls made since. So
-/// the fleet's retries never exceed the bucket's capacity plus what its calls earned, however
-/// many instances there are (see the [module docs](super) for the exact bound), and each
-/// instance makes at most `lease / cost` retries per sync interval.
+/// compare-and-swap), and an empty lease refuses the retry. After a retry is asked for (made
+/// or refused), the next round tops the lease up from the bucket; every round credits the
+/// calls made since. An instance that asks for no retry in 5 rounds in a row gives its unspent
+/// lease back, and one that never asks leases nothing: idle instances do not hoard the
+/// fleet's tokens. So the fleet's retries never exceed the bucket's capacity plus what its
+/// calls earned, however many instances there are, while the key is not lost (see the
+/// [module docs](super) for the exact statement), and each instance makes at most
+/// `lease / cost` retries per sync interval.
 ///
-/// While Redis is out of reach (or before the first sync), the `fallback` budget decides.
-/// (`deposit` and `try_withdraw` take no instant: they read the real clock once, to know
-/// whether the fleet's view is fresh.)
+/// While the fleet is not followed (Redis out of reach, this key failing, or before the
+/// guard's first round), the `fallback` budget decides. (`deposit` and `try_withdraw` take no
+/// instant: they read the real clock once, to know whether the fleet's view is fresh.)
 #[derive(Clone)]
 pub struct SharedBudget {
     cell: Arc<BudgetCell>,

@@ -9,42 +9,80 @@
 //! - [`SharedBreaker`] opens for the whole fleet when, over the last `window`, the fleet's
 //!   attempts reach `min_calls` and their failure ratio reaches the threshold; after the break,
 //!   `probes` probes are granted across the fleet, and their answers close or reopen it.
-//! - [`SharedBudget`] keeps the fleet's tokens in Redis; each instance leases a few and spends
-//!   them locally.
+//! - [`SharedBudget`] keeps the fleet's tokens in Redis; each instance that needs retries
+//!   leases a few and spends them locally, and an idle one gives its lease back.
+//!
+//! Requires Redis 5.0 or later (the scripts read `TIME` before they write, which older servers
+//! refuse unless told to replicate effects).
 //!
 //! **The hot path never waits on the network.** `acquire`, `record`, `deposit` and
 //! `try_withdraw` read and write atomics in the process (and the local breaker's short
-//! critical section). One background thread per [`Fleet`] publishes each guard's counts and
-//! reads the fleet's state every `interval` (200 ms by default): one Lua script per key, run
-//! atomically by Redis, with Redis's own clock, and `PEXPIRE` on every key.
+//! critical section), and allocate nothing. One background thread per [`Fleet`] publishes
+//! each guard's counts and reads the fleet's state every `interval` (200 ms by default): one
+//! round sends one Lua script per key, all in one pipeline (one round trip, whatever the
+//! number of guards); Redis runs each script atomically, with its own clock, and renews each
+//! key's TTL. The scripts are loaded once per connection (`SCRIPT LOAD` at the head of its
+//! first pipeline, and again if Redis answers `NOSCRIPT`).
 //!
-//! **Fail-safe.** Every Redis command has a timeout (100 ms by default). When Redis is slow or
-//! gone, or before the first sync, each guard decides with its local state: the
-//! [`CircuitBreaker`] and the fallback [`RetryBudget`] it was made with, which keep running all
-//! along. They fall back as soon as a sync fails (within `interval + timeout` of Redis
-//! going away), and also when the last successful sync is older than `stale_after` (by default
-//! `2 × interval + 2 × timeout`: a sync thread that is stuck or starved). The thread
-//! reconnects with backoff (from `interval` up to 5 s) and the guards rejoin at the first
-//! successful sync. With the `tracing` feature, a WARN event says when the fleet falls back
-//! and when it rejoins (once per change), and another when the fleet's breaker opens.
+//! **Fail-safe.** Connecting, writing and reading each have a timeout (100 ms by default).
+//! When Redis is slow or gone, or before a guard's first sync, the guard decides with its
+//! local state: the [`CircuitBreaker`] and the fallback [`RetryBudget`] it was made with,
+//! which keep running all along. A guard follows the fleet for `stale_after` (by default
+//! `2 × interval + 2 × timeout`) from the end of the last round that synced it, so the guards
+//! fall back:
+//! - as soon as a round fails (within `interval + timeout` of Redis going away);
+//! - when a round took longer than `stale_after` (its answers are too old to follow: each
+//!   read was within its timeout, the round as a whole was not);
+//! - when the last round is older than `stale_after` (a sync thread that is stuck or
+//!   starved);
+//! - for one guard only, when its own key fails (a key of the wrong type, a script error):
+//!   the other guards of the fleet keep following it.
 //!
-//! **Propagation bound.** A breaker opened by the fleet (written to Redis by one instance's
-//! sync) is seen by every instance that can reach Redis at its next sync: within
-//! `interval + timeout` (300 ms by default) of being written, and so within
-//! `2 × (interval + timeout)` of the failure that tipped the ratio.
+//! The first two are the fleet's fallbacks: [`Fleet::status`] says `Fallback` and
+//! [`Fleet::fallbacks`] counts them, with an event. (A stuck thread changes no status, as
+//! nothing runs to change it: its guards just stop following a view that is too old.) The
+//! thread reconnects with backoff (from `interval`, doubling up to `max_reconnect_delay`, 5 s
+//! by default, each wait drawn between half and all of it so that a fleet does not reconnect in
+//! lockstep), and the guards rejoin at the first round that succeeds. What a guard records
+//! while it does not follow the fleet, and what it pushed in a round that failed, is never
+//! pushed later: outcomes of an outage do not land in the fleet's window as if they were
+//! fresh. With the `tracing` feature, a WARN event says when the fleet falls back and when it
+//! rejoins (once per change), when one key fails and when it answers again (naming the key),
+//! and when the fleet's breaker opens; each names the fleet's namespace.
 //!
-//! **Budget conservation.** While every withdrawal is made with Redis reachable, the retries
-//! the whole fleet makes never exceed the bucket's capacity plus the earnings credited to it:
-//! every token spent was granted to a lease by the script, atomically, and a lease is never
-//! granted more than the bucket holds. At every moment, the tokens in Redis, plus those in the
-//! leases, plus those spent, equal the capacity plus the earnings credited (less what the cap
-//! clipped, and less the leases of instances that have gone away, which are lost, never
-//! re-created). With Redis gone, each instance adds at most what its fallback budget allows.
+//! **Propagation bound.** While rounds keep to their schedule (each shorter than `interval`),
+//! a failure recorded by one instance reaches Redis in that instance's next round, within
+//! `interval + timeout`; a breaker it opens is read by every instance that can reach Redis at
+//! its next round, within `interval + timeout` more: `2 × (interval + timeout)` from the
+//! failure that tipped the ratio (600 ms by default), for any number of guards (one pipeline
+//! per round). An instance that is reconnecting (after a Redis restart or a network outage)
+//! sees it only once it has reconnected: add its backoff wait, up to `max_reconnect_delay`,
+//! and the connect time.
+//!
+//! **Budget conservation.** Every token an instance spends comes from its lease, and every
+//! token of a lease was granted by the budget's script, atomically, never more than the bucket
+//! held. So, as long as the budget's key is not lost, the tokens in Redis plus those in the
+//! leases plus those spent are **at most** the capacity plus the earnings credited, and the
+//! fleet's retries paid by the fleet never exceed the capacity plus the earnings. Equality
+//! holds only while nothing was lost: tokens drop out of the count (the fleet then retries
+//! less, never more) when a round's reply times out after Redis applied it (its grant, or
+//! the calls it credited, or a lease given back, is lost), when an instance goes away holding
+//! a lease, and when the cap clips earnings or a lease given back.
+//!
+//! The key is lost, and the bucket comes back **full** (the fleet may then retry up to one
+//! more capacity), when Redis restarts without persistence, evicts it (a `maxmemory` policy
+//! that evicts keys with a TTL), fails over to a replica that had not received the last
+//! writes, or when no instance synced for `ttl` (the TTL is at least `2 × stale_after`, so a
+//! key does not expire between the rounds of instances that follow the fleet). Redis with
+//! persistence and `noeviction` (or a `maxmemory` large enough) avoids the first two. While
+//! an instance does not follow the fleet, its fallback budget decides: each adds at most what
+//! that budget allows.
 //!
 //! ## Data layout
 //! Keys are `{namespace}:breaker:{name}` and `{namespace}:budget:{name}` (namespace `robust`
-//! by default), Redis hashes, each given `PEXPIRE ttl` (60 s by default) at every sync, so the
-//! keys of a dependency no instance names any more disappear.
+//! by default), Redis hashes, each given `PEXPIRE ttl` (60 s by default) at every round, so
+//! the keys of a dependency no instance names any more disappear. A missing budget key is a
+//! full bucket.
 //!
 //! | key | field | meaning |
 //! |---|---|---|
@@ -80,8 +118,8 @@
 //! ```
 
 use std::fmt;
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use super::{CircuitBreaker, RetryBudget};
@@ -97,10 +135,16 @@ pub use store::MemoryStore;
 
 use breaker::BreakerCell;
 use budget::BudgetCell;
-use store::{Backend, MemoryBackend, RedisBackend, ms};
+use store::{Backend, BreakerSync, BudgetSync, MemoryBackend, RedisBackend, ms};
 
 /// How a [`Fleet`] syncs. Defaults: namespace `robust`, interval 200 ms, timeout 100 ms,
 /// `stale_after` = 2 × interval + 2 × timeout, key TTL 60 s, reconnect backoff up to 5 s.
+///
+/// The rules, checked when the fleet is made (a [`ConfigError`] names the option): `interval`
+/// and `timeout` longer than 0; `interval ≤ stale_after`; `timeout ≤ stale_after`;
+/// `2 × stale_after ≤ ttl ≤ 30 days`; `interval ≤ max_reconnect_delay ≤ 5 minutes`. Each
+/// breaker also needs its window plus its break duration within `ttl`
+/// ([`Fleet::breaker`]).
 #[derive(Debug, Clone)]
 pub struct FleetOptions {
     namespace: String,
@@ -142,28 +186,34 @@ impl FleetOptions {
         self
     }
 
-    /// The connect, read and write timeout of every Redis command (> 0).
+    /// The connect, read and write timeout of the sync thread's exchanges with Redis (> 0, at
+    /// most `stale_after`).
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self
     }
 
-    /// How long the fleet's view is trusted after a successful sync when no other sync ends
-    /// (a stuck or starved sync thread); past that the guards decide locally (a failed sync
-    /// makes them do so at once). At least `interval`.
+    /// How long the fleet's view is trusted from the end of a successful round when no other
+    /// round ends (a stuck or starved sync thread); past that the guards decide locally (a
+    /// failed round makes them do so at once, and so does a round that took longer than
+    /// this). At least `interval` and `timeout`.
     pub fn stale_after(mut self, stale_after: Duration) -> Self {
         self.stale_after = Some(stale_after);
         self
     }
 
-    /// The time to live of every key, renewed at each sync: at least the breakers' window and
-    /// break duration, at most 30 days.
+    /// The time to live of every key, renewed at each round: at least `2 × stale_after` (so
+    /// that a key does not expire between the rounds of instances that follow the fleet: an
+    /// expired budget comes back as a full bucket) and each breaker's window plus its break
+    /// duration, at most 30 days.
     pub fn ttl(mut self, ttl: Duration) -> Self {
         self.ttl = ttl;
         self
     }
 
-    /// The longest wait between two attempts to reconnect (at least `interval`).
+    /// The longest wait between two attempts to reconnect: at least `interval`, at most 5
+    /// minutes. The waits double from `interval` up to it, each drawn between half and all of
+    /// its value.
     pub fn max_reconnect_delay(mut self, delay: Duration) -> Self {
         self.max_reconnect_delay = delay;
         self
@@ -184,24 +234,42 @@ impl FleetOptions {
         if self.timeout.is_zero() {
             return Err(ConfigError::new("timeout", "must be longer than 0"));
         }
-        if self.stale() < self.interval {
+        let stale = self.stale();
+        if stale < self.interval {
             return Err(ConfigError::new(
                 "stale_after",
                 "must be at least the sync interval",
             ));
         }
+        if self.timeout > stale {
+            return Err(ConfigError::new(
+                "timeout",
+                "must not be longer than stale_after (a round that long falls back anyway)",
+            ));
+        }
         if self.ttl < Duration::from_millis(1) || self.ttl > MAX_TTL {
             return Err(ConfigError::new("ttl", "must be between 1 ms and 30 days"));
         }
-        if self.max_reconnect_delay < self.interval {
+        if self.ttl < stale.saturating_mul(2) {
+            return Err(ConfigError::new(
+                "ttl",
+                "must be at least 2 × stale_after (a key must outlive the gaps between syncs)",
+            ));
+        }
+        if self.max_reconnect_delay < self.interval
+            || self.max_reconnect_delay > MAX_RECONNECT_DELAY
+        {
             return Err(ConfigError::new(
                 "max_reconnect_delay",
-                "must be at least the sync interval",
+                "must be between the sync interval and 5 minutes",
             ));
         }
         Ok(())
     }
 }
+
+/// The longest wait between two attempts to reconnect.
+const MAX_RECONNECT_DELAY: Duration = Duration::from_secs(300);
 
 /// The longest time to live of a key (which bounds the window and the break duration too).
 const MAX_TTL: Duration = Duration::from_secs(30 * 24 * 3600);
@@ -224,13 +292,29 @@ const FALLBACK: u8 = 2;
 /// What a fleet's guards share with its sync thread.
 pub(crate) struct FleetShared {
     epoch: Instant,
-    /// Until when (ms since `epoch`) the fleet's view is trusted.
+    /// Until when (ms since `epoch`) the fleet's view is trusted (each guard keeps its own
+    /// copy, which a failure of its key alone resets).
     valid_until: AtomicU64,
     status: AtomicU8,
     fallbacks: AtomicU64,
+    /// Rounds started, and the number of the last round that succeeded.
+    started: AtomicU64,
+    ok_round: AtomicU64,
     options: FleetOptions,
     breakers: Mutex<Vec<Weak<BreakerCell>>>,
     budgets: Mutex<Vec<Weak<BudgetCell>>>,
+    /// Set when the last handle goes away: the sync thread stops (it is woken up).
+    stop: Arc<AtomicBool>,
+    thread: OnceLock<std::thread::Thread>,
+}
+
+impl Drop for FleetShared {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.get() {
+            t.unpark();
+        }
+    }
 }
 
 impl fmt::Debug for FleetShared {
@@ -250,8 +334,7 @@ impl FleetShared {
     }
 
     /// Whether the fleet's view is to be followed at `now`.
-    #[inline]
-    pub(crate) fn live(&self, now: Instant) -> bool {
+    fn live(&self, now: Instant) -> bool {
         self.ms(now) < self.valid_until.load(Ordering::Acquire)
     }
 
@@ -263,21 +346,66 @@ impl FleetShared {
         }
     }
 
-    /// One sync of every guard. Any error fails the round.
-    fn sync_round(&self, backend: &mut dyn Backend, now: Instant) -> Result<(), String> {
-        backend.ready()?;
-        let breakers = live(&self.breakers);
-        let budgets = live(&self.budgets);
-        for b in &breakers {
-            b.sync(backend, self, now)?;
+    /// One sync of every guard, begun at `start`; `end` reads the clock when the round is
+    /// over. All keys go in one exchange (one pipeline: one round trip with Redis). The
+    /// round fails as a whole when the exchange does, or when it took longer than
+    /// `stale_after` (its answers are too old to follow); an error of one key (a key of the
+    /// wrong type, a script error) makes only that key's guard decide locally.
+    ///
+    /// Whatever a guard pushes in a round that fails for it is dropped, never pushed again.
+    fn sync_round(
+        &self,
+        backend: &mut dyn Backend,
+        start: Instant,
+        end: &dyn Fn() -> Instant,
+    ) -> Result<(), String> {
+        let seq = self
+            .started
+            .fetch_add(1, Ordering::AcqRel)
+            .saturating_add(1);
+        let breakers = alive(&self.breakers);
+        let budgets = alive(&self.budgets);
+        let breaker_syncs: Vec<BreakerSync<'_>> =
+            breakers.iter().map(|b| b.sync_request()).collect();
+        let budget_syncs: Vec<BudgetSync<'_>> = budgets.iter().map(|b| b.sync_request()).collect();
+        let result = backend.round(&breaker_syncs, &budget_syncs, start);
+        let end = end();
+        let reply = match result {
+            Ok(r) => r,
+            Err(e) => {
+                breakers.iter().for_each(|b| b.invalidate());
+                for (b, s) in budgets.iter().zip(&budget_syncs) {
+                    b.failed(&s.push);
+                }
+                return Err(e);
+            }
+        };
+        let stale = self.options.stale();
+        let took = end.saturating_duration_since(start);
+        // Trusted for `stale_after` from the round's end; a round that overran is not
+        // followed at all (what it granted is kept: the leases hold real tokens).
+        let overran = took > stale;
+        let until = if overran {
+            0
+        } else {
+            self.ms(end)
+                .saturating_add(u64::try_from(stale.as_millis()).unwrap_or(u64::MAX))
+        };
+        for (b, r) in breakers.iter().zip(reply.breakers) {
+            b.apply(r, self, end, until);
         }
-        for b in &budgets {
-            b.sync(backend, now)?;
+        for ((b, r), s) in budgets.iter().zip(reply.budgets).zip(&budget_syncs) {
+            b.apply(r, &s.push, self, until);
         }
-        let until = self
-            .ms(now)
-            .saturating_add(u64::try_from(self.options.stale().as_millis()).unwrap_or(u64::MAX));
+        if overran {
+            return Err(format!(
+                "a sync round took {} ms, longer than stale_after ({} ms)",
+                took.as_millis(),
+                stale.as_millis()
+            ));
+        }
         self.valid_until.store(until, Ordering::Release);
+        self.ok_round.store(seq, Ordering::Release);
         Ok(())
     }
 
@@ -306,7 +434,7 @@ impl FleetShared {
                         target: "retry_runtime",
                         namespace = %self.options.namespace,
                         error = %_e,
-                        "fleet: redis is unreachable, the shared guards fall back to their local state"
+                        "fleet: redis is unreachable or too slow, the shared guards fall back to their local state"
                     );
                 }
             }
@@ -318,7 +446,8 @@ impl FleetShared {
     }
 }
 
-fn live<T>(list: &Mutex<Vec<Weak<T>>>) -> Vec<Arc<T>> {
+/// The guards still alive (the others are forgotten).
+fn alive<T>(list: &Mutex<Vec<Weak<T>>>) -> Vec<Arc<T>> {
     let mut l = list.lock().unwrap_or_else(|e| e.into_inner());
     l.retain(|w| w.strong_count() > 0);
     l.iter().filter_map(Weak::upgrade).collect()
@@ -329,7 +458,8 @@ fn live<T>(list: &Mutex<Vec<Weak<T>>>) -> Vec<Arc<T>> {
 /// and [`budget`](Self::budget). See the [module docs](self) for the design, the data layout
 /// and the bounds.
 ///
-/// The thread stops by itself once the `Fleet` and all its guards are dropped.
+/// The thread stops once the `Fleet` and all its guards are dropped: at once if it is waiting
+/// for its next round (it is woken up), or at the end of the round in progress.
 pub struct Fleet {
     shared: Arc<FleetShared>,
     /// A fleet synced by hand ([`Fleet::manual`]).
@@ -350,9 +480,13 @@ impl Fleet {
             valid_until: AtomicU64::new(0),
             status: AtomicU8::new(CONNECTING),
             fallbacks: AtomicU64::new(0),
+            started: AtomicU64::new(0),
+            ok_round: AtomicU64::new(0),
             options,
             breakers: Mutex::new(Vec::new()),
             budgets: Mutex::new(Vec::new()),
+            stop: Arc::new(AtomicBool::new(false)),
+            thread: OnceLock::new(),
         }))
     }
 
@@ -399,7 +533,7 @@ impl Fleet {
             return false;
         };
         let mut backend = m.lock().unwrap_or_else(|e| e.into_inner());
-        let r = self.shared.sync_round(&mut *backend, now);
+        let r = self.shared.sync_round(&mut *backend, now, &|| now);
         self.shared.report(&r);
         r.is_ok()
     }
@@ -408,8 +542,10 @@ impl Fleet {
     /// reach, and keeps deciding for this instance all along (it may open on its own); its
     /// failure ratio, break duration and number of probes are the fleet's too. The fleet's
     /// breaker opens when, over the last `window`, the fleet recorded at least `min_calls`
-    /// attempts and the failure ratio reached the threshold. Errors: `window` under 10 ms or
-    /// longer than the keys' TTL, `min_calls` = 0, a break duration longer than the TTL.
+    /// attempts and the failure ratio reached the threshold. The guard follows the fleet from
+    /// its first round on. Errors: `window` under 10 ms or longer than the keys' TTL,
+    /// `min_calls` = 0, a window plus break duration longer than the TTL (an open state or
+    /// the window could expire while nobody syncs).
     pub fn breaker(
         &self,
         name: &str,
@@ -427,10 +563,10 @@ impl Fleet {
         if min_calls == 0 {
             return Err(ConfigError::new("min_calls", "must be at least 1"));
         }
-        if local.fleet_settings().1 > ttl {
+        if window.saturating_add(local.fleet_settings().1) > ttl {
             return Err(ConfigError::new(
                 "break_duration",
-                "must not be longer than the keys' TTL (the open state would expire)",
+                "the window plus the break duration must not be longer than the keys' TTL",
             ));
         }
         let cell = Arc::new(BreakerCell::new(
@@ -450,8 +586,11 @@ impl Fleet {
 
     /// A retry budget shared by the fleet under `name`: `fleet` gives the fleet-wide capacity
     /// (the bucket starts full), the earning per call and the cost per retry; `fallback` is
-    /// this instance's own budget while Redis is out of reach. Each instance leases the cost
-    /// of one retry at a time by default ([`SharedBudget::set_lease`]).
+    /// this instance's own budget while Redis is out of reach (and before the guard's first
+    /// round). An instance leases tokens only once it asks for a retry (the first is refused,
+    /// the lease arrives at the next round), the cost of one retry at a time by default
+    /// ([`SharedBudget::set_lease`]), and gives its unspent lease back after 5 rounds in a row
+    /// without a retry asked for: idle instances hold no tokens.
     pub fn budget(
         &self,
         name: &str,
@@ -482,11 +621,25 @@ impl Fleet {
         self.shared.fallbacks.load(Ordering::Relaxed)
     }
 
-    /// Waits (blocking, up to `timeout`) until a sync has succeeded; `true` if one has.
+    /// Waits (blocking, up to `timeout`) until a sync round that began after this call has
+    /// succeeded, so that every guard made before the call follows the fleet (unless its own
+    /// key fails); `true` if one has. A [`manual`](Self::manual) fleet does not wait: whether
+    /// its last sync succeeded.
     pub fn wait_connected(&self, timeout: Duration) -> bool {
+        if self.manual.is_some() {
+            return self.status() == FleetStatus::Connected;
+        }
+        let target = self
+            .shared
+            .started
+            .load(Ordering::Acquire)
+            .saturating_add(1);
         let start = Instant::now();
         loop {
-            if self.status() == FleetStatus::Connected && self.shared.live(Instant::now()) {
+            if self.status() == FleetStatus::Connected
+                && self.shared.ok_round.load(Ordering::Acquire) >= target
+                && self.shared.live(Instant::now())
+            {
                 return true;
             }
             if start.elapsed() >= timeout {
@@ -497,40 +650,61 @@ impl Fleet {
     }
 }
 
+/// A reconnect wait drawn between half and all of `d`, so that the instances of a fleet that
+/// lost Redis together do not all reconnect at the same instants.
+fn jittered<R: rand::Rng + ?Sized>(d: Duration, rng: &mut R) -> Duration {
+    use rand::RngExt as _;
+    let half = d / 2;
+    half + rng.random_range(Duration::ZERO..=d - half)
+}
+
 fn spawn(
     shared: &Arc<FleetShared>,
     mut backend: impl Backend + 'static,
 ) -> Result<(), ConfigError> {
     let weak = Arc::downgrade(shared);
+    let stop = Arc::clone(&shared.stop);
     let interval = shared.options.interval;
     let max_delay = shared.options.max_reconnect_delay;
-    std::thread::Builder::new()
+    let handle = std::thread::Builder::new()
         .name("robust-fleet-sync".to_owned())
         .spawn(move || {
             let mut delay = interval;
-            loop {
+            while !stop.load(Ordering::Acquire) {
                 let Some(shared) = weak.upgrade() else {
                     return;
                 };
                 let start = Instant::now();
-                let r = shared.sync_round(&mut backend, start);
+                let r = shared.sync_round(&mut backend, start, &Instant::now);
                 shared.report(&r);
                 drop(shared);
-                // After a failure, wait longer each time (up to the most); after a success,
-                // the interval from the start of this round.
+                // After a success, the interval from the start of this round. After a
+                // failure, twice as long each time (up to the most), with jitter (between half
+                // and all of it) so that a fleet does not reconnect in lockstep.
                 let wait = if r.is_ok() {
                     delay = interval;
                     interval.saturating_sub(start.elapsed())
                 } else {
                     let d = delay;
                     delay = delay.saturating_mul(2).min(max_delay);
-                    d
+                    jittered(d, &mut rand::rng())
                 };
-                std::thread::sleep(wait);
+                // Sleep, but wake up at once when the last handle goes away.
+                let Some(deadline) = Instant::now().checked_add(wait) else {
+                    continue;
+                };
+                loop {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() || stop.load(Ordering::Acquire) {
+                        break;
+                    }
+                    std::thread::park_timeout(left);
+                }
             }
         })
-        .map(|_| ())
-        .map_err(|_| ConfigError::new("thread", "the sync thread could not be started"))
+        .map_err(|_| ConfigError::new("thread", "the sync thread could not be started"))?;
+    let _ = shared.thread.set(handle.thread().clone());
+    Ok(())
 }
 
 #[cfg(test)]
@@ -573,12 +747,45 @@ mod tests {
             assert_eq!(p(Fleet::manual(&store, o.clone())), param);
             assert_eq!(p(Fleet::in_memory(&store, o)), param);
         }
-        // Huge durations saturate instead of overflowing.
-        let huge = options()
-            .interval(Duration::MAX)
-            .timeout(Duration::MAX)
-            .max_reconnect_delay(Duration::MAX);
-        assert!(Fleet::manual(&store, huge).is_ok());
+        // A TTL shorter than two staleness bounds: a key could expire between two syncs (a
+        // budget's bucket would come back full each time); huge durations are errors, not
+        // overflows.
+        for (o, param) in [
+            (options().ttl(Duration::from_millis(10)), "ttl"),
+            (
+                options()
+                    .stale_after(Duration::from_secs(2))
+                    .ttl(Duration::from_secs(3)),
+                "ttl",
+            ),
+            (
+                options().stale_after(Duration::from_millis(40)),
+                "stale_after",
+            ),
+            (
+                options()
+                    .stale_after(Duration::from_millis(100))
+                    .timeout(Duration::from_millis(150)),
+                "timeout",
+            ),
+            (options().interval(Duration::MAX), "ttl"),
+            (options().timeout(Duration::MAX), "ttl"),
+            (
+                options().max_reconnect_delay(Duration::from_secs(301)),
+                "max_reconnect_delay",
+            ),
+            (
+                options().max_reconnect_delay(Duration::MAX),
+                "max_reconnect_delay",
+            ),
+        ] {
+            assert_eq!(p(Fleet::manual(&store, o)), param);
+        }
+        let ok = options()
+            .stale_after(Duration::from_secs(2))
+            .ttl(Duration::from_secs(4))
+            .max_reconnect_delay(Duration::from_secs(300));
+        assert!(Fleet::manual(&store, ok).is_ok());
         let fleet = Fleet::manual(&store, options().ttl(Duration::from_secs(60))).unwrap();
         let local = || CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(5), 1).unwrap();
         let b = |r: Result<SharedBreaker, ConfigError>| r.unwrap_err().parameter();
@@ -596,6 +803,14 @@ mod tests {
             b(fleet.breaker("x", long, Duration::from_secs(1), 1)),
             "break_duration"
         );
+        // The window and the break must both fit in the TTL: 50 s + 11 s > 60 s.
+        let eleven = CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(11), 1).unwrap();
+        assert_eq!(
+            b(fleet.breaker("x", eleven, Duration::from_secs(50), 1)),
+            "break_duration"
+        );
+        let ten = CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(10), 1).unwrap();
+        assert!(fleet.breaker("x", ten, Duration::from_secs(50), 1).is_ok());
         let ok = fleet
             .breaker("x", local(), Duration::from_secs(1), 1)
             .unwrap();
@@ -745,5 +960,259 @@ mod tests {
             t += Duration::from_millis(100);
         }
         assert_eq!(made, 7, "ten instances, seven tokens: seven retries");
+    }
+
+    #[test]
+    fn outcomes_of_an_outage_are_not_pushed_at_the_rejoin() {
+        let store = MemoryStore::new();
+        let fleet = Fleet::manual(&store, options()).unwrap();
+        // Locally: at least 50 attempts, so that the local breaker stays closed throughout.
+        let local = CircuitBreaker::new(100, 50, 0.5, Duration::from_secs(5), 1).unwrap();
+        let b = fleet
+            .breaker("dep", local, Duration::from_secs(10), 10)
+            .unwrap();
+        let fail = |t: Instant, n: u32| {
+            for _ in 0..n {
+                let p = b.acquire(t).expect("admitted");
+                (&b).record(t, p, false);
+            }
+        };
+        let t0 = Instant::now();
+        assert!(fleet.sync(t0));
+        // Five failures while the fleet is followed, then the round that would push them
+        // fails: they are dropped.
+        fail(t0 + Duration::from_millis(50), 5);
+        store.set_down(true);
+        assert!(!fleet.sync(t0 + Duration::from_millis(100)));
+        // Thirty failures during the outage, after the last failed round (the sync thread
+        // waits up to `max_reconnect_delay` between two): counted locally only.
+        fail(t0 + Duration::from_secs(1), 30);
+        assert_eq!(b.local().state(), BreakerState::Closed);
+        // Ten minutes later Redis is back: the fleet's window holds none of them.
+        store.set_down(false);
+        let t1 = t0 + Duration::from_secs(600);
+        assert!(fleet.sync(t1));
+        assert_eq!(b.fleet_state(t1), Some(BreakerState::Closed));
+        assert_eq!(b.fleet_counts(), (0, 0));
+        assert!(fleet.sync(t1 + Duration::from_millis(100)));
+        assert_eq!(b.fleet_counts(), (0, 0));
+        // Outcomes recorded once the fleet is followed again are pushed.
+        fail(t1 + Duration::from_millis(150), 3);
+        assert!(fleet.sync(t1 + Duration::from_millis(200)));
+        assert_eq!(b.fleet_counts(), (3, 3));
+    }
+
+    #[test]
+    fn a_round_that_overruns_stale_after_falls_back() {
+        let store = MemoryStore::new();
+        let fleet = Fleet::manual(&store, options()).unwrap();
+        let b = breaker(&fleet);
+        let budget = fleet
+            .budget(
+                "dep",
+                RetryBudget::new(5.0, 0.0, 1.0).unwrap(),
+                RetryBudget::new(1.0, 0.0, 1.0).unwrap(),
+            )
+            .unwrap();
+        let t0 = Instant::now();
+        assert!(fleet.sync(t0));
+        assert!(
+            !budget.try_withdraw(),
+            "no lease before a retry is asked for"
+        );
+        let stale = fleet.shared.options.stale();
+        let mut backend = MemoryBackend(store.clone());
+        // A round that ends within `stale_after` of its start: followed until `stale_after`
+        // after its end.
+        let t1 = t0 + Duration::from_millis(100);
+        let end = t1 + stale;
+        let r = fleet.shared.sync_round(&mut backend, t1, &|| end);
+        fleet.shared.report(&r);
+        assert!(r.is_ok());
+        assert!(
+            b.fleet_state(end + stale - Duration::from_millis(1))
+                .is_some()
+        );
+        assert!(b.fleet_state(end + stale).is_none());
+        assert_eq!(budget.lease(), 1.0);
+        // One that took longer: its answers are not followed, and the fleet falls back (its
+        // grants are kept: the lease holds real tokens).
+        budget.try_withdraw();
+        let t2 = end;
+        let late = t2 + stale + Duration::from_millis(1);
+        let r = fleet.shared.sync_round(&mut backend, t2, &|| late);
+        fleet.shared.report(&r);
+        assert!(r.is_err());
+        assert_eq!(fleet.status(), FleetStatus::Fallback);
+        assert_eq!(fleet.fallbacks(), 1);
+        assert!(b.fleet_state(late).is_none());
+        assert_eq!(budget.lease(), 1.0);
+        assert!(fleet.sync(late));
+        assert_eq!(fleet.status(), FleetStatus::Connected);
+        assert!(b.fleet_state(late).is_some());
+    }
+
+    #[test]
+    fn idle_instances_hold_no_tokens() {
+        let store = MemoryStore::new();
+        let fleets: Vec<Fleet> = (0..50)
+            .map(|_| Fleet::manual(&store, options()).unwrap())
+            .collect();
+        let budgets: Vec<SharedBudget> = fleets
+            .iter()
+            .map(|f| {
+                let fleet = RetryBudget::new(10.0, 0.0, 1.0).unwrap();
+                let fallback = RetryBudget::new(1.0, 0.0, 1.0).unwrap();
+                f.budget("dep", fleet, fallback).unwrap()
+            })
+            .collect();
+        let mut t = Instant::now();
+        let sync_all = |t: Instant| fleets.iter().for_each(|f| assert!(f.sync(t)));
+        for _ in 0..10 {
+            sync_all(t);
+            t += Duration::from_millis(100);
+        }
+        // Fifty idle instances: the bucket is untouched.
+        assert!(budgets.iter().all(|b| b.lease() == 0.0));
+        assert_eq!(budgets[0].fleet_tokens(), 10.0);
+        // One needs a retry: refused (no lease yet), leased at the next sync, then paid.
+        let b = &budgets[7];
+        assert!(!b.try_withdraw());
+        sync_all(t);
+        assert_eq!(b.lease(), 1.0);
+        assert_eq!(b.fleet_tokens(), 9.0);
+        assert!(b.try_withdraw());
+        // It keeps asking: its lease is topped up at each sync.
+        t += Duration::from_millis(100);
+        sync_all(t);
+        assert_eq!(b.lease(), 1.0);
+        // Then it goes quiet: after IDLE_SYNCS syncs the unspent token goes back.
+        for _ in 0..budget::IDLE_SYNCS {
+            assert_eq!(b.lease(), 1.0);
+            t += Duration::from_millis(100);
+            sync_all(t);
+        }
+        assert_eq!(b.lease(), 0.0);
+        t += Duration::from_millis(100);
+        sync_all(t);
+        assert_eq!(
+            budgets[0].fleet_tokens(),
+            9.0,
+            "ten tokens, one retry spent"
+        );
+    }
+
+    #[test]
+    fn one_bad_key_makes_only_its_guard_decide_locally() {
+        let store = MemoryStore::new();
+        let fleet = Fleet::manual(&store, options()).unwrap();
+        let good = breaker(&fleet);
+        let local = CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(5), 1).unwrap();
+        let bad = fleet
+            .breaker("bad", local, Duration::from_secs(10), 10)
+            .unwrap();
+        let budget = fleet
+            .budget(
+                "bad",
+                RetryBudget::new(5.0, 0.0, 1.0).unwrap(),
+                RetryBudget::new(1.0, 0.0, 1.0).unwrap(),
+            )
+            .unwrap();
+        store.set_broken("robust:breaker:bad", true);
+        store.set_broken("robust:budget:bad", true);
+        let t0 = Instant::now();
+        assert!(fleet.sync(t0), "the round itself succeeds");
+        assert_eq!(fleet.status(), FleetStatus::Connected);
+        assert_eq!(fleet.fallbacks(), 0);
+        assert_eq!(good.fleet_state(t0), Some(BreakerState::Closed));
+        assert_eq!(
+            bad.fleet_state(t0),
+            None,
+            "the bad key's guard decides locally"
+        );
+        assert!(budget.try_withdraw());
+        assert_eq!(budget.spent(), 0, "paid by the fallback budget");
+        store.set_broken("robust:breaker:bad", false);
+        let t1 = t0 + Duration::from_millis(100);
+        assert!(fleet.sync(t1));
+        assert_eq!(bad.fleet_state(t1), Some(BreakerState::Closed));
+    }
+
+    #[test]
+    fn a_probe_answer_counts_only_in_its_own_round() {
+        let store = MemoryStore::new();
+        let fleet = Fleet::manual(&store, options()).unwrap();
+        let local = CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(1), 1).unwrap();
+        let b = fleet
+            .breaker("dep", local, Duration::from_secs(10), 2)
+            .unwrap();
+        let t0 = Instant::now();
+        assert!(fleet.sync(t0));
+        for _ in 0..2 {
+            let p = b.acquire(t0).unwrap();
+            (&b).record(t0, p, false);
+        }
+        assert!(fleet.sync(t0));
+        assert_eq!(b.fleet_state(t0), Some(BreakerState::Open));
+        // Round 1: a probe granted, not answered before the round times out.
+        let t1 = t0 + Duration::from_secs(1);
+        assert!(fleet.sync(t1));
+        assert!(b.acquire(t1).is_none());
+        assert!(fleet.sync(t1));
+        let old = b.acquire(t1).expect("a probe");
+        let t2 = t1 + Duration::from_secs(1);
+        assert!(fleet.sync(t2), "a new round");
+        assert!(b.acquire(t2).is_none());
+        assert!(fleet.sync(t2));
+        let new = b.acquire(t2).expect("a probe of round 2");
+        // The late answer of round 1, a failure, is dropped; round 2's success closes.
+        (&b).record(t2, old, false);
+        (&b).record(t2, new, true);
+        assert!(fleet.sync(t2 + Duration::from_millis(100)));
+        assert_eq!(
+            b.fleet_state(t2 + Duration::from_millis(100)),
+            Some(BreakerState::Closed)
+        );
+    }
+
+    #[test]
+    fn the_sync_thread_stops_when_the_last_handle_goes() {
+        let store = MemoryStore::new();
+        // A 10 s interval: the thread sleeps long after each round.
+        let o = FleetOptions::new()
+            .interval(Duration::from_secs(10))
+            .max_reconnect_delay(Duration::from_secs(10));
+        let fleet = Fleet::in_memory(&store, o).unwrap();
+        let b = breaker(&fleet);
+        assert!(fleet.wait_connected(Duration::from_secs(5)));
+        assert_eq!(store.handles(), 2, "the store and the thread's backend");
+        drop(fleet);
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(store.handles(), 2, "a guard keeps the thread");
+        drop(b);
+        let start = Instant::now();
+        while store.handles() > 1 && start.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(store.handles(), 1);
+        assert!(
+            start.elapsed() < Duration::from_secs(1),
+            "{:?}",
+            start.elapsed()
+        );
+    }
+
+    #[test]
+    fn reconnect_waits_are_spread_between_half_and_all_of_the_delay() {
+        use rand::SeedableRng;
+        let d = Duration::from_secs(1);
+        let waits: Vec<Duration> = (0..200)
+            .map(|seed| jittered(d, &mut rand::rngs::SmallRng::seed_from_u64(seed)))
+            .collect();
+        assert!(waits.iter().all(|w| (d / 2..=d).contains(w)));
+        let (lo, hi) = (waits.iter().min().unwrap(), waits.iter().max().unwrap());
+        assert!(*hi - *lo > Duration::from_millis(400), "{lo:?}..{hi:?}");
+        // Under a nanosecond to split: 0 or 1 ns.
+        assert!(jittered(Duration::from_nanos(1), &mut rand::rng()) <= Duration::from_nanos(1));
     }
 }

@@ -1,6 +1,6 @@
 //! Where a fleet's guards meet: Redis, through two Lua scripts (one atomic update per key and
-//! sync), or [`MemoryStore`], the same rules in this process (for tests, simulations and a
-//! machine without Redis).
+//! round, all the keys of a round in one pipeline), or [`MemoryStore`], the same rules in this
+//! process (for tests, simulations and a machine without Redis).
 //!
 //! Both apply the same rules; the scripts below are their reference, and the memory store
 //! follows them line by line.
@@ -168,27 +168,49 @@ redis.call('PEXPIRE', key, ttl_ms)
 return {g, t}
 "#;
 
+/// One breaker's part of a round: its key, settings and push.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BreakerSync<'a> {
+    pub key: &'a str,
+    pub conf: &'a BreakerConf,
+    pub push: BreakerPush,
+}
+
+/// One budget's part of a round: its key and push.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BudgetSync<'a> {
+    pub key: &'a str,
+    pub push: BudgetPush,
+}
+
+/// What a round answers: one result per key, in the order given. An error of one key (a key of
+/// the wrong type, a script error) is that key's alone.
+#[derive(Debug, Default)]
+pub(crate) struct RoundReply {
+    pub breakers: Vec<Result<BreakerReply, String>>,
+    pub budgets: Vec<Result<BudgetReply, String>>,
+}
+
 /// One place where guards meet. Errors are strings: they are only reported.
 pub(crate) trait Backend: Send {
-    /// Connects if needed.
-    fn ready(&mut self) -> Result<(), String>;
-    /// One breaker sync: push, and read the fleet's state.
-    fn breaker(
+    /// One round: every key's update in one exchange (with Redis, one pipeline: one round
+    /// trip). `Err`: the round failed as a whole (no connection, a timeout), and nothing it
+    /// pushed is known to have been applied.
+    fn round(
         &mut self,
-        key: &str,
-        conf: &BreakerConf,
-        push: &BreakerPush,
+        breakers: &[BreakerSync<'_>],
+        budgets: &[BudgetSync<'_>],
         now: Instant,
-    ) -> Result<BreakerReply, String>;
-    /// One budget sync: credit earnings, lease tokens.
-    fn budget(&mut self, key: &str, push: &BudgetPush, now: Instant)
-    -> Result<BudgetReply, String>;
+    ) -> Result<RoundReply, String>;
 }
 
 /// Redis through the two scripts, on a blocking connection with timeouts.
 pub(crate) struct RedisBackend {
     client: redis::Client,
     con: Option<redis::Connection>,
+    /// Whether this connection has loaded the scripts (`SCRIPT LOAD`, sent at the head of the
+    /// first pipeline of each connection, and again after a `NOSCRIPT`).
+    loaded: bool,
     timeout: Duration,
     breaker: redis::Script,
     budget: redis::Script,
@@ -199,36 +221,14 @@ impl RedisBackend {
         Self {
             client,
             con: None,
+            loaded: false,
             timeout,
             breaker: redis::Script::new(BREAKER_SCRIPT),
             budget: redis::Script::new(BUDGET_SCRIPT),
         }
     }
 
-    fn con(&mut self) -> Result<&mut redis::Connection, String> {
-        self.ready()?;
-        self.con.as_mut().ok_or_else(|| "not connected".to_owned())
-    }
-
-    /// Runs `f` on the connection; an error drops the connection (the next sync reconnects).
-    fn run<T>(
-        &mut self,
-        f: impl FnOnce(&mut redis::Connection) -> redis::RedisResult<T>,
-    ) -> Result<T, String> {
-        let r = f(self.con()?);
-        r.map_err(|e| {
-            self.con = None;
-            e.to_string()
-        })
-    }
-}
-
-fn at(v: &[i64], i: usize) -> u64 {
-    v.get(i).map_or(0, |&x| u64::try_from(x).unwrap_or(0))
-}
-
-impl Backend for RedisBackend {
-    fn ready(&mut self) -> Result<(), String> {
+    fn connect(&mut self) -> Result<&mut redis::Connection, String> {
         if self.con.is_none() {
             let con = self
                 .client
@@ -238,61 +238,151 @@ impl Backend for RedisBackend {
                 .map_err(|e| e.to_string())?;
             con.set_write_timeout(Some(self.timeout))
                 .map_err(|e| e.to_string())?;
+            self.loaded = false;
             self.con = Some(con);
         }
-        Ok(())
+        self.con.as_mut().ok_or_else(|| "not connected".to_owned())
     }
+}
 
-    fn breaker(
+fn at(v: &[i64], i: usize) -> u64 {
+    v.get(i).map_or(0, |&x| u64::try_from(x).unwrap_or(0))
+}
+
+/// One script's reply: its numbers, or the key's error.
+fn reply(v: Option<redis::Value>) -> Result<Vec<i64>, String> {
+    match v {
+        Some(redis::Value::ServerError(e)) => Err(e.to_string()),
+        Some(v) => redis::from_redis_value::<Vec<i64>>(v).map_err(|e| e.to_string()),
+        None => Err("no reply".to_owned()),
+    }
+}
+
+fn is_noscript(v: &redis::Value) -> bool {
+    matches!(v, redis::Value::ServerError(e) if e.kind() == Some(redis::ServerErrorKind::NoScript))
+}
+
+impl RedisBackend {
+    /// One pipeline: the scripts of the keys `todo` (indices into the breakers, then the
+    /// budgets), headed by `SCRIPT LOAD` of both scripts if this connection has not loaded
+    /// them; their replies, in the order of `todo`.
+    fn send(
         &mut self,
-        key: &str,
-        c: &BreakerConf,
-        p: &BreakerPush,
-        _: Instant,
-    ) -> Result<BreakerReply, String> {
-        let script = self.breaker.clone();
-        let v: Vec<i64> = self.run(|con| {
-            script
-                .key(key)
-                .arg(c.window_ms)
-                .arg(c.min_calls)
-                .arg(c.ratio)
-                .arg(c.break_ms)
-                .arg(c.probes)
-                .arg(c.ttl_ms)
-                .arg(p.attempts)
-                .arg(p.failures)
-                .arg(p.round)
-                .arg(p.probe_ok)
-                .arg(p.probe_fail)
-                .arg(p.want)
-                .invoke(con)
-        })?;
-        Ok(BreakerReply {
-            state: u8::try_from(at(&v, 0)).unwrap_or(CLOSED),
-            remaining_ms: at(&v, 1),
-            round: at(&v, 2),
-            grant: at(&v, 3),
-            attempts: at(&v, 4),
-            failures: at(&v, 5),
-        })
+        breakers: &[BreakerSync<'_>],
+        budgets: &[BudgetSync<'_>],
+        todo: &[usize],
+    ) -> Result<Vec<redis::Value>, String> {
+        let loading = !self.loaded;
+        let mut pipe = redis::pipe();
+        pipe.ignore_errors();
+        if loading {
+            pipe.load_script(&self.breaker).ignore();
+            pipe.load_script(&self.budget).ignore();
+        } else if todo.is_empty() {
+            // No guard yet: the round still checks that Redis answers.
+            pipe.cmd("PING").ignore();
+        }
+        for &i in todo {
+            if let Some(b) = breakers.get(i) {
+                let (c, p) = (b.conf, &b.push);
+                pipe.invoke_script(
+                    self.breaker
+                        .key(b.key)
+                        .arg(c.window_ms)
+                        .arg(c.min_calls)
+                        .arg(c.ratio)
+                        .arg(c.break_ms)
+                        .arg(c.probes)
+                        .arg(c.ttl_ms)
+                        .arg(p.attempts)
+                        .arg(p.failures)
+                        .arg(p.round)
+                        .arg(p.probe_ok)
+                        .arg(p.probe_fail)
+                        .arg(p.want),
+                );
+            } else if let Some(b) = budgets.get(i - breakers.len()) {
+                let p = &b.push;
+                pipe.invoke_script(
+                    self.budget
+                        .key(b.key)
+                        .arg(p.capacity)
+                        .arg(p.earned)
+                        .arg(p.want)
+                        .arg(p.ttl_ms),
+                );
+            }
+        }
+        let con = self.connect()?;
+        match pipe.query::<Vec<redis::Value>>(con) {
+            Ok(v) => {
+                self.loaded = true;
+                Ok(v)
+            }
+            Err(e) => {
+                // An error of the connection (a timeout, a reset): the next round reconnects.
+                self.con = None;
+                Err(e.to_string())
+            }
+        }
     }
+}
 
-    fn budget(&mut self, key: &str, p: &BudgetPush, _: Instant) -> Result<BudgetReply, String> {
-        let script = self.budget.clone();
-        let v: Vec<i64> = self.run(|con| {
-            script
-                .key(key)
-                .arg(p.capacity)
-                .arg(p.earned)
-                .arg(p.want)
-                .arg(p.ttl_ms)
-                .invoke(con)
-        })?;
-        Ok(BudgetReply {
-            grant: at(&v, 0),
-            tokens: at(&v, 1),
-        })
+impl Backend for RedisBackend {
+    fn round(
+        &mut self,
+        breakers: &[BreakerSync<'_>],
+        budgets: &[BudgetSync<'_>],
+        _: Instant,
+    ) -> Result<RoundReply, String> {
+        let n = breakers.len() + budgets.len();
+        let mut replies: Vec<Option<redis::Value>> = vec![None; n];
+        let mut todo: Vec<usize> = (0..n).collect();
+        // A second pipeline only if the server lost the scripts since this connection loaded
+        // them (`SCRIPT FLUSH`, a failover): the keys that met `NOSCRIPT`, with the scripts
+        // loaded again at its head. Their scripts did not run, so nothing counts twice.
+        for _ in 0..2 {
+            let loaded = self.loaded;
+            let values = self.send(breakers, budgets, &todo)?;
+            let mut again = Vec::new();
+            for (&i, v) in todo.iter().zip(values) {
+                if loaded && is_noscript(&v) {
+                    again.push(i);
+                }
+                if let Some(r) = replies.get_mut(i) {
+                    *r = Some(v);
+                }
+            }
+            if again.is_empty() {
+                break;
+            }
+            self.loaded = false;
+            todo = again;
+        }
+        let mut replies = replies.into_iter();
+        let breakers = breakers
+            .iter()
+            .map(|_| {
+                reply(replies.next().flatten()).map(|v| BreakerReply {
+                    state: u8::try_from(at(&v, 0)).unwrap_or(CLOSED),
+                    remaining_ms: at(&v, 1),
+                    round: at(&v, 2),
+                    grant: at(&v, 3),
+                    attempts: at(&v, 4),
+                    failures: at(&v, 5),
+                })
+            })
+            .collect();
+        let budgets = budgets
+            .iter()
+            .map(|_| {
+                reply(replies.next().flatten()).map(|v| BudgetReply {
+                    grant: at(&v, 0),
+                    tokens: at(&v, 1),
+                })
+            })
+            .collect();
+        Ok(RoundReply { breakers, budgets })
     }
 }
 
@@ -322,6 +412,8 @@ struct Memory {
     /// Key: (record, expiry in ms since `epoch`).
     keys: HashMap<String, (Record, u64)>,
     down: bool,
+    /// Keys whose every sync fails (as a key of the wrong type in Redis).
+    broken: Vec<String>,
 }
 
 /// The fleet's shared state kept in this process, with the rules of the Redis scripts: what
@@ -346,6 +438,7 @@ impl MemoryStore {
                 epoch: Instant::now(),
                 keys: HashMap::new(),
                 down: false,
+                broken: Vec::new(),
             })),
         }
     }
@@ -357,6 +450,22 @@ impl MemoryStore {
     /// Makes the store unreachable (every sync fails) or reachable again: an outage, in a test.
     pub fn set_down(&self, down: bool) {
         self.lock().down = down;
+    }
+
+    /// Makes every sync of `key` fail (as a key of the wrong type does in Redis) or work
+    /// again: one bad key, in a test. The other keys are not affected.
+    pub fn set_broken(&self, key: &str, broken: bool) {
+        let mut m = self.lock();
+        m.broken.retain(|k| k != key);
+        if broken {
+            m.broken.push(key.to_owned());
+        }
+    }
+
+    /// How many handles share the store (a fleet's sync thread holds one until it ends).
+    #[cfg(test)]
+    pub(crate) fn handles(&self) -> usize {
+        Arc::strong_count(&self.inner)
     }
 
     /// The keys alive at `now`.
@@ -398,49 +507,61 @@ impl Memory {
 
 pub(crate) struct MemoryBackend(pub(crate) MemoryStore);
 
-impl Backend for MemoryBackend {
-    fn ready(&mut self) -> Result<(), String> {
-        self.0.lock().check()
+impl Memory {
+    fn key_ok(&self, key: &str) -> Result<(), String> {
+        if self.broken.iter().any(|k| k == key) {
+            Err(format!("memory store: key `{key}` is broken"))
+        } else {
+            Ok(())
+        }
     }
 
-    fn breaker(
-        &mut self,
-        key: &str,
-        c: &BreakerConf,
-        p: &BreakerPush,
-        now: Instant,
-    ) -> Result<BreakerReply, String> {
-        let mut m = self.0.lock();
-        m.check()?;
-        let now = ms(m.epoch, now);
-        let mut h = match m.take(key, now) {
-            Some(Record::Breaker(b)) => b,
+    fn breaker(&mut self, b: &BreakerSync<'_>, now: u64) -> Result<BreakerReply, String> {
+        self.key_ok(b.key)?;
+        let mut h = match self.take(b.key, now) {
+            Some(Record::Breaker(h)) => h,
             _ => Box::default(),
         };
-        let reply = breaker_rules(&mut h, c, p, now);
-        m.keys.insert(
-            key.to_owned(),
-            (Record::Breaker(h), now.saturating_add(c.ttl_ms)),
+        let reply = breaker_rules(&mut h, b.conf, &b.push, now);
+        self.keys.insert(
+            b.key.to_owned(),
+            (Record::Breaker(h), now.saturating_add(b.conf.ttl_ms)),
         );
         Ok(reply)
     }
 
-    fn budget(&mut self, key: &str, p: &BudgetPush, now: Instant) -> Result<BudgetReply, String> {
-        let mut m = self.0.lock();
-        m.check()?;
-        let now = ms(m.epoch, now);
-        let mut t = match m.take(key, now) {
+    fn budget(&mut self, b: &BudgetSync<'_>, now: u64) -> Result<BudgetReply, String> {
+        self.key_ok(b.key)?;
+        let p = &b.push;
+        let mut t = match self.take(b.key, now) {
             Some(Record::Budget(t)) => t,
             _ => p.capacity,
         };
         t = t.saturating_add(p.earned).min(p.capacity);
         let grant = p.want.min(t);
         t -= grant;
-        m.keys.insert(
-            key.to_owned(),
+        self.keys.insert(
+            b.key.to_owned(),
             (Record::Budget(t), now.saturating_add(p.ttl_ms)),
         );
         Ok(BudgetReply { grant, tokens: t })
+    }
+}
+
+impl Backend for MemoryBackend {
+    fn round(
+        &mut self,
+        breakers: &[BreakerSync<'_>],
+        budgets: &[BudgetSync<'_>],
+        now: Instant,
+    ) -> Result<RoundReply, String> {
+        let mut m = self.0.lock();
+        m.check()?;
+        let now = ms(m.epoch, now);
+        Ok(RoundReply {
+            breakers: breakers.iter().map(|b| m.breaker(b, now)).collect(),
+            budgets: budgets.iter().map(|b| m.budget(b, now)).collect(),
+        })
     }
 }
 
@@ -608,31 +729,41 @@ mod tests {
         let store = MemoryStore::new();
         let mut b = MemoryBackend(store.clone());
         let t0 = Instant::now();
-        let push = |earned, want| BudgetPush {
-            capacity: 5_000,
-            earned,
-            want,
-            ttl_ms: 1_000,
+        let mut budget = |key, earned, want, now| {
+            let push = BudgetPush {
+                capacity: 5_000,
+                earned,
+                want,
+                ttl_ms: 1_000,
+            };
+            let r = b.round(&[], &[BudgetSync { key, push }], now)?;
+            r.budgets.into_iter().next().expect("one reply")
         };
         assert_eq!(
-            b.budget("k", &push(0, 3_000), t0).unwrap(),
+            budget("k", 0, 3_000, t0).unwrap(),
             BudgetReply {
                 grant: 3_000,
                 tokens: 2_000
             }
         );
-        assert_eq!(b.budget("k", &push(0, 3_000), t0).unwrap().grant, 2_000);
-        assert_eq!(b.budget("k", &push(500, 3_000), t0).unwrap().grant, 500);
+        assert_eq!(budget("k", 0, 3_000, t0).unwrap().grant, 2_000);
+        assert_eq!(budget("k", 500, 3_000, t0).unwrap().grant, 500);
         assert_eq!(store.keys(t0), ["k"]);
         assert!(store.keys(t0 + Duration::from_secs(2)).is_empty());
         // Expired: a full bucket again.
         assert_eq!(
-            b.budget("k", &push(0, 0), t0 + Duration::from_secs(2))
+            budget("k", 0, 0, t0 + Duration::from_secs(2))
                 .unwrap()
                 .tokens,
             5_000
         );
+        // One broken key fails alone.
+        store.set_broken("bad", true);
+        assert!(budget("bad", 0, 1_000, t0).is_err());
+        assert_eq!(budget("k", 0, 1_000, t0).unwrap().grant, 1_000);
+        store.set_broken("bad", false);
+        assert!(budget("bad", 0, 1_000, t0).is_ok());
         store.set_down(true);
-        assert!(b.ready().is_err());
+        assert!(budget("k", 0, 0, t0).is_err());
     }
 }
