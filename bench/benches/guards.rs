@@ -15,6 +15,12 @@ fn sync_guards(c: &mut Criterion) {
     g.bench_function("plain", |b| b.iter(|| guard_none(black_box(7))));
     g.bench_function("limit", |b| b.iter(|| guard_limit(black_box(7))));
     g.bench_function("throttle", |b| b.iter(|| guard_throttle(black_box(7))));
+    g.bench_function("breaker_budget_local", |b| {
+        b.iter(|| guard_local_pair(black_box(7)))
+    });
+    g.bench_function("breaker_budget_fleet", |b| {
+        b.iter(|| guard_shared_pair(black_box(7)))
+    });
     g.finish();
 }
 

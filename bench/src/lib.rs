@@ -306,6 +306,59 @@ pub static THROTTLE: AdaptiveThrottle = match AdaptiveThrottle::new(2.0, Duratio
     Err(_) => panic!("invalid throttle"),
 };
 
+/// A local breaker and budget, the baseline of the fleet's shared ones.
+pub static LOCAL_BREAKER: std::sync::LazyLock<retry_runtime::CircuitBreaker> =
+    std::sync::LazyLock::new(|| {
+        retry_runtime::CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(30), 1)
+            .expect("a valid breaker")
+    });
+/// See [`LOCAL_BREAKER`].
+pub static LOCAL_BUDGET: std::sync::LazyLock<retry_runtime::RetryBudget> =
+    std::sync::LazyLock::new(|| retry_runtime::RetryBudget::new(100.0, 0.1, 1.0).expect("valid"));
+
+static STORE: std::sync::LazyLock<retry_runtime::guard::fleet::MemoryStore> =
+    std::sync::LazyLock::new(retry_runtime::guard::fleet::MemoryStore::new);
+/// A fleet on the embedded store, syncing in the background every 200 ms as on Redis (the
+/// hot path is the same: it never touches the store).
+static FLEET: std::sync::LazyLock<retry_runtime::guard::fleet::Fleet> =
+    std::sync::LazyLock::new(|| {
+        retry_runtime::guard::fleet::Fleet::in_memory(
+            &STORE,
+            retry_runtime::guard::fleet::FleetOptions::new(),
+        )
+        .expect("valid options")
+    });
+/// A breaker shared by the fleet (same local settings as [`LOCAL_BREAKER`]).
+pub static SHARED_BREAKER: std::sync::LazyLock<retry_runtime::guard::fleet::SharedBreaker> =
+    std::sync::LazyLock::new(|| {
+        let local = retry_runtime::CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(30), 1)
+            .expect("a valid breaker");
+        FLEET
+            .breaker("bench", local, Duration::from_secs(10), 20)
+            .expect("a valid breaker")
+    });
+/// A budget shared by the fleet (same settings as [`LOCAL_BUDGET`]).
+pub static SHARED_BUDGET: std::sync::LazyLock<retry_runtime::guard::fleet::SharedBudget> =
+    std::sync::LazyLock::new(|| {
+        let fleet = retry_runtime::RetryBudget::new(100.0, 0.1, 1.0).expect("valid");
+        let fallback = retry_runtime::RetryBudget::new(5.0, 0.1, 1.0).expect("valid");
+        FLEET
+            .budget("bench", fleet, fallback)
+            .expect("a valid budget")
+    });
+
+/// `#[robust]` with a local breaker and budget.
+#[robust(retries = 3, breaker = LOCAL_BREAKER, budget = LOCAL_BUDGET)]
+pub fn guard_local_pair(x: u64) -> io::Result<u64> {
+    body(x)
+}
+
+/// `#[robust]` with a breaker and a budget shared by a fleet.
+#[robust(retries = 3, breaker = SHARED_BREAKER, budget = SHARED_BUDGET)]
+pub fn guard_shared_pair(x: u64) -> io::Result<u64> {
+    body(x)
+}
+
 /// `#[robust]` with no guard, the baseline of the guarded variants.
 #[robust(retries = 3)]
 pub fn guard_none(x: u64) -> io::Result<u64> {
@@ -388,6 +441,8 @@ mod guard_tests {
             assert_eq!(guard_hedge_p95_async(5).await.unwrap(), want);
             assert_eq!(guard_timeout_async(5).await.unwrap(), want);
             assert_eq!(guard_adaptive_async(5).await.unwrap(), want);
+            assert_eq!(guard_local_pair(5).unwrap(), want);
+            assert_eq!(guard_shared_pair(5).unwrap(), want);
         });
         assert_eq!((LIMIT.in_flight(), LIMIT.queued()), (0, 0));
         assert_eq!(THROTTLE.reject_probability(std::time::Instant::now()), 0.0);
