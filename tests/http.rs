@@ -320,3 +320,77 @@ async fn a_refused_connection_is_retried_once() {
         );
     }
 }
+
+/// The hedge's delay in the hedging test.
+const HEDGE_AFTER: Duration = Duration::from_millis(100);
+
+#[retry_runtime::robust(hedge(after = 100ms), retries = 0)]
+async fn hedged_get(
+    client: &reqwest::Client,
+    url: &str,
+    attempts: &AtomicU32,
+) -> Result<reqwest::Response, reqwest::Error> {
+    attempts.fetch_add(1, Ordering::Relaxed);
+    client.get(url).send().await
+}
+
+#[tokio::test]
+async fn a_hung_request_is_hedged_and_the_hedge_answers() {
+    use retry_runtime::Policy;
+    use retry_runtime::hedge::Hedge;
+    use retry_runtime::tower::RobustLayer;
+    use tower::ServiceBuilder;
+
+    let server = FaultServer::start().await.expect("a server on loopback");
+    // The first request of each id hangs for 5 s; the hedge, sent after 100 ms, is answered.
+    let url = |id: &str| server.url(&format!("/hang?hang_ms=5000&id={id}"));
+
+    let client = reqwest_client().expect("a reqwest client");
+    let attempts = AtomicU32::new(0);
+    let start = Instant::now();
+    let r = hedged_get(&client, &url("reqwest"), &attempts)
+        .await
+        .expect("an answer");
+    let reqwest_time = start.elapsed();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(
+        r.text().await.expect("a body"),
+        "ok\n",
+        "the hedge's answer"
+    );
+    assert_eq!(attempts.load(Ordering::SeqCst), 2);
+
+    let policy = Policy::builder()
+        .retries(0)
+        .hedge(Hedge::after(HEDGE_AFTER, 1).expect("a valid hedge"))
+        .build()
+        .expect("a valid policy");
+    let svc = ServiceBuilder::new()
+        .layer(RobustLayer::hedged(policy))
+        .map_err(BoxError::from)
+        .service(
+            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                .build_http::<Full<Bytes>>(),
+        );
+    let req = http::Request::get(url("hyper"))
+        .body(Full::new(Bytes::new()))
+        .expect("a request");
+    let start = Instant::now();
+    let r = svc.oneshot(req).await.expect("an answer");
+    let hyper_time = start.elapsed();
+    assert_eq!(r.status(), StatusCode::OK);
+
+    for (client, time) in [("reqwest", reqwest_time), ("hyper", hyper_time)] {
+        assert_eq!(
+            server.hits(client),
+            2,
+            "{client}: the request and its hedge"
+        );
+        assert!(time >= HEDGE_AFTER, "{client}: {time:?}");
+        assert!(
+            time < HEDGE_AFTER + SLACK,
+            "{client}: {time:?}, not the 5 s hang"
+        );
+    }
+    server.shutdown().await;
+}
