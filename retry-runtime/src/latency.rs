@@ -389,4 +389,33 @@ mod tests {
             "{p:?}"
         );
     }
+
+    proptest::proptest! {
+        /// Any latencies, any percentile: no panic, and percentiles grow with `p`.
+        #[test]
+        fn any_input_gives_ordered_percentiles(
+            nanos in proptest::collection::vec(proptest::prelude::any::<u64>(), 1..300),
+            secs in proptest::collection::vec(proptest::prelude::any::<u64>(), 0..20),
+            p in 0.001f64..99.999,
+        ) {
+            let h = Latencies::new();
+            for n in &nanos {
+                h.record(Duration::from_nanos(*n));
+            }
+            for s in &secs {
+                h.record(Duration::from_secs(*s)); // up to Duration's largest
+            }
+            let lo = Quantile::new(p / 2.0).unwrap();
+            let hi = Quantile::new(p).unwrap();
+            // Asked for the first time, each is computed on the spot: known exactly when the
+            // window holds the samples it needs.
+            let n = (nanos.len() + secs.len()) as u64;
+            let (a, b) = (h.percentile(lo), h.percentile(hi));
+            proptest::prop_assert_eq!(a.is_some(), n >= lo.min_samples());
+            proptest::prop_assert_eq!(b.is_some(), n >= hi.min_samples());
+            if let (Some(a), Some(b)) = (a, b) {
+                proptest::prop_assert!(a <= b, "{:?} > {:?}", a, b);
+            }
+        }
+    }
 }
