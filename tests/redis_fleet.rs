@@ -413,6 +413,23 @@ fn slow_options(namespace: &str) -> FleetOptions {
         .timeout(Duration::from_secs(1))
 }
 
+/// A shared breaker (locally: 20 attempts, at least 10, 50%; for the fleet: the last 5 s, at
+/// least 20 attempts) and a shared budget (100 tokens, 5 alone) named `name` on `fleet`.
+fn breaker_and_budget(fleet: &Fleet, name: &str) -> (SharedBreaker, SharedBudget) {
+    let local = CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(30), 1).unwrap();
+    let breaker = fleet
+        .breaker(name, local, Duration::from_secs(5), 20)
+        .unwrap();
+    let budget = fleet
+        .budget(
+            name,
+            RetryBudget::new(100.0, 0.1, 1.0).unwrap(),
+            RetryBudget::new(5.0, 0.1, 1.0).unwrap(),
+        )
+        .unwrap();
+    (breaker, budget)
+}
+
 #[test]
 fn redis_killed_and_restarted_mid_run() {
     let Some(mut s) = server("redis_killed_and_restarted_mid_run") else {
@@ -420,17 +437,7 @@ fn redis_killed_and_restarted_mid_run() {
     };
     events();
     let fleet = connect(&s, slow_options("killed"));
-    let local = CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(30), 1).unwrap();
-    let breaker = fleet
-        .breaker("inventory", local, Duration::from_secs(5), 20)
-        .unwrap();
-    let budget = fleet
-        .budget(
-            "inventory",
-            RetryBudget::new(100.0, 0.1, 1.0).unwrap(),
-            RetryBudget::new(5.0, 0.1, 1.0).unwrap(),
-        )
-        .unwrap();
+    let (breaker, budget) = breaker_and_budget(&fleet, "inventory");
     let policy = Policy::builder()
         .retries(1)
         .backoff(NoBackoff)
@@ -489,17 +496,7 @@ fn a_slow_redis_is_not_waited_for() {
     };
     events();
     let fleet = connect(&s, slow_options("slow"));
-    let local = CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(30), 1).unwrap();
-    let breaker = fleet
-        .breaker("slow", local, Duration::from_secs(5), 20)
-        .unwrap();
-    let budget = fleet
-        .budget(
-            "slow",
-            RetryBudget::new(100.0, 0.1, 1.0).unwrap(),
-            RetryBudget::new(5.0, 0.1, 1.0).unwrap(),
-        )
-        .unwrap();
+    let (breaker, budget) = breaker_and_budget(&fleet, "slow");
     let policy = Policy::builder()
         .retries(1)
         .backoff(NoBackoff)

@@ -721,61 +721,42 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
     };
     // The guards are bound by reference first (`let g = &EXPR;` keeps a temporary alive for
     // the whole call): a `static`, or a guard returned by a keyed map (`BREAKERS.get(host)`).
-    let budget_owner = Ident::new("__robust_budget_owner", Span::mixed_site());
-    let breaker_owner = Ident::new("__robust_breaker_owner", Span::mixed_site());
-    let throttle_owner = Ident::new("__robust_throttle_owner", Span::mixed_site());
-    let limit_owner = Ident::new("__robust_limit_owner", Span::mixed_site());
-    let guard_binds = {
-        let budget = config
-            .budget
-            .as_ref()
-            .map(|e| quote_spanned!(e.span()=> let #budget_owner = &#e;));
-        let breaker = config
-            .breaker
-            .as_ref()
-            .map(|e| quote_spanned!(e.span()=> let #breaker_owner = &#e;));
-        let throttle = config
-            .throttle
-            .as_ref()
-            .map(|e| quote_spanned!(e.span()=> let #throttle_owner = &#e;));
-        let limit = config
-            .limit
-            .as_ref()
-            .map(|e| quote_spanned!(e.span()=> let #limit_owner = &#e;));
-        quote!(#budget #breaker #throttle #limit)
+    // Each is then checked where it is written, through the runtime's check for its key.
+    let guard = |expr: &Option<Box<syn::Expr>>, owner: &str, check: &str, params: TokenStream| {
+        let Some(e) = expr else {
+            return (quote!(), quote!(()));
+        };
+        let owner = Ident::new(owner, Span::mixed_site().located_at(e.span()));
+        let ps = respan(&p, e.span());
+        let check = Ident::new(check, e.span());
+        // The type parameters too are spanned at the expression: an error is reported there.
+        let params = respan(&params, e.span());
+        (
+            quote_spanned!(e.span()=> let #owner = &#e;),
+            quote_spanned!(e.span()=> #ps::#check::<#params>(#owner)),
+        )
     };
-    let limit_tokens = config.limit.as_ref().map_or(quote!(()), |e| {
-        let ps = respan(&p, e.span());
-        let owner = Ident::new(
-            "__robust_limit_owner",
-            Span::mixed_site().located_at(e.span()),
-        );
-        quote_spanned!(e.span()=> #ps::check_limit::<_>(#owner))
-    });
-    let throttle_tokens = config.throttle.as_ref().map_or(quote!(()), |e| {
-        let ps = respan(&p, e.span());
-        let owner = Ident::new(
-            "__robust_throttle_owner",
-            Span::mixed_site().located_at(e.span()),
-        );
-        quote_spanned!(e.span()=> #ps::check_throttle::<_>(#owner))
-    });
-    let budget_tokens = config.budget.as_ref().map_or(quote!(()), |e| {
-        let ps = respan(&p, e.span());
-        let owner = Ident::new(
-            "__robust_budget_owner",
-            Span::mixed_site().located_at(e.span()),
-        );
-        quote_spanned!(e.span()=> #ps::budget::<_>(#owner))
-    });
-    let breaker_tokens = config.breaker.as_ref().map_or(quote!(()), |e| {
-        let ps = respan(&p, e.span());
-        let owner = Ident::new(
-            "__robust_breaker_owner",
-            Span::mixed_site().located_at(e.span()),
-        );
-        quote_spanned!(e.span()=> #ps::check_breaker::<_, _>(#owner))
-    });
+    let (budget_bind, budget_tokens) =
+        guard(&config.budget, "__robust_budget_owner", "budget", quote!(_));
+    let (breaker_bind, breaker_tokens) = guard(
+        &config.breaker,
+        "__robust_breaker_owner",
+        "check_breaker",
+        quote!(_, _),
+    );
+    let (throttle_bind, throttle_tokens) = guard(
+        &config.throttle,
+        "__robust_throttle_owner",
+        "check_throttle",
+        quote!(_),
+    );
+    let (limit_bind, limit_tokens) = guard(
+        &config.limit,
+        "__robust_limit_owner",
+        "check_limit",
+        quote!(_),
+    );
+    let guard_binds = quote!(#budget_bind #breaker_bind #throttle_bind #limit_bind);
     let hint_tokens = config
         .hint
         .as_ref()

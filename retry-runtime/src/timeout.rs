@@ -62,6 +62,27 @@ pub trait AttemptTimeout {
     }
 }
 
+/// The latency and hedging items of [`AttemptTimeout`] for a wrapper of the setting
+/// `self.timeout: T`: forwarded to it.
+macro_rules! forward_learning {
+    () => {
+        const MEASURED: bool = T::MEASURED;
+        #[inline]
+        fn record(&self, latency: Duration) {
+            self.timeout.record(latency)
+        }
+        #[inline]
+        fn histogram(&self) -> Option<&Latencies> {
+            self.timeout.histogram()
+        }
+        const HEDGED: bool = T::HEDGED;
+        #[inline]
+        fn hedge(&self) -> Option<&crate::hedge::Hedge<'_>> {
+            self.timeout.hedge()
+        }
+    };
+}
+
 /// A timeout setting whose limits are fixed when the policy is built (not [`Adaptive`], not
 /// hedged): what a [`DynPolicy`](crate::DynPolicy) can copy.
 pub trait FixedTimeout: AttemptTimeout {}
@@ -88,20 +109,7 @@ impl<T: AttemptTimeout> AttemptTimeout for WithDeadline<T> {
     fn deadline(&self) -> Option<Duration> {
         Some(self.deadline)
     }
-    const MEASURED: bool = T::MEASURED;
-    #[inline]
-    fn record(&self, latency: Duration) {
-        self.timeout.record(latency)
-    }
-    #[inline]
-    fn histogram(&self) -> Option<&Latencies> {
-        self.timeout.histogram()
-    }
-    const HEDGED: bool = T::HEDGED;
-    #[inline]
-    fn hedge(&self) -> Option<&crate::hedge::Hedge<'_>> {
-        self.timeout.hedge()
-    }
+    forward_learning!();
 }
 
 /// An async attempt cut by the deadline fails with `E::from(Elapsed)`, as one cut by its
@@ -150,20 +158,7 @@ impl<T: AttemptTimeout, E> AttemptTimeout for AsyncDeadline<T, E> {
     fn deadline(&self) -> Option<Duration> {
         Some(self.deadline)
     }
-    const MEASURED: bool = T::MEASURED;
-    #[inline]
-    fn record(&self, latency: Duration) {
-        self.timeout.record(latency)
-    }
-    #[inline]
-    fn histogram(&self) -> Option<&Latencies> {
-        self.timeout.histogram()
-    }
-    const HEDGED: bool = T::HEDGED;
-    #[inline]
-    fn hedge(&self) -> Option<&crate::hedge::Hedge<'_>> {
-        self.timeout.hedge()
-    }
+    forward_learning!();
 }
 
 impl<T: AttemptTimeout, E> AsyncTimeout<E> for AsyncDeadline<T, E> {
@@ -334,14 +329,21 @@ pub fn timer_for<T: AttemptTimeout>(timeout: &T) -> tokio::time::Sleep {
     tokio::time::sleep(timeout.limit().unwrap_or(Duration::ZERO))
 }
 
-/// `now + d`, saturating about thirty years ahead (what tokio itself uses for "never").
+/// `now + d` on tokio's clock, saturating about thirty years ahead (what tokio itself uses for
+/// "never").
 #[cfg(feature = "tokio")]
 #[inline]
-fn deadline_in(d: Duration) -> tokio::time::Instant {
-    let now = tokio::time::Instant::now();
-    now.checked_add(d)
-        .or_else(|| now.checked_add(Duration::from_secs(86400 * 365 * 30)))
-        .unwrap_or(now)
+pub(crate) fn deadline_in(d: Duration) -> tokio::time::Instant {
+    after(tokio::time::Instant::now(), d)
+}
+
+/// `at + d`, saturating about thirty years ahead.
+#[cfg(feature = "tokio")]
+#[inline]
+pub(crate) fn after(at: tokio::time::Instant, d: Duration) -> tokio::time::Instant {
+    at.checked_add(d)
+        .or_else(|| at.checked_add(Duration::from_secs(86400 * 365 * 30)))
+        .unwrap_or(at)
 }
 
 /// Runs one async attempt (already pinned in the caller) under the policy's timeout, on the
@@ -605,20 +607,7 @@ impl<T: AttemptTimeout, E> AttemptTimeout for ElapsedAs<T, E> {
     fn deadline(&self) -> Option<Duration> {
         self.timeout.deadline()
     }
-    const MEASURED: bool = T::MEASURED;
-    #[inline]
-    fn record(&self, latency: Duration) {
-        self.timeout.record(latency)
-    }
-    #[inline]
-    fn histogram(&self) -> Option<&Latencies> {
-        self.timeout.histogram()
-    }
-    const HEDGED: bool = T::HEDGED;
-    #[inline]
-    fn hedge(&self) -> Option<&crate::hedge::Hedge<'_>> {
-        self.timeout.hedge()
-    }
+    forward_learning!();
 }
 
 impl<T: AttemptTimeout, E> AsyncTimeout<E> for ElapsedAs<T, E> {

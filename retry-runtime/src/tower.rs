@@ -895,7 +895,7 @@ where
                         policy.timeout_setting().limit()
                     };
                     if let Some(limit) = limit {
-                        let deadline = deadline_in(limit);
+                        let deadline = crate::timeout::deadline_in(limit);
                         match this.timer.as_mut() {
                             Some(timer) => timer.as_mut().reset(deadline),
                             None => {
@@ -1022,14 +1022,6 @@ where
     } else {
         None
     }
-}
-
-/// `now + d` on tokio's clock, saturating about thirty years ahead.
-fn deadline_in(d: std::time::Duration) -> tokio::time::Instant {
-    let now = tokio::time::Instant::now();
-    now.checked_add(d)
-        .or_else(|| now.checked_add(std::time::Duration::from_secs(86400 * 365 * 30)))
-        .unwrap_or(now)
 }
 
 #[cfg(test)]
@@ -1197,23 +1189,27 @@ where
         let policy = Arc::clone(&self.policy);
         Box::pin(async move {
             let policy = &*policy;
-            if request.try_clone().is_none() {
+            // The first attempt's copy is made here; a request with none is sent once.
+            let Some(copy) = request.try_clone() else {
                 return send_once(policy, ready, request).await;
-            }
+            };
             let template = ready.clone();
-            let mut first = Some(ready);
+            let mut first = Some((ready, copy));
             // Kept for an attempt whose copy fails after all (a `try_clone` that changed its
             // mind): it is sent itself, once.
             let mut original = Some(request);
             let result = crate::call::hedged_loop(policy, move |_attempt| {
-                let (service, made_ready) = match first.take() {
-                    Some(s) => (s, true),
-                    None => (template.clone(), false),
+                let (service, copy, made_ready) = match first.take() {
+                    Some((s, copy)) => (s, Some(copy), true),
+                    None => (
+                        template.clone(),
+                        original
+                            .as_ref()
+                            .and_then(RetryRequest::try_clone)
+                            .or_else(|| original.take()),
+                        false,
+                    ),
                 };
-                let copy = original
-                    .as_ref()
-                    .and_then(RetryRequest::try_clone)
-                    .or_else(|| original.take());
                 async move {
                     let mut service = service;
                     if !made_ready {

@@ -13,7 +13,7 @@ use crate::guard::{Breaker, Budget, Limit, Permit, Throttle};
 use crate::kind::Failure;
 use crate::policy::{PolicyCore, RetryPolicy};
 use crate::time::{AsyncSleep, Clock};
-use crate::timeout::{AsyncTimeout, AttemptTimeout};
+use crate::timeout::{AsyncTimeout, AttemptTimeout, after};
 
 /// What the loop knows of a running attempt besides its future.
 struct Meta<S> {
@@ -42,13 +42,6 @@ struct Failed<R, E> {
     timed_out: bool,
     deadline: Option<Instant>,
     permit: Permit,
-}
-
-/// `now + d`, saturating about thirty years ahead.
-fn after(now: tokio::time::Instant, d: Duration) -> tokio::time::Instant {
-    now.checked_add(d)
-        .or_else(|| now.checked_add(Duration::from_secs(86400 * 365 * 30)))
-        .unwrap_or(now)
 }
 
 /// The hedged loop of an async call: what [`Policy::call_async`](crate::Policy::call_async) runs for a hedged policy, and
