@@ -1002,8 +1002,14 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
             #(#prelude)*
             #stmts
         }};
+        // Without an attempt context the attempts do not see theirs: the loop then reads a
+        // round's start only once its first attempt is pending.
+        let (make_args, hedged_loop) = match &config.attempt {
+            Some(_) => (quote!(|#attempt|), quote!(hedged_loop)),
+            None => (quote!(||), quote!(hedged_loop_blind)),
+        };
         let make = quote_spanned! {ret_span=>
-            |#attempt| {
+            #make_args {
                 #(#outer)*
                 #pr::pin_output::<#ret, _>(async move #attempt_body)
             }
@@ -1016,7 +1022,7 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
             #latencies_static
             let #on_error_name = #on_error;
             let #policy = #p::policy(#whens, #on, #top_settings, #timeout, #on_success, #on_error_name, #extras);
-            let #returned = #p::hedged_loop(&#policy, #make).await;
+            let #returned = #p::#hedged_loop(&#policy, #make).await;
             #apply_fallback
             return #from_result;
         }}

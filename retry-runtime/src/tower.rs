@@ -708,6 +708,10 @@ where
     fn needs_start(&self) -> bool {
         self.policy.needs_start()
     }
+    #[inline(always)]
+    fn needs_call_start(&self) -> bool {
+        self.policy.needs_call_start()
+    }
 }
 
 impl<S, P, Req, G> Service<Req> for Robust<S, P, G>
@@ -1198,7 +1202,7 @@ where
             // Kept for an attempt whose copy fails after all (a `try_clone` that changed its
             // mind): it is sent itself, once.
             let mut original = Some(request);
-            let result = crate::call::hedged_loop(policy, move |_attempt| {
+            let result = crate::call::hedged_loop_blind(policy, move || {
                 let (service, copy, made_ready) = match first.take() {
                     Some((s, copy)) => (s, Some(copy), true),
                     None => (

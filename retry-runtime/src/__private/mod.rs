@@ -210,7 +210,7 @@ pub fn resume_blocking<P: crate::policy::PolicyCore>(
 }
 
 #[cfg(feature = "tokio")]
-pub use crate::call::hedged_loop;
+pub use crate::call::{hedged_loop, hedged_loop_blind};
 pub use crate::callbacks::OnSuccess;
 pub use crate::guard::Budget;
 pub use crate::latency::Latencies;

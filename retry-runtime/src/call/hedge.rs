@@ -23,8 +23,9 @@ struct Meta<S> {
     cut: Option<tokio::time::Instant>,
     /// Its deadline on the call's clock (an error after it counts as a timeout).
     deadline: Option<Instant>,
-    /// When it started, on the call's clock.
-    started: Instant,
+    /// When it started, on the call's clock: unknown for a round's first attempt whose start
+    /// is read lazily (at its first pending poll) until then.
+    started: Option<Instant>,
     permit: Permit,
     /// Its slot of the concurrency limit, held while it runs.
     _slot: Option<S>,
@@ -47,10 +48,10 @@ struct Failed<R, E> {
 /// The hedged loop of an async call: what [`Policy::call_async`](crate::Policy::call_async) runs for a hedged policy, and
 /// `#[robust(hedge(..))]`. The fallback is not applied here: the caller applies it.
 ///
-/// An attempt that answers on its first poll costs one clock reading (its start) and no
-/// timer: the clock is read again, and the round's timer made, only when an attempt is
-/// pending.
-pub async fn hedged_loop<'p, P, R, E, G, Fut>(policy: &'p P, mut make: G) -> Result<R, E>
+/// An attempt that answers on its first poll costs one clock reading (its start, for its
+/// context) and no timer: the clock is read again, and the round's timer made, only when an
+/// attempt is pending.
+pub async fn hedged_loop<'p, P, R, E, G, Fut>(policy: &'p P, make: G) -> Result<R, E>
 where
     P: RetryPolicy<R, E>,
     P::Env: AsyncSleep,
@@ -59,6 +60,38 @@ where
     Fut: Future,
     Fut::Output: IsResult<Ok = R, Err = E>,
 {
+    rounds(policy, make, false).await
+}
+
+/// [`hedged_loop`] for attempts that do not read their context (`#[robust(hedge(..))]` on a
+/// fn without `attempt = ..`, the hedged tower layer). A round's first attempt then starts its
+/// clock at its first pending poll, as its timers already do: one that answers on its first
+/// poll reads no clock at all, and counts as taking no time for a latency percentile, unless
+/// the call needs its start anyway (a deadline, a `max_delay`, `on_retry`, tracing).
+pub async fn hedged_loop_blind<P, R, E, G, Fut>(policy: &P, mut make: G) -> Result<R, E>
+where
+    P: RetryPolicy<R, E>,
+    P::Env: AsyncSleep,
+    P::Timeout: AsyncTimeout<E>,
+    G: FnMut() -> Fut,
+    Fut: Future,
+    Fut::Output: IsResult<Ok = R, Err = E>,
+{
+    rounds(policy, move |_| make(), true).await
+}
+
+/// The rounds of a hedged call; `blind`: `make` ignores the attempt's context.
+async fn rounds<'p, P, R, E, G, Fut>(policy: &'p P, mut make: G, blind: bool) -> Result<R, E>
+where
+    P: RetryPolicy<R, E>,
+    P::Env: AsyncSleep,
+    P::Timeout: AsyncTimeout<E>,
+    G: FnMut(crate::Attempt<'p>) -> Fut,
+    Fut: Future,
+    Fut::Output: IsResult<Ok = R, Err = E>,
+{
+    // A round's start is read lazily when nothing else needs it.
+    let lazy = blind && !policy.needs_call_start();
     // The first attempt reads the call's first instant.
     let mut call = start(policy, Timed::default());
     let mut timer = std::pin::pin!(None::<tokio::time::Sleep>);
@@ -74,16 +107,33 @@ where
                 None => None,
             },
         };
-        let attempt = call.attempt();
-        let meta = Meta {
-            limit: attempt.limit(),
-            cut: None,
-            deadline: attempt.deadline(),
-            started: attempt.started,
-            permit: call.permit,
-            _slot: slot,
+        let (meta, primary) = if lazy {
+            // (No deadline: the call would need its start. The attempt's own deadline is
+            // set when its start is read.)
+            let meta = Meta {
+                limit: policy.timeout_setting().limit(),
+                cut: None,
+                deadline: None,
+                started: None,
+                permit: call.permit,
+                _slot: slot,
+            };
+            // `make` ignores its context: it gets one that was not read from the clock.
+            (meta, make(call.unread_attempt()))
+        } else {
+            let attempt = call.attempt();
+            let meta = Meta {
+                limit: attempt.limit(),
+                cut: None,
+                deadline: attempt.deadline(),
+                started: Some(attempt.started),
+                permit: call.permit,
+                _slot: slot,
+            };
+            (meta, make(attempt))
         };
-        let primary = std::pin::pin!(Some(make(attempt)));
+        let started = meta.started;
+        let primary = std::pin::pin!(Some(primary));
         let (result, timed_out) = std::future::poll_fn({
             let mut round = Round {
                 call: &mut call,
@@ -92,7 +142,7 @@ where
                 primary_meta: Some(meta),
                 hedges: &mut hedges,
                 timer: timer.as_mut(),
-                started: attempt.started,
+                started,
                 clocked: false,
                 next: None,
                 sent: 0,
@@ -131,8 +181,10 @@ struct Round<'c, 'p, P: PolicyCore, G, Fut, R, E> {
     hedges: &'c mut Vec<Running<Fut, <P::Limit as Limit>::Slot>>,
     /// The call's timer, made the first time a round waits.
     timer: Pin<&'c mut Option<tokio::time::Sleep>>,
-    /// When the round's first attempt started (its winner's latency is measured from here).
-    started: Instant,
+    /// When the round's first attempt started (its winner's latency is measured from here);
+    /// unknown until its first pending poll when read lazily (an attempt that answers on its
+    /// first poll then takes no time).
+    started: Option<Instant>,
     /// Whether the first attempt's cut and the first hedge are scheduled (at its first
     /// pending poll).
     clocked: bool,
@@ -189,6 +241,13 @@ where
                 self.clocked = true;
                 if let Some(m) = self.primary_meta.as_mut() {
                     m.cut = m.limit.map(|l| after(now, l));
+                    if m.started.is_none() {
+                        // The lazily read start, and the attempt's own deadline from it.
+                        let started = policy.env().now();
+                        m.started = Some(started);
+                        m.deadline = m.limit.and_then(|l| started.checked_add(l));
+                        self.started = Some(started);
+                    }
                 }
                 if let Some(d) = timeout.hedge().and_then(|h| h.delay()) {
                     self.next = Some(after(now, d));
@@ -293,7 +352,7 @@ where
         result: Result<R, E>,
         timed_out: bool,
         deadline: Option<Instant>,
-        started: Instant,
+        started: Option<Instant>,
         permit: Permit,
     ) -> Option<(Result<R, E>, bool)> {
         let policy = self.call.policy;
@@ -317,12 +376,19 @@ where
             // The winner: the round's last failure, if any, is recorded as such.
             self.drop_last(&mut now);
             if result.is_ok() && measured {
-                setting.record(now.get().saturating_duration_since(self.started));
+                // A round whose start was never read answered on its first poll: no time.
+                let latency = self
+                    .started
+                    .map_or(Duration::ZERO, |s| now.get().saturating_duration_since(s));
+                setting.record(latency);
             }
             return Some(self.decide(result, timed_out, deadline, permit));
         }
         // An attempt cut by its timeout is recorded as its time so far (see `Call::measure`).
-        if timed_out && measured {
+        if timed_out
+            && measured
+            && let Some(started) = started
+        {
             setting.record(now.get().saturating_duration_since(started));
         }
         // A retryable failure starts the next hedge at once, if one is left.
@@ -417,12 +483,147 @@ where
             limit,
             cut: limit.map(|l| after(tokio_now, l)),
             deadline: attempt.deadline(),
-            started: attempt.started,
+            started: Some(attempt.started),
             permit,
             _slot: Some(slot),
         };
         let fut = Box::pin((self.make)(attempt));
         self.hedges.push(Running { fut, meta });
         true
+    }
+}
+
+// Without the `tracing` feature (whose events report the time since the first attempt, so
+// that every call reads its start): `.ci/run` runs the library's tests without it.
+#[cfg(all(test, not(feature = "tracing")))]
+mod tests {
+    use std::io;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::time::Duration;
+
+    use super::{hedged_loop, hedged_loop_blind};
+    use crate::hedge::Hedge;
+    use crate::latency::{Latencies, Quantile};
+    use crate::timeout::Adaptive;
+    use crate::{NoBackoff, Policy};
+
+    /// Tokio's clock, counting how often the call reads it.
+    #[derive(Clone, Default)]
+    struct CountingClock {
+        reads: Arc<AtomicU32>,
+    }
+
+    impl crate::time::Clock for CountingClock {
+        fn now(&self) -> std::time::Instant {
+            self.reads.fetch_add(1, Ordering::SeqCst);
+            tokio::time::Instant::now().into_std()
+        }
+    }
+
+    impl crate::time::Sleep for CountingClock {
+        fn sleep(&self, d: Duration) {
+            std::thread::sleep(d)
+        }
+    }
+
+    impl crate::time::AsyncSleep for CountingClock {
+        fn sleep_async(&self, d: Duration) -> impl Future<Output = ()> + Send {
+            tokio::time::sleep(d)
+        }
+    }
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn attempts_without_a_context_start_their_clock_when_they_first_wait() {
+        static L: Latencies = Latencies::new();
+        let env = CountingClock::default();
+        let reads = || env.reads.load(Ordering::SeqCst);
+        let policy = Policy::builder()
+            .retries(1)
+            .backoff(NoBackoff)
+            .adaptive_timeout(Adaptive::new(&L, 99.0, 2.0, ms(10), ms(2000)).unwrap())
+            .hedge(Hedge::percentile(&L, 95.0, 1).unwrap())
+            .env(env.clone())
+            .build()
+            .unwrap();
+
+        // An answer on the first poll: no clock reading, and a latency of zero.
+        let r: io::Result<u32> = hedged_loop_blind(&policy, || async { Ok(7) }).await;
+        assert_eq!((r.unwrap(), reads(), L.samples()), (7, 0, 1));
+        // With a context, the attempt's start is read for it.
+        let r: io::Result<u32> = hedged_loop(&policy, |a| async move { Ok(a.retries()) }).await;
+        assert_eq!((r.unwrap(), L.samples()), (0, 2));
+        assert_eq!(reads(), 2, "the context's start, and the end to measure it");
+        for _ in 0..62 {
+            let r: io::Result<u32> = hedged_loop_blind(&policy, || async { Ok(1) }).await;
+            r.unwrap();
+        }
+        assert_eq!(reads(), 2);
+        assert_eq!(L.samples(), 64);
+        let p50 = Quantile::new(50.0).unwrap();
+        assert!(
+            L.percentile(p50).unwrap() < ms(1),
+            "answers at once take no time"
+        );
+
+        // An attempt that waits reads the clock at its first pending poll, and its latency
+        // counts from there.
+        static L2: Latencies = Latencies::new();
+        let policy = Policy::builder()
+            .retries(0)
+            .adaptive_timeout(Adaptive::new(&L2, 50.0, 2.0, ms(10), ms(2000)).unwrap())
+            .hedge(Hedge::after(ms(100), 1).unwrap())
+            .env(env.clone())
+            .build()
+            .unwrap();
+        // (The percentile in use is recomputed every 64 samples.)
+        for i in 0..64 {
+            let before = reads();
+            let t0 = tokio::time::Instant::now();
+            let r: io::Result<u32> = hedged_loop_blind(&policy, || async {
+                tokio::time::sleep(ms(5)).await;
+                Ok(2)
+            })
+            .await;
+            assert_eq!((r.unwrap(), t0.elapsed()), (2, ms(5)));
+            assert_eq!(reads() - before, 2, "call {i}: its start and its end");
+        }
+        let median = L2.percentile(Quantile::new(50.0).unwrap()).unwrap();
+        assert!(median >= ms(5) && median < ms(6), "{median:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lazy_start_still_times_out_and_hedges_on_time() {
+        let env = CountingClock::default();
+        let policy = Policy::builder()
+            .retries(0)
+            .timeout(ms(100))
+            .hedge(Hedge::after(ms(30), 1).unwrap())
+            .env(env)
+            .build()
+            .unwrap();
+        let n = AtomicU32::new(0);
+        let t0 = tokio::time::Instant::now();
+        // The first attempt hangs: the hedge goes at 30 ms and answers 10 ms later.
+        let r: io::Result<u32> = hedged_loop_blind(&policy, || async {
+            let i = n.fetch_add(1, Ordering::SeqCst);
+            tokio::time::sleep(ms(if i == 0 { 10_000 } else { 10 })).await;
+            Ok(i)
+        })
+        .await;
+        assert_eq!((r.unwrap(), t0.elapsed()), (1, ms(40)));
+        // Every attempt hangs: both are cut by their timeouts, the last at 130 ms.
+        let t0 = tokio::time::Instant::now();
+        let r: io::Result<u32> = hedged_loop_blind(&policy, || async {
+            std::future::pending::<()>().await;
+            Ok(0)
+        })
+        .await;
+        assert_eq!(r.unwrap_err().kind(), io::ErrorKind::TimedOut);
+        assert_eq!(t0.elapsed(), ms(130));
     }
 }

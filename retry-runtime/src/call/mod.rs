@@ -10,7 +10,7 @@ mod times;
 pub use attempt::Attempt;
 use decide::{CallSeed, Decide, GiveUp, LazyNow};
 #[cfg(feature = "tokio")]
-pub use hedge::hedged_loop;
+pub use hedge::{hedged_loop, hedged_loop_blind};
 pub use times::{Blocking, LazyTimes, Timed, Times, Untimed};
 
 #[cfg(feature = "tracing")]
@@ -416,6 +416,23 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
         };
         self.times.set_deadline(attempt.deadline());
         attempt
+    }
+
+    /// A context for an attempt that never reads it (the hedged loop's blind attempts),
+    /// made without reading the clock: its instants are the process's first reading.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn unread_attempt(&self) -> Attempt<'p> {
+        static UNREAD: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+        let at = *UNREAD.get_or_init(Instant::now);
+        Attempt {
+            retries: self.retries,
+            blocking: Tm::BLOCKING,
+            timeout: self.policy.timeout_setting().limit(),
+            started: at,
+            first: at,
+            call_deadline: None,
+            clock: self.policy.env(),
+        }
     }
 
     /// The context of a hedge started at `now` (SPEC section 15): the round's retry count,

@@ -306,6 +306,12 @@ pub trait RetryPolicy<T, E>: PolicyCore {
     fn needs_start(&self) -> bool {
         true
     }
+    /// [`needs_start`](Self::needs_start) but for a timeout that learns from latencies: what
+    /// the hedged loop asks, which measures a round's latency itself.
+    #[doc(hidden)]
+    fn needs_call_start(&self) -> bool {
+        self.needs_start()
+    }
 
     /// Runs `body` under this policy, blocking the thread while backing off: see
     /// [`Policy::call`].
@@ -475,9 +481,12 @@ where
     }
     #[inline]
     fn needs_start(&self) -> bool {
+        T::MEASURED || RetryPolicy::<R, E>::needs_call_start(self)
+    }
+    #[inline]
+    fn needs_call_start(&self) -> bool {
         Rt::ACTIVE
             || cfg!(feature = "tracing")
-            || T::MEASURED
             || self.timeout.deadline().is_some()
             || self.settings.budget().is_some()
             || <W as Rules<E>>::any_max_delay(&self.whens)
@@ -582,6 +591,10 @@ impl<R, E, P: RetryPolicy<R, E> + ?Sized> RetryPolicy<R, E> for &P {
     #[inline(always)]
     fn needs_start(&self) -> bool {
         (**self).needs_start()
+    }
+    #[inline(always)]
+    fn needs_call_start(&self) -> bool {
+        (**self).needs_call_start()
     }
 }
 
