@@ -963,12 +963,27 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
                     ::core::option::Option::None => ::core::option::Option::None,
                 }
             };
+            let waited = quote! {
+                match #wait {
+                    ::core::result::Result::Ok(__robust_s) => ::core::option::Option::Some(__robust_s),
+                    ::core::result::Result::Err(_) => #refused,
+                }
+            };
+            // An async fn takes a free slot without polling the wait's future (blocking fns
+            // do so in `acquire_blocking`).
+            let take = if is_async {
+                quote! {
+                    match #p::limit_try(&#policy) {
+                        ::core::option::Option::Some(__robust_s) => ::core::option::Option::Some(__robust_s),
+                        ::core::option::Option::None => #waited,
+                    }
+                }
+            } else {
+                waited
+            };
             (
                 quote! {
-                    let #slot = match #wait {
-                        ::core::result::Result::Ok(__robust_s) => ::core::option::Option::Some(__robust_s),
-                        ::core::result::Result::Err(_) => #refused,
-                    };
+                    let #slot = #take;
                 },
                 quote!(::core::mem::drop(#slot);),
             )

@@ -241,6 +241,15 @@ pub fn limit_wait<P: crate::policy::PolicyCore>(
     crate::guard::Limit::wait(policy.limit())
 }
 
+/// A free slot of the policy's concurrency limit now, if one is (what waiting would take on
+/// its first poll, without the wait's future).
+#[inline(always)]
+pub fn limit_try<P: crate::policy::PolicyCore>(
+    policy: &P,
+) -> Option<<P::Limit as crate::guard::Limit>::Slot> {
+    crate::guard::Limit::try_slot(policy.limit())
+}
+
 /// Waits for a slot of the policy's concurrency limit, blocking the thread.
 #[inline(always)]
 pub fn limit_wait_blocking<P: crate::policy::PolicyCore>(
