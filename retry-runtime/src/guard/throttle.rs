@@ -100,6 +100,24 @@ pub struct AdaptiveThrottle {
     /// not written for a multiple of 2^32 laps would count again, 136 years for a 1 s window.)
     requests: [AtomicU64; BUCKETS as usize],
     accepts: [AtomicU64; BUCKETS as usize],
+    /// How many requests were recorded as not accepted (wrapping): the only records that can
+    /// raise the probability within a bucket.
+    refusals: AtomicU64,
+    /// A probability of 0 known for the window ending at a head epoch while `refusals` had a
+    /// given value ([`zero_key`]), or `NO_ZERO`: the success path's answer without reading the
+    /// window's counters.
+    zero: AtomicU64,
+}
+
+/// No probability known to be 0.
+const NO_ZERO: u64 = u64::MAX;
+
+/// The key of a probability of 0 known at head `epoch` with `refusals` recorded: the epoch's
+/// low 40 bits and the count's low 24 (a false match needs the same head 2^40 buckets later,
+/// or 2^24 refusals recorded in one bucket without the probability asked for in between).
+const fn zero_key(epoch: u64, refusals: u64) -> u64 {
+    let key = (epoch & ((1 << 40) - 1)) << 24 | (refusals & ((1 << 24) - 1));
+    if key == NO_ZERO { NO_ZERO - 1 } else { key }
 }
 
 // What lets a `static` take a throttle out of `new`'s `Result` on every platform.
@@ -135,6 +153,8 @@ impl AdaptiveThrottle {
             latest: AtomicU64::new(0),
             requests: [const { AtomicU64::new(0) }; BUCKETS as usize],
             accepts: [const { AtomicU64::new(0) }; BUCKETS as usize],
+            refusals: AtomicU64::new(0),
+            zero: AtomicU64::new(NO_ZERO),
         })
     }
 
@@ -175,7 +195,15 @@ impl AdaptiveThrottle {
         self.add(&self.requests[i], epoch);
         if accepted {
             self.add(&self.accepts[i], epoch);
+        } else {
+            self.refused();
         }
+    }
+
+    /// After a request was counted as not accepted: a probability of 0 known before is no
+    /// longer (the count is written first, so that whoever reads the new `refusals` sees it).
+    fn refused(&self) {
+        self.refusals.fetch_add(1, Ordering::AcqRel);
     }
 
     /// Counts one request in the latest bucket anyone has seen (no clock reading): for an
@@ -188,14 +216,23 @@ impl AdaptiveThrottle {
         self.add(&self.requests[i], epoch);
         if accepted {
             self.add(&self.accepts[i], epoch);
+        } else {
+            self.refused();
         }
     }
 
     /// The requests and accepts of the window that ends at `now`; moves the latest bucket up
     /// to `now`'s.
+    #[cfg(test)]
     fn counts(&self, now: Instant) -> (u64, u64) {
+        let (_, requests, accepts) = self.counts_at(self.epoch(now));
+        (requests, accepts)
+    }
+
+    /// The head epoch (`now_epoch` or a later latest one) and the requests and accepts of the
+    /// window that ends there; moves the latest bucket up to `now_epoch`.
+    fn counts_at(&self, now_epoch: u64) -> (u64, u64, u64) {
         let mut latest = self.latest.load(Ordering::Acquire);
-        let now_epoch = self.epoch(now);
         if now_epoch > latest {
             // The window's head moves on: what `record_recent` counts in from now on.
             self.latest.fetch_max(now_epoch, Ordering::AcqRel);
@@ -203,7 +240,7 @@ impl AdaptiveThrottle {
         }
         let head = now_epoch.max(latest);
         if head - latest >= BUCKETS {
-            return (0, 0);
+            return (head, 0, 0);
         }
         let (mut requests, mut accepts) = (0, 0);
         for i in 0..BUCKETS {
@@ -219,15 +256,34 @@ impl AdaptiveThrottle {
             requests += count(&self.requests[i as usize]);
             accepts += count(&self.accepts[i as usize]);
         }
-        (requests, accepts)
+        (head, requests, accepts)
     }
 
     /// The probability of rejecting an attempt at `now`:
     /// `max(0, (requests − k·accepts) / (requests + 1))` over the last `window`, a number in
     /// `[0, 1]` (never NaN).
+    ///
+    /// Within a bucket, only a request recorded as not accepted can raise the probability
+    /// (an accepted one adds one request and one accept, and `k >= 1`), so once the window
+    /// ending at the current bucket gave 0, the same bucket gives 0 again without reading its
+    /// counters until such a request is recorded.
     pub fn reject_probability(&self, now: Instant) -> f64 {
-        let (requests, accepts) = self.counts(now);
-        probability(self.k, requests, accepts)
+        let epoch = self.epoch(now);
+        let latest = self.latest.load(Ordering::Acquire);
+        if epoch <= latest {
+            let refusals = self.refusals.load(Ordering::Acquire);
+            if self.zero.load(Ordering::Acquire) == zero_key(latest, refusals) {
+                return 0.0;
+            }
+        }
+        // Read before the counts: a refusal recorded after this read changes `refusals`.
+        let refusals = self.refusals.load(Ordering::Acquire);
+        let (head, requests, accepts) = self.counts_at(epoch);
+        let p = probability(self.k, requests, accepts);
+        if p == 0.0 {
+            self.zero.store(zero_key(head, refusals), Ordering::Release);
+        }
+        p
     }
 
     /// Whether to reject an attempt at `now`, given `draw`, a number drawn uniformly from
@@ -408,6 +464,33 @@ mod tests {
     }
 
     #[test]
+    fn a_known_zero_gives_way_to_a_refusal_and_to_the_window_moving_on() {
+        let t = throttle(2.0, secs(10));
+        let t0 = bucket_start(&t, Instant::now());
+        // Ten accepts in the first bucket: 0, now known for this bucket.
+        record(&t, t0, 10, 10);
+        assert_eq!(t.reject_probability(t0), 0.0);
+        assert_eq!(t.reject_probability(t0), 0.0);
+        // Refusals in the same bucket count at once: (10 + 12 - 2·10) / (22 + 1).
+        for _ in 0..12 {
+            t.record_recent(false);
+        }
+        assert_eq!(t.reject_probability(t0), 2.0 / 23.0);
+        // Accepts bring it back to 0: (32 - 2·20) / 33, below 0.
+        record(&t, t0, 10, 10);
+        assert_eq!(t.reject_probability(t0), 0.0);
+        // Five refusals half a window later: still 0 while the accepts are in the window
+        // ((37 - 40) / 38), and
+        // 5 / 6 once their bucket has left it, with no record in between.
+        let half = t0 + secs(5);
+        record(&t, half, 5, 0);
+        assert_eq!(t.reject_probability(half), 0.0);
+        assert_eq!(t.reject_probability(half), 0.0);
+        assert_eq!(t.reject_probability(t0 + Duration::from_millis(9_999)), 0.0);
+        assert_eq!(t.reject_probability(t0 + secs(10)), 5.0 / 6.0);
+    }
+
+    #[test]
     fn should_reject_compares_the_draw() {
         let t0 = Instant::now();
         let t = throttle(2.0, secs(60));
@@ -555,6 +638,30 @@ mod tests {
                 let p = t.reject_probability(now);
                 prop_assert!((0.0..=1.0).contains(&p), "{}", p);
                 let _ = t.should_reject(now, draw);
+            }
+        }
+
+        /// The probability given without reading the counters (a 0 known for the bucket)
+        /// is the one the counters give, whatever is recorded, when and how, in between.
+        #[test]
+        fn a_known_zero_is_the_counters_answer(
+            k in prop_oneof![Just(1.0), 1.0..4.0f64],
+            steps in prop::collection::vec((0u64..3_000, 0u8..4), 1..200),
+        ) {
+            let t = throttle(k, secs(10));
+            let mut now = Instant::now();
+            for (advance_ms, op) in steps {
+                // Mostly within a bucket (1 s), sometimes across one or the whole window.
+                now += Duration::from_millis(advance_ms.saturating_sub(2_000));
+                match op {
+                    0 => t.record_recent(true),
+                    1 => t.record_recent(false),
+                    2 => t.record(now, advance_ms % 2 == 0),
+                    _ => {}
+                }
+                let p = t.reject_probability(now);
+                let (requests, accepts) = t.counts(now);
+                prop_assert_eq!(p, probability(k, requests, accepts));
             }
         }
 
