@@ -316,6 +316,7 @@ where
     }
 
     /// The first attempt has ended with `result`.
+    #[inline(always)]
     fn primary_ended(
         &mut self,
         result: Result<R, E>,
@@ -347,6 +348,7 @@ where
     }
 
     /// Handles an attempt's outcome: `Some` when the round is over.
+    #[inline(always)]
     fn finished(
         &mut self,
         result: Result<R, E>,
