@@ -62,8 +62,11 @@ impl AsBreaker for CircuitBreaker {
 /// The pointers a guard is kept in: references, `Box`, `Rc`, `Arc` and `LazyLock` (a
 /// `static`), each by the guard's own borrow.
 macro_rules! through {
-    ($($ty:ty),* $(,)?) => {$(
-        impl<T: AsBudget + ?Sized> AsBudget for $ty {
+    ($({$($params:tt)*} $ty:ty;)*) => {$(
+        impl<$($params)*> AsBudget for $ty
+        where
+            T: AsBudget,
+        {
             type Ref<'a>
                 = T::Ref<'a>
             where
@@ -73,7 +76,10 @@ macro_rules! through {
                 T::as_budget(self)
             }
         }
-        impl<T: AsBreaker + ?Sized> AsBreaker for $ty {
+        impl<$($params)*> AsBreaker for $ty
+        where
+            T: AsBreaker,
+        {
             type Ref<'a>
                 = T::Ref<'a>
             where
@@ -86,26 +92,10 @@ macro_rules! through {
     )*};
 }
 
-through!(&T, Box<T>, Rc<T>, Arc<T>);
-
-impl<T: AsBudget, F: FnOnce() -> T> AsBudget for LazyLock<T, F> {
-    type Ref<'a>
-        = T::Ref<'a>
-    where
-        Self: 'a;
-    #[inline(always)]
-    fn as_budget(&self) -> T::Ref<'_> {
-        T::as_budget(self)
-    }
-}
-
-impl<T: AsBreaker, F: FnOnce() -> T> AsBreaker for LazyLock<T, F> {
-    type Ref<'a>
-        = T::Ref<'a>
-    where
-        Self: 'a;
-    #[inline(always)]
-    fn as_breaker(&self) -> T::Ref<'_> {
-        T::as_breaker(self)
-    }
+through! {
+    {T: ?Sized} &T;
+    {T: ?Sized} Box<T>;
+    {T: ?Sized} Rc<T>;
+    {T: ?Sized} Arc<T>;
+    {T, F: FnOnce() -> T} LazyLock<T, F>;
 }
