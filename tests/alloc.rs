@@ -1,9 +1,7 @@
 //! Heap allocations made by the retry loop, counted by a global allocator.
 //!
 //! The counter is per thread, so other test threads do not disturb it.
-#![allow(unsafe_code)] // a GlobalAlloc implementation is unsafe by definition
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::io::{self, ErrorKind};
 use std::time::Duration;
@@ -11,37 +9,9 @@ use std::time::Duration;
 use retry_runtime::kind::{Io, Timeout};
 use retry_runtime::{FullJitter, NoBackoff, Policy};
 
-struct Counting;
-
-thread_local! {
-    static ALLOCS: Cell<usize> = const { Cell::new(0) };
-}
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCS.with(|c| c.set(c.get() + 1));
-        // SAFETY: forwarded unchanged to the system allocator.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: forwarded unchanged to the system allocator.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCS.with(|c| c.set(c.get() + 1));
-        // SAFETY: forwarded unchanged to the system allocator.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
-
-fn allocations<R>(f: impl FnOnce() -> R) -> (R, usize) {
-    let before = ALLOCS.with(Cell::get);
-    let r = f();
-    (r, ALLOCS.with(Cell::get) - before)
-}
+#[path = "common/counting_alloc.rs"]
+mod counting_alloc;
+use counting_alloc::allocations;
 
 #[test]
 fn the_counter_sees_allocations() {
@@ -158,19 +128,19 @@ fn async_paths_allocations() {
             })
             .await;
 
-        let before = ALLOCS.with(Cell::get);
+        let before = counting_alloc::allocated();
         let r: io::Result<u32> = plain.call_async(|_| async { Ok(1) }).await;
-        let success_plain = ALLOCS.with(Cell::get) - before;
+        let success_plain = counting_alloc::allocated() - before;
         assert_eq!(r.unwrap(), 1);
         assert_eq!(success_plain, 0, "async success path without timeout");
 
-        let before = ALLOCS.with(Cell::get);
+        let before = counting_alloc::allocated();
         let r: io::Result<u32> = timed.call_async(|_| async { Ok(1) }).await;
-        let success_timed = ALLOCS.with(Cell::get) - before;
+        let success_timed = counting_alloc::allocated() - before;
         assert_eq!(r.unwrap(), 1);
         assert_eq!(success_timed, 0, "async success path with a timeout");
 
-        let before = ALLOCS.with(Cell::get);
+        let before = counting_alloc::allocated();
         let r: io::Result<u32> = plain
             .call_async(|a| async move {
                 if a.retries() < 3 {
@@ -180,7 +150,7 @@ fn async_paths_allocations() {
                 }
             })
             .await;
-        let retry_plain = ALLOCS.with(Cell::get) - before;
+        let retry_plain = counting_alloc::allocated() - before;
         assert_eq!(r.unwrap(), 2);
         assert_eq!(
             retry_plain, 0,
@@ -193,7 +163,7 @@ fn async_paths_allocations() {
             .timeout(Duration::from_secs(2))
             .build()
             .unwrap();
-        let before = ALLOCS.with(Cell::get);
+        let before = counting_alloc::allocated();
         let r: io::Result<u32> = sleeping
             .call_async(|a| async move {
                 if a.retries() < 3 {
@@ -203,7 +173,7 @@ fn async_paths_allocations() {
                 }
             })
             .await;
-        let retry_sleeping = ALLOCS.with(Cell::get) - before;
+        let retry_sleeping = counting_alloc::allocated() - before;
         assert_eq!(r.unwrap(), 3);
         assert_eq!(
             retry_sleeping, 0,
@@ -277,16 +247,16 @@ mod attribute {
             let _ = annotated_async_timeout(&Cell::new(1)).await;
             let _ = annotated_async(&Cell::new(1)).await;
             for (fail, name) in [(0, "success"), (3, "retry")] {
-                let before = ALLOCS.with(Cell::get);
+                let before = counting_alloc::allocated();
                 let r = annotated_async(&Cell::new(fail)).await;
                 assert_eq!(r.unwrap(), 2);
-                assert_eq!(ALLOCS.with(Cell::get) - before, 0, "{name} path");
+                assert_eq!(counting_alloc::allocated() - before, 0, "{name} path");
 
-                let before = ALLOCS.with(Cell::get);
+                let before = counting_alloc::allocated();
                 let r = annotated_async_timeout(&Cell::new(fail)).await;
                 assert_eq!(r.unwrap(), 3);
                 assert_eq!(
-                    ALLOCS.with(Cell::get) - before,
+                    counting_alloc::allocated() - before,
                     0,
                     "{name} path with timeout"
                 );
@@ -319,11 +289,11 @@ mod boxed_timer {
         rt.block_on(async {
             let _ = sleeps_between_attempts(&Cell::new(1)).await;
             for (fail, expected) in [(0, 0), (1, 1), (3, 1)] {
-                let before = ALLOCS.with(Cell::get);
+                let before = counting_alloc::allocated();
                 let r = sleeps_between_attempts(&Cell::new(fail)).await;
                 assert_eq!(r.unwrap(), 5);
                 assert_eq!(
-                    ALLOCS.with(Cell::get) - before,
+                    counting_alloc::allocated() - before,
                     expected,
                     "{fail} failures: one timer for the whole call, none on success"
                 );
@@ -394,16 +364,16 @@ mod guards {
             let _ = throttled_async().await;
             let _ = limited_async().await;
             for _ in 0..10 {
-                let before = ALLOCS.with(Cell::get);
+                let before = counting_alloc::allocated();
                 let r = limited_async().await;
                 assert_eq!(r.unwrap(), 3);
-                let n = ALLOCS.with(Cell::get) - before;
+                let n = counting_alloc::allocated() - before;
                 assert_eq!(n, 0, "async success with a concurrency limit");
 
-                let before = ALLOCS.with(Cell::get);
+                let before = counting_alloc::allocated();
                 let r = throttled_async().await;
                 assert_eq!(r.unwrap(), 4);
-                let n = ALLOCS.with(Cell::get) - before;
+                let n = counting_alloc::allocated() - before;
                 assert_eq!(n, 0, "async success with an adaptive throttle");
             }
         });
@@ -428,10 +398,10 @@ mod guards {
             .unwrap();
         rt.block_on(async {
             for _ in 0..100 {
-                let before = ALLOCS.with(Cell::get);
+                let before = counting_alloc::allocated();
                 assert_eq!(hedged_async().await.unwrap(), 5);
                 assert_eq!(hedged_adaptive_async().await.unwrap(), 6);
-                let n = ALLOCS.with(Cell::get) - before;
+                let n = counting_alloc::allocated() - before;
                 assert_eq!(n, 0, "hedged success, no hedge sent");
             }
         });
