@@ -100,25 +100,17 @@ pub struct AdaptiveThrottle {
     /// not written for a multiple of 2^32 laps would count again, 136 years for a 1 s window.)
     requests: [AtomicU64; BUCKETS as usize],
     accepts: [AtomicU64; BUCKETS as usize],
-    /// How many requests were recorded as not accepted (wrapping): the only records that can
-    /// raise the probability within a bucket.
-    refusals: AtomicU64,
-    /// A probability of 0 known for the window ending at a head epoch while `refusals` had a
-    /// given value ([`zero_key`]), or `NO_ZERO`: the success path's answer without reading the
-    /// window's counters.
+    /// How many times the window changed in a way that can raise the probability: a request
+    /// recorded as not accepted, or the head moving on (which forgets a bucket).
+    changes: AtomicU64,
+    /// The value `changes` had when the probability was last found to be 0, or `NO_ZERO`:
+    /// while `changes` keeps it, the probability is still 0, given without reading the
+    /// window's counters (an accepted request cannot raise it).
     zero: AtomicU64,
 }
 
-/// No probability known to be 0.
+/// No probability known to be 0 (`changes` never reaches it: one increment per record).
 const NO_ZERO: u64 = u64::MAX;
-
-/// The key of a probability of 0 known at head `epoch` with `refusals` recorded: the epoch's
-/// low 40 bits and the count's low 24 (a false match needs the same head 2^40 buckets later,
-/// or 2^24 refusals recorded in one bucket without the probability asked for in between).
-const fn zero_key(epoch: u64, refusals: u64) -> u64 {
-    let key = (epoch & ((1 << 40) - 1)) << 24 | (refusals & ((1 << 24) - 1));
-    if key == NO_ZERO { NO_ZERO - 1 } else { key }
-}
 
 // What lets a `static` take a throttle out of `new`'s `Result` on every platform.
 const _: () = assert!(!std::mem::needs_drop::<AdaptiveThrottle>());
@@ -153,7 +145,7 @@ impl AdaptiveThrottle {
             latest: AtomicU64::new(0),
             requests: [const { AtomicU64::new(0) }; BUCKETS as usize],
             accepts: [const { AtomicU64::new(0) }; BUCKETS as usize],
-            refusals: AtomicU64::new(0),
+            changes: AtomicU64::new(0),
             zero: AtomicU64::new(NO_ZERO),
         })
     }
@@ -189,21 +181,30 @@ impl AdaptiveThrottle {
     /// Counts one request at `now`, and whether the service accepted it (it did not fail
     /// with a retryable error).
     pub fn record(&self, now: Instant, accepted: bool) {
-        let epoch = self.epoch(now);
-        let epoch = epoch.max(self.latest.fetch_max(epoch, Ordering::AcqRel));
+        let epoch = self.advance(self.epoch(now));
         let i = (epoch % BUCKETS) as usize;
         self.add(&self.requests[i], epoch);
         if accepted {
             self.add(&self.accepts[i], epoch);
         } else {
-            self.refused();
+            self.changed();
         }
     }
 
-    /// After a request was counted as not accepted: a probability of 0 known before is no
-    /// longer (the count is written first, so that whoever reads the new `refusals` sees it).
-    fn refused(&self) {
-        self.refusals.fetch_add(1, Ordering::AcqRel);
+    /// After a change that can raise the probability (a request counted as not accepted, the
+    /// head moved): a probability of 0 known before is no longer. The change is made first, so
+    /// that whoever reads the new `changes` sees it.
+    fn changed(&self) {
+        self.changes.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Moves the latest bucket up to `epoch`: the head, `epoch` or a later one.
+    fn advance(&self, epoch: u64) -> u64 {
+        let latest = self.latest.fetch_max(epoch, Ordering::AcqRel);
+        if latest < epoch {
+            self.changed();
+        }
+        latest.max(epoch)
     }
 
     /// Counts one request in the latest bucket anyone has seen (no clock reading): for an
@@ -217,7 +218,7 @@ impl AdaptiveThrottle {
         if accepted {
             self.add(&self.accepts[i], epoch);
         } else {
-            self.refused();
+            self.changed();
         }
     }
 
@@ -225,23 +226,22 @@ impl AdaptiveThrottle {
     /// to `now`'s.
     #[cfg(test)]
     fn counts(&self, now: Instant) -> (u64, u64) {
-        let (_, requests, accepts) = self.counts_at(self.epoch(now));
-        (requests, accepts)
+        self.counts_at(self.head_at(self.epoch(now)))
     }
 
-    /// The head epoch (`now_epoch` or a later latest one) and the requests and accepts of the
-    /// window that ends there; moves the latest bucket up to `now_epoch`.
-    fn counts_at(&self, now_epoch: u64) -> (u64, u64, u64) {
-        let mut latest = self.latest.load(Ordering::Acquire);
+    /// The head of the window at `now_epoch`: `now_epoch` or a later latest one. The latest
+    /// bucket moves up to `now_epoch` (what `record_recent` counts in from now on).
+    fn head_at(&self, now_epoch: u64) -> u64 {
+        let latest = self.latest.load(Ordering::Acquire);
         if now_epoch > latest {
-            // The window's head moves on: what `record_recent` counts in from now on.
-            self.latest.fetch_max(now_epoch, Ordering::AcqRel);
-            latest = now_epoch;
+            self.advance(now_epoch)
+        } else {
+            latest
         }
-        let head = now_epoch.max(latest);
-        if head - latest >= BUCKETS {
-            return (head, 0, 0);
-        }
+    }
+
+    /// The requests and accepts of the window that ends at `head`.
+    fn counts_at(&self, head: u64) -> (u64, u64) {
         let (mut requests, mut accepts) = (0, 0);
         for i in 0..BUCKETS {
             // The epoch of bucket `i` in the window (none yet near the origin).
@@ -256,32 +256,33 @@ impl AdaptiveThrottle {
             requests += count(&self.requests[i as usize]);
             accepts += count(&self.accepts[i as usize]);
         }
-        (head, requests, accepts)
+        (requests, accepts)
     }
 
     /// The probability of rejecting an attempt at `now`:
     /// `max(0, (requests − k·accepts) / (requests + 1))` over the last `window`, a number in
     /// `[0, 1]` (never NaN).
     ///
-    /// Within a bucket, only a request recorded as not accepted can raise the probability
-    /// (an accepted one adds one request and one accept, and `k >= 1`), so once the window
-    /// ending at the current bucket gave 0, the same bucket gives 0 again without reading its
-    /// counters until such a request is recorded.
+    /// Only a request recorded as not accepted, or the head moving on, can raise the
+    /// probability (an accepted request adds one request and one accept, and `k >= 1`), so
+    /// once the counters gave 0, the throttle gives 0 again without reading them until one
+    /// of those happens. (A reader that overlaps such a change may still be given the 0 from
+    /// before it, as it would had it come first.)
     pub fn reject_probability(&self, now: Instant) -> f64 {
         let epoch = self.epoch(now);
         let latest = self.latest.load(Ordering::Acquire);
-        if epoch <= latest {
-            let refusals = self.refusals.load(Ordering::Acquire);
-            if self.zero.load(Ordering::Acquire) == zero_key(latest, refusals) {
-                return 0.0;
-            }
+        if epoch <= latest
+            && self.zero.load(Ordering::Acquire) == self.changes.load(Ordering::Acquire)
+        {
+            return 0.0;
         }
-        // Read before the counts: a refusal recorded after this read changes `refusals`.
-        let refusals = self.refusals.load(Ordering::Acquire);
-        let (head, requests, accepts) = self.counts_at(epoch);
+        let head = self.head_at(epoch);
+        // Read after the head moved and before the counts: a later change is a new value.
+        let changes = self.changes.load(Ordering::Acquire);
+        let (requests, accepts) = self.counts_at(head);
         let p = probability(self.k, requests, accepts);
         if p == 0.0 {
-            self.zero.store(zero_key(head, refusals), Ordering::Release);
+            self.zero.store(changes, Ordering::Release);
         }
         p
     }
@@ -480,14 +481,61 @@ mod tests {
         record(&t, t0, 10, 10);
         assert_eq!(t.reject_probability(t0), 0.0);
         // Five refusals half a window later: still 0 while the accepts are in the window
-        // ((37 - 40) / 38), and
-        // 5 / 6 once their bucket has left it, with no record in between.
+        // ((37 - 40) / 38), and 5 / 6 once their bucket has left it, with no record in
+        // between.
         let half = t0 + secs(5);
         record(&t, half, 5, 0);
         assert_eq!(t.reject_probability(half), 0.0);
         assert_eq!(t.reject_probability(half), 0.0);
         assert_eq!(t.reject_probability(t0 + Duration::from_millis(9_999)), 0.0);
         assert_eq!(t.reject_probability(t0 + secs(10)), 5.0 / 6.0);
+    }
+
+    #[test]
+    fn a_known_zero_gives_way_to_a_head_moved_by_an_accepted_request() {
+        let t = throttle(2.0, secs(10));
+        let t0 = bucket_start(&t, Instant::now());
+        // 20 accepts, then 5 refusals half a window later: (25 - 40) / 26, so 0, known.
+        record(&t, t0, 20, 20);
+        let half = t0 + secs(5);
+        record(&t, half, 5, 0);
+        assert_eq!(t.reject_probability(half), 0.0);
+        // An accepted request a window after t0 moves the head: the accepts leave the window,
+        // (6 - 2) / 7, though nothing was refused since the 0 was known and the instant asked
+        // about is not past the head.
+        let later = t0 + secs(10);
+        t.record(later, true);
+        assert_eq!(t.reject_probability(later), 4.0 / 7.0);
+    }
+
+    #[test]
+    fn a_known_zero_is_the_counters_answer_after_concurrent_records() {
+        // Threads record accepts and refusals, the more so refusals, and ask for the
+        // probability between records; once they are done, the answer is the counters'.
+        for seed in 0..20u64 {
+            let t = throttle(1.5, secs(3600));
+            let t0 = Instant::now();
+            // (As a call's admission does before its outcome is recorded.)
+            assert_eq!(t.reject_probability(t0), 0.0);
+            std::thread::scope(|s| {
+                for i in 0..4u64 {
+                    let t = &t;
+                    s.spawn(move || {
+                        let mut rng = SmallRng::seed_from_u64(seed * 4 + i);
+                        for _ in 0..2_000 {
+                            // Accepted 2 times in 3: the probability hovers around 0.
+                            t.record_recent(rng.random_range(0..3) > 0);
+                            let p = t.reject_probability(t0);
+                            assert!((0.0..=1.0).contains(&p));
+                        }
+                    });
+                }
+            });
+            let p = t.reject_probability(t0);
+            let (requests, accepts) = t.counts(t0);
+            assert_eq!(requests, 8_000);
+            assert_eq!(p, probability(1.5, requests, accepts), "seed {seed}");
+        }
     }
 
     #[test]
