@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion, criterion_group, criterion_main};
 use http::{Method, Request, Response};
+use retry_runtime::hedge::Hedge;
 use retry_runtime::tower::{RetryRequest, RobustLayer};
 use retry_runtime::{Exponential, FullJitter, Policy, PolicyBuilder};
 use tower::retry::backoff::{Backoff, ExponentialBackoff, ExponentialBackoffMaker, MakeBackoff};
@@ -163,6 +164,22 @@ where
         .build()
         .expect("a valid policy");
     RobustLayer::new(policy).layer(inner)
+}
+
+/// `RobustLayer::hedged` with the same limits and `hedge(after = 50 ms)`: no hedge is sent
+/// (the service answers at once); the layer boxes each request's future.
+fn robust_hedged<Req, Res, S>(inner: S) -> impl Client<Req, Response = Res>
+where
+    Req: RetryRequest + Send + 'static,
+    Res: Send + 'static,
+    S: Inner<Req, Res>,
+{
+    let hedge = Hedge::after(Duration::from_millis(50), 1).expect("a valid hedge");
+    let policy = robust_builder()
+        .hedge(hedge)
+        .build()
+        .expect("a valid policy");
+    RobustLayer::hedged(policy).layer(inner)
 }
 
 fn tower_retry<Req, Res, S>(inner: S) -> impl Client<Req, Response = Res>
@@ -374,6 +391,26 @@ fn success(c: &mut Criterion) {
     variant(&mut g, &rt, "tower_retry", request.clone(), svc);
     let svc = resilience_timeout(echo());
     variant(&mut g, &rt, "resilience", request.clone(), svc);
+    g.finish();
+
+    // The hedged layer against the plain one: what a hedge that is not sent costs.
+    let mut g = c.benchmark_group("tower_layer_hedged");
+    variant(&mut g, &rt, "robust", request.clone(), robust(echo()));
+    variant(
+        &mut g,
+        &rt,
+        "robust_hedged",
+        request.clone(),
+        robust_hedged(echo()),
+    );
+    variant(&mut g, &rt, "robust_u32", 7u32, robust(echo_u32()));
+    variant(
+        &mut g,
+        &rt,
+        "robust_hedged_u32",
+        7u32,
+        robust_hedged(echo_u32()),
+    );
     g.finish();
 
     let mut g = c.benchmark_group("tower_layer_u32");

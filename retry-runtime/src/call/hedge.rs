@@ -448,6 +448,9 @@ where
             return false;
         }
         let now = policy.env().now();
+        // A round whose start was never read (its first attempt failed on its first poll)
+        // starts now, for the latency of the winner.
+        self.started.get_or_insert(now);
         let allowed = (|| {
             if <P::Throttle as Throttle>::ACTIVE && policy.throttle().reject_probability(now) > 0.0
             {
@@ -510,16 +513,19 @@ mod tests {
     use crate::timeout::Adaptive;
     use crate::{NoBackoff, Policy};
 
-    /// Tokio's clock, counting how often the call reads it.
+    /// Tokio's clock plus `ahead` milliseconds, counting how often the call reads it. A test
+    /// moves it `ahead` to stand for time spent inside a poll.
     #[derive(Clone, Default)]
     struct CountingClock {
         reads: Arc<AtomicU32>,
+        ahead: Arc<AtomicU32>,
     }
 
     impl crate::time::Clock for CountingClock {
         fn now(&self) -> std::time::Instant {
             self.reads.fetch_add(1, Ordering::SeqCst);
-            tokio::time::Instant::now().into_std()
+            let ahead = u64::from(self.ahead.load(Ordering::SeqCst));
+            tokio::time::Instant::now().into_std() + ms(ahead)
         }
     }
 
@@ -573,7 +579,8 @@ mod tests {
         );
 
         // An attempt that waits reads the clock at its first pending poll, and its latency
-        // counts from there.
+        // counts from there: its first poll takes 3 ms (on the call's clock) before it waits
+        // 5 ms, and 5 ms are recorded (8 had the start been read before the poll).
         static L2: Latencies = Latencies::new();
         let policy = Policy::builder()
             .retries(0)
@@ -587,6 +594,7 @@ mod tests {
             let before = reads();
             let t0 = tokio::time::Instant::now();
             let r: io::Result<u32> = hedged_loop_blind(&policy, || async {
+                env.ahead.fetch_add(3, Ordering::SeqCst);
                 tokio::time::sleep(ms(5)).await;
                 Ok(2)
             })
@@ -605,9 +613,12 @@ mod tests {
             .retries(0)
             .timeout(ms(100))
             .hedge(Hedge::after(ms(30), 1).unwrap())
-            .env(env)
+            .env(env.clone())
             .build()
             .unwrap();
+        // This policy's rounds start lazily: an answer at once reads no clock.
+        let r: io::Result<u32> = hedged_loop_blind(&policy, || async { Ok(0) }).await;
+        assert_eq!((r.unwrap(), env.reads.load(Ordering::SeqCst)), (0, 0));
         let n = AtomicU32::new(0);
         let t0 = tokio::time::Instant::now();
         // The first attempt hangs: the hedge goes at 30 ms and answers 10 ms later.
@@ -627,5 +638,33 @@ mod tests {
         .await;
         assert_eq!(r.unwrap_err().kind(), io::ErrorKind::TimedOut);
         assert_eq!(t0.elapsed(), ms(130));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_round_whose_first_attempt_fails_at_once_counts_from_its_hedge() {
+        // The first attempt of each call fails on its first poll (a refused connection), the
+        // hedge sent at once answers 200 ms later: the latencies recorded are 200 ms.
+        static L: Latencies = Latencies::new();
+        let policy = Policy::builder()
+            .retries(0)
+            .adaptive_timeout(Adaptive::new(&L, 50.0, 2.0, ms(10), ms(2000)).unwrap())
+            .hedge(Hedge::after(ms(100), 1).unwrap())
+            .env(CountingClock::default())
+            .build()
+            .unwrap();
+        for _ in 0..64 {
+            let first = AtomicU32::new(0);
+            let r: io::Result<u32> = hedged_loop_blind(&policy, || async {
+                if first.fetch_add(1, Ordering::SeqCst) == 0 {
+                    return Err(io::ErrorKind::ConnectionRefused.into());
+                }
+                tokio::time::sleep(ms(200)).await;
+                Ok(1)
+            })
+            .await;
+            assert_eq!(r.unwrap(), 1);
+        }
+        let median = L.percentile(Quantile::new(50.0).unwrap()).unwrap();
+        assert!(median >= ms(200) && median < ms(213), "{median:?}");
     }
 }
