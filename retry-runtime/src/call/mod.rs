@@ -520,16 +520,55 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
     /// about to be made, 1 for the first) and the delay (strategy, jitter, scale) is returned
     /// for sleeping. The fallback, if any, is not applied here: the loops apply it to what
     /// they return.
-    #[inline]
+    #[inline(always)]
     pub fn settle<R, E>(&mut self, result: Result<R, E>, timed_out: bool) -> Step<R, E>
     where
         P: RetryPolicy<R, E>,
     {
-        let mut now = LazyNow {
+        // A success no value rule can match, the common case, is settled in line: the outcome
+        // is not moved into a call and back out of it.
+        if !P::VALUES && result.is_ok() {
+            let mut now = self.lazy_now();
+            return self.succeeded(&mut now, result);
+        }
+        self.settle_any(result, timed_out)
+    }
+
+    /// The call's clock, read when first asked.
+    #[inline(always)]
+    fn lazy_now(&self) -> LazyNow<'p> {
+        LazyNow {
             clock: self.policy.env(),
             blocking: Tm::BLOCKING,
             at: None,
-        };
+        }
+    }
+
+    /// A success: the breaker and the throttle record it, `on_success` is called.
+    #[inline(always)]
+    fn succeeded<R, E>(&mut self, now: &mut LazyNow<'_>, result: Result<R, E>) -> Step<R, E>
+    where
+        P: RetryPolicy<R, E>,
+    {
+        if <P::Breaker as Breaker>::ACTIVE {
+            self.policy.breaker().record(now.get(), self.permit, true);
+        }
+        // (The attempt's admission asked the throttle, which moved its latest bucket up to
+        // then: recording there needs no clock reading.)
+        if <P::Throttle as Throttle>::ACTIVE {
+            self.policy.throttle().record_recent(true);
+        }
+        self.policy.on_success();
+        Step::Return(result)
+    }
+
+    /// [`settle`](Self::settle) for any outcome.
+    #[inline]
+    fn settle_any<R, E>(&mut self, result: Result<R, E>, timed_out: bool) -> Step<R, E>
+    where
+        P: RetryPolicy<R, E>,
+    {
+        let mut now = self.lazy_now();
         if result.is_ok() && P::VALUES {
             // A value an `Ok(..)` kind matches is a failed attempt for every rule and guard.
             match self.retry_delay(&result, timed_out, &mut now) {
@@ -550,19 +589,11 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
                 }
             }
         }
-        if <P::Breaker as Breaker>::ACTIVE {
-            self.policy
-                .breaker()
-                .record(now.get(), self.permit, result.is_ok());
-        }
         if result.is_ok() {
-            // (The attempt's admission asked the throttle, which moved its latest bucket up
-            // to then: recording there needs no clock reading.)
-            if <P::Throttle as Throttle>::ACTIVE {
-                self.policy.throttle().record_recent(true);
-            }
-            self.policy.on_success();
-            return Step::Return(result);
+            return self.succeeded(&mut now, result);
+        }
+        if <P::Breaker as Breaker>::ACTIVE {
+            self.policy.breaker().record(now.get(), self.permit, false);
         }
         let decided = self.retry_delay(&result, timed_out, &mut now);
         if <P::Throttle as Throttle>::ACTIVE {
