@@ -1202,6 +1202,10 @@ where
             // Kept for an attempt whose copy fails after all (a `try_clone` that changed its
             // mind): it is sent itself, once.
             let mut original = Some(request);
+            // The attempts' maker borrows the first attempt's and the kept request (they stay
+            // in this future: no request is moved with the maker) and owns the template
+            // service (so that `S` need not be `Sync`).
+            let (first, original) = (&mut first, &mut original);
             let result = crate::call::hedged_loop_blind(policy, move || {
                 let (service, copy, made_ready) = match first.take() {
                     Some((s, copy)) => (s, Some(copy), true),

@@ -107,33 +107,21 @@ where
                 None => None,
             },
         };
-        let (meta, primary) = if lazy {
-            // (No deadline: the call would need its start. The attempt's own deadline is
-            // set when its start is read.)
-            let meta = Meta {
-                limit: policy.timeout_setting().limit(),
-                cut: None,
-                deadline: None,
-                started: None,
-                permit: call.permit,
-                _slot: slot,
-            };
-            // `make` ignores its context: it gets one that was not read from the clock.
-            (meta, make(call.unread_attempt()))
-        } else {
-            let attempt = call.attempt();
-            let meta = Meta {
-                limit: attempt.limit(),
-                cut: None,
-                deadline: attempt.deadline(),
-                started: Some(attempt.started),
-                permit: call.permit,
-                _slot: slot,
-            };
-            (meta, make(attempt))
+        // A lazy round's first attempt has no start yet, hence no deadline either (the call
+        // has none: it would need its start); its own is set when its start is read.
+        let context = (!lazy).then(|| call.attempt());
+        let meta = Meta {
+            limit: context.map_or_else(|| policy.timeout_setting().limit(), |a| a.limit()),
+            cut: None,
+            deadline: context.and_then(|a| a.deadline()),
+            started: context.map(|a| a.started),
+            permit: call.permit,
+            _slot: slot,
         };
         let started = meta.started;
-        let primary = std::pin::pin!(Some(primary));
+        // Made in place. A lazy round's `make` ignores its context: it gets one that was not
+        // read from the clock.
+        let primary = std::pin::pin!(Some(make(context.unwrap_or_else(|| call.unread_attempt()))));
         let (result, timed_out) = std::future::poll_fn({
             let mut round = Round {
                 call: &mut call,
