@@ -248,24 +248,28 @@ fn kind(p: &TokenStream, err: &TokenStream, names: &Names, k: &Kind) -> TokenStr
         }
         Kind::Pattern(pat) => {
             let e = &names.e;
-            // Bare names (constants, unit structs and variants) are matched against the error
-            // itself: a constant pattern does not see through the reference. Other patterns
-            // are matched against the reference, so their bindings borrow.
-            let mut values = Vec::new();
-            let mut others = Vec::new();
-            crate::valid::alternatives(pat, &mut values, &mut others);
-            let by_value = (!values.is_empty())
-                .then(|| quote_spanned!(pat.span()=> ::core::matches!(*#e, #(#values)|*)));
-            let by_ref = (!others.is_empty())
-                .then(|| quote_spanned!(pat.span()=> ::core::matches!(#e, #(#others)|*)));
-            let test = match (by_value, by_ref) {
-                (Some(a), Some(b)) => quote!(#a || #b),
-                (Some(a), None) | (None, Some(a)) => a,
-                (None, None) => quote!(false),
-            };
+            let test = pattern_test(pat, e);
             quote_spanned!(pat.span()=>
                 #p::predicate::<#err, _>(|#e: &#err| #test))
         }
+    }
+}
+
+/// Whether `value` (a reference) matches `pat`. Bare names (constants, unit structs and
+/// variants) are matched against the value itself: a constant pattern does not see through
+/// the reference. Other patterns are matched against the reference, so their bindings borrow.
+fn pattern_test(pat: &syn::Pat, value: &Ident) -> TokenStream {
+    let mut values = Vec::new();
+    let mut others = Vec::new();
+    crate::valid::alternatives(pat, &mut values, &mut others);
+    let by_value = (!values.is_empty())
+        .then(|| quote_spanned!(pat.span()=> ::core::matches!(*#value, #(#values)|*)));
+    let by_ref = (!others.is_empty())
+        .then(|| quote_spanned!(pat.span()=> ::core::matches!(#value, #(#others)|*)));
+    match (by_value, by_ref) {
+        (Some(a), Some(b)) => quote!(#a || #b),
+        (Some(a), None) | (None, Some(a)) => a,
+        (None, None) => quote!(false),
     }
 }
 
@@ -296,18 +300,7 @@ fn value_kind(p: &TokenStream, ok: &TokenStream, names: &Names, k: &Kind) -> Tok
         }
         Kind::Pattern(pat) => {
             let v = &names.e;
-            let mut values = Vec::new();
-            let mut others = Vec::new();
-            crate::valid::alternatives(pat, &mut values, &mut others);
-            let by_value = (!values.is_empty())
-                .then(|| quote_spanned!(pat.span()=> ::core::matches!(*#v, #(#values)|*)));
-            let by_ref = (!others.is_empty())
-                .then(|| quote_spanned!(pat.span()=> ::core::matches!(#v, #(#others)|*)));
-            let test = match (by_value, by_ref) {
-                (Some(a), Some(b)) => quote!(#a || #b),
-                (Some(a), None) | (None, Some(a)) => a,
-                (None, None) => quote!(false),
-            };
+            let test = pattern_test(pat, v);
             quote_spanned!(pat.span()=> #ps::ok_kind::<#ok_at, _>(|#v: &#ok_at| #test))
         }
         other => other
