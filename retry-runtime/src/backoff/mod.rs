@@ -74,50 +74,27 @@ pub trait Backoff {
     }
 }
 
-impl<B: Backoff + ?Sized> Backoff for &B {
-    #[inline]
-    fn delay(&self, x: u32, rng: &mut dyn Rng) -> Duration {
-        (**self).delay(x, rng)
-    }
-    #[inline]
-    fn base(&self) -> Duration {
-        (**self).base()
-    }
-    #[inline]
-    fn max(&self) -> Duration {
-        (**self).max()
-    }
+/// A strategy behind a reference, a `Box` or an `Arc` is the strategy.
+macro_rules! through {
+    ($($ty:ty),*) => {$(
+        impl<B: Backoff + ?Sized> Backoff for $ty {
+            #[inline]
+            fn delay(&self, x: u32, rng: &mut dyn Rng) -> Duration {
+                (**self).delay(x, rng)
+            }
+            #[inline]
+            fn base(&self) -> Duration {
+                (**self).base()
+            }
+            #[inline]
+            fn max(&self) -> Duration {
+                (**self).max()
+            }
+        }
+    )*};
 }
 
-impl<B: Backoff + ?Sized> Backoff for Box<B> {
-    #[inline]
-    fn delay(&self, x: u32, rng: &mut dyn Rng) -> Duration {
-        (**self).delay(x, rng)
-    }
-    #[inline]
-    fn base(&self) -> Duration {
-        (**self).base()
-    }
-    #[inline]
-    fn max(&self) -> Duration {
-        (**self).max()
-    }
-}
-
-impl<B: Backoff + ?Sized> Backoff for std::sync::Arc<B> {
-    #[inline]
-    fn delay(&self, x: u32, rng: &mut dyn Rng) -> Duration {
-        (**self).delay(x, rng)
-    }
-    #[inline]
-    fn base(&self) -> Duration {
-        (**self).base()
-    }
-    #[inline]
-    fn max(&self) -> Duration {
-        (**self).max()
-    }
-}
+through!(&B, Box<B>, std::sync::Arc<B>);
 
 const NANOS_PER_SEC: u128 = 1_000_000_000;
 
