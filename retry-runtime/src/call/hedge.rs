@@ -655,4 +655,42 @@ mod tests {
         let median = L.percentile(Quantile::new(50.0).unwrap()).unwrap();
         assert!(median >= ms(200) && median < ms(213), "{median:?}");
     }
+
+    /// Many lazy rounds at once on a multi-threaded runtime, answering at once, after a wait,
+    /// or after a first attempt that failed on its first poll: each returns its own answer,
+    /// and every success is recorded once.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn many_lazy_rounds_at_once() {
+        static L: Latencies = Latencies::new();
+        let policy: &'static _ = Box::leak(Box::new(
+            Policy::builder()
+                .retries(1)
+                .backoff(NoBackoff)
+                .hedge(Hedge::percentile(&L, 90.0, 2).unwrap())
+                .env(CountingClock::default())
+                .build()
+                .unwrap(),
+        ));
+        let tasks: Vec<_> = (0..300u32)
+            .map(|i| {
+                tokio::spawn(async move {
+                    let tries = AtomicU32::new(0);
+                    hedged_loop_blind(policy, || async {
+                        let n = tries.fetch_add(1, Ordering::SeqCst);
+                        match i % 3 {
+                            1 => tokio::task::yield_now().await,
+                            2 if n == 0 => return Err(io::ErrorKind::ConnectionReset.into()),
+                            _ => {}
+                        }
+                        Ok::<u32, io::Error>(i)
+                    })
+                    .await
+                })
+            })
+            .collect();
+        for (i, t) in tasks.into_iter().enumerate() {
+            assert_eq!(t.await.unwrap().unwrap(), i as u32);
+        }
+        assert_eq!(L.samples(), 300);
+    }
 }
