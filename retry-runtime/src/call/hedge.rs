@@ -66,8 +66,11 @@ where
 /// [`hedged_loop`] for attempts that do not read their context (`#[robust(hedge(..))]` on a
 /// fn without `attempt = ..`, the hedged tower layer). A round's first attempt then starts its
 /// clock at its first pending poll, as its timers already do: one that answers on its first
-/// poll reads no clock at all, and counts as taking no time for a latency percentile, unless
-/// the call needs its start anyway (a deadline, a `max_delay`, `on_retry`, tracing).
+/// poll reads no clock for its round (a breaker or a throttle still reads its own), and
+/// counts as taking no time for a latency percentile, unless the call needs its start anyway
+/// (a deadline, a `max_delay`, `on_retry`, tracing). Time spent inside an attempt's first
+/// poll is then outside its latency and its timeout; a round whose first attempt fails on its
+/// first poll starts when its first hedge is sent.
 pub async fn hedged_loop_blind<P, R, E, G, Fut>(policy: &P, mut make: G) -> Result<R, E>
 where
     P: RetryPolicy<R, E>,
