@@ -404,18 +404,24 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
     pub fn attempt(&mut self) -> Attempt<'p> {
         let started = self.now();
         let first = self.times.first_or(started);
-        let timeout = self.policy.timeout_setting().limit();
-        let attempt = Attempt {
+        let attempt = self.context(started, first);
+        self.times.set_deadline(attempt.deadline());
+        attempt
+    }
+
+    /// The context of an attempt of this call started at `started`, the call's first at
+    /// `first`.
+    #[inline]
+    fn context(&self, started: Instant, first: Instant) -> Attempt<'p> {
+        Attempt {
             retries: self.retries,
             blocking: Tm::BLOCKING,
-            timeout,
+            timeout: self.policy.timeout_setting().limit(),
             started,
             first,
             call_deadline: self.call_deadline(first),
             clock: self.policy.env(),
-        };
-        self.times.set_deadline(attempt.deadline());
-        attempt
+        }
     }
 
     /// A context for an attempt that never reads it (the hedged loop's blind attempts),
@@ -424,15 +430,7 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
     pub(crate) fn unread_attempt(&self) -> Attempt<'p> {
         static UNREAD: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
         let at = *UNREAD.get_or_init(Instant::now);
-        Attempt {
-            retries: self.retries,
-            blocking: Tm::BLOCKING,
-            timeout: self.policy.timeout_setting().limit(),
-            started: at,
-            first: at,
-            call_deadline: None,
-            clock: self.policy.env(),
-        }
+        self.context(at, at)
     }
 
     /// The context of a hedge started at `now` (SPEC section 15): the round's retry count,
@@ -440,15 +438,7 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
     #[cfg(feature = "tokio")]
     pub(crate) fn hedge_attempt(&mut self, now: Instant) -> Attempt<'p> {
         let first = self.times.first_or(now);
-        Attempt {
-            retries: self.retries,
-            blocking: Tm::BLOCKING,
-            timeout: self.policy.timeout_setting().limit(),
-            started: now,
-            first,
-            call_deadline: self.call_deadline(first),
-            clock: self.policy.env(),
-        }
+        self.context(now, first)
     }
 
     /// Records the latency of an attempt started at `started`, for a timeout setting that

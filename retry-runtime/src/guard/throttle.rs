@@ -181,7 +181,11 @@ impl AdaptiveThrottle {
     /// Counts one request at `now`, and whether the service accepted it (it did not fail
     /// with a retryable error).
     pub fn record(&self, now: Instant, accepted: bool) {
-        let epoch = self.advance(self.epoch(now));
+        self.count_in(self.advance(self.epoch(now)), accepted);
+    }
+
+    /// Counts one request in the bucket of `epoch`.
+    fn count_in(&self, epoch: u64, accepted: bool) {
         let i = (epoch % BUCKETS) as usize;
         self.add(&self.requests[i], epoch);
         if accepted {
@@ -212,14 +216,7 @@ impl AdaptiveThrottle {
     /// which moved the latest bucket up to its own, so the attempt is counted in the bucket it
     /// was admitted in or a later one.
     pub fn record_recent(&self, accepted: bool) {
-        let epoch = self.latest.load(Ordering::Acquire);
-        let i = (epoch % BUCKETS) as usize;
-        self.add(&self.requests[i], epoch);
-        if accepted {
-            self.add(&self.accepts[i], epoch);
-        } else {
-            self.changed();
-        }
+        self.count_in(self.latest.load(Ordering::Acquire), accepted);
     }
 
     /// The requests and accepts of the window that ends at `now`; moves the latest bucket up
