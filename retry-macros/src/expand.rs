@@ -936,6 +936,7 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
             _ => Vec::new(),
         }
     });
+    let name_checks: Vec<TokenStream> = name_checks.collect();
     // The fast path of a blocking fn: when no breaker must admit the first attempt and no
     // clock is read for it, the body (a closure) runs first, and the policy and the call are
     // made only if it fails. Async fns start the call first: measured, a lazy call or an async
@@ -994,6 +995,17 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
         && config.limit.is_none()
         && !is_async
         && !has_values;
+    // What the hedged loop and the general loop start with: the checks, the locals and guards,
+    // and the policy.
+    let policy_setup = quote! {
+            #(#name_checks)*
+            #inspector
+            #(#locals)*
+            #guard_binds
+            #latencies_static
+            let #on_error_name = #on_error;
+            let #policy = #p::policy(#whens, #on, #top_settings, #timeout, #on_success, #on_error_name, #extras);
+    };
     let new_block = if config.hedge.is_some() {
         // Hedged (SPEC section 15): the runtime's loop runs rounds of attempts, each made by
         // this closure as an `async move` block.
@@ -1023,13 +1035,7 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
             }
         };
         quote! {{
-            #(#name_checks)*
-            #inspector
-            #(#locals)*
-            #guard_binds
-            #latencies_static
-            let #on_error_name = #on_error;
-            let #policy = #p::policy(#whens, #on, #top_settings, #timeout, #on_success, #on_error_name, #extras);
+            #policy_setup
             let #returned = #p::#hedged_loop(&#policy, #make).await;
             #apply_fallback
             return #from_result;
@@ -1100,13 +1106,7 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
         }}
     } else {
         quote! {{
-            #(#name_checks)*
-            #inspector
-            #(#locals)*
-            #guard_binds
-            #latencies_static
-            let #on_error_name = #on_error;
-            let #policy = #p::policy(#whens, #on, #top_settings, #timeout, #on_success, #on_error_name, #extras);
+            #policy_setup
             let mut #call = #start;
             #timer_stmt
             let #returned = loop {
