@@ -35,7 +35,7 @@ use retry_runtime::robust;
 use tokio::time::Instant;
 
 mod support;
-use support::{PALETTE, legend, line, write_or_check};
+use support::{PALETTE, curve, legend, line, write_or_check};
 
 const REQUESTS: usize = 100_000;
 const CALLS: usize = 20_000;
@@ -317,13 +317,12 @@ fn picture(hedging: &[Hedging], timeouts: &[Timeouts]) -> Result<String, Box<dyn
                 .enumerate()
                 .map(|(k, ms)| (k as f64 * 100.0, *ms))
                 .collect();
-            let color = PALETTE[(i + 1) % PALETTE.len()];
-            chart
-                .draw_series(LineSeries::new(points, color.stroke_width(2)))?
-                .label(t.name)
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
-                });
+            curve(
+                &mut chart,
+                t.name,
+                PALETTE[(i + 1) % PALETTE.len()],
+                &points,
+            )?;
         }
         legend(&mut chart, SeriesLabelPosition::LowerRight)?;
         root.present()?;

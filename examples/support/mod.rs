@@ -22,8 +22,9 @@ pub const PALETTE: [RGBColor; 6] = [
 /// A chart of f64 x values on an SVG backend.
 pub type Chart<'a, Y> = ChartContext<'a, SVGBackend<'a>, Cartesian2d<RangedCoordf64, Y>>;
 
-/// Draws a line through `points`, a dot on each, and registers `name` for the legend.
-pub fn line<'a, Y>(
+/// Draws a line through `points` and registers `name` for the legend.
+#[allow(dead_code)] // only hedging.rs draws lines without their points
+pub fn curve<'a, Y>(
     chart: &mut Chart<'a, Y>,
     name: &str,
     color: RGBColor,
@@ -37,6 +38,20 @@ where
         .map_err(|e| e.to_string())?
         .label(name)
         .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
+    Ok(())
+}
+
+/// Draws a line through `points`, a dot on each, and registers `name` for the legend.
+pub fn line<'a, Y>(
+    chart: &mut Chart<'a, Y>,
+    name: &str,
+    color: RGBColor,
+    points: &[(f64, f64)],
+) -> Result<(), String>
+where
+    Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
+{
+    curve(chart, name, color, points)?;
     chart
         .draw_series(points.iter().map(|p| Circle::new(*p, 3, color.filled())))
         .map_err(|e| e.to_string())?;
