@@ -3,7 +3,8 @@
 //! overloaded service, with a probability that grows with the failures it saw recently.
 //!
 //! The throttle is plain data (atomics), so that a `static` can take it out of `new`'s
-//! `Result` on every platform, and lock-free: a record is two or three atomic updates.
+//! `Result` on every platform, and lock-free: a record is a few atomic updates (an accepted
+//! request in the latest bucket is one).
 
 use std::fmt;
 use std::sync::OnceLock;
@@ -30,6 +31,11 @@ fn origin(now: Instant) -> Instant {
             .find_map(|b| now.checked_sub(Duration::from_secs(1 << b)))
             .unwrap_or(now)
     })
+}
+
+/// Nanoseconds from the origin to `now` (0 before it).
+fn since_origin(now: Instant) -> u128 {
+    now.saturating_duration_since(origin(now)).as_nanos()
 }
 
 /// Which lap of the ring a bucket of `epoch` counts, modulo 2^32: the tag of its words.
@@ -60,7 +66,7 @@ const fn word(lap: u64, count: u64) -> u64 {
 /// The window is counted in ten buckets of `window / 10`: a count is forgotten between
 /// 0.9·`window` and `window` after it was recorded. An instant earlier than one already
 /// recorded (a clock that went back) counts as the latest one. A bucket counts up to
-/// 2^32 − 1 requests, and as many accepts (more saturate).
+/// 2^32 − 1 requests, and as many of them not accepted (more saturate).
 ///
 /// In the book, requests the throttle rejected count as requests too (the application asked
 /// for them; they are not accepts): record them with `accepted = false`. That is what keeps
@@ -98,8 +104,10 @@ pub struct AdaptiveThrottle {
     /// the count in its low half, so that a count and the epoch it belongs to change in one
     /// atomic step. (A word is read only if its lap is the one expected: a bucket that was
     /// not written for a multiple of 2^32 laps would count again, 136 years for a 1 s window.)
+    /// (A bucket's accepts are its requests less its refusals: an accepted request is
+    /// counted with one atomic update.)
     requests: [AtomicU64; BUCKETS as usize],
-    accepts: [AtomicU64; BUCKETS as usize],
+    refusals: [AtomicU64; BUCKETS as usize],
     /// How many times the window changed in a way that can raise the probability: a request
     /// recorded as not accepted, or the head moving on (which forgets a bucket).
     changes: AtomicU64,
@@ -144,7 +152,7 @@ impl AdaptiveThrottle {
             width,
             latest: AtomicU64::new(0),
             requests: [const { AtomicU64::new(0) }; BUCKETS as usize],
-            accepts: [const { AtomicU64::new(0) }; BUCKETS as usize],
+            refusals: [const { AtomicU64::new(0) }; BUCKETS as usize],
             changes: AtomicU64::new(0),
             zero: AtomicU64::new(NO_ZERO),
         })
@@ -152,10 +160,13 @@ impl AdaptiveThrottle {
 
     /// The epoch of `now`: `width`s since the origin (0 before it, `u64::MAX` past 2^64).
     fn epoch(&self, now: Instant) -> u64 {
-        let since = now.saturating_duration_since(origin(now));
+        self.epoch_at(since_origin(now))
+    }
+
+    /// The epoch of the instant `nanos` after the origin.
+    fn epoch_at(&self, nanos: u128) -> u64 {
         // A 64-bit division when both fit (the time since the origin for 584 years, a window
         // up to 5,800 years), which is several times cheaper than a 128-bit one.
-        let nanos = since.as_nanos();
         match (u64::try_from(nanos), u64::try_from(self.width)) {
             (Ok(n), Ok(w)) => n / w,
             _ => u64::try_from(nanos / self.width).unwrap_or(u64::MAX),
@@ -184,13 +195,19 @@ impl AdaptiveThrottle {
         self.count_in(self.advance(self.epoch(now)), accepted);
     }
 
+    /// Whether the instant `nanos` after the origin is in the bucket of `epoch` or an earlier
+    /// one: `epoch_at(nanos) <= epoch`, without the division.
+    fn not_after(&self, nanos: u128, epoch: u64) -> bool {
+        // (Epochs saturate at `u64::MAX`.)
+        epoch == u64::MAX || nanos < (u128::from(epoch) + 1).saturating_mul(self.width)
+    }
+
     /// Counts one request in the bucket of `epoch`.
     fn count_in(&self, epoch: u64, accepted: bool) {
         let i = (epoch % BUCKETS) as usize;
         self.add(&self.requests[i], epoch);
-        if accepted {
-            self.add(&self.accepts[i], epoch);
-        } else {
+        if !accepted {
+            self.add(&self.refusals[i], epoch);
             self.changed();
         }
     }
@@ -239,7 +256,7 @@ impl AdaptiveThrottle {
 
     /// The requests and accepts of the window that ends at `head`.
     fn counts_at(&self, head: u64) -> (u64, u64) {
-        let (mut requests, mut accepts) = (0, 0);
+        let (mut requests, mut refusals) = (0, 0);
         for i in 0..BUCKETS {
             // The epoch of bucket `i` in the window (none yet near the origin).
             let Some(epoch) = head.checked_sub((head % BUCKETS + BUCKETS - i) % BUCKETS) else {
@@ -251,9 +268,11 @@ impl AdaptiveThrottle {
             };
             // At most 10 · (2^32 − 1) each: no overflow.
             requests += count(&self.requests[i as usize]);
-            accepts += count(&self.accepts[i as usize]);
+            refusals += count(&self.refusals[i as usize]);
         }
-        (requests, accepts)
+        // A reader between a refused request's two updates counts it as accepted, as if it
+        // had read before that request was refused.
+        (requests, requests.saturating_sub(refusals))
     }
 
     /// The probability of rejecting an attempt at `now`:
@@ -266,14 +285,14 @@ impl AdaptiveThrottle {
     /// of those happens. (A reader that overlaps such a change may still be given the 0 from
     /// before it, as it would had it come first.)
     pub fn reject_probability(&self, now: Instant) -> f64 {
-        let epoch = self.epoch(now);
+        let nanos = since_origin(now);
         let latest = self.latest.load(Ordering::Acquire);
-        if epoch <= latest
+        if self.not_after(nanos, latest)
             && self.zero.load(Ordering::Acquire) == self.changes.load(Ordering::Acquire)
         {
             return 0.0;
         }
-        let head = self.head_at(epoch);
+        let head = self.head_at(self.epoch_at(nanos));
         // Read after the head moved and before the counts: a later change is a new value.
         let changes = self.changes.load(Ordering::Acquire);
         let (requests, accepts) = self.counts_at(head);
@@ -618,8 +637,8 @@ mod tests {
             let epoch = head - back;
             let i = (epoch % BUCKETS) as usize;
             t.requests[i].store(word(lap(epoch), COUNT), Ordering::SeqCst);
-            let accepts = if back == 0 { COUNT } else { 0 };
-            t.accepts[i].store(word(lap(epoch), accepts), Ordering::SeqCst);
+            let refusals = if back == 0 { 0 } else { COUNT };
+            t.refusals[i].store(word(lap(epoch), refusals), Ordering::SeqCst);
         }
         assert_eq!(t.counts(t0), (10 * COUNT, COUNT));
         let p = t.reject_probability(t0);
@@ -707,6 +726,24 @@ mod tests {
                 let p = t.reject_probability(now);
                 let (requests, accepts) = t.counts(now);
                 prop_assert_eq!(p, probability(k, requests, accepts));
+            }
+        }
+
+        /// The test of the known zero's path, without a division, is the epoch's.
+        #[test]
+        fn not_after_is_the_epochs_comparison(
+            width in prop_oneof![1u128..20, 1u128..=u128::from(u64::MAX), 1u128..=Duration::MAX.as_nanos()],
+            nanos in prop_oneof![0u128..1_000, any::<u64>().prop_map(u128::from), 0..=Duration::MAX.as_nanos()],
+            epoch in prop_oneof![0u64..1_000, any::<u64>(), Just(u64::MAX)],
+        ) {
+            let t = throttle(2.0, Duration::from_nanos(1_000));
+            let t = AdaptiveThrottle { width, ..t };
+            prop_assert_eq!(t.not_after(nanos, epoch), t.epoch_at(nanos) <= epoch);
+            // At a bucket's edges (as far as an `Instant` goes).
+            let start = u128::from(epoch).saturating_mul(width);
+            let edges = [start.saturating_sub(1), start, start.saturating_add(width - 1), start.saturating_add(width)];
+            for nanos in edges.into_iter().filter(|n| *n <= Duration::MAX.as_nanos()) {
+                prop_assert_eq!(t.not_after(nanos, epoch), t.epoch_at(nanos) <= epoch);
             }
         }
 
