@@ -621,3 +621,76 @@ async fn a_hedged_layer_sends_a_hedge_and_the_first_answer_wins() {
     assert_eq!(t0.elapsed(), ms(1000));
     assert_eq!(calls.load(Ordering::SeqCst), 1, "never sent twice");
 }
+
+static SUCCESS_BREAKER: std::sync::LazyLock<CircuitBreaker> = std::sync::LazyLock::new(|| {
+    CircuitBreaker::new(2, 2, 0.5, Duration::from_secs(30), 1).expect("valid breaker")
+});
+static SUCCESS_LATENCIES: retry_runtime::latency::Latencies =
+    retry_runtime::latency::Latencies::new();
+
+/// A success (settled by the layer without moving the response through the retry loop) is
+/// recorded as one by everything that watches: the breaker's probe closes it, `on_success`
+/// runs once, and the adaptive timeout learns the attempt's latency.
+#[tokio::test(start_paused = true)]
+async fn a_success_closes_a_half_open_breaker_calls_on_success_and_is_measured() {
+    use retry_runtime::BreakerState;
+    use retry_runtime::timeout::Adaptive;
+    let successes = Arc::new(AtomicU32::new(0));
+    let seen = Arc::clone(&successes);
+    let policy = Policy::builder()
+        .retries(0)
+        .breaker(&*SUCCESS_BREAKER)
+        .adaptive_timeout(
+            Adaptive::new(
+                &SUCCESS_LATENCIES,
+                90.0,
+                1.0,
+                Duration::from_millis(1),
+                secs(1),
+            )
+            .unwrap(),
+        )
+        .on_success(move || {
+            seen.fetch_add(1, Ordering::SeqCst);
+        })
+        .build()
+        .unwrap();
+    // Two failures open the breaker; 30 s later it lets one probe through.
+    let (failing, _) = scripted::<String>(vec![Err(ErrorKind::ConnectionReset.into())]);
+    let mut failing = RobustLayer::new(policy.clone()).layer(failing);
+    for _ in 0..2 {
+        let r = failing
+            .ready()
+            .await
+            .unwrap()
+            .call(Request::new(String::new()))
+            .await;
+        assert!(r.is_err());
+    }
+    assert_eq!(SUCCESS_BREAKER.state(), BreakerState::Open);
+    tokio::time::advance(secs(30)).await;
+    assert_eq!(SUCCESS_LATENCIES.samples(), 0);
+    let svc = tower::service_fn(|_req: Request<String>| async {
+        tokio::time::sleep(Duration::from_millis(7)).await;
+        Ok::<_, io::Error>(status(StatusCode::OK))
+    });
+    let mut client = RobustLayer::new(policy).layer(svc);
+    let r = client
+        .ready()
+        .await
+        .unwrap()
+        .call(Request::new(String::new()))
+        .await;
+    assert_eq!(r.unwrap().status(), StatusCode::OK);
+    assert_eq!(
+        SUCCESS_BREAKER.state(),
+        BreakerState::Closed,
+        "the probe's success closes it"
+    );
+    assert_eq!(successes.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        SUCCESS_LATENCIES.samples(),
+        1,
+        "the success's latency is learned"
+    );
+}

@@ -956,6 +956,21 @@ where
                     match polled {
                         Poll::Ready(r) => {
                             this.attempt.set(None);
+                            // A success no value rule can match is settled here and returned
+                            // as it came (not moved through the settling below).
+                            if !single
+                                && !<G::View<'_> as RetryPolicy<S::Response, S::Error>>::VALUES
+                                && r.is_ok()
+                            {
+                                *this.slot = None;
+                                let mut call = Call::resume(policy, *this.state);
+                                if let Some(started) = this.started.take() {
+                                    call.measure(started, &r, false);
+                                }
+                                call.success::<S::Response, S::Error>();
+                                *this.phase = Phase::Done;
+                                return Poll::Ready(r);
+                            }
                             // An error returned when the attempt's time is up counts as a
                             // timeout, as in `call_async`.
                             let late =

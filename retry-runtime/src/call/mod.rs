@@ -540,6 +540,28 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
     where
         P: RetryPolicy<R, E>,
     {
+        self.record_success::<R, E>(now);
+        Step::Return(result)
+    }
+
+    /// What [`settle`](Self::settle) does with a success no value rule can match (`!P::VALUES`),
+    /// for a caller that keeps the value: the breaker and the throttle record it, `on_success`
+    /// is called.
+    #[cfg(feature = "tower")]
+    #[inline(always)]
+    pub(crate) fn success<R, E>(&mut self)
+    where
+        P: RetryPolicy<R, E>,
+    {
+        let mut now = self.lazy_now();
+        self.record_success::<R, E>(&mut now);
+    }
+
+    #[inline(always)]
+    fn record_success<R, E>(&mut self, now: &mut LazyNow<'_>)
+    where
+        P: RetryPolicy<R, E>,
+    {
         if <P::Breaker as Breaker>::ACTIVE {
             self.policy.breaker().record(now.get(), self.permit, true);
         }
@@ -549,7 +571,6 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
             self.policy.throttle().record_recent(true);
         }
         self.policy.on_success();
-        Step::Return(result)
     }
 
     /// [`settle`](Self::settle) for any outcome.
