@@ -103,16 +103,39 @@ where
         if let Some(rejected) = call.admit() {
             return rejected;
         }
-        let slot = match policy.limit().wait().await {
-            Ok(slot) => Some(slot),
-            Err(_) => match refused(policy) {
-                Some(r) => return r,
-                None => None,
+        // A free slot is taken without waiting (always, without a limit).
+        let slot = match policy.limit().try_slot() {
+            Some(slot) => Some(slot),
+            None => match policy.limit().wait().await {
+                Ok(slot) => Some(slot),
+                Err(_) => match refused(policy) {
+                    Some(r) => return r,
+                    None => None,
+                },
             },
         };
         // A lazy round's first attempt has no start yet, hence no deadline either (the call
         // has none: it would need its start); its own is set when its start is read.
         let context = (!lazy).then(|| call.attempt());
+        // Made in place. A lazy round's `make` ignores its context: it gets one that was not
+        // read from the clock.
+        let mut primary =
+            std::pin::pin!(Some(make(context.unwrap_or_else(|| call.unread_attempt()))));
+        // A lazy round's first attempt is polled once before the round is set up: a success
+        // no value rule can match, on that first poll, is the round's winner at once (it took
+        // no time); any other answer is handed to the round, and so is a pending attempt,
+        // which the round does not poll again in the same wake.
+        let first = if lazy {
+            std::future::poll_fn(|cx| {
+                Poll::Ready(match primary.as_mut().as_pin_mut() {
+                    Some(fut) => fut.poll(cx).map(IsResult::into_result),
+                    None => Poll::Pending,
+                })
+            })
+            .await
+        } else {
+            Poll::Pending
+        };
         let meta = Meta {
             limit: context.map_or_else(|| policy.timeout_setting().limit(), |a| a.limit()),
             cut: None,
@@ -122,31 +145,68 @@ where
             _slot: slot,
         };
         let started = meta.started;
-        // Made in place. A lazy round's `make` ignores its context: it gets one that was not
-        // read from the clock.
-        let primary = std::pin::pin!(Some(make(context.unwrap_or_else(|| call.unread_attempt()))));
-        let (result, timed_out) = std::future::poll_fn({
-            let mut round = Round {
-                call: &mut call,
-                make: &mut make,
-                primary,
-                primary_meta: Some(meta),
-                hedges: &mut hedges,
-                timer: timer.as_mut(),
-                started,
-                clocked: false,
-                next: None,
-                sent: 0,
-                last: None,
-            };
-            move |cx| round.poll(cx)
-        })
-        .await;
+        let (result, timed_out) = match first {
+            Poll::Ready(result) if !P::VALUES && result.is_ok() => {
+                primary.set(None);
+                let (deadline, permit) = (meta.deadline, meta.permit);
+                // The attempt's slot is freed.
+                drop(meta);
+                if measured(policy) {
+                    policy.timeout_setting().record(Duration::ZERO);
+                }
+                call.adopt(permit, deadline);
+                // Settled as `settle` settles a success no value rule can match.
+                call.success::<R, E>();
+                return result;
+            }
+            first => {
+                let polled = first.is_pending() && lazy;
+                let answered = match first {
+                    Poll::Ready(result) => {
+                        primary.set(None);
+                        Some(result)
+                    }
+                    Poll::Pending => None,
+                };
+                std::future::poll_fn({
+                    let mut round = Round {
+                        call: &mut call,
+                        make: &mut make,
+                        primary,
+                        primary_meta: Some(meta),
+                        hedges: &mut hedges,
+                        timer: timer.as_mut(),
+                        started,
+                        answered,
+                        polled,
+                        clocked: false,
+                        next: None,
+                        sent: 0,
+                        last: None,
+                    };
+                    move |cx| round.poll(cx)
+                })
+                .await
+            }
+        };
         hedges.clear();
         match call.settle(result, timed_out) {
             Step::Return(r) => return r,
             Step::Retry(delay) => policy.env().sleep_async(delay).await,
         }
+    }
+}
+
+/// Whether the policy learns from latencies (an adaptive timeout or `after = pNN`).
+fn measured<P: PolicyCore>(policy: &P) -> bool {
+    <P::Timeout as AttemptTimeout>::MEASURED && policy.timeout_setting().histogram().is_some()
+}
+
+impl<P: PolicyCore> Call<'_, P, Timed> {
+    /// The call goes on with the permit and deadline of the attempt that decided a round.
+    fn adopt(&mut self, permit: Permit, deadline: Option<Instant>) {
+        self.permit = permit;
+        crate::call::Times::set_deadline(&mut self.times, deadline);
     }
 }
 
@@ -176,6 +236,12 @@ struct Round<'c, 'p, P: PolicyCore, G, Fut, R, E> {
     /// unknown until its first pending poll when read lazily (an attempt that answers on its
     /// first poll then takes no time).
     started: Option<Instant>,
+    /// The first attempt's answer on the poll made before the round was set up, not handled
+    /// yet.
+    answered: Option<Result<R, E>>,
+    /// The first attempt was polled, and was pending, in this wake before the round was set
+    /// up: the round's first poll does not poll it again.
+    polled: bool,
     /// Whether the first attempt's cut and the first hedge are scheduled (at its first
     /// pending poll).
     clocked: bool,
@@ -202,9 +268,15 @@ where
     fn poll(&mut self, cx: &mut Context<'_>) -> Poll<(Result<R, E>, bool)> {
         let policy = self.call.policy;
         let timeout = policy.timeout_setting();
+        if let Some(result) = self.answered.take()
+            && let Some(done) = self.primary_ended(result, false)
+        {
+            return Poll::Ready(done);
+        }
         loop {
-            // The attempts.
-            if let Some(fut) = self.primary.as_mut().as_pin_mut()
+            // The attempts (the first one unless it was just polled, before the round).
+            if !std::mem::take(&mut self.polled)
+                && let Some(fut) = self.primary.as_mut().as_pin_mut()
                 && let Poll::Ready(out) = fut.poll(cx)
             {
                 self.primary.set(None);
@@ -351,7 +423,7 @@ where
         let policy = self.call.policy;
         let setting = policy.timeout_setting();
         // The clock is read only when something needs it.
-        let measured = <P::Timeout as AttemptTimeout>::MEASURED && setting.histogram().is_some();
+        let measured = measured(policy);
         let mut now = LazyNow {
             clock: policy.env(),
             blocking: false,
@@ -407,8 +479,7 @@ where
         deadline: Option<Instant>,
         permit: Permit,
     ) -> (Result<R, E>, bool) {
-        self.call.permit = permit;
-        crate::call::Times::set_deadline(&mut self.call.times, deadline);
+        self.call.adopt(permit, deadline);
         (result, timed_out)
     }
 
@@ -629,6 +700,68 @@ mod tests {
         .await;
         assert_eq!(r.unwrap_err().kind(), io::ErrorKind::TimedOut);
         assert_eq!(t0.elapsed(), ms(130));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_first_attempt_is_polled_once_per_wake_and_answers_at_once_go_to_the_round() {
+        /// Counts the polls of the future it wraps.
+        struct Counted<'a, F>(&'a AtomicU32, std::pin::Pin<Box<F>>);
+        impl<F: Future> Future for Counted<'_, F> {
+            type Output = F::Output;
+            fn poll(
+                mut self: std::pin::Pin<&mut Self>,
+                cx: &mut std::task::Context<'_>,
+            ) -> std::task::Poll<F::Output> {
+                self.0.fetch_add(1, Ordering::SeqCst);
+                self.1.as_mut().poll(cx)
+            }
+        }
+        let policy = Policy::builder()
+            .retries(1)
+            .backoff(NoBackoff)
+            .on_ok(crate::kind::OkIf(|v: &u32| *v == 503))
+            .hedge(Hedge::after(ms(100), 1).unwrap())
+            .env(CountingClock::default())
+            .build()
+            .unwrap();
+        // Pending on its first poll (before the round is set up), then woken once, 10 ms
+        // later: two polls, not three.
+        let polls = AtomicU32::new(0);
+        let t0 = tokio::time::Instant::now();
+        let r: io::Result<u32> = hedged_loop_blind(&policy, || {
+            Counted(
+                &polls,
+                Box::pin(async {
+                    tokio::time::sleep(ms(10)).await;
+                    Ok(4)
+                }),
+            )
+        })
+        .await;
+        assert_eq!((r.unwrap(), t0.elapsed()), (4, ms(10)));
+        assert_eq!(polls.load(Ordering::SeqCst), 2);
+        // A value the `Ok(..)` kind matches, answered on the first poll, is a failed attempt:
+        // the hedge goes at once and its answer wins.
+        let n = AtomicU32::new(0);
+        let r: io::Result<u32> = hedged_loop_blind(&policy, || async {
+            match n.fetch_add(1, Ordering::SeqCst) {
+                0 => Ok(503),
+                _ => Ok(200),
+            }
+        })
+        .await;
+        assert_eq!((r.unwrap(), n.load(Ordering::SeqCst)), (200, 2));
+        // Only matched values and errors, at once: the round fails, the retry runs another.
+        let n = AtomicU32::new(0);
+        let r: io::Result<u32> = hedged_loop_blind(&policy, || async {
+            match n.fetch_add(1, Ordering::SeqCst) {
+                0 => Err(io::ErrorKind::ConnectionReset.into()),
+                1 | 2 => Ok(503),
+                _ => Ok(201),
+            }
+        })
+        .await;
+        assert_eq!((r.unwrap(), n.load(Ordering::SeqCst)), (201, 4));
     }
 
     #[tokio::test(start_paused = true)]
