@@ -20,6 +20,47 @@ use crate::time::{DefaultEnv, Seeded};
 use crate::timeout::{Adaptive, NoTimeout, PerAttempt, SetTimeout, WithDeadline};
 use crate::{ConfigError, limit_from_secs};
 
+/// `$builder` with one part of its policy replaced by `$f(old part)`: the struct literal of
+/// an update that changes the part's type (which `..base` cannot do), written once. Each arm
+/// names the parts kept.
+macro_rules! map_part {
+    ($b:expr, whens, $f:expr) => {
+        map_part!(@ $b, whens, $f, [on, settings, timeout, on_success, on_error, env, extras])
+    };
+    ($b:expr, on, $f:expr) => {
+        map_part!(@ $b, on, $f, [whens, settings, timeout, on_success, on_error, env, extras])
+    };
+    ($b:expr, settings, $f:expr) => {
+        map_part!(@ $b, settings, $f, [whens, on, timeout, on_success, on_error, env, extras])
+    };
+    ($b:expr, timeout, $f:expr) => {
+        map_part!(@ $b, timeout, $f, [whens, on, settings, on_success, on_error, env, extras])
+    };
+    ($b:expr, on_success, $f:expr) => {
+        map_part!(@ $b, on_success, $f, [whens, on, settings, timeout, on_error, env, extras])
+    };
+    ($b:expr, on_error, $f:expr) => {
+        map_part!(@ $b, on_error, $f, [whens, on, settings, timeout, on_success, env, extras])
+    };
+    ($b:expr, env, $f:expr) => {
+        map_part!(@ $b, env, $f, [whens, on, settings, timeout, on_success, on_error, extras])
+    };
+    ($b:expr, extras, $f:expr) => {
+        map_part!(@ $b, extras, $f, [whens, on, settings, timeout, on_success, on_error, env])
+    };
+    (@ $b:expr, $part:ident, $f:expr, [$($kept:ident),*]) => {{
+        let PolicyBuilder { policy, error, seed } = $b;
+        PolicyBuilder {
+            policy: Policy {
+                $part: ($f)(policy.$part),
+                $($kept: policy.$kept,)*
+            },
+            error,
+            seed,
+        }
+    }};
+}
+
 impl Policy {
     /// A builder with the SPEC defaults: 3 retries, no timeout, no `max_delay`,
     /// `exponential(base = 100 ms, max = 20 s, m = 2)`, full jitter, scale 1, every error
@@ -92,21 +133,7 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
         self,
         f: impl FnOnce(Settings<B, J>) -> Settings<B2, J2>,
     ) -> PolicyBuilder<W, K, B2, J2, T, S, F, C, X> {
-        let p = self.policy;
-        PolicyBuilder {
-            policy: Policy {
-                whens: p.whens,
-                on: p.on,
-                settings: f(p.settings),
-                timeout: p.timeout,
-                on_success: p.on_success,
-                on_error: p.on_error,
-                env: p.env,
-                extras: p.extras,
-            },
-            error: self.error,
-            seed: self.seed,
-        }
+        map_part!(self, settings, f)
     }
 
     /// At most `n` retries of the `on` rule (default 3); negative = forever, 0 = never.
@@ -152,21 +179,7 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
     /// Which errors the `on` rule retries (default: every error). Combine kinds with
     /// [`ClassifyExt::or`](crate::kind::ClassifyExt::or).
     pub fn on<K2>(self, kind: K2) -> PolicyBuilder<W, K2, B, J, T, S, F, C, X> {
-        let p = self.policy;
-        PolicyBuilder {
-            policy: Policy {
-                whens: p.whens,
-                on: kind,
-                settings: p.settings,
-                timeout: p.timeout,
-                on_success: p.on_success,
-                on_error: p.on_error,
-                env: p.env,
-                extras: p.extras,
-            },
-            error: self.error,
-            seed: self.seed,
-        }
+        map_part!(self, on, |_| kind)
     }
 
     /// Adds a rule: failures matching `kind` use the settings `f` makes from the current
@@ -180,25 +193,11 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
         B: Clone,
         J: Clone,
     {
-        let p = self.policy;
-        let settings = f(p.settings.clone());
-        let mut error = self.error;
-        if let Some(e) = settings.error {
-            error.get_or_insert(e);
-        }
-        PolicyBuilder {
-            policy: Policy {
-                whens: (p.whens, Rule::new(kind, settings.rule)),
-                on: p.on,
-                settings: p.settings,
-                timeout: p.timeout,
-                on_success: p.on_success,
-                on_error: p.on_error,
-                env: p.env,
-                extras: p.extras,
-            },
-            error,
-            seed: self.seed,
+        let settings = f(self.policy.settings.clone());
+        let b = map_part!(self, whens, |whens| (whens, Rule::new(kind, settings.rule)));
+        match settings.error {
+            Some(e) => b.fail(e),
+            None => b,
         }
     }
 
@@ -228,25 +227,14 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
         B: Clone,
         J: Clone,
     {
-        let p = self.policy;
-        let settings = f(p.settings.clone());
-        let mut error = self.error;
-        if let Some(e) = settings.error {
-            error.get_or_insert(e);
-        }
-        PolicyBuilder {
-            policy: Policy {
-                whens: (p.whens, OkRule::new(kind, settings.rule)),
-                on: p.on,
-                settings: p.settings,
-                timeout: p.timeout,
-                on_success: p.on_success,
-                on_error: p.on_error,
-                env: p.env,
-                extras: p.extras,
-            },
-            error,
-            seed: self.seed,
+        let settings = f(self.policy.settings.clone());
+        let b = map_part!(self, whens, |whens| (
+            whens,
+            OkRule::new(kind, settings.rule)
+        ));
+        match settings.error {
+            Some(e) => b.fail(e),
+            None => b,
         }
     }
 
@@ -409,40 +397,12 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
     }
 
     fn map_timeout<T2>(self, f: impl FnOnce(T) -> T2) -> PolicyBuilder<W, K, B, J, T2, S, F, C, X> {
-        let p = self.policy;
-        PolicyBuilder {
-            policy: Policy {
-                whens: p.whens,
-                on: p.on,
-                settings: p.settings,
-                timeout: f(p.timeout),
-                on_success: p.on_success,
-                on_error: p.on_error,
-                env: p.env,
-                extras: p.extras,
-            },
-            error: self.error,
-            seed: self.seed,
-        }
+        map_part!(self, timeout, f)
     }
 
     /// Called once when an attempt succeeds: any `Fn()`.
     pub fn on_success<S2: Fn()>(self, callback: S2) -> PolicyBuilder<W, K, B, J, T, S2, F, C, X> {
-        let p = self.policy;
-        PolicyBuilder {
-            policy: Policy {
-                whens: p.whens,
-                on: p.on,
-                settings: p.settings,
-                timeout: p.timeout,
-                on_success: callback,
-                on_error: p.on_error,
-                env: p.env,
-                extras: p.extras,
-            },
-            error: self.error,
-            seed: self.seed,
-        }
+        map_part!(self, on_success, |_| callback)
     }
 
     /// Called after every failed attempt (the last one too), before the retry decision, with
@@ -453,60 +413,17 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
         self,
         callback: F2,
     ) -> PolicyBuilder<W, K, B, J, T, S, F2, C, X> {
-        let p = self.policy;
-        PolicyBuilder {
-            policy: Policy {
-                whens: p.whens,
-                on: p.on,
-                settings: p.settings,
-                timeout: p.timeout,
-                on_success: p.on_success,
-                on_error: callback,
-                env: p.env,
-                extras: p.extras,
-            },
-            error: self.error,
-            seed: self.seed,
-        }
+        map_part!(self, on_error, |_| callback)
     }
 
     /// The clock and sleepers (default [`DefaultEnv`]); tests pass a
     /// [`VirtualTime`](crate::time::VirtualTime).
     pub fn env<C2>(self, env: C2) -> PolicyBuilder<W, K, B, J, T, S, F, C2, X> {
-        let p = self.policy;
-        PolicyBuilder {
-            policy: Policy {
-                whens: p.whens,
-                on: p.on,
-                settings: p.settings,
-                timeout: p.timeout,
-                on_success: p.on_success,
-                on_error: p.on_error,
-                env,
-                extras: p.extras,
-            },
-            error: self.error,
-            seed: self.seed,
-        }
+        map_part!(self, env, |_| env)
     }
 
     fn map_extras<X2>(self, f: impl FnOnce(X) -> X2) -> PolicyBuilder<W, K, B, J, T, S, F, C, X2> {
-        let p = self.policy;
-        let extras = f(p.extras);
-        PolicyBuilder {
-            policy: Policy {
-                whens: p.whens,
-                on: p.on,
-                settings: p.settings,
-                timeout: p.timeout,
-                on_success: p.on_success,
-                on_error: p.on_error,
-                env: p.env,
-                extras,
-            },
-            error: self.error,
-            seed: self.seed,
-        }
+        map_part!(self, extras, f)
     }
 
     /// The policy, or the first invalid value given to the builder.
@@ -883,6 +800,26 @@ mod tests {
             .build()
             .unwrap_err();
         assert_eq!(e.parameter(), "scale");
+        let e = Policy::builder()
+            .when_ok(crate::kind::OkIf(|v: &u32| *v == 503), |s| {
+                s.max_delay_secs(f64::NAN)
+            })
+            .build()
+            .err()
+            .unwrap();
+        assert_eq!(e.parameter(), "max_delay");
+        // The first one, whichever part it was given to.
+        let e = Policy::builder()
+            .timeout(Duration::ZERO)
+            .when(AnyError, |s| s.scale(-2.0))
+            .when_ok(crate::kind::OkIf(|v: &u32| *v == 503), |s| {
+                s.max_delay_secs(f64::NAN)
+            })
+            .on_success(|| {})
+            .build()
+            .err()
+            .unwrap();
+        assert_eq!(e.parameter(), "timeout");
         assert_eq!(
             Policy::builder()
                 .timeout_secs(-1.0)
