@@ -12,12 +12,15 @@ use retry_runtime::guard::fleet::{
     Fleet, FleetOptions, FleetStatus, MemoryStore, SharedBreaker, SharedBudget,
 };
 use retry_runtime::tower::RobustLayer;
-use retry_runtime::{CircuitBreaker, NoBackoff, Open, Policy, RetryBudget, robust};
+use retry_runtime::{NoBackoff, Open, Policy, robust};
 use tower::{Layer, Service, ServiceExt};
 
 #[path = "common/counting_alloc.rs"]
 mod counting_alloc;
 use counting_alloc::allocations;
+#[path = "common/fleet_guards.rs"]
+mod fleet_guards;
+use fleet_guards::shared_guards;
 
 fn options() -> FleetOptions {
     FleetOptions::new()
@@ -27,17 +30,7 @@ fn options() -> FleetOptions {
 
 fn guards(fleet: &Fleet, name: &str) -> (SharedBreaker, SharedBudget) {
     // Opens locally at a 90% failure ratio, for the fleet at 50%.
-    let local = CircuitBreaker::new(20, 10, 0.9, Duration::from_secs(30), 1).unwrap();
-    let breaker = fleet
-        .breaker(name, local, Duration::from_secs(5), 20)
-        .unwrap();
-    let budget = fleet
-        .budget(
-            name,
-            RetryBudget::new(100.0, 0.1, 1.0).unwrap(),
-            RetryBudget::new(5.0, 0.1, 1.0).unwrap(),
-        )
-        .unwrap();
+    let (breaker, budget) = shared_guards(fleet, name, 0.9);
     budget.set_lease(10);
     (breaker, budget)
 }

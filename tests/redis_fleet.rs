@@ -5,8 +5,11 @@
 //! Without `redis-server` on the PATH these tests pass after saying on stderr that they were
 //! skipped and why; with `ROBUST_REQUIRE_REDIS=1` (CI) they fail instead.
 
+#[path = "common/fleet_guards.rs"]
+mod fleet_guards;
 #[path = "../examples/support/redis_server.rs"]
 mod redis_server;
+use fleet_guards::shared_guards;
 
 use std::cell::Cell;
 use std::io::{self, Write as _};
@@ -413,21 +416,9 @@ fn slow_options(namespace: &str) -> FleetOptions {
         .timeout(Duration::from_secs(1))
 }
 
-/// A shared breaker (locally: 20 attempts, at least 10, 50%; for the fleet: the last 5 s, at
-/// least 20 attempts) and a shared budget (100 tokens, 5 alone) named `name` on `fleet`.
+/// [`shared_guards`] opening locally at 50%.
 fn breaker_and_budget(fleet: &Fleet, name: &str) -> (SharedBreaker, SharedBudget) {
-    let local = CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(30), 1).unwrap();
-    let breaker = fleet
-        .breaker(name, local, Duration::from_secs(5), 20)
-        .unwrap();
-    let budget = fleet
-        .budget(
-            name,
-            RetryBudget::new(100.0, 0.1, 1.0).unwrap(),
-            RetryBudget::new(5.0, 0.1, 1.0).unwrap(),
-        )
-        .unwrap();
-    (breaker, budget)
+    shared_guards(fleet, name, 0.5)
 }
 
 #[test]
