@@ -268,20 +268,27 @@ fn simulate<P: RetryPolicy<(), Failure>>(
     o
 }
 
-fn simulations() -> (Outcome, Outcome) {
-    let one = Scale(1);
-    let time = VirtualTime::new();
-    let policy = |b, br| {
+/// Every client's policy: 3 retries on `scale`'s backoff, no jitter, the budget and breaker
+/// given (local or shared ones, of other types: a fn would have to name the policy's type for
+/// each), and an `env` if one is given.
+macro_rules! client_policy {
+    ($scale:expr, $budget:expr, $breaker:expr $(, env = $env:expr)?) => {
         Policy::builder()
             .retries(3)
-            .backoff(one.backoff())
+            .backoff($scale.backoff())
             .jitter(NoJitter)
-            .env(time.clone())
-            .budget(b)
-            .breaker(br)
+            $(.env($env))?
+            .budget($budget)
+            .breaker($breaker)
             .build()
             .expect("valid")
     };
+}
+
+fn simulations() -> (Outcome, Outcome) {
+    let one = Scale(1);
+    let time = VirtualTime::new();
+    let policy = |b, br| client_policy!(one, b, br, env = time.clone());
     let local: Vec<(RetryBudget, CircuitBreaker)> = (0..CLIENTS)
         .map(|_| (one.local_budget(), one.local_breaker()))
         .collect();
@@ -294,17 +301,7 @@ fn simulations() -> (Outcome, Outcome) {
         .collect();
     let guards: Vec<(SharedBreaker, SharedBudget)> = fleets.iter().map(|f| one.shared(f)).collect();
     let time = VirtualTime::new();
-    let policy = |b, br| {
-        Policy::builder()
-            .retries(3)
-            .backoff(one.backoff())
-            .jitter(NoJitter)
-            .env(time.clone())
-            .budget(b)
-            .breaker(br)
-            .build()
-            .expect("valid")
-    };
+    let policy = |b, br| client_policy!(one, b, br, env = time.clone());
     let policies: Vec<_> = guards.iter().map(|(br, b)| policy(b, br)).collect();
     let shared = simulate(&time, &policies, &fleets);
     (per_process, shared)
@@ -371,16 +368,7 @@ fn live<P: RetryPolicy<(), Failure> + Sync>(scale: Scale, policies: &[P]) -> Out
 
 fn live_runs() -> Result<(), Box<dyn Error>> {
     let scale = Scale(10);
-    let policy = |b, br| {
-        Policy::builder()
-            .retries(3)
-            .backoff(scale.backoff())
-            .jitter(NoJitter)
-            .budget(b)
-            .breaker(br)
-            .build()
-            .expect("valid")
-    };
+    let policy = |b, br| client_policy!(scale, b, br);
     let local: Vec<(RetryBudget, CircuitBreaker)> = (0..CLIENTS)
         .map(|_| (scale.local_budget(), scale.local_breaker()))
         .collect();
@@ -406,16 +394,7 @@ fn live_runs() -> Result<(), Box<dyn Error>> {
     let guards: Vec<(SharedBreaker, SharedBudget)> =
         fleets.iter().map(|f| scale.shared(f)).collect();
     // The same policy, with the shared guards (another type).
-    let policy = |b, br| {
-        Policy::builder()
-            .retries(3)
-            .backoff(scale.backoff())
-            .jitter(NoJitter)
-            .budget(b)
-            .breaker(br)
-            .build()
-            .expect("valid")
-    };
+    let policy = |b, br| client_policy!(scale, b, br);
     let policies: Vec<_> = guards.iter().map(|(br, b)| policy(b, br)).collect();
     let shared = live(scale, &policies);
     let fallbacks: u64 = fleets.iter().map(Fleet::fallbacks).sum();
