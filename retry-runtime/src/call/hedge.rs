@@ -11,7 +11,7 @@ use crate::Elapsed;
 use crate::checks::IsResult;
 use crate::guard::{Breaker, Budget, Limit, Permit, Throttle};
 use crate::kind::Failure;
-use crate::policy::{PolicyCore, RetryPolicy};
+use crate::policy::{AsyncRetryPolicy, PolicyCore, RetryPolicy};
 use crate::time::{AsyncSleep, Clock};
 use crate::timeout::{AsyncTimeout, AttemptTimeout, after};
 
@@ -53,9 +53,7 @@ struct Failed<R, E> {
 /// attempt is pending.
 pub async fn hedged_loop<'p, P, R, E, G, Fut>(policy: &'p P, make: G) -> Result<R, E>
 where
-    P: RetryPolicy<R, E>,
-    P::Env: AsyncSleep,
-    P::Timeout: AsyncTimeout<E>,
+    P: AsyncRetryPolicy<R, E>,
     G: FnMut(crate::Attempt<'p>) -> Fut,
     Fut: Future,
     Fut::Output: IsResult<Ok = R, Err = E>,
@@ -73,9 +71,7 @@ where
 /// first poll starts when its first hedge is sent.
 pub async fn hedged_loop_blind<P, R, E, G, Fut>(policy: &P, mut make: G) -> Result<R, E>
 where
-    P: RetryPolicy<R, E>,
-    P::Env: AsyncSleep,
-    P::Timeout: AsyncTimeout<E>,
+    P: AsyncRetryPolicy<R, E>,
     G: FnMut() -> Fut,
     Fut: Future,
     Fut::Output: IsResult<Ok = R, Err = E>,
@@ -86,9 +82,7 @@ where
 /// The rounds of a hedged call; `blind`: `make` ignores the attempt's context.
 async fn rounds<'p, P, R, E, G, Fut>(policy: &'p P, mut make: G, blind: bool) -> Result<R, E>
 where
-    P: RetryPolicy<R, E>,
-    P::Env: AsyncSleep,
-    P::Timeout: AsyncTimeout<E>,
+    P: AsyncRetryPolicy<R, E>,
     G: FnMut(crate::Attempt<'p>) -> Fut,
     Fut: Future,
     Fut::Output: IsResult<Ok = R, Err = E>,
@@ -213,9 +207,7 @@ impl<P: PolicyCore> Call<'_, P, Timed> {
 /// [`hedged_loop`] with the fallback applied: what `call_async` runs for a hedged policy.
 pub(crate) async fn run_hedged<'p, P, R, E, G, Fut>(policy: &'p P, make: G) -> Result<R, E>
 where
-    P: RetryPolicy<R, E>,
-    P::Env: AsyncSleep,
-    P::Timeout: AsyncTimeout<E>,
+    P: AsyncRetryPolicy<R, E>,
     G: FnMut(crate::Attempt<'p>) -> Fut,
     Fut: Future<Output = Result<R, E>>,
 {
