@@ -547,6 +547,7 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
     /// What [`settle`](Self::settle) does with a success no value rule can match (`!P::VALUES`),
     /// for a caller that keeps the value: the breaker and the throttle record it, `on_success`
     /// is called.
+    #[cfg(feature = "tokio")]
     #[inline(always)]
     pub(crate) fn success<R, E>(&mut self)
     where
