@@ -436,18 +436,85 @@ async fn the_builder_hedges_call_async() {
     assert_eq!(t0.elapsed(), ms(65));
 }
 
-/// Many concurrent hedged calls on a multi-threaded runtime: each returns its own answer.
+/// Many concurrent hedged calls on a multi-threaded runtime (real time: tokio's clock cannot
+/// be paused there): each call's first attempt hangs, its hedge, 1 ms later, answers at once
+/// with the call's own value, and the hung attempt is dropped.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn many_tasks_hedge_at_once() {
     #[robust(hedge(after = 1ms, max = 2), retries = 0)]
-    async fn echo(i: u32) -> io::Result<u32> {
+    async fn echo(i: u32, attempts: &AtomicU32) -> io::Result<u32> {
+        if attempts.fetch_add(1, Ordering::SeqCst) == 0 {
+            tokio::time::sleep(secs(60)).await;
+        }
         tokio::task::yield_now().await;
         Ok(i)
     }
-    let tasks: Vec<_> = (0..200).map(|i| tokio::spawn(echo(i))).collect();
+    let start = std::time::Instant::now();
+    let tasks: Vec<_> = (0..200)
+        .map(|i| {
+            tokio::spawn(async move {
+                let attempts = AtomicU32::new(0);
+                let r = echo(i, &attempts).await;
+                (r, attempts.load(Ordering::SeqCst))
+            })
+        })
+        .collect();
     for (i, t) in tasks.into_iter().enumerate() {
-        assert_eq!(t.await.unwrap().unwrap(), i as u32);
+        let (r, attempts) = t.await.unwrap();
+        assert_eq!((r.unwrap(), attempts), (i as u32, 2));
     }
+    assert!(
+        start.elapsed() < secs(30),
+        "no call waited for its hung attempt"
+    );
+}
+
+/// A hedge needs a free slot of the concurrency limit (it does not queue for one), and none is
+/// sent while the adaptive throttle's rejection probability is above zero.
+#[tokio::test(start_paused = true)]
+async fn a_hedge_needs_a_free_slot_and_a_throttle_that_rejects_nothing() {
+    use retry_runtime::{AdaptiveThrottle, ConcurrencyLimit};
+    /// One call whose attempts each take 100 ms: how many attempts ran.
+    async fn attempts_of<P: retry_runtime::AsyncRetryPolicy<u32, io::Error>>(policy: &P) -> u32 {
+        let n = AtomicU32::new(0);
+        let t0 = Instant::now();
+        let r = policy
+            .call_async(|_| async {
+                n.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(ms(100)).await;
+                Ok(7)
+            })
+            .await;
+        assert_eq!((r.unwrap(), t0.elapsed()), (7, ms(100)));
+        n.load(Ordering::SeqCst)
+    }
+    let hedged = || {
+        Policy::builder()
+            .retries(0)
+            .hedge(Hedge::after(ms(10), 1).unwrap())
+            .seed(7)
+    };
+    let one = ConcurrencyLimit::new(1, 4).unwrap();
+    let two = ConcurrencyLimit::new(2, 4).unwrap();
+    assert_eq!(attempts_of(&hedged().limit(&one).build().unwrap()).await, 1);
+    assert_eq!(attempts_of(&hedged().limit(&two).build().unwrap()).await, 2);
+
+    let quiet = AdaptiveThrottle::new(2.0, secs(60)).unwrap();
+    let wary = AdaptiveThrottle::new(2.0, secs(60)).unwrap();
+    // 21 requests, 10 accepted: (21 - 2·10) / 22, about 4.5%, which this seed's draw admits.
+    let now = Instant::now().into_std();
+    for i in 0..21 {
+        wary.record(now, i < 10);
+    }
+    assert!(wary.reject_probability(now) > 0.0);
+    assert_eq!(
+        attempts_of(&hedged().throttle(&quiet).build().unwrap()).await,
+        2
+    );
+    assert_eq!(
+        attempts_of(&hedged().throttle(&wary).build().unwrap()).await,
+        1
+    );
 }
 
 static UNKNOWN: Log = Log {

@@ -157,3 +157,61 @@ async fn the_builder_takes_a_limit_for_blocking_and_async_calls() {
     let r: io::Result<usize> = policy.call_async(|_| async { Ok(limit.in_flight()) }).await;
     assert_eq!(r.unwrap(), 1);
 }
+
+static FULL: ConcurrencyLimit = match ConcurrencyLimit::new(1, 0) {
+    Ok(l) => l,
+    Err(_) => panic!("invalid limit"),
+};
+static FULL_CALLS: AtomicUsize = AtomicUsize::new(0);
+
+#[robust(retries = 5, backoff = constant(base = 1s), jitter = none, limit = FULL)]
+async fn full_async() -> io::Result<u32> {
+    FULL_CALLS.fetch_add(1, Ordering::SeqCst);
+    Ok(1)
+}
+
+#[robust(retries = 5, backoff = constant(base = 1s), jitter = none, limit = FULL)]
+fn full_blocking() -> io::Result<u32> {
+    FULL_CALLS.fetch_add(1, Ordering::SeqCst);
+    Ok(1)
+}
+
+/// A rejection is the call's outcome at once, with retries left: no backoff, no other try,
+/// the body never run (async, blocking, and a built policy's loops).
+#[tokio::test(start_paused = true)]
+async fn a_rejection_is_not_retried_with_retries_left() {
+    let held = FULL.try_acquire().expect("a free slot");
+    let start = Instant::now();
+    assert!(is_rejected(&full_async().await.unwrap_err()));
+    assert_eq!(start.elapsed(), Duration::ZERO, "no backoff");
+    let wall = std::time::Instant::now();
+    assert!(is_rejected(&full_blocking().unwrap_err()));
+    assert!(
+        wall.elapsed() < Duration::from_millis(500),
+        "no 1 s backoff"
+    );
+    let policy = Policy::builder()
+        .retries(5)
+        .backoff(retry_runtime::Constant::new(secs(1)))
+        .limit(&FULL)
+        .build()
+        .unwrap();
+    let r: io::Result<()> = policy
+        .call_async(|_| async {
+            FULL_CALLS.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        })
+        .await;
+    assert!(is_rejected(&r.unwrap_err()));
+    assert_eq!(start.elapsed(), Duration::ZERO, "no backoff");
+    let r: io::Result<()> = policy.call(|_| {
+        FULL_CALLS.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    });
+    assert!(is_rejected(&r.unwrap_err()));
+    assert_eq!(FULL_CALLS.load(Ordering::SeqCst), 0, "no body ran");
+    drop(held);
+    assert_eq!(full_async().await.unwrap(), 1);
+    assert_eq!(full_blocking().unwrap(), 1);
+    assert_eq!(FULL_CALLS.load(Ordering::SeqCst), 2);
+}

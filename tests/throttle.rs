@@ -108,3 +108,57 @@ fn a_rejected_retry_returns_the_last_failure_and_a_rejected_first_attempt_reject
     assert!(first_rejected > 10, "{first_rejected} of 64");
     assert!(retry_rejected > 10, "{retry_rejected} of 64");
 }
+
+static SHARED: AdaptiveThrottle = match AdaptiveThrottle::new(2.0, Duration::from_secs(60)) {
+    Ok(t) => t,
+    Err(_) => panic!("invalid throttle"),
+};
+
+/// Succeeds for one `n` in four.
+#[robust(retries = 0, throttle = SHARED)]
+async fn one_in_four(n: u32, ran: &std::sync::atomic::AtomicU32) -> io::Result<()> {
+    ran.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    tokio::task::yield_now().await;
+    if n % 4 == 0 {
+        Ok(())
+    } else {
+        Err(ErrorKind::ConnectionReset.into())
+    }
+}
+
+/// 400 tasks on four threads share one throttle: every call is counted once (run or rejected),
+/// every success as accepted, and the probability is the formula's over those counts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn tasks_on_many_threads_are_all_counted() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    let ran = Arc::new(AtomicU32::new(0));
+    let tasks: Vec<_> = (0..400u32)
+        .map(|task| {
+            let ran = Arc::clone(&ran);
+            tokio::spawn(async move {
+                let (mut ok, mut rejected) = (0u32, 0u32);
+                for i in 0..10 {
+                    match one_in_four(task + i, &ran).await {
+                        Ok(()) => ok += 1,
+                        Err(e) if is_rejected(&e) => rejected += 1,
+                        Err(e) => assert_eq!(e.kind(), ErrorKind::ConnectionReset),
+                    }
+                }
+                (ok, rejected)
+            })
+        })
+        .collect();
+    let (mut ok, mut rejected) = (0u32, 0u32);
+    for t in tasks {
+        let (o, r) = t.await.unwrap();
+        ok += o;
+        rejected += r;
+    }
+    let calls = 4_000u32;
+    assert_eq!(ran.load(Ordering::SeqCst) + rejected, calls);
+    assert!(rejected > 0, "a service that refuses 3 in 4 is throttled");
+    let expected =
+        ((f64::from(calls) - 2.0 * f64::from(ok)) / (f64::from(calls) + 1.0)).clamp(0.0, 1.0);
+    assert_eq!(SHARED.reject_probability(Instant::now()), expected);
+}

@@ -694,3 +694,44 @@ async fn a_success_closes_a_half_open_breaker_calls_on_success_and_is_measured()
         "the success's latency is learned"
     );
 }
+
+static FULL_LIMIT: retry_runtime::ConcurrencyLimit =
+    match retry_runtime::ConcurrencyLimit::new(1, 0) {
+        Ok(l) => l,
+        Err(_) => panic!("invalid limit"),
+    };
+
+/// A request the limit rejects is answered at once with the rejection, retries left or not:
+/// the service is never called and no backoff is slept.
+#[tokio::test(start_paused = true)]
+async fn a_rejected_request_is_not_retried() {
+    let policy = Policy::builder()
+        .retries(5)
+        .backoff(Constant::new(secs(1)))
+        .limit(&FULL_LIMIT)
+        .build()
+        .unwrap();
+    let (svc, calls) = scripted::<String>(vec![Ok(status(StatusCode::OK))]);
+    let client = RobustLayer::new(policy).layer(svc);
+    let held = FULL_LIMIT.try_acquire().expect("a free slot");
+    let start = Instant::now();
+    let e = client
+        .clone()
+        .oneshot(Request::new(String::new()))
+        .await
+        .unwrap_err();
+    assert!(
+        e.get_ref()
+            .is_some_and(|i| i.is::<retry_runtime::Rejected>())
+    );
+    assert_eq!(
+        (start.elapsed(), calls.load(Ordering::SeqCst)),
+        (Duration::ZERO, 0)
+    );
+    drop(held);
+    let r = client.oneshot(Request::new(String::new())).await.unwrap();
+    assert_eq!(
+        (r.status(), calls.load(Ordering::SeqCst)),
+        (StatusCode::OK, 1)
+    );
+}
