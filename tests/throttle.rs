@@ -119,7 +119,7 @@ static SHARED: AdaptiveThrottle = match AdaptiveThrottle::new(2.0, Duration::fro
 async fn one_in_four(n: u32, ran: &std::sync::atomic::AtomicU32) -> io::Result<()> {
     ran.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     tokio::task::yield_now().await;
-    if n % 4 == 0 {
+    if n.is_multiple_of(4) {
         Ok(())
     } else {
         Err(ErrorKind::ConnectionReset.into())
