@@ -4,8 +4,9 @@
 //!
 //! The server (`support/http_server.rs`) answers `/ok`; `/unavailable` with 503 and
 //! `Retry-After: 1` twice; `/throttled` with 429 once; `/hang` by sleeping past the clients'
-//! 500 ms timeout once; `/reset` by closing the connection without an answer once; and a
-//! port with no listener refuses the connection. The clients and their rules are in
+//! 500 ms timeout once; `/close` by closing the connection without an answer once; `/reset`
+//! by resetting it (an RST) without an answer once; and a port with no listener refuses the
+//! connection. The clients and their rules are in
 //! `support/http_clients.rs`. Every fault is run by both clients at once, each with a request
 //! id of its own, and the table shows the attempts each client made, how many the server saw,
 //! the time taken and the outcome.
@@ -32,11 +33,12 @@ use http_clients::{get, hyper_client, reqwest_client};
 use http_server::{FaultServer, refused_port};
 
 /// The faults, by name, with the path and query that inject each one.
-const FAULTS: [(&str, &str); 6] = [
+const FAULTS: [(&str, &str); 7] = [
     ("ok", "/ok?"),
     ("unavailable", "/unavailable?n=2&"),
     ("throttled", "/throttled?"),
     ("hang", "/hang?"),
+    ("close", "/close?"),
     ("reset", "/reset?"),
     ("refused", ""),
 ];

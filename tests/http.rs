@@ -94,6 +94,13 @@ fn refused(e: &(dyn Error + 'static)) -> bool {
     })
 }
 
+fn reset(e: &(dyn Error + 'static)) -> bool {
+    chain(e).any(|e| {
+        e.downcast_ref::<io::Error>()
+            .is_some_and(|e| e.kind() == io::ErrorKind::ConnectionReset)
+    })
+}
+
 fn closed_early(e: &(dyn Error + 'static)) -> bool {
     chain(e).any(|e| {
         e.downcast_ref::<hyper::Error>()
@@ -285,6 +292,24 @@ async fn a_server_that_always_hangs_ends_in_a_timeout_error() {
 
 #[tokio::test]
 async fn a_connection_closed_without_an_answer_is_retried() {
+    for run in against_server("/close?").await {
+        assert_eq!(run.status(), StatusCode::OK, "{}", run.client);
+        assert_eq!(run.attempts, 2, "{}", run.client);
+        assert!(
+            run.time < FIRST_BACKOFF + SLACK,
+            "{}: {:?}",
+            run.client,
+            run.time
+        );
+    }
+    for run in against_server("/close?n=100&").await {
+        assert!(closed_early(run.error()), "{}: {}", run.client, run.error());
+        assert_eq!(run.attempts, 4, "{}", run.client);
+    }
+}
+
+#[tokio::test]
+async fn a_reset_connection_is_retried() {
     for run in against_server("/reset?").await {
         assert_eq!(run.status(), StatusCode::OK, "{}", run.client);
         assert_eq!(run.attempts, 2, "{}", run.client);
@@ -296,7 +321,7 @@ async fn a_connection_closed_without_an_answer_is_retried() {
         );
     }
     for run in against_server("/reset?n=100&").await {
-        assert!(closed_early(run.error()), "{}: {}", run.client, run.error());
+        assert!(reset(run.error()), "{}: {}", run.client, run.error());
         assert_eq!(run.attempts, 4, "{}", run.client);
     }
 }

@@ -83,8 +83,9 @@ pub fn reqwest_client() -> reqwest::Result<reqwest::Client> {
 /// `Io(ConnectionRefused)` finds the `io::Error` deep in reqwest's `source()` chain
 /// (`FetchError` -> `reqwest::Error` -> hyper-util's error -> its connect error -> the
 /// `io::Error`). A connection the server closes before answering is hyper's
-/// `IncompleteMessage`, with no `io::Error` in the chain, so `Io` cannot see it: reqwest files
-/// every transport failure under `is_request()`, which the closure retries.
+/// `IncompleteMessage`, with no `io::Error` in the chain, so `Io` cannot see it (one it resets
+/// has an `io::Error` of kind `ConnectionReset`): reqwest files every transport failure under
+/// `is_request()`, which the closure retries.
 #[robust(
     timeout = 500ms,
     retries = 3,
@@ -142,7 +143,9 @@ pub fn hyper_client(
             2.0,
         )?)
         .jitter(FullJitter)
-        .on(Timeout.or(Predicate(transport_failure)))
+        .on(Timeout
+            .or(Io::of([ErrorKind::ConnectionReset]))
+            .or(Predicate(transport_failure)))
         .when(Io::of([ErrorKind::ConnectionRefused]), |s| s.retries(1))
         .when_ok(
             OkIf(|r: &Response<Incoming>| retry_later(r.status()))

@@ -9,7 +9,8 @@
 //! | `/unavailable` | 503 with `Retry-After: {retry_after}` (seconds, 1 by default), and `retry-after-ms: {retry_after_ms}` when given | 200 |
 //! | `/throttled` | 429, no `Retry-After` | 200 |
 //! | `/hang` | sleeps `hang_ms` (10 s by default), then 200 | 200 |
-//! | `/reset` | closes the connection without answering | 200 |
+//! | `/close` | closes the connection without answering (a FIN: the client reads an end) | 200 |
+//! | `/reset` | resets the connection without answering (an RST: the client's read fails with `ConnectionReset`) | 200 |
 //!
 //! Requests are counted per `id` ([`FaultServer::hits`], with the instant each arrived on
 //! tokio's clock in [`FaultServer::arrivals`]), so concurrent callers with their own ids do not
@@ -20,7 +21,10 @@
 use std::collections::HashMap;
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -30,7 +34,8 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
-use tokio::net::TcpListener;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
@@ -113,10 +118,24 @@ async fn serve(listener: TcpListener, hits: Arc<Hits>, mut stopped: oneshot::Rec
             Some(_) = connections.join_next(), if !connections.is_empty() => continue,
         };
         let hits = Arc::clone(&hits);
-        let service = service_fn(move |req| answer(req, Arc::clone(&hits)));
+        let stream = Resettable {
+            stream,
+            reset: Arc::new(AtomicBool::new(false)),
+        };
+        let reset = Arc::clone(&stream.reset);
+        let service = service_fn(move |req| {
+            let (hits, reset) = (Arc::clone(&hits), Arc::clone(&reset));
+            async move {
+                let answer = answer(req, hits).await;
+                if let Err(Fault::Reset) = answer {
+                    reset.store(true, Ordering::SeqCst);
+                }
+                answer
+            }
+        });
         connections.spawn(async move {
-            // A `/reset` request ends here with the service's error: the connection is
-            // dropped without a response.
+            // A `/close` or `/reset` request ends here with the service's error: the
+            // connection is dropped without a response (reset when `/reset` asked for it).
             let _ = http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), service)
                 .await;
@@ -125,19 +144,70 @@ async fn serve(listener: TcpListener, hits: Arc<Hits>, mut stopped: oneshot::Rec
     connections.shutdown().await;
 }
 
-/// The error that makes the server drop a connection without answering.
+/// The errors that make the server drop a connection without answering.
 #[derive(Debug)]
-struct Reset;
+enum Fault {
+    /// Closed: the client reads the end of the stream.
+    Close,
+    /// Reset: the client's read fails.
+    Reset,
+}
 
-impl std::fmt::Display for Reset {
+impl std::fmt::Display for Fault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("fault: connection dropped without an answer")
+        match self {
+            Fault::Close => f.write_str("fault: connection closed without an answer"),
+            Fault::Reset => f.write_str("fault: connection reset without an answer"),
+        }
     }
 }
 
-impl std::error::Error for Reset {}
+impl std::error::Error for Fault {}
 
-async fn answer(req: Request<Incoming>, hits: Arc<Hits>) -> Result<Response<Full<Bytes>>, Reset> {
+/// A connection that is reset (`SO_LINGER` 0, so that closing it sends an RST) instead of
+/// closed when it is dropped after `reset` was set.
+struct Resettable {
+    stream: TcpStream,
+    reset: Arc<AtomicBool>,
+}
+
+impl Drop for Resettable {
+    fn drop(&mut self) {
+        if self.reset.load(Ordering::SeqCst) {
+            let _ = self.stream.set_zero_linger();
+        }
+    }
+}
+
+impl AsyncRead for Resettable {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Resettable {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+}
+
+async fn answer(req: Request<Incoming>, hits: Arc<Hits>) -> Result<Response<Full<Bytes>>, Fault> {
     let query = |key: &str| param(req.uri().query(), key);
     let number =
         |key: &str, default: u64| query(key).and_then(|v| v.parse().ok()).unwrap_or(default);
@@ -165,8 +235,11 @@ async fn answer(req: Request<Incoming>, hits: Arc<Hits>) -> Result<Response<Full
             tokio::time::sleep(Duration::from_millis(number("hang_ms", 10_000))).await;
             text(StatusCode::OK, "late\n")
         }
-        "/reset" if faulty => return Err(Reset),
-        "/ok" | "/unavailable" | "/throttled" | "/hang" | "/reset" => text(StatusCode::OK, "ok\n"),
+        "/close" if faulty => return Err(Fault::Close),
+        "/reset" if faulty => return Err(Fault::Reset),
+        "/ok" | "/unavailable" | "/throttled" | "/hang" | "/close" | "/reset" => {
+            text(StatusCode::OK, "ok\n")
+        }
         _ => text(StatusCode::NOT_FOUND, "no such fault\n"),
     };
     Ok(response)
