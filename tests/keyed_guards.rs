@@ -191,3 +191,77 @@ async fn the_layer_gives_each_request_the_budget_of_its_tenant_beside_a_breaker_
         BreakerState::Closed
     );
 }
+
+static HEDGE_BREAKERS: LazyLock<KeyedBreaker<String>> = LazyLock::new(|| {
+    let template = CircuitBreaker::new(3, 3, 0.5, Duration::from_secs(30), 1).expect("valid");
+    Keyed::new(100, template).expect("capacity")
+});
+static HEDGE_BUDGETS: LazyLock<KeyedBudget<String>> = LazyLock::new(|| {
+    Keyed::new(16, RetryBudget::new(1.0, 0.0, 1.0).expect("valid")).expect("capacity")
+});
+
+/// The hedged layer takes guards per key too: a request's hedge is recorded by its host's
+/// breaker and paid from its host's budget, and a host whose breaker opened is cut off while
+/// another is served.
+#[tokio::test(start_paused = true)]
+async fn the_hedged_layer_gives_each_request_the_guards_of_its_host() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use tower::{Layer, ServiceExt};
+
+    let policy = retry_runtime::Policy::builder()
+        .retries(0)
+        .hedge(retry_runtime::hedge::Hedge::after(Duration::from_millis(10), 1).unwrap())
+        .build()
+        .unwrap();
+    let calls = Arc::new(AtomicU32::new(0));
+    let counter = Arc::clone(&calls);
+    // "down.example" hangs 50 ms, then refuses; "up.example" answers at once.
+    let svc = tower::service_fn(move |req: http::Request<String>| {
+        counter.fetch_add(1, Ordering::SeqCst);
+        let down = req.uri().host() == Some("down.example");
+        async move {
+            if down {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                Err(io::Error::from(ErrorKind::ConnectionRefused))
+            } else {
+                Ok(http::Response::new(String::new()))
+            }
+        }
+    });
+    let host = |r: &http::Request<String>| r.uri().host().unwrap_or_default().to_owned();
+    let client = retry_runtime::tower::RobustLayer::hedged(policy)
+        .breaker_per(&*HEDGE_BREAKERS, host)
+        .budget_per(&*HEDGE_BUDGETS, host)
+        .layer(svc);
+    let get = |host: &str| {
+        let req = http::Request::get(format!("http://{host}/"))
+            .body(String::new())
+            .unwrap();
+        client.clone().oneshot(req)
+    };
+    // The first call hedges at 10 ms with the host's one budget token; both attempts fail,
+    // and the host's breaker records both.
+    assert!(get("down.example").await.is_err());
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    // Its budget is spent: the second call sends no hedge. A third failure opens the breaker.
+    assert!(get("down.example").await.is_err());
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+    assert_eq!(
+        HEDGE_BREAKERS.get("down.example").state(),
+        BreakerState::Open
+    );
+    assert_eq!(
+        get("down.example").await.unwrap_err().kind(),
+        ErrorKind::Other,
+        "E::from(Open), no call"
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+    // Another host: its own breaker and budget.
+    assert!(get("up.example").await.is_ok());
+    assert_eq!(calls.load(Ordering::SeqCst), 4);
+    assert_eq!(
+        HEDGE_BREAKERS.get("up.example").state(),
+        BreakerState::Closed
+    );
+}

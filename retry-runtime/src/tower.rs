@@ -1089,16 +1089,48 @@ mod tests {
     }
 }
 
-/// A layer that hedges (SPEC sections 15 and 17): [`RobustLayer::hedged`].
+/// A layer that hedges (SPEC sections 15 and 17): [`RobustLayer::hedged`]. Like
+/// [`RobustLayer`], it takes a breaker and a budget per key ([`breaker_per`](Self::breaker_per),
+/// [`budget_per`](Self::budget_per)): a request's hedges and retries use its key's.
 #[derive(Debug)]
-pub struct HedgedLayer<P> {
+pub struct HedgedLayer<P, G = PerKey> {
     policy: Arc<P>,
+    guards: G,
 }
 
-impl<P> Clone for HedgedLayer<P> {
+impl<P, G: Clone> Clone for HedgedLayer<P, G> {
     fn clone(&self) -> Self {
         HedgedLayer {
             policy: Arc::clone(&self.policy),
+            guards: self.guards.clone(),
+        }
+    }
+}
+
+impl<P, Bu> HedgedLayer<P, PerKey<(), Bu>> {
+    /// Each request (its hedges and its retries) uses the circuit breaker of its key,
+    /// `key(&request)`, taken from `breakers`: as [`RobustLayer::breaker_per`].
+    pub fn breaker_per<M, F>(self, breakers: M, key: F) -> HedgedLayer<P, PerKey<ByKey<M, F>, Bu>> {
+        HedgedLayer {
+            policy: self.policy,
+            guards: PerKey {
+                breaker: ByKey { map: breakers, key },
+                budget: self.guards.budget,
+            },
+        }
+    }
+}
+
+impl<P, Br> HedgedLayer<P, PerKey<Br, ()>> {
+    /// Each request (its hedges and its retries) spends the retry budget of its key,
+    /// `key(&request)`, taken from `budgets`: as [`RobustLayer::budget_per`].
+    pub fn budget_per<M, F>(self, budgets: M, key: F) -> HedgedLayer<P, PerKey<Br, ByKey<M, F>>> {
+        HedgedLayer {
+            policy: self.policy,
+            guards: PerKey {
+                breaker: self.guards.breaker,
+                budget: ByKey { map: budgets, key },
+            },
         }
     }
 }
@@ -1149,48 +1181,55 @@ impl<P> RobustLayer<P> {
     pub fn hedged(policy: P) -> HedgedLayer<P> {
         HedgedLayer {
             policy: Arc::new(policy),
+            guards: PerKey::default(),
         }
     }
 }
 
-impl<S, P> Layer<S> for HedgedLayer<P> {
-    type Service = HedgedService<S, P>;
+impl<S, P, G: Clone> Layer<S> for HedgedLayer<P, G> {
+    type Service = HedgedService<S, P, G>;
 
-    fn layer(&self, inner: S) -> HedgedService<S, P> {
+    fn layer(&self, inner: S) -> HedgedService<S, P, G> {
         HedgedService {
             inner,
             policy: Arc::clone(&self.policy),
+            guards: self.guards.clone(),
         }
     }
 }
 
 /// The service [`HedgedLayer`] makes.
 #[derive(Debug)]
-pub struct HedgedService<S, P> {
+pub struct HedgedService<S, P, G = PerKey> {
     inner: S,
     policy: Arc<P>,
+    guards: G,
 }
 
-impl<S: Clone, P> Clone for HedgedService<S, P> {
+impl<S: Clone, P, G: Clone> Clone for HedgedService<S, P, G> {
     fn clone(&self) -> Self {
         HedgedService {
             inner: self.inner.clone(),
             policy: Arc::clone(&self.policy),
+            guards: self.guards.clone(),
         }
     }
 }
 
-impl<S, P, Req> Service<Req> for HedgedService<S, P>
+impl<S, P, G, Req> Service<Req> for HedgedService<S, P, G>
 where
     S: Service<Req> + Clone + Send + 'static,
     S::Future: Send + 'static,
     S::Response: Send + 'static,
     S::Error: Send + 'static,
     Req: RetryRequest + Send + 'static,
-    P: AsyncRetryPolicy<S::Response, S::Error> + Send + Sync + 'static,
-    P::Timeout: Sync,
-    <P::Limit as crate::guard::Limit>::Wait: Send,
-    <P::Limit as crate::guard::Limit>::Slot: Send,
+    P: Send + Sync + 'static,
+    G: Guards<Req, P, S::Response, S::Error>,
+    G::Chosen: Send + Sync + 'static,
+    for<'a> G::View<'a>: Send + Sync,
+    for<'a> <G::View<'a> as PolicyCore>::Timeout: Sync,
+    <G::Limit as crate::guard::Limit>::Wait: Send,
+    <G::Limit as crate::guard::Limit>::Slot: Send,
 {
     type Response = S::Response;
     type Error = S::Error;
@@ -1206,8 +1245,10 @@ where
         let clone = self.inner.clone();
         let ready = std::mem::replace(&mut self.inner, clone);
         let policy = Arc::clone(&self.policy);
+        let chosen = self.guards.choose(&request);
         Box::pin(async move {
-            let policy = &*policy;
+            let view = G::view(&policy, &chosen);
+            let policy = &view;
             // The first attempt's copy is made here; a request with none is sent once.
             let Some(copy) = request.try_clone() else {
                 return send_once(policy, ready, request).await;
