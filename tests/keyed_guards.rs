@@ -71,17 +71,23 @@ static HOST_BREAKERS: LazyLock<KeyedBreaker<String>> = LazyLock::new(|| {
     Keyed::new(100, template).expect("capacity")
 });
 
-#[tokio::test(start_paused = true)]
-async fn the_layer_gives_each_request_the_breaker_of_its_host() {
+/// A service that refuses the requests to `down.example` (after `delay`) and answers the
+/// others at once, and the count of its calls.
+fn hosts(
+    delay: Duration,
+) -> (
+    impl tower::Service<
+        http::Request<String>,
+        Response = http::Response<String>,
+        Error = io::Error,
+        Future: Send,
+    > + Clone
+    + Send
+    + 'static,
+    std::sync::Arc<std::sync::atomic::AtomicU32>,
+) {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicU32, Ordering};
-    use tower::{Layer, ServiceExt};
-
-    let policy = retry_runtime::Policy::builder()
-        .retries(1)
-        .backoff(retry_runtime::NoBackoff)
-        .build()
-        .unwrap();
     let calls = Arc::new(AtomicU32::new(0));
     let counter = Arc::clone(&calls);
     let svc = tower::service_fn(move |req: http::Request<String>| {
@@ -89,23 +95,43 @@ async fn the_layer_gives_each_request_the_breaker_of_its_host() {
         let down = req.uri().host() == Some("down.example");
         async move {
             if down {
+                tokio::time::sleep(delay).await;
                 Err(io::Error::from(ErrorKind::ConnectionRefused))
             } else {
                 Ok(http::Response::new(String::new()))
             }
         }
     });
+    (svc, calls)
+}
+
+/// The key of a request: its host.
+fn host(r: &http::Request<String>) -> String {
+    r.uri().host().unwrap_or_default().to_owned()
+}
+
+/// A GET of `http://{host}/`.
+fn to(host: &str) -> http::Request<String> {
+    http::Request::get(format!("http://{host}/"))
+        .body(String::new())
+        .unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_layer_gives_each_request_the_breaker_of_its_host() {
+    use std::sync::atomic::Ordering;
+    use tower::{Layer, ServiceExt};
+
+    let policy = retry_runtime::Policy::builder()
+        .retries(1)
+        .backoff(retry_runtime::NoBackoff)
+        .build()
+        .unwrap();
+    let (svc, calls) = hosts(Duration::ZERO);
     let client = retry_runtime::tower::RobustLayer::new(policy)
-        .breaker_per(&*HOST_BREAKERS, |r: &http::Request<String>| {
-            r.uri().host().unwrap_or_default().to_owned()
-        })
+        .breaker_per(&*HOST_BREAKERS, host)
         .layer(svc);
-    let get = |host: &str| {
-        let req = http::Request::get(format!("http://{host}/"))
-            .body(String::new())
-            .unwrap();
-        client.clone().oneshot(req)
-    };
+    let get = |host: &str| client.clone().oneshot(to(host));
     assert!(get("down.example").await.is_err());
     assert_eq!(calls.load(Ordering::SeqCst), 2);
     assert_eq!(
@@ -159,9 +185,7 @@ async fn the_layer_gives_each_request_the_budget_of_its_tenant_beside_a_breaker_
             .to_owned()
     };
     let client = retry_runtime::tower::RobustLayer::new(policy)
-        .breaker_per(&*LAYER_BREAKERS, |r: &http::Request<String>| {
-            r.uri().host().unwrap_or_default().to_owned()
-        })
+        .breaker_per(&*LAYER_BREAKERS, host)
         .budget_per(&*TENANT_BUDGETS, tenant)
         .layer(svc);
     let get = |t: &str| {
@@ -205,8 +229,7 @@ static HEDGE_BUDGETS: LazyLock<KeyedBudget<String>> = LazyLock::new(|| {
 /// another is served.
 #[tokio::test(start_paused = true)]
 async fn the_hedged_layer_gives_each_request_the_guards_of_its_host() {
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::atomic::Ordering;
     use tower::{Layer, ServiceExt};
 
     let policy = retry_runtime::Policy::builder()
@@ -214,32 +237,13 @@ async fn the_hedged_layer_gives_each_request_the_guards_of_its_host() {
         .hedge(retry_runtime::hedge::Hedge::after(Duration::from_millis(10), 1).unwrap())
         .build()
         .unwrap();
-    let calls = Arc::new(AtomicU32::new(0));
-    let counter = Arc::clone(&calls);
     // "down.example" hangs 50 ms, then refuses; "up.example" answers at once.
-    let svc = tower::service_fn(move |req: http::Request<String>| {
-        counter.fetch_add(1, Ordering::SeqCst);
-        let down = req.uri().host() == Some("down.example");
-        async move {
-            if down {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                Err(io::Error::from(ErrorKind::ConnectionRefused))
-            } else {
-                Ok(http::Response::new(String::new()))
-            }
-        }
-    });
-    let host = |r: &http::Request<String>| r.uri().host().unwrap_or_default().to_owned();
+    let (svc, calls) = hosts(Duration::from_millis(50));
     let client = retry_runtime::tower::RobustLayer::hedged(policy)
         .breaker_per(&*HEDGE_BREAKERS, host)
         .budget_per(&*HEDGE_BUDGETS, host)
         .layer(svc);
-    let get = |host: &str| {
-        let req = http::Request::get(format!("http://{host}/"))
-            .body(String::new())
-            .unwrap();
-        client.clone().oneshot(req)
-    };
+    let get = |host: &str| client.clone().oneshot(to(host));
     // The first call hedges at 10 ms with the host's one budget token; both attempts fail,
     // and the host's breaker records both.
     assert!(get("down.example").await.is_err());
