@@ -85,6 +85,11 @@ macro_rules! forward_learning {
 
 /// A timeout setting whose limits are fixed when the policy is built (not [`Adaptive`], not
 /// hedged): what a [`DynPolicy`](crate::DynPolicy) can copy.
+#[diagnostic::on_unimplemented(
+    message = "a `DynPolicy` takes a policy whose timeout is fixed or absent, not `{Self}`",
+    label = "this policy hedges or has an adaptive timeout",
+    note = "keep the concrete `Policy` type for a hedged policy or an adaptive timeout"
+)]
 pub trait FixedTimeout: AttemptTimeout {}
 impl FixedTimeout for NoTimeout {}
 impl FixedTimeout for PerAttempt {}

@@ -17,8 +17,9 @@ use crate::timeout::{AsyncTimeout, AttemptTimeout};
 /// to write where a policy is stored (a field of a struct, a `static` made once) or chosen at
 /// run time.
 ///
-/// Any [`RetryPolicy<T, E>`] that is `Send + Sync + 'static` converts into one
-/// ([`DynPolicy::new`]); it is a `RetryPolicy<T, E>` itself (and an
+/// Any [`RetryPolicy<T, E>`] that is `Send + Sync + 'static`, with no concurrency limit and a
+/// fixed timeout or none (not hedged, not adaptive: [`DynPolicy::new`] says so at compile
+/// time), converts into one ([`DynPolicy::new`]); it is a `RetryPolicy<T, E>` itself (and an
 /// [`AsyncRetryPolicy<T, E>`](crate::AsyncRetryPolicy) when `E: From<Elapsed>`). Clones share
 /// the policy.
 ///
