@@ -51,14 +51,17 @@ struct Failed<R, E> {
 /// An attempt that answers on its first poll costs one clock reading (its start, for its
 /// context) and no timer: the clock is read again, and the round's timer made, only when an
 /// attempt is pending.
-pub async fn hedged_loop<'p, P, R, E, G, Fut>(policy: &'p P, make: G) -> Result<R, E>
+pub fn hedged_loop<'p, P, R, E, G, Fut>(
+    policy: &'p P,
+    make: G,
+) -> impl Future<Output = Result<R, E>>
 where
     P: AsyncRetryPolicy<R, E>,
     G: FnMut(crate::Attempt<'p>) -> Fut,
     Fut: Future,
     Fut::Output: IsResult<Ok = R, Err = E>,
 {
-    rounds(policy, make, false).await
+    rounds(policy, make, false)
 }
 
 /// [`hedged_loop`] for attempts that do not read their context (`#[robust(hedge(..))]` on a
@@ -69,14 +72,18 @@ where
 /// (a deadline, a `max_delay`, `on_retry`, tracing). Time spent inside an attempt's first
 /// poll is then outside its latency and its timeout; a round whose first attempt fails on its
 /// first poll starts when its first hedge is sent.
-pub async fn hedged_loop_blind<P, R, E, G, Fut>(policy: &P, mut make: G) -> Result<R, E>
+pub fn hedged_loop_blind<P, R, E, G, Fut>(
+    policy: &P,
+    mut make: G,
+) -> impl Future<Output = Result<R, E>>
 where
     P: AsyncRetryPolicy<R, E>,
     G: FnMut() -> Fut,
     Fut: Future,
     Fut::Output: IsResult<Ok = R, Err = E>,
 {
-    rounds(policy, move |_| make(), true).await
+    // (Not an `async fn`: the rounds' future is returned as it is, one state machine less.)
+    rounds(policy, move |_| make(), true)
 }
 
 /// The rounds of a hedged call; `blind`: `make` ignores the attempt's context.
