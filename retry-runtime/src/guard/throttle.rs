@@ -266,12 +266,14 @@ impl AdaptiveThrottle {
                 let w = word.load(Ordering::Acquire);
                 if w >> 32 == lap(epoch) { w & COUNT } else { 0 }
             };
-            // At most 10 · (2^32 − 1) each: no overflow.
-            requests += count(&self.requests[i as usize]);
+            // At most 10 · (2^32 − 1) each: no overflow. Refusals are read before requests
+            // (a refused request is written the other way round), so every refusal read has
+            // its request read too: a record made between the two reads can only add
+            // requests, read as accepted, never refusals without their requests (which would
+            // take accepts away from the whole window).
             refusals += count(&self.refusals[i as usize]);
+            requests += count(&self.requests[i as usize]);
         }
-        // A reader between a refused request's two updates counts it as accepted, as if it
-        // had read before that request was refused.
         (requests, requests.saturating_sub(refusals))
     }
 

@@ -133,7 +133,13 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
         self,
         f: impl FnOnce(Settings<B, J>) -> Settings<B2, J2>,
     ) -> PolicyBuilder<W, K, B2, J2, T, S, F, C, X> {
-        map_part!(self, settings, f)
+        let b = map_part!(self, settings, f);
+        // An invalid setting is the builder's error too, so that the first invalid value given,
+        // whichever part it went to, is the one `build` reports.
+        match b.policy.settings.error {
+            Some(e) => b.fail(e),
+            None => b,
+        }
     }
 
     /// At most `n` retries of the `on` rule (default 3); negative = forever, 0 = never.
@@ -809,6 +815,12 @@ mod tests {
             .unwrap();
         assert_eq!(e.parameter(), "max_delay");
         // The first one, whichever part it was given to.
+        let e = Policy::builder()
+            .scale(-2.0)
+            .timeout(Duration::ZERO)
+            .build()
+            .unwrap_err();
+        assert_eq!(e.parameter(), "scale");
         let e = Policy::builder()
             .timeout(Duration::ZERO)
             .when(AnyError, |s| s.scale(-2.0))
