@@ -98,44 +98,64 @@ where
     let lazy = blind && !policy.needs_call_start();
     // The first attempt reads the call's first instant.
     let mut call = start(policy, Timed::default());
+    // Each round's first attempt, made in place.
+    let mut primary = std::pin::pin!(None::<Fut>);
+    // A lazy call whose first attempt nothing admits nor queues makes and polls that attempt
+    // before anything else: a success no value rule can match is returned at once (it took
+    // no time); any other answer, or a pending attempt, starts the first round below.
+    let mut made_first = None;
+    if lazy
+        && !<P::Breaker as Breaker>::ACTIVE
+        && !<P::Throttle as Throttle>::ACTIVE
+        && !<P::Limit as Limit>::ACTIVE
+    {
+        primary.set(Some(make(call.unread_attempt())));
+        let first = match first_poll(primary.as_mut()).await {
+            Poll::Ready(result) if !P::VALUES && result.is_ok() => {
+                primary.set(None);
+                won_at_once(&mut call);
+                return result;
+            }
+            first => first,
+        };
+        // (Without a limit there is always a slot.)
+        made_first = Some((policy.limit().try_slot(), first));
+    }
     let mut timer = std::pin::pin!(None::<tokio::time::Sleep>);
     let mut hedges: Vec<Running<Fut, <P::Limit as Limit>::Slot>> = Vec::new();
     loop {
-        if let Some(rejected) = call.admit() {
-            return rejected;
-        }
-        // A free slot is taken without waiting (always, without a limit).
-        let slot = match policy.limit().try_slot() {
-            Some(slot) => Some(slot),
-            None => match policy.limit().wait().await {
-                Ok(slot) => Some(slot),
-                Err(_) => match refused(policy) {
-                    Some(r) => return r,
-                    None => None,
-                },
-            },
-        };
-        // A lazy round's first attempt has no start yet, hence no deadline either (the call
-        // has none: it would need its start); its own is set when its start is read.
-        let context = (!lazy).then(|| call.attempt());
-        // Made in place. A lazy round's `make` ignores its context: it gets one that was not
-        // read from the clock.
-        let mut primary =
-            std::pin::pin!(Some(make(context.unwrap_or_else(|| call.unread_attempt()))));
-        // A lazy round's first attempt is polled once before the round is set up: a success
-        // no value rule can match, on that first poll, is the round's winner at once (it took
-        // no time); any other answer is handed to the round, and so is a pending attempt,
-        // which the round does not poll again in the same wake.
-        let first = if lazy {
-            std::future::poll_fn(|cx| {
-                Poll::Ready(match primary.as_mut().as_pin_mut() {
-                    Some(fut) => fut.poll(cx).map(IsResult::into_result),
-                    None => Poll::Pending,
-                })
-            })
-            .await
-        } else {
-            Poll::Pending
+        let (slot, context, first) = match made_first.take() {
+            Some((slot, first)) => (slot, None, first),
+            None => {
+                if let Some(rejected) = call.admit() {
+                    return rejected;
+                }
+                // A free slot is taken without waiting (always, without a limit).
+                let slot = match policy.limit().try_slot() {
+                    Some(slot) => Some(slot),
+                    None => match policy.limit().wait().await {
+                        Ok(slot) => Some(slot),
+                        Err(_) => match refused(policy) {
+                            Some(r) => return r,
+                            None => None,
+                        },
+                    },
+                };
+                // A lazy round's first attempt has no start yet, hence no deadline either (the
+                // call has none: it would need its start); its own is set when its start is
+                // read. Its `make` ignores its context: it gets one not read from the clock.
+                let context = (!lazy).then(|| call.attempt());
+                primary.set(Some(make(context.unwrap_or_else(|| call.unread_attempt()))));
+                // A lazy round's first attempt is polled once before the round is set up (as
+                // above); any answer but a success is handed to the round, and so is a
+                // pending attempt, which the round does not poll again in the same wake.
+                let first = if lazy {
+                    first_poll(primary.as_mut()).await
+                } else {
+                    Poll::Pending
+                };
+                (slot, context, first)
+            }
         };
         let meta = Meta {
             limit: context.map_or_else(|| policy.timeout_setting().limit(), |a| a.limit()),
@@ -152,12 +172,8 @@ where
                 let (deadline, permit) = (meta.deadline, meta.permit);
                 // The attempt's slot is freed.
                 drop(meta);
-                if measured(policy) {
-                    policy.timeout_setting().record(Duration::ZERO);
-                }
                 call.adopt(permit, deadline);
-                // Settled as `settle` settles a success no value rule can match.
-                call.success::<R, E>();
+                won_at_once(&mut call);
                 return result;
             }
             first => {
@@ -173,7 +189,7 @@ where
                     let mut round = Round {
                         call: &mut call,
                         make: &mut make,
-                        primary,
+                        primary: primary.as_mut(),
                         primary_meta: Some(meta),
                         hedges: &mut hedges,
                         timer: timer.as_mut(),
@@ -196,6 +212,30 @@ where
             Step::Retry(delay) => policy.env().sleep_async(delay).await,
         }
     }
+}
+
+/// The answer of an attempt on one poll, or `Pending`.
+fn first_poll<F, R, E>(mut attempt: Pin<&mut Option<F>>) -> impl Future<Output = Poll<Result<R, E>>>
+where
+    F: Future<Output: IsResult<Ok = R, Err = E>>,
+{
+    std::future::poll_fn(move |cx| {
+        Poll::Ready(match attempt.as_mut().as_pin_mut() {
+            Some(fut) => fut.poll(cx).map(IsResult::into_result),
+            None => Poll::Pending,
+        })
+    })
+}
+
+/// A round's first attempt succeeded on its first poll, and no value rule can match: it took
+/// no time, for a policy that learns from latencies, and it is settled as `settle` settles
+/// such a success.
+fn won_at_once<P: AsyncRetryPolicy<R, E>, R, E>(call: &mut Call<'_, P, Timed>) {
+    let policy = call.policy;
+    if measured(policy) {
+        policy.timeout_setting().record(Duration::ZERO);
+    }
+    call.success::<R, E>();
 }
 
 /// Whether the policy learns from latencies (an adaptive timeout or `after = pNN`).
@@ -761,6 +801,45 @@ mod tests {
         })
         .await;
         assert_eq!((r.unwrap(), n.load(Ordering::SeqCst)), (201, 4));
+    }
+
+    /// With a guard that admits each round (a breaker), the round's first attempt is still
+    /// polled once before the round is set up: an answer at once reads only the breaker's
+    /// clock, and a pending attempt is polled once per wake.
+    #[tokio::test(start_paused = true)]
+    async fn a_guarded_lazy_round_also_polls_its_first_attempt_once_per_wake() {
+        static B: crate::CircuitBreaker =
+            match crate::CircuitBreaker::new(10, 10, 0.5, Duration::from_secs(30), 1) {
+                Ok(b) => b,
+                Err(_) => panic!("invalid breaker"),
+            };
+        static L: Latencies = Latencies::new();
+        let env = CountingClock::default();
+        let policy = Policy::builder()
+            .retries(0)
+            .breaker(&B)
+            .adaptive_timeout(Adaptive::new(&L, 50.0, 2.0, ms(10), ms(2000)).unwrap())
+            .hedge(Hedge::after(ms(100), 1).unwrap())
+            .env(env.clone())
+            .build()
+            .unwrap();
+        let r: io::Result<u32> = hedged_loop_blind(&policy, || async { Ok(3) }).await;
+        assert_eq!(r.unwrap(), 3);
+        assert_eq!(L.samples(), 1, "a latency of zero");
+        let reads = env.reads.load(Ordering::SeqCst);
+        assert_eq!(reads, 2, "the breaker's admission and record, no more");
+        // Pending on its first poll, woken once 10 ms later: two polls, not three.
+        let polls = AtomicU32::new(0);
+        let r: io::Result<u32> = hedged_loop_blind(&policy, || {
+            let polls = &polls;
+            let mut sleep = Box::pin(tokio::time::sleep(ms(10)));
+            std::future::poll_fn(move |cx| {
+                polls.fetch_add(1, Ordering::SeqCst);
+                sleep.as_mut().poll(cx).map(|()| Ok(5))
+            })
+        })
+        .await;
+        assert_eq!((r.unwrap(), polls.load(Ordering::SeqCst)), (5, 2));
     }
 
     #[tokio::test(start_paused = true)]
