@@ -842,6 +842,55 @@ mod tests {
         assert_eq!((r.unwrap(), polls.load(Ordering::SeqCst)), (5, 2));
     }
 
+    /// A lazy call admitted by its breaker but without a free slot waits for one in its first
+    /// round without being admitted again: a half-open breaker's only probe is the call's.
+    #[tokio::test(start_paused = true)]
+    async fn a_lazy_call_waiting_for_a_slot_is_admitted_once() {
+        static B: crate::CircuitBreaker =
+            match crate::CircuitBreaker::new(2, 2, 0.5, Duration::from_secs(30), 1) {
+                Ok(b) => b,
+                Err(_) => panic!("invalid breaker"),
+            };
+        static LIMIT: crate::ConcurrencyLimit = match crate::ConcurrencyLimit::new(1, 4) {
+            Ok(l) => l,
+            Err(_) => panic!("invalid limit"),
+        };
+        let policy = Policy::builder()
+            .retries(0)
+            .breaker(&B)
+            .limit(&LIMIT)
+            .hedge(Hedge::after(ms(100), 1).unwrap())
+            .env(CountingClock::default())
+            .build()
+            .unwrap();
+        // Two failures open the breaker; 30 s later it lets one probe through.
+        for _ in 0..2 {
+            let r: io::Result<u32> = hedged_loop_blind(&policy, || async {
+                Err(io::ErrorKind::ConnectionReset.into())
+            })
+            .await;
+            assert!(r.is_err());
+        }
+        assert_eq!(B.state(), crate::BreakerState::Open);
+        tokio::time::advance(Duration::from_secs(30)).await;
+        // The only slot is held for 10 ms: the call, admitted (its probe taken), waits for it.
+        let held = LIMIT.try_acquire().expect("a free slot");
+        let t0 = tokio::time::Instant::now();
+        let (r, ()) = tokio::join!(
+            hedged_loop_blind(&policy, || async { Ok::<u32, io::Error>(9) }),
+            async {
+                tokio::time::sleep(ms(10)).await;
+                drop(held);
+            }
+        );
+        assert_eq!((r.unwrap(), t0.elapsed()), (9, ms(10)));
+        assert_eq!(
+            B.state(),
+            crate::BreakerState::Closed,
+            "the probe's success closes it"
+        );
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_round_whose_first_attempt_fails_at_once_counts_from_its_hedge() {
         // The first attempt of each call fails on its first poll (a refused connection), the
