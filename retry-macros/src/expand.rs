@@ -838,9 +838,25 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
     let timer = Ident::new("__robust_timer", Span::mixed_site());
     // With a deadline the timer is armed for each attempt's own time (the smaller of its
     // timeout and the time left), read from the attempt context.
+    // The clock is read only when something needs it: the attempt context, a `max_delay`
+    // budget, or a blocking fn's cooperative timeout. Otherwise the success path reads no
+    // clock at all.
+    let finite = |l: &Option<crate::model::Spanned<Limit>>| {
+        matches!(l.as_ref().map(|s| s.value), Some(Limit::Finite(_)))
+    };
+    let budget = finite(&config.settings.max_delay)
+        || config.whens.iter().any(|w| finite(&w.overrides.max_delay));
+    let needs_clock = config.attempt.is_some()
+        || config.adaptive.is_some()
+        || budget
+        || has_deadline
+        || config.on_retry.is_some()
+        || (!is_async && finite(&config.timeout));
     let fut_name = Ident::new("__robust_future", Span::mixed_site());
-    let race_call = if has_deadline {
-        quote!(#p::race_until(#timer.as_mut(), #fut_name, #policy.timeout(), #attempt.limit()).await)
+    // When each attempt's start is read anyway, its timer is armed from it (one clock reading
+    // less per attempt; the call's timer is made without one either).
+    let race_call = if needs_clock {
+        quote!(#p::race_from(#timer.as_mut(), #fut_name, #policy.timeout(), #attempt.limit(), #attempt.started()).await)
     } else {
         quote!(#p::race(#timer.as_mut(), #fut_name, #policy.timeout(), #call.retries() > 0).await)
     };
@@ -864,14 +880,18 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
         quote!(let #pattern = #value;)
     };
     let delay = Ident::new("__robust_delay", Span::mixed_site());
-    let timer_stmt = if is_async && timed {
+    let timer_stmt = if is_async && timed && needs_clock {
+        quote!(let mut #timer = ::core::pin::pin!(#p::timer_unarmed());)
+    } else if is_async && timed {
         quote!(let mut #timer = ::core::pin::pin!(#p::timer_for(#policy.timeout()));)
     } else if is_async {
         quote!(let mut #timer = #p::boxed_timer();)
     } else {
         quote!()
     };
-    let sleep = if is_async && timed {
+    let sleep = if is_async && timed && needs_clock {
+        quote!(#p::backoff_from(#timer.as_mut(), #delay).await)
+    } else if is_async && timed {
         quote!(#p::backoff_on(#timer.as_mut(), #delay).await)
     } else if is_async {
         quote!(#p::backoff_boxed(&mut #timer, #delay).await)
@@ -879,20 +899,6 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
         quote!(#p::sleep(#policy.env(), #delay))
     };
 
-    // The clock is read only when something needs it: the attempt context, a `max_delay`
-    // budget, or a blocking fn's cooperative timeout. Otherwise the success path reads no
-    // clock at all.
-    let finite = |l: &Option<crate::model::Spanned<Limit>>| {
-        matches!(l.as_ref().map(|s| s.value), Some(Limit::Finite(_)))
-    };
-    let budget = finite(&config.settings.max_delay)
-        || config.whens.iter().any(|w| finite(&w.overrides.max_delay));
-    let needs_clock = config.attempt.is_some()
-        || config.adaptive.is_some()
-        || budget
-        || has_deadline
-        || config.on_retry.is_some()
-        || (!is_async && finite(&config.timeout));
     // A blocking fn's call reads the clock its sleeper agrees with (std's, not tokio's).
     // With an attempt context the first attempt reads the call's first instant: no reading
     // before it.

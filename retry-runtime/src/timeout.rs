@@ -334,6 +334,37 @@ pub fn timer_for<T: AttemptTimeout>(timeout: &T) -> tokio::time::Sleep {
     tokio::time::sleep(timeout.limit().unwrap_or(Duration::ZERO))
 }
 
+/// The timer of an async call whose attempts' starts are read (an adaptive timeout, a deadline,
+/// an attempt context...): none until [`race_from`] makes it for the first attempt, from the
+/// attempt's start; reset after that.
+#[cfg(feature = "tokio")]
+#[inline]
+pub const fn timer_unarmed() -> Option<tokio::time::Sleep> {
+    None
+}
+
+/// Sets `timer` to end at `deadline`: made the first time, reset after.
+#[cfg(feature = "tokio")]
+#[inline]
+fn arm(mut timer: std::pin::Pin<&mut Option<tokio::time::Sleep>>, deadline: tokio::time::Instant) {
+    match timer.as_mut().as_pin_mut() {
+        Some(sleep) => sleep.reset(deadline),
+        None => timer.set(Some(tokio::time::sleep_until(deadline))),
+    }
+}
+
+/// When an attempt that started at `started` (on the async loop's clock) and may run `d` ends,
+/// on tokio's clock: without reading the clock when the loop's clock is tokio's (no virtual
+/// clock installed on this thread), else `d` from now.
+#[cfg(feature = "tokio")]
+#[inline]
+pub(crate) fn deadline_from(started: std::time::Instant, d: Duration) -> tokio::time::Instant {
+    match crate::time::installed() {
+        None => after(tokio::time::Instant::from_std(started), d),
+        Some(_) => deadline_in(d),
+    }
+}
+
 /// `now + d` on tokio's clock, saturating about thirty years ahead (what tokio itself uses for
 /// "never").
 #[cfg(feature = "tokio")]
@@ -400,6 +431,63 @@ where
             return std::task::Poll::Ready((Err(e), true));
         }
         std::task::Poll::Pending
+    })
+}
+
+/// [`race`] for an attempt whose start was read (`started`, on the async loop's clock), on a
+/// timer from [`timer_unarmed`]: the timer is armed for the attempt's `limit` from its start,
+/// without reading the clock again; without a limit it is not waited for.
+#[cfg(feature = "tokio")]
+pub fn race_from<'a, Ret, T, Fut>(
+    mut timer: std::pin::Pin<&'a mut Option<tokio::time::Sleep>>,
+    mut attempt: std::pin::Pin<&'a mut Fut>,
+    timeout: &'a T,
+    limit: Option<Duration>,
+    started: std::time::Instant,
+) -> impl Future<Output = (Result<Ret::Ok, Ret::Err>, bool)> + 'a
+where
+    Ret: IsResult,
+    Ret::Err: 'a,
+    T: AsyncTimeout<Ret::Err>,
+    Fut: Future<Output = Ret>,
+{
+    let armed = limit.is_some();
+    if let Some(limit) = limit {
+        arm(timer.as_mut(), deadline_from(started, limit));
+    }
+    std::future::poll_fn(move |cx| {
+        if let std::task::Poll::Ready(r) = attempt.as_mut().poll(cx) {
+            return std::task::Poll::Ready((r.into_result(), false));
+        }
+        if armed
+            && timer
+                .as_mut()
+                .as_pin_mut()
+                .is_some_and(|t| t.poll(cx).is_ready())
+            && let Some(e) = timeout.elapsed(Elapsed::new())
+        {
+            return std::task::Poll::Ready((Err(e), true));
+        }
+        std::task::Poll::Pending
+    })
+}
+
+/// [`backoff_on`] on a timer from [`timer_unarmed`] (made here if no attempt made it).
+#[cfg(feature = "tokio")]
+pub fn backoff_from(
+    mut timer: std::pin::Pin<&mut Option<tokio::time::Sleep>>,
+    d: Duration,
+) -> impl Future<Output = ()> + '_ {
+    let armed = match backoff_deadline(d) {
+        Some(deadline) => {
+            arm(timer.as_mut(), deadline);
+            true
+        }
+        None => false,
+    };
+    std::future::poll_fn(move |cx| match timer.as_mut().as_pin_mut() {
+        Some(sleep) if armed => sleep.poll(cx),
+        _ => std::task::Poll::Ready(()),
     })
 }
 
