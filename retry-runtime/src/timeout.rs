@@ -353,9 +353,10 @@ fn arm(mut timer: std::pin::Pin<&mut Option<tokio::time::Sleep>>, deadline: toki
     }
 }
 
-/// When an attempt that started at `started` (on the async loop's clock) and may run `d` ends,
-/// on tokio's clock: without reading the clock when the loop's clock is tokio's (no virtual
-/// clock installed on this thread), else `d` from now.
+/// When an attempt that started at `started` and may run `d` ends, on tokio's clock. `started`
+/// was read from [`DefaultEnv`](crate::time::DefaultEnv)'s async clock (the attribute's
+/// policies use no other): tokio's, so no reading is needed, unless a virtual clock is
+/// installed on this thread, in which case `d` counts from now on tokio's clock.
 #[cfg(feature = "tokio")]
 #[inline]
 pub(crate) fn deadline_from(started: std::time::Instant, d: Duration) -> tokio::time::Instant {
@@ -434,9 +435,10 @@ where
     })
 }
 
-/// [`race`] for an attempt whose start was read (`started`, on the async loop's clock), on a
-/// timer from [`timer_unarmed`]: the timer is armed for the attempt's `limit` from its start,
-/// without reading the clock again; without a limit it is not waited for.
+/// [`race`] for an attempt whose start was read (`started`, from
+/// [`DefaultEnv`](crate::time::DefaultEnv)'s async clock: the attribute's), on a timer from
+/// [`timer_unarmed`]: the timer is armed for the attempt's `limit` from its start, without
+/// reading the clock again; without a limit it is not waited for.
 #[cfg(feature = "tokio")]
 pub fn race_from<'a, Ret, T, Fut>(
     mut timer: std::pin::Pin<&'a mut Option<tokio::time::Sleep>>,
