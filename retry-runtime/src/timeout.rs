@@ -409,7 +409,7 @@ where
 #[cfg(feature = "tokio")]
 pub fn race_until<'a, Ret, T, Fut>(
     mut timer: std::pin::Pin<&'a mut tokio::time::Sleep>,
-    mut attempt: std::pin::Pin<&'a mut Fut>,
+    attempt: std::pin::Pin<&'a mut Fut>,
     timeout: &'a T,
     reset: Option<Duration>,
 ) -> impl Future<Output = (Result<Ret::Ok, Ret::Err>, bool)> + 'a
@@ -422,11 +422,31 @@ where
     if let Some(limit) = reset {
         timer.as_mut().reset(deadline_in(limit));
     }
+    first_of::<Ret, T, Fut>(attempt, timeout, move |cx| {
+        timer.as_mut().poll(cx).is_ready()
+    })
+}
+
+/// The attempt's answer, or the timeout's error once `fired` says the timer fired: the result
+/// and whether it timed out.
+#[cfg(feature = "tokio")]
+#[inline]
+fn first_of<'a, Ret, T, Fut>(
+    mut attempt: std::pin::Pin<&'a mut Fut>,
+    timeout: &'a T,
+    mut fired: impl FnMut(&mut std::task::Context<'_>) -> bool + 'a,
+) -> impl Future<Output = (Result<Ret::Ok, Ret::Err>, bool)> + 'a
+where
+    Ret: IsResult,
+    Ret::Err: 'a,
+    T: AsyncTimeout<Ret::Err>,
+    Fut: Future<Output = Ret>,
+{
     std::future::poll_fn(move |cx| {
         if let std::task::Poll::Ready(r) = attempt.as_mut().poll(cx) {
             return std::task::Poll::Ready((r.into_result(), false));
         }
-        if timer.as_mut().poll(cx).is_ready()
+        if fired(cx)
             && let Some(e) = timeout.elapsed(Elapsed::new())
         {
             return std::task::Poll::Ready((Err(e), true));
@@ -442,7 +462,7 @@ where
 #[cfg(feature = "tokio")]
 pub fn race_from<'a, Ret, T, Fut>(
     mut timer: std::pin::Pin<&'a mut Option<tokio::time::Sleep>>,
-    mut attempt: std::pin::Pin<&'a mut Fut>,
+    attempt: std::pin::Pin<&'a mut Fut>,
     timeout: &'a T,
     limit: Option<Duration>,
     started: std::time::Instant,
@@ -457,20 +477,12 @@ where
     if let Some(limit) = limit {
         arm(timer.as_mut(), deadline_from(started, limit));
     }
-    std::future::poll_fn(move |cx| {
-        if let std::task::Poll::Ready(r) = attempt.as_mut().poll(cx) {
-            return std::task::Poll::Ready((r.into_result(), false));
-        }
-        if armed
+    first_of::<Ret, T, Fut>(attempt, timeout, move |cx| {
+        armed
             && timer
                 .as_mut()
                 .as_pin_mut()
                 .is_some_and(|t| t.poll(cx).is_ready())
-            && let Some(e) = timeout.elapsed(Elapsed::new())
-        {
-            return std::task::Poll::Ready((Err(e), true));
-        }
-        std::task::Poll::Pending
     })
 }
 
