@@ -23,7 +23,6 @@ pub const PALETTE: [RGBColor; 6] = [
 pub type Chart<'a, Y> = ChartContext<'a, SVGBackend<'a>, Cartesian2d<RangedCoordf64, Y>>;
 
 /// Draws a line through `points` and registers `name` for the legend.
-#[allow(dead_code)] // only hedging.rs draws lines without their points
 pub fn curve<'a, Y>(
     chart: &mut Chart<'a, Y>,
     name: &str,

@@ -403,9 +403,8 @@ where
     race_until::<Ret, T, Fut>(timer, attempt, timeout, timeout.limit().filter(|_| rearm))
 }
 
-/// [`race`] with the timer armed for `reset` first, if given: the attempt's time when the call
-/// has a deadline (the smaller of its timeout and the time left, read from the attempt
-/// context).
+/// [`race`] with the timer reset first to end `reset` from now, if given. (The attribute's fns
+/// that read each attempt's start, a deadline's among them, use [`race_from`] instead.)
 #[cfg(feature = "tokio")]
 pub fn race_until<'a, Ret, T, Fut>(
     mut timer: std::pin::Pin<&'a mut tokio::time::Sleep>,

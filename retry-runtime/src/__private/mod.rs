@@ -16,8 +16,7 @@ pub use crate::time::DefaultEnv;
 pub use crate::timeout::{NoTimeout, sync_deadline, sync_timeout};
 #[cfg(feature = "tokio")]
 pub use crate::timeout::{
-    backoff_boxed, backoff_from, backoff_on, boxed_timer, race, race_from, race_until, timer_for,
-    timer_unarmed,
+    backoff_boxed, backoff_from, backoff_on, boxed_timer, race, race_from, timer_for, timer_unarmed,
 };
 pub use crate::{
     AwsDecorrelated, Constant, Decorrelated, EqualJitter, Exponential, Fibonacci, FullJitter,
