@@ -962,11 +962,14 @@ where
                                 && !<G::View<'_> as RetryPolicy<S::Response, S::Error>>::VALUES
                                 && r.is_ok()
                             {
-                                *this.slot = None;
-                                let mut call = Call::resume(policy, *this.state);
-                                if let Some(started) = this.started.take() {
-                                    call.measure(started, &r, false);
-                                }
+                                let mut call = attempt_over(
+                                    policy,
+                                    this.slot,
+                                    *this.state,
+                                    this.started,
+                                    &r,
+                                    false,
+                                );
                                 call.success::<S::Response, S::Error>();
                                 *this.phase = Phase::Done;
                                 return Poll::Ready(r);
@@ -999,12 +1002,8 @@ where
                     continue;
                 }
             };
-            // The attempt is over: its slot of the concurrency limit is freed.
-            *this.slot = None;
-            let mut call = Call::resume(policy, *this.state);
-            if let Some(started) = this.started.take() {
-                call.measure(started, &result, fired);
-            }
+            let mut call =
+                attempt_over(policy, this.slot, *this.state, this.started, &result, fired);
             if single {
                 let r = call.settle_once(result);
                 *this.phase = Phase::Done;
@@ -1024,6 +1023,28 @@ where
             }
         }
     }
+}
+
+/// An attempt is over with `result`: its slot of the concurrency limit is freed, its latency
+/// measured (for an adaptive timeout, from `started`), and its call resumed from `state`.
+#[inline(always)]
+fn attempt_over<'p, P, R, E, S>(
+    policy: &'p P,
+    slot: &mut Option<S>,
+    state: CallState<Timed>,
+    started: &mut Option<std::time::Instant>,
+    result: &Result<R, E>,
+    fired: bool,
+) -> Call<'p, P, Timed>
+where
+    P: RetryPolicy<R, E>,
+{
+    *slot = None;
+    let call = Call::resume(policy, state);
+    if let Some(started) = started.take() {
+        call.measure(started, result, fired);
+    }
+    call
 }
 
 /// The error of an attempt whose timer fired, if it did (and the attempt has a limit).
