@@ -250,7 +250,9 @@ impl<P, Bu> RobustLayer<P, PerKey<(), Bu>> {
     /// `breakers` (a [`KeyedBreaker`](crate::guard::KeyedBreaker), by reference or in an `Arc`), instead of the policy's
     /// own breaker: a host that keeps failing is cut off while the others are served. While a
     /// key's breaker is open, its requests fail at once with `E::from(Open)` (and the
-    /// policy's fallback, if any, answers).
+    /// policy's fallback, if any, answers). The policy has no breaker of its own (it would
+    /// never be used): one built with [`breaker`](crate::PolicyBuilder::breaker) is a compile
+    /// error here ([`NoOwnBreaker`]).
     ///
     /// ```
     /// use std::sync::LazyLock;
@@ -271,7 +273,10 @@ impl<P, Bu> RobustLayer<P, PerKey<(), Bu>> {
     /// # let _ = layer;
     /// # Ok::<(), retry_runtime::ConfigError>(())
     /// ```
-    pub fn breaker_per<M, F>(self, breakers: M, key: F) -> RobustLayer<P, PerKey<ByKey<M, F>, Bu>> {
+    pub fn breaker_per<M, F>(self, breakers: M, key: F) -> RobustLayer<P, PerKey<ByKey<M, F>, Bu>>
+    where
+        P: PolicyCore<Breaker: NoOwnBreaker>,
+    {
         RobustLayer {
             policy: self.policy,
             guards: PerKey {
@@ -285,7 +290,9 @@ impl<P, Bu> RobustLayer<P, PerKey<(), Bu>> {
 impl<P, Br> RobustLayer<P, PerKey<Br, ()>> {
     /// Each request spends the retry budget of its key, `key(&request)`, taken from `budgets`
     /// (a [`KeyedBudget`](crate::guard::KeyedBudget), by reference or in an `Arc`), instead of
-    /// the policy's own budget: one tenant's retries cannot empty another's.
+    /// the policy's own budget: one tenant's retries cannot empty another's. The policy has no
+    /// budget of its own (it would never be used): one built with
+    /// [`budget`](crate::PolicyBuilder::budget) is a compile error here ([`NoOwnBudget`]).
     ///
     /// ```
     /// use std::sync::LazyLock;
@@ -304,7 +311,10 @@ impl<P, Br> RobustLayer<P, PerKey<Br, ()>> {
     /// # let _ = layer;
     /// # Ok::<(), retry_runtime::ConfigError>(())
     /// ```
-    pub fn budget_per<M, F>(self, budgets: M, key: F) -> RobustLayer<P, PerKey<Br, ByKey<M, F>>> {
+    pub fn budget_per<M, F>(self, budgets: M, key: F) -> RobustLayer<P, PerKey<Br, ByKey<M, F>>>
+    where
+        P: PolicyCore<Budget: NoOwnBudget>,
+    {
         RobustLayer {
             policy: self.policy,
             guards: PerKey {
@@ -391,6 +401,30 @@ pub struct PerKey<Br = (), Bu = ()> {
     breaker: Br,
     budget: Bu,
 }
+
+/// The breaker of a policy that [`breaker_per`](RobustLayer::breaker_per) accepts: none (`()`).
+/// A breaker set on the policy would never be used once each request takes its key's, so a
+/// policy built with [`breaker`](crate::PolicyBuilder::breaker) is a compile error there.
+#[diagnostic::on_unimplemented(
+    message = "`breaker_per` takes a policy without a breaker of its own (this one's is `{Self}`)",
+    label = "each request would use its key's breaker, never the policy's",
+    note = "build the policy without `.breaker(..)`: the breakers come from the map given to `breaker_per`",
+    note = "a `DynPolicy` may hold a breaker: build the layer from the concrete `Policy`"
+)]
+pub trait NoOwnBreaker {}
+impl NoOwnBreaker for () {}
+
+/// The budget of a policy that [`budget_per`](RobustLayer::budget_per) accepts: none (`()`).
+/// A budget set on the policy would never be used once each request takes its key's, so a
+/// policy built with [`budget`](crate::PolicyBuilder::budget) is a compile error there.
+#[diagnostic::on_unimplemented(
+    message = "`budget_per` takes a policy without a retry budget of its own (this one's is `{Self}`)",
+    label = "each request would spend its key's budget, never the policy's",
+    note = "build the policy without `.budget(..)`: the budgets come from the map given to `budget_per`",
+    note = "a `DynPolicy` may hold a budget: build the layer from the concrete `Policy`"
+)]
+pub trait NoOwnBudget {}
+impl NoOwnBudget for () {}
 
 /// A guard chosen by the request's key: `map` is a [`Keyed`] map (by reference or in an
 /// `Arc`), `key` makes the key of a request.
@@ -1131,7 +1165,10 @@ impl<P, G: Clone> Clone for HedgedLayer<P, G> {
 impl<P, Bu> HedgedLayer<P, PerKey<(), Bu>> {
     /// Each request (its hedges and its retries) uses the circuit breaker of its key,
     /// `key(&request)`, taken from `breakers`: as [`RobustLayer::breaker_per`].
-    pub fn breaker_per<M, F>(self, breakers: M, key: F) -> HedgedLayer<P, PerKey<ByKey<M, F>, Bu>> {
+    pub fn breaker_per<M, F>(self, breakers: M, key: F) -> HedgedLayer<P, PerKey<ByKey<M, F>, Bu>>
+    where
+        P: PolicyCore<Breaker: NoOwnBreaker>,
+    {
         HedgedLayer {
             policy: self.policy,
             guards: PerKey {
@@ -1145,7 +1182,10 @@ impl<P, Bu> HedgedLayer<P, PerKey<(), Bu>> {
 impl<P, Br> HedgedLayer<P, PerKey<Br, ()>> {
     /// Each request (its hedges and its retries) spends the retry budget of its key,
     /// `key(&request)`, taken from `budgets`: as [`RobustLayer::budget_per`].
-    pub fn budget_per<M, F>(self, budgets: M, key: F) -> HedgedLayer<P, PerKey<Br, ByKey<M, F>>> {
+    pub fn budget_per<M, F>(self, budgets: M, key: F) -> HedgedLayer<P, PerKey<Br, ByKey<M, F>>>
+    where
+        P: PolicyCore<Budget: NoOwnBudget>,
+    {
         HedgedLayer {
             policy: self.policy,
             guards: PerKey {

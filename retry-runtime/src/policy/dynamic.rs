@@ -27,6 +27,10 @@ use crate::timeout::{AsyncTimeout, AttemptTimeout};
 /// and fallback, which are typed by it; a policy with none of them converts into a
 /// `DynPolicy<T, E>` for any `T`.
 ///
+/// As its breaker and budget are hidden, a tower layer made from it cannot take a breaker or a
+/// budget per key (`breaker_per`, `budget_per`: they would replace the ones it may hold, which
+/// is a compile error); build such a layer from the concrete policy.
+///
 /// ```
 /// use std::io;
 /// use std::time::Duration;
