@@ -1202,7 +1202,8 @@ impl<P> RobustLayer<P> {
     /// after the hedge's delay gets a sibling, sent to a clone of the service with another
     /// copy of the request; the first success wins and the others are dropped), with the
     /// policy's retries, timeouts, guards and fallback. [`RobustLayer::new`] with a hedged
-    /// policy is a compile error that points here.
+    /// policy is a compile error that points here, and so is this fn with a policy that does
+    /// not hedge (it was built without [`hedge`](crate::PolicyBuilder::hedge)).
     ///
     /// Its futures are boxed (one allocation per request), since a round holds a variable
     /// number of the service's futures; the service, its futures, responses and errors, and
@@ -1239,7 +1240,16 @@ impl<P> RobustLayer<P> {
     /// assert_eq!(start.elapsed(), Duration::from_millis(50));
     /// # Ok(()) }
     /// ```
-    pub fn hedged(policy: P) -> HedgedLayer<P> {
+    pub fn hedged(policy: P) -> HedgedLayer<P>
+    where
+        P: PolicyCore,
+    {
+        const {
+            assert!(
+                <P::Timeout as AttemptTimeout>::HEDGED,
+                "`RobustLayer::hedged` takes a policy built with `.hedge(..)`; without one, use `RobustLayer::new(policy)`"
+            )
+        };
         HedgedLayer {
             policy: Arc::new(policy),
             guards: PerKey::default(),

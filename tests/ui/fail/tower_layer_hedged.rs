@@ -1,5 +1,6 @@
 // A hedged policy needs the hedging layer: `RobustLayer::new` with one is an error (and so is
-// a blocking `call`), pointing at `RobustLayer::hedged`.
+// a blocking `call`), pointing at `RobustLayer::hedged`; and the hedging layer with a policy
+// that does not hedge (`.hedge(..)` forgotten) is an error pointing at `RobustLayer::new`.
 use std::time::Duration;
 use retry_runtime::hedge::Hedge;
 use retry_runtime::tower::RobustLayer;
@@ -15,4 +16,7 @@ fn main() {
 
     let policy = Policy::builder().hedge(hedge).build().unwrap();
     let _: std::io::Result<()> = policy.call(|_| Ok(()));
+
+    let plain = Policy::builder().retries(2).build().unwrap();
+    let _ = RobustLayer::hedged(plain);
 }
