@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use retry_runtime::hedge::Hedge;
 use retry_runtime::latency::Latencies;
-use retry_runtime::{CircuitBreaker, NoBackoff, Policy, RetryBudget, robust};
+use retry_runtime::{AsyncRetryPolicy, CircuitBreaker, NoBackoff, Policy, RetryBudget, robust};
 use tokio::time::Instant;
 
 mod common;
@@ -434,6 +434,44 @@ async fn the_builder_hedges_call_async() {
         .await;
     assert_eq!(r.unwrap(), 2);
     assert_eq!(t0.elapsed(), ms(65));
+}
+
+/// The builder's order does not matter: a timeout set after a hedge and a deadline (which
+/// once replaced the hedge with the timeout) still hedges, and each order cuts attempts alike.
+#[tokio::test(start_paused = true)]
+async fn the_builder_keeps_the_hedge_whatever_the_order_of_timeout_and_deadline() {
+    let hedge = || Hedge::after(ms(30), 1).unwrap();
+    let b = || Policy::builder().retries(0);
+    let p = b().hedge(hedge()).deadline(ms(900)).timeout(ms(400));
+    hedges_and_times_out("hedge, deadline, timeout", p.build().unwrap()).await;
+    let p = b().deadline(ms(900)).hedge(hedge()).timeout(ms(400));
+    hedges_and_times_out("deadline, hedge, timeout", p.build().unwrap()).await;
+    let p = b().timeout(ms(400)).deadline(ms(900)).hedge(hedge());
+    hedges_and_times_out("timeout, deadline, hedge", p.build().unwrap()).await;
+}
+
+async fn hedges_and_times_out<P: AsyncRetryPolicy<u32, io::Error>>(order: &str, policy: P) {
+    // The first attempt hangs; the hedge at 30 ms answers after 5 ms.
+    let calls = AtomicU32::new(0);
+    let t0 = Instant::now();
+    let r = policy
+        .call_async(|_| async {
+            let n = calls.fetch_add(1, Ordering::SeqCst);
+            tokio::time::sleep(ms(if n == 0 { 10_000 } else { 5 })).await;
+            Ok(n)
+        })
+        .await;
+    assert_eq!((order, r.unwrap(), t0.elapsed()), (order, 1, ms(35)));
+    // Both attempts hang: each is cut by its timeout (at 400 and 430 ms), before the deadline.
+    let t0 = Instant::now();
+    let r = policy
+        .call_async(|_| async {
+            tokio::time::sleep(ms(10_000)).await;
+            Ok(0)
+        })
+        .await;
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::TimedOut, "{order}");
+    assert_eq!((order, t0.elapsed()), (order, ms(430)));
 }
 
 /// Many concurrent hedged calls on a multi-threaded runtime (real time: tokio's clock cannot

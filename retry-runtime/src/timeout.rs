@@ -209,11 +209,13 @@ impl<N: AttemptTimeout> SetTimeout<N> for Adaptive<'_> {
     }
 }
 
-impl<T, N: AttemptTimeout> SetTimeout<N> for WithDeadline<T> {
-    type With = WithDeadline<N>;
-    fn set_timeout(self, timeout: N) -> WithDeadline<N> {
+// The timeout under a deadline is set as it would be without one: a hedge under the deadline
+// (`.hedge(..).deadline(..).timeout(..)`) keeps hedging.
+impl<T: SetTimeout<N>, N> SetTimeout<N> for WithDeadline<T> {
+    type With = WithDeadline<T::With>;
+    fn set_timeout(self, timeout: N) -> Self::With {
         WithDeadline {
-            timeout,
+            timeout: self.timeout.set_timeout(timeout),
             deadline: self.deadline,
         }
     }

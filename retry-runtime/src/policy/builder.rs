@@ -311,7 +311,9 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
     /// Hedges async attempts (SPEC section 15; see [`crate::hedge`]): an attempt still
     /// running after the hedge's delay gets a sibling, the first success wins.
     /// [`call_async`](Policy::call_async) runs the rounds; a blocking [`call`](Policy::call)
-    /// ignores hedging (a thread cannot run two attempts at once).
+    /// of a hedged policy is a compile error (a thread cannot run two attempts at once). A
+    /// [`timeout`](Self::timeout), [`adaptive_timeout`](Self::adaptive_timeout) or
+    /// [`deadline`](Self::deadline) set before or after the hedge applies to each attempt.
     ///
     /// ```
     /// use std::time::Duration;
