@@ -478,8 +478,13 @@ fn parse_value(input: ParseStream<'_>, errors: &mut Vec<syn::Error>) -> syn::Res
             input.parse::<Token![.]>()?;
             let frac: syn::LitInt = input.parse()?;
             let sp = Sp::from(name.span()).to(frac.span().into());
-            return match format!("{}.{}", &text[1..], frac.base10_digits()).parse::<f64>() {
-                Ok(v) if frac.suffix().is_empty() => Ok(Some(Value::Percentile(v, sp))),
+            // The fraction's digits as written: `base10_digits` would drop the leading zeros of
+            // `p99.05` (read as p99.5) and accept `p99.0_5` or `p99.0x5`.
+            let digits = frac.to_string();
+            return match format!("{}.{digits}", &text[1..]).parse::<f64>() {
+                Ok(v) if digits.bytes().all(|b| b.is_ascii_digit()) => {
+                    Ok(Some(Value::Percentile(v, sp)))
+                }
                 _ => Err(sp.error("expected a percentile like `p95` or `p99.9`")),
             };
         }
@@ -708,4 +713,40 @@ pub fn item_sp(item: &TokenStream) -> Sp {
         tt = tokens.next();
     }
     Sp { start, end }
+}
+
+#[cfg(test)]
+mod tests {
+    use syn::parse::Parser;
+
+    use super::*;
+
+    /// The value `tokens` reads as, or the error's message.
+    fn value(tokens: &str) -> Result<Option<Value>, String> {
+        let tokens: TokenStream = tokens.parse().expect("valid tokens");
+        let mut errors = Vec::new();
+        (|input: ParseStream<'_>| parse_value(input, &mut errors))
+            .parse2(tokens)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_percentiles_fraction_is_read_as_written() {
+        let read = |t: &str| match value(t) {
+            Ok(Some(Value::Percentile(v, _))) => Ok(v),
+            Ok(_) => Err("not a percentile".to_owned()),
+            Err(e) => Err(e),
+        };
+        assert_eq!(read("p99.9"), Ok(99.9));
+        assert_eq!(read("p99.05"), Ok(99.05));
+        assert_eq!(read("p99.009"), Ok(99.009));
+        assert_eq!(read("p50.0"), Ok(50.0));
+        for wrong in ["p99.0_5", "p99.0x5", "p99.5u8"] {
+            assert_eq!(
+                read(wrong),
+                Err("expected a percentile like `p95` or `p99.9`".to_owned()),
+                "{wrong}"
+            );
+        }
+    }
 }
