@@ -496,7 +496,47 @@ fn rebind_args(p: &TokenStream, f: &mut Func, hedge: bool) -> (Vec<TokenStream>,
 }
 
 /// The function under the attribute, expanded. `valid::check_fn` has accepted its shape.
+/// How a guard's expression (`budget`, `breaker`, `throttle`, `limit`) is checked to give one
+/// guard shared by every call, not a new one made by each call (which would never run dry,
+/// open, throttle or limit).
+enum Sharing<'e> {
+    /// A path that is no parameter: it must name a `static` (a `const` makes a new guard each
+    /// time it is named).
+    Static(&'e syn::ExprPath),
+    /// A parameter, a field or an element (`self.limit`): the caller's guard.
+    Place,
+    /// A value made by the call (a call, a method call, a block), under this many `&`: it must
+    /// point to a guard made elsewhere (a reference, an `Arc`, like a keyed map's
+    /// `BREAKERS.get(host)`).
+    Value(&'e syn::Expr, usize),
+}
+
+fn sharing<'e>(e: &'e syn::Expr, params: &[String]) -> Sharing<'e> {
+    match e {
+        syn::Expr::Path(path) => match path.path.get_ident() {
+            Some(name) if name == "self" || params.contains(&name.to_string()) => Sharing::Place,
+            _ => Sharing::Static(path),
+        },
+        syn::Expr::Reference(r) => match sharing(&r.expr, params) {
+            Sharing::Value(value, refs) => Sharing::Value(value, refs + 1),
+            other => other,
+        },
+        syn::Expr::Paren(p) => sharing(&p.expr, params),
+        syn::Expr::Group(g) => sharing(&g.expr, params),
+        syn::Expr::Unary(u) if matches!(u.op, syn::UnOp::Deref(_)) => {
+            match sharing(&u.expr, params) {
+                // `*LAZY` dereferences a `static`; `*value` is what the value points to.
+                Sharing::Value(..) => Sharing::Place,
+                other => other,
+            }
+        }
+        syn::Expr::Field(_) | syn::Expr::Index(_) => Sharing::Place,
+        _ => Sharing::Value(e, 0),
+    }
+}
+
 pub fn expand(config: Config, mut f: Func) -> TokenStream {
+    let param_names = crate::valid::param_names(&f);
     let p = match &config.krate {
         Some(path) => quote!(#path::__private),
         None => quote!(::retry_runtime::__private),
@@ -724,8 +764,35 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
         let check = Ident::new(check, e.span());
         // The type parameters too are spanned at the expression: an error is reported there.
         let params = respan(&params, e.span());
+        // The guard must be one for every call, not one made by this call.
+        let bind = match sharing(e, &param_names) {
+            Sharing::Place => quote_spanned!(e.span()=> let #owner = &#e;),
+            Sharing::Static(path) => {
+                let ps = respan(&p, path.span());
+                quote_spanned!(path.span()=> let #owner = &#e; #ps::static_guard(&#path);)
+            }
+            Sharing::Value(value, refs) => {
+                // The value is checked under the `&`s written before it (`&Guard::new()` as
+                // `Guard::new()`), through a method named at the expression, so that an error
+                // points there (the binding's own name would point at the whole attribute).
+                let ps = respan(&p, value.span());
+                // The receiver's tokens share the binding's context (tokens of two contexts
+                // would be reported at the whole attribute).
+                let at = Span::mixed_site().located_at(value.span());
+                let derefs = std::iter::repeat_n(quote_spanned!(at=> *), refs + 1);
+                let receiver = spanned_group(quote!(#(#derefs)* #owner), at);
+                let method = Ident::new("robust_shared_guard", at);
+                quote_spanned!(e.span()=>
+                    let #owner = &#e;
+                    {
+                        use #ps::SharedGuardCheck as _;
+                        #receiver.#method();
+                    }
+                )
+            }
+        };
         (
-            quote_spanned!(e.span()=> let #owner = &#e;),
+            bind,
             quote_spanned!(e.span()=> #ps::#check::<#params>(#owner)),
         )
     };

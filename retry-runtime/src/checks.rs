@@ -561,6 +561,44 @@ impl<E: From<crate::Open>> FromOpen for E {
     }
 }
 
+/// `budget`, `breaker`, `throttle` or `limit` given as a path (`limit = LIMIT`): the path names
+/// a `static`, one guard shared by every call. A `const` would make a new guard each time it
+/// is named (a guard has interior mutability, so `&CONST` is a temporary), which would never
+/// run dry, open, throttle or limit: rustc reports that temporary, at the path ("temporary
+/// value dropped while borrowed"). Declare the guard `static`.
+#[inline(always)]
+pub fn static_guard<G: ?Sized>(guard: &'static G) {
+    let _ = guard;
+}
+
+/// What a guard's expression may give when it is a value made by the call (a call, a method
+/// call, a block): something that points to a guard made elsewhere (`&G`, an `Arc` or `Rc`,
+/// like a keyed map's `BREAKERS.get(host)`), not a guard itself, which would be new for each
+/// call.
+#[diagnostic::on_unimplemented(
+    message = "this expression makes a new `{Self}` for each call, which would never run dry, open, throttle or limit anything",
+    label = "a guard made here serves one call only",
+    note = "declare the guard once, as a `static` (a `LazyLock` for one built with `?` or `.unwrap()`), and name it: `breaker = BREAKER`",
+    note = "a reference or an `Arc` to a guard made once is fine: a keyed map's `BREAKERS.get(host)`, a fn returning `&'static CircuitBreaker`"
+)]
+pub trait SharedGuard {}
+impl<T: ?Sized> SharedGuard for &T {}
+impl<T: ?Sized> SharedGuard for std::sync::Arc<T> {}
+impl<T: ?Sized> SharedGuard for std::rc::Rc<T> {}
+
+/// Checks that a guard's expression, a value made by the call, points to a guard shared by
+/// every call ([`SharedGuard`]): a method, so that an error points at the expression.
+pub trait SharedGuardCheck {
+    /// Compiles when `Self` points to a guard made once.
+    #[inline(always)]
+    fn robust_shared_guard(&self)
+    where
+        Self: SharedGuard,
+    {
+    }
+}
+impl<T: ?Sized> SharedGuardCheck for T {}
+
 /// `breaker = ...`: checks `E: From<Open>` (the breaker is a `CircuitBreaker` or a fleet's
 /// shared breaker, by value or behind a pointer: [`AsBreaker`]).
 #[inline(always)]

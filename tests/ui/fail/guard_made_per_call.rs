@@ -1,0 +1,48 @@
+// A guard must be one for every call: a `const` (a new guard each time it is named) or an
+// expression that builds one (a new guard for each call) would never run dry, open, throttle
+// or limit anything. Each is an error at the expression.
+use std::io;
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use retry_runtime::guard::{Keyed, KeyedBreaker};
+use retry_runtime::{AdaptiveThrottle, CircuitBreaker, ConcurrencyLimit, RetryBudget, robust};
+
+const LIMIT: ConcurrencyLimit = match ConcurrencyLimit::new(4, 4) {
+    Ok(l) => l,
+    Err(_) => panic!(),
+};
+
+#[robust(limit = LIMIT)]
+async fn const_limit() -> io::Result<()> { Ok(()) }
+
+#[robust(breaker = CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(30), 1).unwrap())]
+fn new_breaker() -> io::Result<()> { Ok(()) }
+
+#[robust(budget = &RetryBudget::new(10.0, 0.1, 1.0).unwrap())]
+fn new_budget() -> io::Result<()> { Ok(()) }
+
+#[robust(throttle = { let t = AdaptiveThrottle::new(2.0, Duration::from_secs(60)); t.unwrap() })]
+fn new_throttle() -> io::Result<()> { Ok(()) }
+
+// What is fine: a `static`, a `LazyLock` behind `&*`, a keyed map's guard, a parameter.
+static SHARED: ConcurrencyLimit = match ConcurrencyLimit::new(4, 4) {
+    Ok(l) => l,
+    Err(_) => panic!(),
+};
+static BREAKER: LazyLock<CircuitBreaker> =
+    LazyLock::new(|| CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(30), 1).unwrap());
+static BREAKERS: LazyLock<KeyedBreaker<String>> = LazyLock::new(|| {
+    Keyed::new(10, CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(30), 1).unwrap()).unwrap()
+});
+
+#[robust(limit = SHARED, breaker = &*BREAKER)]
+fn fine(host: &str) -> io::Result<()> { let _ = host; Ok(()) }
+
+#[robust(breaker = BREAKERS.get(host))]
+fn keyed(host: &str) -> io::Result<()> { let _ = host; Ok(()) }
+
+#[robust(budget = budget)]
+fn given(budget: &RetryBudget) -> io::Result<()> { let _ = budget; Ok(()) }
+
+fn main() {}
