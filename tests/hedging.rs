@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use retry_runtime::hedge::Hedge;
 use retry_runtime::latency::Latencies;
+use retry_runtime::timeout::Adaptive;
 use retry_runtime::{AsyncRetryPolicy, CircuitBreaker, NoBackoff, Policy, RetryBudget, robust};
 use tokio::time::Instant;
 
@@ -448,6 +449,71 @@ async fn the_builder_keeps_the_hedge_whatever_the_order_of_timeout_and_deadline(
     hedges_and_times_out("deadline, hedge, timeout", p.build().unwrap()).await;
     let p = b().timeout(ms(400)).deadline(ms(900)).hedge(hedge());
     hedges_and_times_out("timeout, deadline, hedge", p.build().unwrap()).await;
+}
+
+/// A hedge due no sooner than the attempt is cut would never run beside it: the builder
+/// refuses it, in any order, against a timeout, an adaptive timeout's `max` and a deadline.
+#[test]
+fn the_builder_refuses_a_hedge_due_after_the_attempt_is_cut() {
+    static LATENCIES: Latencies = Latencies::new();
+    let hedge = |ms_: u64| Hedge::after(ms(ms_), 1).unwrap();
+    let adaptive = || Adaptive::new(&LATENCIES, 99.0, 2.0, ms(10), ms(300)).unwrap();
+    let refused = [
+        Policy::builder()
+            .hedge(hedge(400))
+            .timeout(ms(400))
+            .build()
+            .err(),
+        Policy::builder()
+            .timeout(ms(400))
+            .hedge(hedge(500))
+            .build()
+            .err(),
+        Policy::builder()
+            .hedge(hedge(300))
+            .adaptive_timeout(adaptive())
+            .build()
+            .err(),
+        Policy::builder()
+            .hedge(hedge(250))
+            .deadline(ms(200))
+            .build()
+            .err(),
+        Policy::builder()
+            .deadline(ms(200))
+            .timeout(ms(900))
+            .hedge(hedge(250))
+            .build()
+            .err(),
+    ];
+    for (i, e) in refused.into_iter().enumerate() {
+        let e = e.unwrap_or_else(|| panic!("case {i} was accepted"));
+        assert_eq!((i, e.parameter()), (i, "hedge"));
+    }
+    // Due before every cut: accepted.
+    assert!(
+        Policy::builder()
+            .hedge(hedge(399))
+            .timeout(ms(400))
+            .deadline(ms(900))
+            .build()
+            .is_ok()
+    );
+    assert!(
+        Policy::builder()
+            .hedge(hedge(299))
+            .adaptive_timeout(adaptive())
+            .build()
+            .is_ok()
+    );
+    let by_percentile = Hedge::percentile(&LATENCIES, 95.0, 1).unwrap();
+    assert!(
+        Policy::builder()
+            .hedge(by_percentile)
+            .timeout(ms(1))
+            .build()
+            .is_ok()
+    );
 }
 
 async fn hedges_and_times_out<P: AsyncRetryPolicy<u32, io::Error>>(order: &str, policy: P) {

@@ -775,17 +775,21 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
                 // The value is checked under the `&`s written before it (`&Guard::new()` as
                 // `Guard::new()`), through a method named at the expression, so that an error
                 // points there (the binding's own name would point at the whole attribute).
-                let ps = respan(&p, value.span());
                 // The receiver's tokens share the binding's context (tokens of two contexts
                 // would be reported at the whole attribute).
                 let at = Span::mixed_site().located_at(value.span());
-                let derefs = std::iter::repeat_n(quote_spanned!(at=> *), refs + 1);
-                let receiver = spanned_group(quote!(#(#derefs)* #owner), at);
+                let ps = respan(&p, at);
+                let derefs = std::iter::repeat_n(quote_spanned!(at=> *), refs);
+                let receiver = spanned_group(
+                    quote_spanned!(at=> &#ps::GuardValue(#(#derefs)* #owner)),
+                    at,
+                );
                 let method = Ident::new("robust_shared_guard", at);
                 quote_spanned!(e.span()=>
                     let #owner = &#e;
                     {
-                        use #ps::SharedGuardCheck as _;
+                        #[allow(unused_imports)]
+                        use #ps::{AnyValueCheck as _, OwnedGuardCheck as _};
                         #receiver.#method();
                     }
                 )

@@ -94,6 +94,8 @@ pub enum After {
 /// `hedge(after = .., max = ..)`.
 pub struct HedgeSpec {
     pub after: After,
+    /// Where `after`'s value is written.
+    pub after_sp: Sp,
     pub max: u32,
 }
 

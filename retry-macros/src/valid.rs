@@ -747,6 +747,7 @@ fn hedge(call: &Call, errors: &mut Errors) -> Option<HedgeSpec> {
     let params = Params::read(list, def, errors);
     params.check_required(def, call.paren, errors);
     const AFTER: &str = "a duration like \"50ms\", or a percentile of the fn's recent latencies from `p50` to `p99.9`, like `p95`";
+    let after_sp = params.get("after")?.sp();
     let after = match params.get("after")? {
         Value::Word(w) if w.to_string().starts_with('p') => {
             let text = w.to_string();
@@ -798,8 +799,62 @@ fn hedge(call: &Call, errors: &mut Errors) -> Option<HedgeSpec> {
     };
     Some(HedgeSpec {
         after: after?,
+        after_sp,
         max: max?,
     })
+}
+
+/// A hedge must be due before its attempt is cut: otherwise the attempt is always cut first,
+/// and the "hedge" is sent after it, alone (a retry without backoff), never beside it.
+fn check_hedge_in_time(config: &Config, h: &HedgeSpec, errors: &mut Errors) {
+    let finite = |l: &Option<Spanned<Limit>>| match l.as_ref().map(|l| l.value) {
+        Some(Limit::Finite(d)) => Some(d),
+        _ => None,
+    };
+    match h.after {
+        After::Fixed(after) => {
+            // The attempt's longest limit: its timeout (an adaptive one's `max`), and the
+            // deadline.
+            let cuts = [
+                (finite(&config.timeout), "`timeout`"),
+                (
+                    config.adaptive.as_ref().map(|a| a.value.max),
+                    "the adaptive timeout's `max`",
+                ),
+                (finite(&config.deadline), "`deadline`"),
+            ];
+            if let Some((limit, what)) = cuts
+                .into_iter()
+                .filter_map(|(d, what)| Some((d?, what)))
+                .find(|(d, _)| after >= *d)
+            {
+                errors.at(
+                    h.after_sp,
+                    format!(
+                        "`after` ({:?}) is not below {what} ({:?}): every attempt is cut before its hedge is due, so no hedge would ever run beside it; hedge earlier, or raise {what}",
+                        after,
+                        limit,
+                    ),
+                );
+            }
+        }
+        After::Percentile(p) => {
+            // A timeout of `factor` x the `p`-th percentile with factor 1 cuts every attempt
+            // that outlasts that percentile, before a hedge at the same or a later one.
+            if let Some(a) = &config.adaptive
+                && a.value.factor <= 1.0
+                && p >= a.value.p
+            {
+                errors.at(
+                    h.after_sp,
+                    format!(
+                        "`after = p{p}` is not below the adaptive timeout (`factor = 1` times p{}): every attempt slower than that is cut before its hedge is due; hedge at a lower percentile, or raise `factor`",
+                        a.value.p
+                    ),
+                );
+            }
+        }
+    }
 }
 
 /// A hedging percentile: from p50 to p99.9.
@@ -1354,6 +1409,7 @@ pub fn check_fn(f: &crate::ast::Func, errors: &mut Errors) {
 /// or argument (each attempt would borrow it mutably at the same time).
 pub fn check_hedge(config: &Config, f: &crate::ast::Func, errors: &mut Errors) {
     let Some(h) = &config.hedge else { return };
+    check_hedge_in_time(config, &h.value, errors);
     if f.sig.asyncness.is_none() {
         errors.at(
             h.span,

@@ -571,10 +571,9 @@ pub fn static_guard<G: ?Sized>(guard: &'static G) {
     let _ = guard;
 }
 
-/// What a guard's expression may give when it is a value made by the call (a call, a method
-/// call, a block): something that points to a guard made elsewhere (`&G`, an `Arc` or `Rc`,
-/// like a keyed map's `BREAKERS.get(host)`), not a guard itself, which would be new for each
-/// call.
+/// A guard's expression that is a value made by the call (a call, a method call, a block) must
+/// not give a guard itself, which would be new for each call: this bound, which no type meets,
+/// is put on the guards' own types ([`OwnedGuard`]) when such an expression gives one.
 #[diagnostic::on_unimplemented(
     message = "this expression makes a new `{Self}` for each call, which would never run dry, open, throttle or limit anything",
     label = "a guard made here serves one call only",
@@ -582,22 +581,49 @@ pub fn static_guard<G: ?Sized>(guard: &'static G) {
     note = "a reference or an `Arc` to a guard made once is fine: a keyed map's `BREAKERS.get(host)`, a fn returning `&'static CircuitBreaker`"
 )]
 pub trait SharedGuard {}
-impl<T: ?Sized> SharedGuard for &T {}
-impl<T: ?Sized> SharedGuard for std::sync::Arc<T> {}
-impl<T: ?Sized> SharedGuard for std::rc::Rc<T> {}
 
-/// Checks that a guard's expression, a value made by the call, points to a guard shared by
-/// every call ([`SharedGuard`]): a method, so that an error points at the expression.
-pub trait SharedGuardCheck {
-    /// Compiles when `Self` points to a guard made once.
+/// The guards' own types: a value of one made by the call is a new guard.
+pub trait OwnedGuard {}
+impl OwnedGuard for crate::CircuitBreaker {}
+impl OwnedGuard for crate::RetryBudget {}
+impl OwnedGuard for crate::AdaptiveThrottle {}
+impl OwnedGuard for crate::ConcurrencyLimit {}
+#[cfg(feature = "redis")]
+impl OwnedGuard for crate::guard::fleet::SharedBreaker {}
+#[cfg(feature = "redis")]
+impl OwnedGuard for crate::guard::fleet::SharedBudget {}
+impl<T: OwnedGuard + ?Sized> OwnedGuard for Box<T> {}
+impl<T: OwnedGuard, F> OwnedGuard for std::sync::LazyLock<T, F> {}
+
+/// What a guard's value is checked through (by autoref: [`OwnedGuardCheck`] for a guard's own
+/// type, [`AnyValueCheck`], which accepts it, for anything else: a reference, an `Arc`, or a
+/// value of another type, whose error is the guard key's own).
+#[derive(Debug)]
+pub struct GuardValue<'a, T: ?Sized>(pub &'a T);
+
+/// A guard's own type, made by the call: an error ([`SharedGuard`]).
+pub trait OwnedGuardCheck {
+    /// The guard's type.
+    type Guard: ?Sized;
+    /// Does not compile: the guard would be new for each call.
     #[inline(always)]
     fn robust_shared_guard(&self)
     where
-        Self: SharedGuard,
+        Self::Guard: SharedGuard,
     {
     }
 }
-impl<T: ?Sized> SharedGuardCheck for T {}
+impl<T: OwnedGuard + ?Sized> OwnedGuardCheck for GuardValue<'_, T> {
+    type Guard = T;
+}
+
+/// Any other value: accepted here.
+pub trait AnyValueCheck {
+    /// Accepts the value.
+    #[inline(always)]
+    fn robust_shared_guard(&self) {}
+}
+impl<T: ?Sized> AnyValueCheck for &GuardValue<'_, T> {}
 
 /// `breaker = ...`: checks `E: From<Open>` (the breaker is a `CircuitBreaker` or a fleet's
 /// shared breaker, by value or behind a pointer: [`AsBreaker`]).

@@ -153,6 +153,10 @@ impl<'a, T: AttemptTimeout> AttemptTimeout for Hedged<'a, T> {
         self.timeout.limit()
     }
     #[inline]
+    fn longest(&self) -> Option<Duration> {
+        self.timeout.longest()
+    }
+    #[inline]
     fn deadline(&self) -> Option<Duration> {
         self.timeout.deadline()
     }

@@ -35,6 +35,13 @@ pub trait AttemptTimeout {
         None
     }
 
+    /// The longest an attempt may run under this setting, whatever it has learned (an
+    /// [`Adaptive`] timeout's `max`), `None` for no limit; the deadline is apart.
+    #[inline]
+    fn longest(&self) -> Option<Duration> {
+        self.limit()
+    }
+
     /// Whether the setting learns from latencies ([`Adaptive`], or hedging after a
     /// percentile): the loops then time each successful attempt and [`record`](Self::record)
     /// it.
@@ -66,6 +73,10 @@ pub trait AttemptTimeout {
 /// `self.timeout: T`: forwarded to it.
 macro_rules! forward_learning {
     () => {
+        #[inline]
+        fn longest(&self) -> Option<Duration> {
+            self.timeout.longest()
+        }
         const MEASURED: bool = T::MEASURED;
         #[inline]
         fn record(&self, latency: Duration) {
@@ -656,6 +667,10 @@ impl<'a> Adaptive<'a> {
 }
 
 impl AttemptTimeout for Adaptive<'_> {
+    #[inline]
+    fn longest(&self) -> Option<Duration> {
+        Some(self.max)
+    }
     #[inline]
     fn limit(&self) -> Option<Duration> {
         Some(match self.latencies.percentile(self.quantile) {

@@ -434,14 +434,32 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
         map_part!(self, extras, f)
     }
 
-    /// The policy, or the first invalid value given to the builder.
+    /// The policy, or the first invalid value given to the builder, or a hedge that could
+    /// never run beside its attempt (one due no sooner than the attempt's timeout, an adaptive
+    /// timeout's `max`, or the deadline, all of which cut the attempt first).
     pub fn build(
         self,
-    ) -> Result<Policy<W, K, RuleSettings<B, J>, T, S, F, Seeded<C>, X>, ConfigError> {
+    ) -> Result<Policy<W, K, RuleSettings<B, J>, T, S, F, Seeded<C>, X>, ConfigError>
+    where
+        T: crate::timeout::AttemptTimeout,
+    {
         if let Some(e) = self.error {
             return Err(e);
         }
         let p = self.policy;
+        if let Some(hedge) = p.timeout.hedge()
+            && let crate::hedge::After::Fixed(after) = hedge.when()
+            && let Some(cut) = [p.timeout.longest(), p.timeout.deadline()]
+                .into_iter()
+                .flatten()
+                .min()
+            && after >= cut
+        {
+            return Err(ConfigError::new(
+                "hedge",
+                "must be due before the attempt's timeout (an adaptive timeout's `max`) and the deadline: every attempt would be cut first, and no hedge would ever run beside it",
+            ));
+        }
         Ok(Policy {
             whens: p.whens,
             on: p.on,

@@ -39,4 +39,18 @@ async fn too_many() -> std::io::Result<()> { Ok(()) }
 #[robust(hedge = "50ms")]
 async fn as_a_value() -> std::io::Result<()> { Ok(()) }
 
+// A hedge due no sooner than the attempt is cut never runs beside it: after the timeout, the
+// adaptive timeout's `max` or the deadline, or at a percentile an adaptive timeout with
+// `factor = 1` cuts first.
+#[robust(hedge(after = 2s), timeout = 1s)]
+async fn after_the_timeout() -> std::io::Result<()> { Ok(()) }
+#[robust(hedge(after = 1s), timeout = 1s)]
+async fn at_the_timeout() -> std::io::Result<()> { Ok(()) }
+#[robust(hedge(after = 6s), timeout = adaptive(p = 99, factor = 2, min = 50ms, max = 5s))]
+async fn after_the_adaptive_max() -> std::io::Result<()> { Ok(()) }
+#[robust(hedge(after = 500ms), deadline = 300ms)]
+async fn after_the_deadline() -> std::io::Result<()> { Ok(()) }
+#[robust(hedge(after = p99), timeout = adaptive(p = 95, factor = 1, min = 50ms, max = 5s))]
+async fn at_a_later_percentile() -> std::io::Result<()> { Ok(()) }
+
 fn main() {}
