@@ -146,7 +146,8 @@ pub struct CircuitBreaker {
 
 impl CircuitBreaker {
     /// A closed breaker. Errors: `window` not in 1..=1024; `min_calls` not in 1..=`window`;
-    /// `failure_ratio` not in (0, 1]; `probes` = 0.
+    /// `failure_ratio` not in (0, 1]; `probes` = 0; `break_duration` zero (it would never
+    /// reject a call).
     pub const fn new(
         window: u32,
         min_calls: u32,
@@ -174,6 +175,12 @@ impl CircuitBreaker {
         }
         if probes == 0 {
             return Err(ConfigError::new("probes", "must be at least 1"));
+        }
+        if break_duration.is_zero() {
+            return Err(ConfigError::new(
+                "break_duration",
+                "must be > 0: a breaker whose break is over at once never rejects a call",
+            ));
         }
         Ok(Self {
             window,
@@ -372,6 +379,11 @@ mod tests {
             );
         }
         assert_eq!(p(CircuitBreaker::new(10, 5, 0.5, secs(1), 0)), "probes");
+        assert_eq!(
+            p(CircuitBreaker::new(10, 5, 0.5, Duration::ZERO, 1)),
+            "break_duration"
+        );
+        assert!(CircuitBreaker::new(10, 5, 0.5, Duration::from_nanos(1), 1).is_ok());
     }
 
     #[test]

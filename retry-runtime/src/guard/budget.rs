@@ -66,7 +66,9 @@ pub struct RetryBudget {
 impl RetryBudget {
     /// A full bucket of `capacity` tokens; each call earns `earn_per_call`, each retry spends
     /// `cost_per_retry`. Errors: a capacity or cost that is not a finite number > 0, an
-    /// earning that is not a finite number >= 0, or any value above 10^12.
+    /// earning that is not a finite number >= 0, any value above 10^12, or a cost above the
+    /// capacity (no retry could ever be paid). An earning of 0 makes the capacity a one-off
+    /// allowance: once spent, no retry is made again.
     ///
     /// Amounts are counted in thousandths of a token, rounded to the nearest (`2.01` is
     /// exactly 2.01 tokens). A capacity, or a non-zero earning, below 0.001 is an error (it
@@ -110,6 +112,14 @@ impl RetryBudget {
         let capacity = thousandths(capacity);
         let earn = thousandths(earn_per_call);
         let cost = thousandths(cost_per_retry);
+        // A bucket that can never hold one retry's cost would never allow a retry (a
+        // capacity and a cost written the wrong way round, `new(0.1, 0.5, 1.0)`).
+        if cost > capacity {
+            return Err(ConfigError::new(
+                "cost_per_retry",
+                "must be at most `capacity`: a budget that can never hold one retry's cost never allows a retry",
+            ));
+        }
         Ok(Self {
             milli: AtomicU64::new(capacity),
             capacity,
@@ -201,6 +211,16 @@ mod tests {
             RetryBudget::new(5.0, 0.0004, 1.0).unwrap_err().parameter(),
             "earn_per_call"
         );
+        // A cost above the capacity could never be paid.
+        assert_eq!(
+            RetryBudget::new(0.5, 0.1, 1.0).unwrap_err().parameter(),
+            "cost_per_retry"
+        );
+        assert_eq!(
+            RetryBudget::new(1.0, 0.1, 1.001).unwrap_err().parameter(),
+            "cost_per_retry"
+        );
+        assert!(RetryBudget::new(1.0, 0.1, 1.0).is_ok());
         // A tiny cost still costs one thousandth.
         let b = RetryBudget::new(0.002, 0.0, 0.0001).unwrap();
         assert!(b.try_withdraw() && b.try_withdraw() && !b.try_withdraw());
