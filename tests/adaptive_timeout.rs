@@ -114,6 +114,8 @@ fn the_builder_validates_the_adaptive_timeout() {
     let bad = [
         (0.0, 2.0, ms(1), secs(1), "p"),
         (100.0, 2.0, ms(1), secs(1), "p"),
+        (0.99, 2.0, ms(1), secs(1), "p"), // a fraction: the 0.99th percentile
+        (49.9, 2.0, ms(1), secs(1), "p"),
         (99.0, 0.5, ms(1), secs(1), "factor"),
         (99.0, f64::NAN, ms(1), secs(1), "factor"),
         (99.0, 2.0, Duration::ZERO, secs(1), "min"),
@@ -125,6 +127,7 @@ fn the_builder_validates_the_adaptive_timeout() {
             which
         );
     }
+    assert!(Adaptive::new(&L, 50.0, 1.0, ms(1), ms(1)).is_ok());
 }
 
 #[robust(timeout = adaptive(p = 99.9, factor = 3, min = 10ms, max = 1s), deadline = 1500ms,

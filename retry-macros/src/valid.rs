@@ -882,17 +882,30 @@ fn adaptive(call: &Call, errors: &mut Errors) -> Option<AdaptiveSpec> {
     let def = &table::ADAPTIVE;
     let params = Params::read(list, def, errors);
     params.check_required(def, call.paren, errors);
-    const P: &str = "the percentile of recent successful latencies, a number strictly between 0 and 100 like 99.9";
+    const P: &str = "the percentile of recent successful latencies, from 50 up to (not including) 100, like 99.9";
     let p = params.get("p").and_then(|v| {
         let n = number(v, "p", P, errors)?;
         let p = finite(&n, "p", P, errors)?;
-        if p > 0.0 && p < 100.0 {
+        if (50.0..100.0).contains(&p) {
             Some(p)
-        } else {
+        } else if p > 0.0 && p < 1.0 {
             errors.at(
                 n.sp,
-                format!("`p` must be strictly between 0 and 100: expected {P}"),
+                format!(
+                    "`p` is a percentile, not a fraction: write `p = {}` for the {}th percentile",
+                    p * 100.0,
+                    p * 100.0
+                ),
             );
+            None
+        } else if p > 0.0 && p < 50.0 {
+            errors.at(
+                n.sp,
+                format!("`p` must be at least 50: a timeout at the p{p} of the latencies would cut most good attempts; expected {P}"),
+            );
+            None
+        } else {
+            errors.at(n.sp, format!("`p` must be from 50 to below 100: expected {P}"));
             None
         }
     });
@@ -929,7 +942,9 @@ fn adaptive(call: &Call, errors: &mut Errors) -> Option<AdaptiveSpec> {
     {
         errors.at(
             params.later("min", "max", call.paren),
-            "`min` must be at most `max`",
+            format!(
+                "`min` ({lo:?}) must be at most `max` ({hi:?}); a number without a unit is seconds"
+            ),
         );
         return None;
     }

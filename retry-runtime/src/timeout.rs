@@ -615,8 +615,10 @@ pub struct Adaptive<'a> {
 }
 
 impl<'a> Adaptive<'a> {
-    /// An adaptive timeout over `latencies`. Errors: `p` not in (0, 100); `factor` below 1 or
-    /// not finite; `min` zero; `min` above `max`.
+    /// An adaptive timeout over `latencies`. Errors: `p` not in [50, 100) (a timeout at a
+    /// low percentile would cut most good attempts, and `p` is a percentile, not a fraction:
+    /// `0.99` would be the 0.99th); `factor` below 1 or not finite; `min` zero; `min` above
+    /// `max`.
     pub fn new(
         latencies: &'a Latencies,
         p: f64,
@@ -625,6 +627,12 @@ impl<'a> Adaptive<'a> {
         max: Duration,
     ) -> Result<Self, ConfigError> {
         let quantile = Quantile::new(p)?;
+        if p < 50.0 {
+            return Err(ConfigError::new(
+                "p",
+                "must be at least 50 (a percentile, not a fraction: 99 for the 99th): a timeout at a low percentile would cut most good attempts",
+            ));
+        }
         if !(factor.is_finite() && factor >= 1.0) {
             return Err(ConfigError::new("factor", "must be a finite number >= 1"));
         }

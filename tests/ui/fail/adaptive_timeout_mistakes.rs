@@ -1,6 +1,7 @@
 use retry_runtime::robust;
 
-// `p` strictly between 0 and 100, `factor` >= 1, `min` > 0 and at most `max`.
+// `p` from 50 to below 100 (a percentile, not a fraction), `factor` >= 1, `min` > 0 and at
+// most `max` (a number without a unit is seconds).
 #[robust(timeout = adaptive(p = 100, factor = 2, min = 50ms, max = 5s))]
 async fn p_100() -> std::io::Result<()> { Ok(()) }
 #[robust(timeout = adaptive(p = 0, min = 50ms, max = 5s))]
@@ -11,6 +12,12 @@ async fn small_factor() -> std::io::Result<()> { Ok(()) }
 async fn zero_min() -> std::io::Result<()> { Ok(()) }
 #[robust(timeout = adaptive(p = 99.9, factor = 2, min = 10s, max = 5s))]
 async fn min_above_max() -> std::io::Result<()> { Ok(()) }
+#[robust(timeout = adaptive(p = 0.99, min = 50ms, max = 5s))]
+async fn p_as_a_fraction() -> std::io::Result<()> { Ok(()) }
+#[robust(timeout = adaptive(p = 10, min = 50ms, max = 5s))]
+async fn p_below_the_median() -> std::io::Result<()> { Ok(()) }
+#[robust(timeout = adaptive(p = 99, min = 50, max = 5s))]
+async fn min_without_a_unit() -> std::io::Result<()> { Ok(()) }
 
 // A percentile with a unit, a missing bound, a misspelled call, and two timeouts.
 #[robust(timeout = adaptive(p = 99ms, min = 50ms, max = 5s))]
