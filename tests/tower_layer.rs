@@ -11,7 +11,9 @@ use std::time::Duration;
 use http::{Request, Response, StatusCode};
 use retry_runtime::kind::{Io, OkIf};
 use retry_runtime::tower::{RetryBody, RobustLayer};
-use retry_runtime::{CircuitBreaker, Constant, NoBackoff, NoJitter, Policy, RetryBudget};
+use retry_runtime::{
+    AdaptiveThrottle, CircuitBreaker, Constant, NoBackoff, NoJitter, Policy, RetryBudget,
+};
 use tokio::time::Instant;
 use tower::{Layer, Service, ServiceExt};
 
@@ -197,6 +199,34 @@ async fn a_request_whose_body_cannot_be_copied_is_sent_once() {
         .oneshot(Request::new(String::new()))
         .await;
     assert_eq!(calls.load(Ordering::SeqCst), 6);
+}
+
+/// A request sent once (its body cannot be copied) counts for the throttle as any attempt
+/// does: accepted unless it failed with an error a rule retries.
+#[tokio::test(start_paused = true)]
+async fn a_request_sent_once_counts_for_the_throttle_as_any_attempt() {
+    // k = 1: one request not accepted gives 1/2, accepted gives 0.
+    let probability = |kind: ErrorKind| async move {
+        let throttle = AdaptiveThrottle::new(1.0, Duration::from_secs(60)).unwrap();
+        let policy = Policy::builder()
+            .retries(5)
+            .on(Io::of([ErrorKind::ConnectionReset]))
+            .throttle(&throttle)
+            .build()
+            .unwrap();
+        let (svc, calls) = scripted::<Stream>(vec![Err(kind.into())]);
+        let e = RobustLayer::new(policy)
+            .layer(svc)
+            .oneshot(Request::new(Stream))
+            .await
+            .unwrap_err();
+        assert_eq!((e.kind(), calls.load(Ordering::SeqCst)), (kind, 1));
+        throttle.reject_probability(std::time::Instant::now())
+    };
+    // An error no rule retries is the service's answer: accepted.
+    assert_eq!(probability(ErrorKind::PermissionDenied).await, 0.0);
+    // One a rule retries is not.
+    assert_eq!(probability(ErrorKind::ConnectionReset).await, 0.5);
 }
 
 #[tokio::test(start_paused = true)]

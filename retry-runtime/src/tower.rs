@@ -1039,7 +1039,7 @@ where
             let mut call =
                 attempt_over(policy, this.slot, *this.state, this.started, &result, fired);
             if single {
-                let r = call.settle_once(result);
+                let r = call.settle_once(result, fired);
                 *this.phase = Phase::Done;
                 return Poll::Ready(crate::call::finish(policy, r));
             }
@@ -1387,13 +1387,13 @@ where
         },
     };
     let attempt = call.attempt();
-    let (result, _) = crate::timeout::run_attempt(
+    let (result, fired) = crate::timeout::run_attempt(
         policy.timeout_setting(),
         attempt.limit(),
         service.call(request),
     )
     .await;
     drop(slot);
-    let result = call.settle_once(result);
+    let result = call.settle_once(result, fired);
     crate::call::finish(policy, result)
 }

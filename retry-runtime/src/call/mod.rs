@@ -626,7 +626,11 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
     /// breaker records it and the callbacks see it as [`settle`](Self::settle) would show them,
     /// and its outcome is returned whatever the rules say.
     #[cfg(feature = "tower")]
-    pub(crate) fn settle_once<R, E>(&mut self, result: Result<R, E>) -> Result<R, E>
+    pub(crate) fn settle_once<R, E>(
+        &mut self,
+        result: Result<R, E>,
+        timed_out: bool,
+    ) -> Result<R, E>
     where
         P: RetryPolicy<R, E>,
     {
@@ -640,8 +644,17 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
             self.policy.breaker().record(now, self.permit, !failed);
         }
         if <P::Throttle as Throttle>::ACTIVE {
+            // Accepted unless it failed with an error (or a value) a rule retries, as in
+            // `settle`: an error no rule retries is the service's answer.
+            let accepted = match &result {
+                Err(e) => {
+                    let failure = Failure::new(e, timed_out);
+                    self.policy.select(&failure, decide::Matched).is_none()
+                }
+                Ok(_) => !failed,
+            };
             let now = self.now();
-            self.policy.throttle().record(now, !failed);
+            self.policy.throttle().record(now, accepted);
         }
         match &result {
             Err(e) => self.policy.on_error(e, self.retries),
