@@ -123,6 +123,19 @@ pub struct PolicyBuilder<
     seed: Option<u64>,
 }
 
+/// The rules a builder holds before its first [`when`](PolicyBuilder::when) or
+/// [`when_ok`](PolicyBuilder::when_ok): none. A `when` rule starts from the `on` rule's
+/// settings as they are when it is added, so those settings are set before it; set after, they
+/// would silently not reach the rule (the attribute has no order: its `when` clauses take the
+/// top-level settings wherever they are written).
+#[diagnostic::on_unimplemented(
+    message = "the `on` rule's settings are set before any `when`",
+    label = "set after a `when`, this would not reach that rule's settings, which were copied when it was added",
+    note = "move `retries`, `backoff`, `jitter`, `max_delay` and `scale` before the first `.when(..)` / `.when_ok(..)`, or set them in the rule's closure"
+)]
+pub trait NoRuleYet {}
+impl NoRuleYet for () {}
+
 impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
     fn fail(mut self, e: ConfigError) -> Self {
         self.error.get_or_insert(e);
@@ -143,34 +156,52 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
     }
 
     /// At most `n` retries of the `on` rule (default 3); negative = forever, 0 = never.
-    pub fn retries(self, n: impl Into<Retries>) -> Self {
+    pub fn retries(self, n: impl Into<Retries>) -> Self
+    where
+        W: NoRuleYet,
+    {
         let n = n.into();
         self.map_settings(|s| s.retries(n))
     }
 
     /// The `max_delay` budget of the `on` rule: total time since the first attempt; a retry
     /// is made only if it can start before the budget is spent. Default: infinite.
-    pub fn max_delay(self, budget: Duration) -> Self {
+    pub fn max_delay(self, budget: Duration) -> Self
+    where
+        W: NoRuleYet,
+    {
         self.map_settings(|s| s.max_delay(budget))
     }
 
     /// `max_delay` in seconds, negative = infinite. NaN or infinite is an error.
-    pub fn max_delay_secs(self, secs: f64) -> Self {
+    pub fn max_delay_secs(self, secs: f64) -> Self
+    where
+        W: NoRuleYet,
+    {
         self.map_settings(|s| s.max_delay_secs(secs))
     }
 
     /// Multiplies every delay of the `on` rule by `factor` (finite, > 0), applied last.
-    pub fn scale(self, factor: f64) -> Self {
+    pub fn scale(self, factor: f64) -> Self
+    where
+        W: NoRuleYet,
+    {
         self.map_settings(|s| s.scale(factor))
     }
 
     /// The backoff strategy of the `on` rule (default `exponential(100 ms, 20 s, 2)`).
-    pub fn backoff<B2>(self, backoff: B2) -> PolicyBuilder<W, K, B2, J, T, S, F, C, X> {
+    pub fn backoff<B2>(self, backoff: B2) -> PolicyBuilder<W, K, B2, J, T, S, F, C, X>
+    where
+        W: NoRuleYet,
+    {
         self.map_settings(|s| s.backoff(backoff))
     }
 
     /// The jitter algorithm of the `on` rule (default [`FullJitter`]).
-    pub fn jitter<J2>(self, jitter: J2) -> PolicyBuilder<W, K, B, J2, T, S, F, C, X> {
+    pub fn jitter<J2>(self, jitter: J2) -> PolicyBuilder<W, K, B, J2, T, S, F, C, X>
+    where
+        W: NoRuleYet,
+    {
         self.map_settings(|s| s.jitter(jitter))
     }
 
@@ -189,7 +220,10 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
     }
 
     /// Adds a rule: failures matching `kind` use the settings `f` makes from the current
-    /// `on` settings. Rules are tried in the order added, before the `on` rule.
+    /// `on` settings. Rules are tried in the order added, before the `on` rule. The `on`
+    /// rule's settings are therefore set before the first `when` (or `when_ok`): `retries`,
+    /// `backoff`, `jitter`, `max_delay` or `scale` after one would not reach it, and is a
+    /// compile error ([`NoRuleYet`]).
     pub fn when<K2, B2, J2>(
         self,
         kind: K2,

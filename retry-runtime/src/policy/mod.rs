@@ -7,7 +7,7 @@ pub mod dynamic;
 pub mod rules;
 pub mod settings;
 
-pub use builder::PolicyBuilder;
+pub use builder::{NoRuleYet, PolicyBuilder};
 
 use std::fmt;
 use std::time::Duration;
