@@ -90,6 +90,7 @@ fn robust2(
     if let Some(f) = &func {
         valid::check_fn(f, &mut errors);
         valid::check_hedge(&config, f, &mut errors);
+        valid::check_dead_whens(&config, f, &mut errors);
     }
     match (errors.finish(), func) {
         (None, Some(func)) => expand::expand(config, func),

@@ -804,6 +804,101 @@ fn hedge(call: &Call, errors: &mut Errors) -> Option<HedgeSpec> {
     })
 }
 
+/// A `when` clause that an earlier one always takes first never applies (rules are tried in
+/// the order written): `when(Io(ConnectionReset), ..)` after `when(Io, ..)`, and, for an
+/// `io::Error` with a timeout or deadline, `when(Timeout, ..)` after `when(Io, ..)` (a timed-out
+/// attempt fails with an `io::Error` of kind `TimedOut`, which `Io` takes).
+pub fn check_dead_whens(config: &Config, f: &crate::ast::Func, errors: &mut Errors) {
+    let finite =
+        |l: &Option<Spanned<Limit>>| matches!(l.as_ref().map(|l| l.value), Some(Limit::Finite(_)));
+    let timed = finite(&config.timeout) || finite(&config.deadline) || config.adaptive.is_some();
+    let io_timeouts = timed && returns_io_error(&f.sig.output);
+    let io_kinds = |k: &Kind| match k {
+        Kind::Io { kinds, .. } => Some(kinds.iter().map(|i| i.to_string()).collect::<Vec<_>>()),
+        _ => None,
+    };
+    let describe = |k: &Kind| match k {
+        Kind::Io { kinds, .. } if kinds.is_empty() => "Io".to_owned(),
+        Kind::Io { kinds, .. } => {
+            let names: Vec<String> = kinds.iter().map(|i| i.to_string()).collect();
+            format!("Io({})", names.join(", "))
+        }
+        _ => "Timeout".to_owned(),
+    };
+    for (j, later) in config.whens.iter().enumerate() {
+        for earlier in &config.whens[..j] {
+            let taken = match (io_kinds(&earlier.kind), &later.kind) {
+                // `Io` takes every I/O error; `Io(A, B)` takes those of its kinds.
+                (Some(before), Kind::Io { kinds, .. }) => {
+                    before.is_empty()
+                        || !kinds.is_empty()
+                            && kinds.iter().all(|k| before.contains(&k.to_string()))
+                }
+                (Some(before), Kind::Timeout(_)) => {
+                    io_timeouts && (before.is_empty() || before.iter().any(|k| k == "TimedOut"))
+                }
+                _ => false,
+            };
+            if taken {
+                let why = if matches!(later.kind, Kind::Timeout(_)) {
+                    "a timed-out attempt fails with an `io::Error` of kind `TimedOut`, which"
+                } else {
+                    "every error it would take"
+                };
+                errors.at(
+                    later.kind.sp(),
+                    format!(
+                        "this `when` never applies: {why} `when({}, ..)` above takes first (rules are tried in the order written); put this one first",
+                        describe(&earlier.kind)
+                    ),
+                );
+                break;
+            }
+        }
+    }
+}
+
+/// Whether the fn returns `io::Result<_>` or `Result<_, io::Error>` (as written).
+fn returns_io_error(output: &syn::ReturnType) -> bool {
+    let syn::ReturnType::Type(_, ty) = output else {
+        return false;
+    };
+    let syn::Type::Path(tp) = peel(ty) else {
+        return false;
+    };
+    let names: Vec<String> = tp
+        .path
+        .segments
+        .iter()
+        .map(|s| s.ident.to_string())
+        .collect();
+    let is_io = |names: &[String]| names.len() >= 2 && names[names.len() - 2] == "io";
+    let Some(last) = tp.path.segments.last() else {
+        return false;
+    };
+    if last.ident != "Result" {
+        return false;
+    }
+    if is_io(&names) {
+        return true;
+    }
+    let syn::PathArguments::AngleBracketed(args) = &last.arguments else {
+        return false;
+    };
+    match args.args.iter().nth(1) {
+        Some(syn::GenericArgument::Type(syn::Type::Path(e))) => {
+            let names: Vec<String> = e
+                .path
+                .segments
+                .iter()
+                .map(|s| s.ident.to_string())
+                .collect();
+            names.last().is_some_and(|n| n == "Error") && is_io(&names)
+        }
+        _ => false,
+    }
+}
+
 /// A hedge must be due before its attempt is cut: otherwise the attempt is always cut first,
 /// and the "hedge" is sent after it, alone (a retry without backoff), never beside it.
 fn check_hedge_in_time(config: &Config, h: &HedgeSpec, errors: &mut Errors) {

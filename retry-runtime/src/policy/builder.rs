@@ -220,7 +220,9 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
     }
 
     /// Adds a rule: failures matching `kind` use the settings `f` makes from the current
-    /// `on` settings. Rules are tried in the order added, before the `on` rule. The `on`
+    /// `on` settings. Rules are tried in the order added, before the `on` rule, so a narrower
+    /// kind goes first: with `std::io::Error`, a timed-out attempt fails with an error of kind
+    /// `TimedOut`, which a `when(Io::ANY, ..)` added before a `when(Timeout, ..)` takes. The `on`
     /// rule's settings are therefore set before the first `when` (or `when_ok`): `retries`,
     /// `backoff`, `jitter`, `max_delay` or `scale` after one would not reach it, and is a
     /// compile error ([`NoRuleYet`]).
