@@ -804,6 +804,58 @@ fn hedge(call: &Call, errors: &mut Errors) -> Option<HedgeSpec> {
     })
 }
 
+/// Keys that shape retries have no effect where no retry is ever made: `retries = 0` at the
+/// top level (with no `when` that allows retries) or in a `when`, beside `backoff`, `jitter`,
+/// `scale`, `max_delay`, `hint` or `on_retry`.
+pub fn check_never_retries(config: &Config, errors: &mut Errors) {
+    let zero = |r: &Option<Spanned<i64>>| r.as_ref().map(|r| r.value == 0);
+    let top_zero = zero(&config.settings.retries) == Some(true);
+    let dead = |o: &Overrides, errors: &mut Errors, what: &str| {
+        let keys = [
+            ("backoff", o.backoff.as_ref().map(|v| v.span)),
+            ("jitter", o.jitter.as_ref().map(|v| v.span)),
+            ("scale", o.scale.as_ref().map(|v| v.span)),
+            ("max_delay", o.max_delay.as_ref().map(|v| v.span)),
+        ];
+        for (key, sp) in keys {
+            if let Some(sp) = sp {
+                errors.at(
+                    sp,
+                    format!("`{key}` has no effect: {what} never retries; leave it out, or allow retries"),
+                );
+            }
+        }
+    };
+    let mut any_retries = !top_zero;
+    for w in &config.whens {
+        // A `when` without `retries` takes the top level's.
+        let when_zero = zero(&w.overrides.retries).unwrap_or(top_zero);
+        if when_zero {
+            dead(&w.overrides, errors, "this `when`, with `retries = 0`,");
+            if let Some(h) = &w.hint {
+                errors.at(
+                    Sp::of(h),
+                    "`hint` has no effect: this `when`, with `retries = 0`, never retries; leave it out, or allow retries",
+                );
+            }
+        } else {
+            any_retries = true;
+        }
+    }
+    if any_retries {
+        return;
+    }
+    dead(&config.settings, errors, "`retries = 0`");
+    for (key, e) in [("hint", &config.hint), ("on_retry", &config.on_retry)] {
+        if let Some(e) = e {
+            errors.at(
+                Sp::of(e),
+                format!("`{key}` has no effect: `retries = 0` never retries; leave it out, or allow retries"),
+            );
+        }
+    }
+}
+
 /// A `when` clause that an earlier one always takes first never applies (rules are tried in
 /// the order written): `when(Io(ConnectionReset), ..)` after `when(Io, ..)`, and, for an
 /// `io::Error` with a timeout or deadline, `when(Timeout, ..)` after `when(Io, ..)` (a timed-out

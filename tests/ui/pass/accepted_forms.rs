@@ -21,7 +21,7 @@ impl std::error::Error for MyError {}
 #[robust]
 fn defaults() -> Result<(), String> { Ok(()) }
 
-#[robust(timeout = "1m 30s", retries = 0, max_delay = 2.5, scale = 2, jitter = none)]
+#[robust(timeout = "1m 30s", retries = 1, max_delay = 2.5, scale = 2, jitter = none)]
 fn durations() -> io::Result<()> { Ok(()) }
 
 #[robust(timeout = -1, max_delay = -1, retries = -1, backoff = none)]

@@ -1,0 +1,22 @@
+// Where no retry is ever made (`retries = 0`, at the top level with no `when` that retries, or
+// in a `when`), the keys that shape retries have no effect: each is an error.
+use std::io;
+
+use retry_runtime::robust;
+
+#[robust(retries = 0, backoff = constant(base = 1s), jitter = none, scale = 2, max_delay = 10s)]
+fn top_level() -> io::Result<()> { Ok(()) }
+
+#[robust(retries = 0, hint = |_e: &io::Error| Some(std::time::Duration::from_secs(1)), on_retry = |_o, _i| {})]
+fn callbacks() -> io::Result<()> { Ok(()) }
+
+#[robust(when(Io, retries = 0, backoff = constant(base = 1s)))]
+fn in_a_when() -> io::Result<()> { Ok(()) }
+
+// Fine: a `when` that retries takes the top level's backoff; `retries = 0` alone; a timeout.
+#[robust(retries = 0, backoff = constant(base = 1s), when(Timeout, retries = 3), timeout = 1s)]
+async fn a_when_retries() -> io::Result<()> { Ok(()) }
+#[robust(retries = 0, timeout = 1s)]
+async fn no_retries() -> io::Result<()> { Ok(()) }
+
+fn main() {}
