@@ -291,7 +291,7 @@ mod attribute {
         assert_eq!((start.elapsed(), attempts.get()), (ms(250), 3));
     }
 
-    #[robust(timeout = 1s, deadline = 250ms, retries = 10, backoff = constant(base = 100ms), jitter = none, attempt = ctx)]
+    #[robust(deadline = 250ms, retries = 10, backoff = constant(base = 100ms), jitter = none, attempt = ctx)]
     fn blocking(remaining: &std::cell::RefCell<Vec<Option<Duration>>>) -> Result<(), String> {
         remaining.borrow_mut().push(ctx.remaining());
         Err("busy".into())

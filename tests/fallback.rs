@@ -141,7 +141,7 @@ fn an_open_breaker_calls_the_fallback_without_an_attempt() {
     assert_eq!(seen(), [ErrorKind::ConnectionReset, ErrorKind::Other]);
 }
 
-#[robust(timeout = 10s, deadline = 250ms, retries = 5, backoff = none,
+#[robust(deadline = 250ms, retries = 5, backoff = none,
          fallback = |e: io::Error| async move {
              tokio::time::sleep(Duration::from_millis(50)).await;
              SEEN.with(|s| s.borrow_mut().push(e.kind()));

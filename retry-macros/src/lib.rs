@@ -88,6 +88,7 @@ fn robust2(
     let params = func.as_ref().map(valid::param_names).unwrap_or_default();
     let config = valid::validate(args.items, &params, &mut errors);
     valid::check_never_retries(&config, &mut errors);
+    valid::check_under_deadline(&config, &mut errors);
     if let Some(f) = &func {
         valid::check_fn(f, &mut errors);
         valid::check_hedge(&config, f, &mut errors);

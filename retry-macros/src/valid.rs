@@ -804,6 +804,68 @@ fn hedge(call: &Call, errors: &mut Errors) -> Option<HedgeSpec> {
     })
 }
 
+/// Bounds the deadline makes dead: an attempt runs under the smaller of its timeout and the
+/// time left, and a retry must start before both `max_delay` and the deadline (both counted
+/// from the first attempt's start), so a `timeout` (or an adaptive timeout's `min`) or a
+/// `max_delay` no shorter than the deadline never applies.
+pub fn check_under_deadline(config: &Config, errors: &mut Errors) {
+    let Some(Spanned {
+        value: Limit::Finite(deadline),
+        ..
+    }) = config.deadline
+    else {
+        return;
+    };
+    let mut dead = |what: &str, d: Duration, sp: Sp, effect: &str| {
+        errors.at(
+            sp,
+            format!(
+                "{what} ({d:?}) is not below `deadline` ({deadline:?}): {effect}, so it never applies; shorten it or leave it out"
+            ),
+        );
+    };
+    if let Some(Spanned {
+        value: Limit::Finite(t),
+        span,
+    }) = config.timeout
+        && t >= deadline
+    {
+        dead(
+            "`timeout`",
+            t,
+            span,
+            "every attempt is cut by the deadline first",
+        );
+    }
+    if let Some(a) = &config.adaptive
+        && a.value.min >= deadline
+    {
+        dead(
+            "the adaptive timeout's `min`",
+            a.value.min,
+            a.span,
+            "every attempt is cut by the deadline first",
+        );
+    }
+    let max_delays = std::iter::once(&config.settings.max_delay)
+        .chain(config.whens.iter().map(|w| &w.overrides.max_delay));
+    for m in max_delays {
+        if let Some(Spanned {
+            value: Limit::Finite(m),
+            span,
+        }) = *m
+            && m >= deadline
+        {
+            dead(
+                "`max_delay`",
+                m,
+                span,
+                "no retry starts after the deadline, which comes first",
+            );
+        }
+    }
+}
+
 /// Keys that shape retries have no effect where no retry is ever made: `retries = 0` at the
 /// top level (with no `when` that allows retries) or in a `when`, beside `backoff`, `jitter`,
 /// `scale`, `max_delay`, `hint` or `on_retry`.
