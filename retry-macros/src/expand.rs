@@ -301,7 +301,28 @@ fn value_kind(p: &TokenStream, ok: &TokenStream, names: &Names, k: &Kind) -> Tok
         Kind::Pattern(pat) => {
             let v = &names.e;
             let test = pattern_test(pat, v);
-            quote_spanned!(pat.span()=> #ps::ok_kind::<#ok_at, _>(|#v: &#ok_at| #test))
+            // A pattern every value matches (`Ok(())`, `Ok(Response { .. })`) would make every
+            // success a failure: rustc's lint says so, at the pattern.
+            let mut values = Vec::new();
+            let mut others = Vec::new();
+            crate::valid::alternatives(pat, &mut values, &mut others);
+            // (The value is named at the pattern: rustc does not report this lint on code
+            // whose spans mix the macro's names with the user's tokens.)
+            let seen = Ident::new("__robust_ok_value", pat.span());
+            let by_value = (!values.is_empty())
+                .then(|| quote_spanned!(pat.span()=> if let #(#values)|* = *#seen {}));
+            let by_ref = (!others.is_empty())
+                .then(|| quote_spanned!(pat.span()=> if let #(#others)|* = #seen {}));
+            quote_spanned!(pat.span()=> #ps::ok_kind::<#ok_at, _>(|#v: &#ok_at| {
+                #[deny(irrefutable_let_patterns)]
+                #[allow(unused_variables)]
+                {
+                    let #seen = #v;
+                    #by_value
+                    #by_ref
+                }
+                #test
+            }))
         }
         other => other
             .sp()

@@ -1,0 +1,22 @@
+// An `Ok(..)` kind whose pattern every value matches would make every success a failed
+// attempt (retried, then returned as the last failure): rustc's irrefutable-pattern lint is an
+// error there, at the pattern.
+use std::io;
+
+use retry_runtime::robust;
+
+pub struct Response {
+    pub status: u16,
+}
+
+#[robust(retries = 2, on = [Io, Ok(())])]
+fn unit() -> io::Result<()> { Ok(()) }
+
+#[robust(retries = 2, when(Ok(Response { .. }), retries = 5))]
+fn any_response() -> io::Result<Response> { Ok(Response { status: 200 }) }
+
+// Fine: a pattern some values do not match.
+#[robust(retries = 2, on = [Ok(Response { status: 503 | 429 })])]
+fn busy() -> io::Result<Response> { Ok(Response { status: 200 }) }
+
+fn main() {}
