@@ -764,6 +764,21 @@ fn hedge(call: &Call, errors: &mut Errors) -> Option<HedgeSpec> {
             errors.at(w.span(), format!("`after` expects {AFTER}"));
             None
         }
+        // `"p95"`: a percentile in quotes would be read as a duration.
+        Value::Str(text)
+            if text.value().strip_prefix('p').is_some_and(|rest| {
+                !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_digit() || b == b'.')
+            }) =>
+        {
+            errors.at(
+                text.span(),
+                format!(
+                    "a percentile is written without quotes: `after = {}`",
+                    text.value()
+                ),
+            );
+            None
+        }
         v => match limit(v, "after", false, errors) {
             Some(Limit::Finite(d)) if d.is_zero() => {
                 errors.at(

@@ -28,6 +28,8 @@ async fn low_percentile() -> std::io::Result<()> { Ok(()) }
 async fn high_percentile() -> std::io::Result<()> { Ok(()) }
 #[robust(hedge(after = fast))]
 async fn a_word() -> std::io::Result<()> { Ok(()) }
+#[robust(hedge(after = "p95"))]
+async fn a_quoted_percentile() -> std::io::Result<()> { Ok(()) }
 
 // Missing `after`, an unknown parameter, too many hedges, a value instead of the call.
 #[robust(hedge(max = 2))]
