@@ -214,7 +214,8 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
     }
 
     /// Which errors the `on` rule retries (default: every error). Combine kinds with
-    /// [`ClassifyExt::or`](crate::kind::ClassifyExt::or).
+    /// [`ClassifyExt::or`](crate::kind::ClassifyExt::or): called again, `on` replaces the
+    /// kind, as every setter replaces its value.
     pub fn on<K2>(self, kind: K2) -> PolicyBuilder<W, K2, B, J, T, S, F, C, X> {
         map_part!(self, on, |_| kind)
     }
