@@ -582,16 +582,14 @@ pub fn static_guard<G: ?Sized>(guard: &'static G) {
 )]
 pub trait SharedGuard {}
 
-/// The guards' own types: a value of one made by the call is a new guard.
+/// The guards' own types: a value of one made by the call is a new guard. (A fleet's
+/// `SharedBreaker` and `SharedBudget` are handles: a clone shares the guard, so they are not
+/// among them.)
 pub trait OwnedGuard {}
 impl OwnedGuard for crate::CircuitBreaker {}
 impl OwnedGuard for crate::RetryBudget {}
 impl OwnedGuard for crate::AdaptiveThrottle {}
 impl OwnedGuard for crate::ConcurrencyLimit {}
-#[cfg(feature = "redis")]
-impl OwnedGuard for crate::guard::fleet::SharedBreaker {}
-#[cfg(feature = "redis")]
-impl OwnedGuard for crate::guard::fleet::SharedBudget {}
 impl<T: OwnedGuard + ?Sized> OwnedGuard for Box<T> {}
 impl<T: OwnedGuard, F> OwnedGuard for std::sync::LazyLock<T, F> {}
 
