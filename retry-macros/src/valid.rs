@@ -989,43 +989,30 @@ pub fn check_dead_whens(config: &Config, f: &crate::ast::Func, errors: &mut Erro
 
 /// Whether the fn returns `io::Result<_>` or `Result<_, io::Error>` (as written).
 fn returns_io_error(output: &syn::ReturnType) -> bool {
+    // The path's last name, and whether the one before it is `io`.
+    let named = |path: &syn::Path, name: &str| {
+        let names: Vec<String> = path.segments.iter().map(|s| s.ident.to_string()).collect();
+        names.len() >= 2 && names[names.len() - 2] == "io" && names[names.len() - 1] == name
+    };
     let syn::ReturnType::Type(_, ty) = output else {
         return false;
     };
     let syn::Type::Path(tp) = peel(ty) else {
         return false;
     };
-    let names: Vec<String> = tp
-        .path
-        .segments
-        .iter()
-        .map(|s| s.ident.to_string())
-        .collect();
-    let is_io = |names: &[String]| names.len() >= 2 && names[names.len() - 2] == "io";
-    let Some(last) = tp.path.segments.last() else {
-        return false;
-    };
-    if last.ident != "Result" {
-        return false;
-    }
-    if is_io(&names) {
+    if named(&tp.path, "Result") {
         return true;
     }
+    let Some(last) = tp.path.segments.last().filter(|l| l.ident == "Result") else {
+        return false;
+    };
     let syn::PathArguments::AngleBracketed(args) = &last.arguments else {
         return false;
     };
-    match args.args.iter().nth(1) {
-        Some(syn::GenericArgument::Type(syn::Type::Path(e))) => {
-            let names: Vec<String> = e
-                .path
-                .segments
-                .iter()
-                .map(|s| s.ident.to_string())
-                .collect();
-            names.last().is_some_and(|n| n == "Error") && is_io(&names)
-        }
-        _ => false,
-    }
+    matches!(
+        args.args.iter().nth(1),
+        Some(syn::GenericArgument::Type(syn::Type::Path(e))) if named(&e.path, "Error")
+    )
 }
 
 /// A hedge must be due before its attempt is cut: otherwise the attempt is always cut first,
