@@ -516,19 +516,20 @@ fn rebind_args(p: &TokenStream, f: &mut Func, hedge: bool) -> (Vec<TokenStream>,
     (outer, prelude)
 }
 
-/// The function under the attribute, expanded. `valid::check_fn` has accepted its shape.
 /// How a guard's expression (`budget`, `breaker`, `throttle`, `limit`) is checked to give one
 /// guard shared by every call, not a new one made by each call (which would never run dry,
 /// open, throttle or limit).
 enum Sharing<'e> {
-    /// A path that is no parameter: it must name a `static` (a `const` makes a new guard each
-    /// time it is named).
+    /// A path that is no parameter (or the base of a field or element taken from it): it must
+    /// name a `static` (a `const` makes a new guard each time it is named).
     Static(&'e syn::ExprPath),
-    /// A parameter, a field or an element (`self.limit`): the caller's guard.
+    /// A parameter, a field or an element of one (`self.limit`), or a macro's expansion: the
+    /// caller's guard.
     Place,
-    /// A value made by the call (a call, a method call, a block), under this many `&`: it must
-    /// point to a guard made elsewhere (a reference, an `Arc`, like a keyed map's
-    /// `BREAKERS.get(host)`).
+    /// A value made by the call (a call, a method call, a block): dereferenced this many more
+    /// times (through the `&`s written before it, or an `Arc::new(..)` / `Rc::new(..)` made
+    /// here), it must not be a guard itself; a reference or an `Arc` to one made elsewhere
+    /// (a keyed map's `BREAKERS.get(host)`) is fine.
     Value(&'e syn::Expr, usize),
 }
 
@@ -551,11 +552,34 @@ fn sharing<'e>(e: &'e syn::Expr, params: &[String]) -> Sharing<'e> {
                 other => other,
             }
         }
-        syn::Expr::Field(_) | syn::Expr::Index(_) => Sharing::Place,
+        // A field or an element is as shared as what it is taken from.
+        syn::Expr::Field(syn::ExprField { base: of, .. })
+        | syn::Expr::Index(syn::ExprIndex { expr: of, .. }) => match sharing(of, params) {
+            Sharing::Value(..) => Sharing::Value(e, 0),
+            other => other,
+        },
+        syn::Expr::Macro(_) => Sharing::Place,
+        // A pointer made here points to a guard made here.
+        syn::Expr::Call(call) if pointer_made_here(&call.func) => Sharing::Value(e, 1),
         _ => Sharing::Value(e, 0),
     }
 }
 
+/// `Arc::new` or `Rc::new` (a pointer to a value made by the call).
+fn pointer_made_here(func: &syn::Expr) -> bool {
+    let syn::Expr::Path(p) = func else {
+        return false;
+    };
+    let names: Vec<String> = p
+        .path
+        .segments
+        .iter()
+        .map(|s| s.ident.to_string())
+        .collect();
+    matches!(names.as_slice(), [.., ptr, new] if (ptr == "Arc" || ptr == "Rc") && new == "new")
+}
+
+/// The function under the attribute, expanded. `valid::check_fn` has accepted its shape.
 pub fn expand(config: Config, mut f: Func) -> TokenStream {
     let param_names = crate::valid::param_names(&f);
     let p = match &config.krate {
@@ -800,9 +824,9 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
                 // would be reported at the whole attribute).
                 let at = Span::mixed_site().located_at(value.span());
                 let ps = respan(&p, at);
-                let derefs = std::iter::repeat_n(quote_spanned!(at=> *), refs);
+                let derefs = std::iter::repeat_n(quote_spanned!(at=> *), refs + 1);
                 let receiver = spanned_group(
-                    quote_spanned!(at=> &#ps::GuardValue(#(#derefs)* #owner)),
+                    quote_spanned!(at=> &#ps::GuardValue(&#(#derefs)* #owner)),
                     at,
                 );
                 let method = Ident::new("robust_shared_guard", at);

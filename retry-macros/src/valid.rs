@@ -933,15 +933,19 @@ pub fn check_never_retries(config: &Config, errors: &mut Errors) {
     }
 }
 
-/// A `when` clause that an earlier one always takes first never applies (rules are tried in
-/// the order written): `when(Io(ConnectionReset), ..)` after `when(Io, ..)`, and, for an
-/// `io::Error` with a timeout or deadline, `when(Timeout, ..)` after `when(Io, ..)` (a timed-out
-/// attempt fails with an `io::Error` of kind `TimedOut`, which `Io` takes).
+/// A `when` clause (or a kind of `on`) that an earlier `when` always takes first never applies
+/// (rules are tried in the order written, `on` last): `Io(ConnectionReset)` after `Io` or a
+/// wider `Io(..)`; and, for an `io::Error`, `Timeout` after `Io` (an error from a timeout is
+/// an `io::Error` of kind `TimedOut`, and every error is an `Io` one) or after `Io(TimedOut)`
+/// (in an async fn, or a blocking one without a per-attempt timeout, whose late errors would
+/// otherwise count as timeouts).
 pub fn check_dead_whens(config: &Config, f: &crate::ast::Func, errors: &mut Errors) {
-    let finite =
-        |l: &Option<Spanned<Limit>>| matches!(l.as_ref().map(|l| l.value), Some(Limit::Finite(_)));
-    let timed = finite(&config.timeout) || finite(&config.deadline) || config.adaptive.is_some();
-    let io_timeouts = timed && returns_io_error(&f.sig.output);
+    let io_error = returns_io_error(&f.sig.output);
+    let per_attempt = matches!(
+        config.timeout.as_ref().map(|l| l.value),
+        Some(Limit::Finite(_))
+    ) || config.adaptive.is_some();
+    let late_errors_time_out = f.sig.asyncness.is_none() && per_attempt;
     let io_kinds = |k: &Kind| match k {
         Kind::Io { kinds, .. } => Some(kinds.iter().map(|i| i.to_string()).collect::<Vec<_>>()),
         _ => None,
@@ -954,35 +958,56 @@ pub fn check_dead_whens(config: &Config, f: &crate::ast::Func, errors: &mut Erro
         }
         _ => "Timeout".to_owned(),
     };
-    for (j, later) in config.whens.iter().enumerate() {
-        for earlier in &config.whens[..j] {
-            let taken = match (io_kinds(&earlier.kind), &later.kind) {
-                // `Io` takes every I/O error; `Io(A, B)` takes those of its kinds.
-                (Some(before), Kind::Io { kinds, .. }) => {
-                    before.is_empty()
-                        || !kinds.is_empty()
-                            && kinds.iter().all(|k| before.contains(&k.to_string()))
-                }
-                (Some(before), Kind::Timeout(_)) => {
-                    io_timeouts && (before.is_empty() || before.iter().any(|k| k == "TimedOut"))
-                }
-                _ => false,
-            };
-            if taken {
-                let why = if matches!(later.kind, Kind::Timeout(_)) {
-                    "a timed-out attempt fails with an `io::Error` of kind `TimedOut`, which"
-                } else {
-                    "every error it would take"
-                };
-                errors.at(
-                    later.kind.sp(),
-                    format!(
-                        "this `when` never applies: {why} `when({}, ..)` above takes first (rules are tried in the order written); put this one first",
-                        describe(&earlier.kind)
-                    ),
-                );
-                break;
+    // Why `earlier` always takes `later` first, if it does.
+    let taken = |earlier: &Kind, later: &Kind| -> Option<&'static str> {
+        let before = io_kinds(earlier)?;
+        match later {
+            // `Io` takes every I/O error; `Io(A, B)` takes those of its kinds.
+            Kind::Io { kinds, .. }
+                if before.is_empty()
+                    || !kinds.is_empty()
+                        && kinds.iter().all(|k| before.contains(&k.to_string())) =>
+            {
+                Some("every error this one would")
             }
+            Kind::Timeout(_)
+                if io_error
+                    && (before.is_empty()
+                        || !late_errors_time_out && before.iter().any(|k| k == "TimedOut")) =>
+            {
+                Some("the errors of timeouts (`io::Error`s of kind `TimedOut`)")
+            }
+            _ => None,
+        }
+    };
+    let later_kinds = config
+        .whens
+        .iter()
+        .enumerate()
+        .map(|(j, w)| {
+            (
+                j,
+                &w.kind,
+                "this `when`",
+                "put this one first, or leave it out",
+            )
+        })
+        .chain(config.on.iter().flat_map(|on| on.value.iter()).map(|k| {
+            let n = config.whens.len();
+            (n, k, "this kind of `on`", "leave it out of `on`")
+        }));
+    for (j, later, what, fix) in later_kinds {
+        let first = config.whens[..j]
+            .iter()
+            .find_map(|w| Some((taken(&w.kind, later)?, &w.kind)));
+        if let Some((takes, earlier)) = first {
+            errors.at(
+                later.sp(),
+                format!(
+                    "{what} never applies: `when({}, ..)` above takes first {takes} (rules are tried in the order written, `on` last); {fix}",
+                    describe(earlier)
+                ),
+            );
         }
     }
 }
@@ -1049,22 +1074,9 @@ fn check_hedge_in_time(config: &Config, h: &HedgeSpec, errors: &mut Errors) {
                 );
             }
         }
-        After::Percentile(p) => {
-            // A timeout of `factor` x the `p`-th percentile with factor 1 cuts every attempt
-            // that outlasts that percentile, before a hedge at the same or a later one.
-            if let Some(a) = &config.adaptive
-                && a.value.factor <= 1.0
-                && p >= a.value.p
-            {
-                errors.at(
-                    h.after_sp,
-                    format!(
-                        "`after = p{p}` is not below the adaptive timeout (`factor = 1` times p{}): every attempt slower than that is cut before its hedge is due; hedge at a lower percentile, or raise `factor`",
-                        a.value.p
-                    ),
-                );
-            }
-        }
+        // A hedge after a percentile is compared with the timeout only when both are known:
+        // an adaptive timeout is clamped to its `min`, which may keep it above the hedge.
+        After::Percentile(_) => {}
     }
 }
 
@@ -1079,6 +1091,26 @@ fn percentile(v: f64, sp: Sp, errors: &mut Errors) -> Option<After> {
         );
         None
     }
+}
+
+/// `0.999` as a percentile, `99.9`, shifting the decimal point in the literal's digits (no
+/// floating-point product: `0.57 * 100.0` prints `56.99999999999999`); `None` when the digits
+/// are not a plain `0.DDD`.
+fn fraction_as_percent(digits: &str) -> Option<String> {
+    let frac = digits.strip_prefix("0.")?;
+    if frac.is_empty() || !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let frac = format!("{frac:0<2}");
+    let (whole, rest) = frac.split_at(2);
+    let whole = whole.trim_start_matches('0');
+    let whole = if whole.is_empty() { "0" } else { whole };
+    let rest = rest.trim_end_matches('0');
+    Some(if rest.is_empty() {
+        whole.to_owned()
+    } else {
+        format!("{whole}.{rest}")
+    })
 }
 
 /// `timeout = adaptive(p = .., factor = .., min = .., max = ..)` (SPEC section 15b).
@@ -1097,22 +1129,26 @@ fn adaptive(call: &Call, errors: &mut Errors) -> Option<AdaptiveSpec> {
     let p = params.get("p").and_then(|v| {
         let n = number(v, "p", P, errors)?;
         let p = finite(&n, "p", P, errors)?;
+        // A fraction's percentile, written from its digits (`0.999` -> `99.9`), when it is one
+        // robust takes.
+        let as_percent = (p > 0.0 && p < 1.0)
+            .then(|| fraction_as_percent(&n.digits))
+            .flatten()
+            .filter(|text| text.parse::<f64>().is_ok_and(|v| (50.0..100.0).contains(&v)));
         if (50.0..100.0).contains(&p) {
             Some(p)
-        } else if p > 0.0 && p < 1.0 {
+        } else if let Some(percent) = as_percent {
             errors.at(
                 n.sp,
                 format!(
-                    "`p` is a percentile, not a fraction: write `p = {}` for the {}th percentile",
-                    p * 100.0,
-                    p * 100.0
+                    "`p` is a percentile, not a fraction: write `p = {percent}` for the {percent}th percentile"
                 ),
             );
             None
         } else if p > 0.0 && p < 50.0 {
             errors.at(
                 n.sp,
-                format!("`p` must be at least 50: a timeout at the p{p} of the latencies would cut most good attempts; expected {P}"),
+                format!("`p` must be at least 50 (a percentile, not a fraction): a timeout from a percentile under the median follows the fast attempts, not the slow ones; take p50 or above, and `factor` for the margin; expected {P}"),
             );
             None
         } else {
@@ -1660,6 +1696,30 @@ pub fn check_hedge(config: &Config, f: &crate::ast::Func, errors: &mut Errors) {
                 "`hedge` runs attempts of this fn at the same time, and each would borrow this argument mutably: take it by `&` or by value, or leave `hedge` out",
             ),
             _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fraction_as_percent;
+
+    #[test]
+    fn a_fraction_is_shifted_as_written() {
+        let cases = [
+            ("0.99", Some("99")),
+            ("0.999", Some("99.9")),
+            ("0.57", Some("57")),
+            ("0.5", Some("50")),
+            ("0.07", Some("7")),
+            ("0.9990", Some("99.9")),
+            ("0.0001", Some("0.01")),
+            ("1.5", None),
+            ("0.", None),
+            ("0.9e1", None),
+        ];
+        for (digits, want) in cases {
+            assert_eq!(fraction_as_percent(digits).as_deref(), want, "{digits}");
         }
     }
 }

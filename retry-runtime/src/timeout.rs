@@ -615,10 +615,10 @@ pub struct Adaptive<'a> {
 }
 
 impl<'a> Adaptive<'a> {
-    /// An adaptive timeout over `latencies`. Errors: `p` not in [50, 100) (a timeout at a
-    /// low percentile would cut most good attempts, and `p` is a percentile, not a fraction:
-    /// `0.99` would be the 0.99th); `factor` below 1 or not finite; `min` zero; `min` above
-    /// `max`.
+    /// An adaptive timeout over `latencies`. Errors: `p` not in [50, 100) (a timeout from a
+    /// percentile under the median follows the fast attempts, not the slow ones, and `p` is a
+    /// percentile, not a fraction: `0.99` would be the 0.99th); `factor` below 1 or not
+    /// finite; `min` zero; `min` above `max`.
     pub fn new(
         latencies: &'a Latencies,
         p: f64,
@@ -630,7 +630,7 @@ impl<'a> Adaptive<'a> {
         if p < 50.0 {
             return Err(ConfigError::new(
                 "p",
-                "must be at least 50 (a percentile, not a fraction: 99 for the 99th): a timeout at a low percentile would cut most good attempts",
+                "must be at least 50 (a percentile, not a fraction: 99 for the 99th): a timeout from a percentile under the median follows the fast attempts, not the slow ones (take p50 or above, and `factor` for the margin)",
             ));
         }
         if !(factor.is_finite() && factor >= 1.0) {

@@ -25,7 +25,20 @@ fn new_budget() -> io::Result<()> { Ok(()) }
 #[robust(throttle = { let t = AdaptiveThrottle::new(2.0, Duration::from_secs(60)); t.unwrap() })]
 fn new_throttle() -> io::Result<()> { Ok(()) }
 
-// What is fine: a `static`, a `LazyLock` behind `&*`, a keyed map's guard, a parameter.
+// A field of a `const` is a new guard too, and so is one behind an `Arc` made by the call.
+pub struct Guards {
+    pub limit: ConcurrencyLimit,
+}
+const GUARDS: Guards = Guards { limit: LIMIT };
+
+#[robust(limit = GUARDS.limit)]
+async fn field_of_a_const() -> io::Result<()> { Ok(()) }
+
+#[robust(breaker = std::sync::Arc::new(CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(30), 1).unwrap()))]
+fn new_arc() -> io::Result<()> { Ok(()) }
+
+// What is fine: a `static`, a `LazyLock` behind `&*`, a keyed map's guard, a parameter, a
+// macro that names a static.
 static SHARED: ConcurrencyLimit = match ConcurrencyLimit::new(4, 4) {
     Ok(l) => l,
     Err(_) => panic!(),
@@ -44,5 +57,13 @@ fn keyed(host: &str) -> io::Result<()> { let _ = host; Ok(()) }
 
 #[robust(budget = budget)]
 fn given(budget: &RetryBudget) -> io::Result<()> { let _ = budget; Ok(()) }
+
+macro_rules! shared {
+    () => {
+        SHARED
+    };
+}
+#[robust(limit = shared!())]
+async fn from_a_macro() -> io::Result<()> { Ok(()) }
 
 fn main() {}

@@ -1,5 +1,5 @@
-// Rules are tried in the order written: a `when` an earlier one always takes first never
-// applies. With an `io::Error` and a timeout, a timed-out attempt is an `Io` error of kind
+// Rules are tried in the order written (`on` last): a `when` (or a kind of `on`) an earlier
+// `when` always takes first never applies. With an `io::Error` and a timeout, a timed-out attempt is an `Io` error of kind
 // `TimedOut`, so `when(Timeout, ..)` goes before `when(Io, ..)`.
 use std::io;
 
@@ -17,8 +17,19 @@ async fn io_before_timeout() -> io::Result<()> { Ok(()) }
 #[robust(deadline = 5s, when(Io(TimedOut), retries = 2), when(Timeout, retries = 10))]
 async fn timed_out_kind_before_timeout() -> Result<(), std::io::Error> { Ok(()) }
 
-// Fine: the narrower first; and `Timeout` after `Io` when no timeout applies.
+// Every `io::Error` is an `Io` one, timeouts from the body included; and `on` comes last.
+#[robust(when(Io, retries = 2), when(Timeout, retries = 10))]
+async fn io_before_timeout_without_a_timeout() -> io::Result<()> { Ok(()) }
+#[robust(when(Io(ConnectionReset), retries = 2), on = [Timeout, Io(ConnectionReset)])]
+fn on_after_a_when() -> io::Result<()> { Ok(()) }
+
+// Fine: the narrower first; `Timeout` after `Io(TimedOut)` in a blocking fn with a timeout
+// (an error it returns late counts as a timeout); another error type.
 #[robust(timeout = 1s, when(Timeout, retries = 10), when(Io(ConnectionReset), retries = 5), when(Io, retries = 1))]
 async fn narrow_first() -> io::Result<()> { Ok(()) }
+#[robust(timeout = 1s, when(Io(TimedOut), retries = 1), when(Timeout, retries = 5))]
+fn blocking_late_errors() -> io::Result<()> { Ok(()) }
+#[robust(timeout = 1s, when(Io, retries = 1), when(Timeout, retries = 5))]
+async fn boxed() -> Result<(), Box<dyn std::error::Error + Send + Sync>> { Ok(()) }
 
 fn main() {}
