@@ -646,14 +646,16 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
         if <P::Throttle as Throttle>::ACTIVE {
             // Accepted unless it failed with an error (or a value) a rule retries, as in
             // `settle`: an error no rule retries is the service's answer.
+            // (An error returned once the deadline has passed counts as a timeout, as there.)
+            let now = self.now();
             let accepted = match &result {
                 Err(e) => {
+                    let timed_out = timed_out || self.times.deadline().is_some_and(|d| now >= d);
                     let failure = Failure::new(e, timed_out);
                     self.policy.select(&failure, decide::Matched).is_none()
                 }
                 Ok(_) => !failed,
             };
-            let now = self.now();
             self.policy.throttle().record(now, accepted);
         }
         match &result {
