@@ -236,8 +236,12 @@ impl<P, G: Clone> Clone for RobustLayer<P, G> {
 impl<P> RobustLayer<P> {
     /// A layer from a built policy (a [`Policy`](crate::Policy) or a
     /// [`DynPolicy`](crate::DynPolicy)) whose rules classify the wrapped service's errors and
-    /// responses.
-    pub fn new(policy: P) -> Self {
+    /// responses. A hedged policy is a compile error here ([`Unhedged`]): it goes through
+    /// [`RobustLayer::hedged`].
+    pub fn new(policy: P) -> Self
+    where
+        P: PolicyCore<Timeout: Unhedged>,
+    {
         RobustLayer {
             policy: Arc::new(policy),
             guards: PerKey::default(),
@@ -401,6 +405,29 @@ pub struct PerKey<Br = (), Bu = ()> {
     breaker: Br,
     budget: Bu,
 }
+
+/// The timeout setting of a policy [`RobustLayer::new`] takes: one that does not hedge. A hedged
+/// policy runs rounds of attempts, which [`RobustLayer::hedged`]'s layer does.
+#[diagnostic::on_unimplemented(
+    message = "a hedged policy needs a hedging layer: `RobustLayer::hedged(policy)` instead of `RobustLayer::new(policy)`",
+    label = "this policy hedges (its timeout setting is `{Self}`)"
+)]
+pub trait Unhedged {}
+impl Unhedged for crate::timeout::NoTimeout {}
+impl Unhedged for crate::timeout::PerAttempt {}
+impl Unhedged for crate::timeout::Adaptive<'_> {}
+impl Unhedged for crate::policy::dynamic::DynTimeout {}
+impl<T: Unhedged> Unhedged for crate::timeout::WithDeadline<T> {}
+
+/// The timeout setting of a policy [`RobustLayer::hedged`] takes: one built with
+/// [`hedge`](crate::PolicyBuilder::hedge).
+#[diagnostic::on_unimplemented(
+    message = "`RobustLayer::hedged` takes a policy built with `.hedge(..)`; without one, use `RobustLayer::new(policy)`",
+    label = "this policy does not hedge (its timeout setting is `{Self}`)"
+)]
+pub trait Hedges {}
+impl<T> Hedges for crate::hedge::Hedged<'_, T> {}
+impl<T: Hedges> Hedges for crate::timeout::WithDeadline<T> {}
 
 /// The breaker of a policy that [`breaker_per`](RobustLayer::breaker_per) accepts: none (`()`).
 /// A breaker set on the policy would never be used once each request takes its key's, so a
@@ -763,12 +790,8 @@ where
     }
 
     fn call(&mut self, req: Req) -> Self::Future {
-        const {
-            assert!(
-                !G::HEDGED,
-                "a hedged policy needs a hedging layer: `RobustLayer::hedged(policy)` instead of `RobustLayer::new(policy)`"
-            )
-        };
+        // (A hedged policy cannot get here: `RobustLayer::new` refuses it.)
+        debug_assert!(!G::HEDGED);
         // The service that was made ready goes with this request; this one keeps a clone.
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
@@ -1242,14 +1265,8 @@ impl<P> RobustLayer<P> {
     /// ```
     pub fn hedged(policy: P) -> HedgedLayer<P>
     where
-        P: PolicyCore,
+        P: PolicyCore<Timeout: Hedges>,
     {
-        const {
-            assert!(
-                <P::Timeout as AttemptTimeout>::HEDGED,
-                "`RobustLayer::hedged` takes a policy built with `.hedge(..)`; without one, use `RobustLayer::new(policy)`"
-            )
-        };
         HedgedLayer {
             policy: Arc::new(policy),
             guards: PerKey::default(),

@@ -1,6 +1,7 @@
-// A hedged policy needs the hedging layer: `RobustLayer::new` with one is an error (and so is
-// a blocking `call`), pointing at `RobustLayer::hedged`; and the hedging layer with a policy
-// that does not hedge (`.hedge(..)` forgotten) is an error pointing at `RobustLayer::new`.
+// A hedged policy needs the hedging layer: `RobustLayer::new` with one is an error pointing at
+// `RobustLayer::hedged`; and the hedging layer with a policy that does not hedge (`.hedge(..)`
+// forgotten) is an error pointing at `RobustLayer::new`. (A blocking `call` of a hedged policy:
+// `hedged_blocking_call.rs`.)
 use std::time::Duration;
 use retry_runtime::hedge::Hedge;
 use retry_runtime::tower::RobustLayer;
@@ -13,9 +14,6 @@ fn main() {
     let echo = tower::service_fn(|r: String| async move { Ok::<_, std::io::Error>(r) });
     let mut svc = RobustLayer::new(policy).layer(echo);
     let _ = svc.call(String::new());
-
-    let policy = Policy::builder().hedge(hedge).build().unwrap();
-    let _: std::io::Result<()> = policy.call(|_| Ok(()));
 
     let plain = Policy::builder().retries(2).build().unwrap();
     let _ = RobustLayer::hedged(plain);
