@@ -885,49 +885,81 @@ pub fn check_under_deadline(config: &Config, errors: &mut Errors) {
 /// top level (with no `when` that allows retries) or in a `when`, beside `backoff`, `jitter`,
 /// `scale`, `max_delay`, `hint` or `on_retry`.
 pub fn check_never_retries(config: &Config, errors: &mut Errors) {
-    let zero = |r: &Option<Spanned<i64>>| r.as_ref().map(|r| r.value == 0);
-    let top_zero = zero(&config.settings.retries) == Some(true);
-    let dead = |o: &Overrides, errors: &mut Errors, what: &str| {
+    // Why a rule never retries, if it does not: `retries = 0`, or `max_delay = 0` (no retry
+    // can start before a budget of zero), its own or, in a `when`, the top level's.
+    let zero_retries = |r: &Option<Spanned<i64>>| r.as_ref().map(|r| r.value == 0);
+    let zero_delay = |m: &Option<Spanned<Limit>>| {
+        m.as_ref()
+            .map(|m| matches!(m.value, Limit::Finite(d) if d.is_zero()))
+    };
+    let why = |retries: bool, delay: bool| match (retries, delay) {
+        (true, _) => Some("`retries = 0`"),
+        (false, true) => Some("`max_delay = 0`"),
+        _ => None,
+    };
+    let top_retries = zero_retries(&config.settings.retries) == Some(true);
+    let top_delay = zero_delay(&config.settings.max_delay) == Some(true);
+    // `subject` never retries: its settings that shape retries are errors.
+    let dead = |o: &Overrides, errors: &mut Errors, subject: &str, by_max_delay: bool| {
         let keys = [
             ("backoff", o.backoff.as_ref().map(|v| v.span)),
             ("jitter", o.jitter.as_ref().map(|v| v.span)),
             ("scale", o.scale.as_ref().map(|v| v.span)),
-            ("max_delay", o.max_delay.as_ref().map(|v| v.span)),
+            // (Unless `max_delay = 0` is the reason itself.)
+            (
+                "max_delay",
+                o.max_delay
+                    .as_ref()
+                    .filter(|_| !by_max_delay)
+                    .map(|v| v.span),
+            ),
         ];
         for (key, sp) in keys {
             if let Some(sp) = sp {
                 errors.at(
                     sp,
-                    format!("`{key}` has no effect: {what} never retries; leave it out, or allow retries"),
+                    format!("`{key}` has no effect: {subject} never retries; leave it out, or allow retries"),
                 );
             }
         }
     };
-    let mut any_retries = !top_zero;
+    let top = why(top_retries, top_delay);
+    let mut any_retries = top.is_none();
     for w in &config.whens {
-        // A `when` without `retries` takes the top level's.
-        let when_zero = zero(&w.overrides.retries).unwrap_or(top_zero);
-        if when_zero {
-            dead(&w.overrides, errors, "this `when`, with `retries = 0`,");
-            if let Some(h) = &w.hint {
-                errors.at(
-                    Sp::of(h),
-                    "`hint` has no effect: this `when`, with `retries = 0`, never retries; leave it out, or allow retries",
-                );
+        // A `when` takes the top level's settings it does not set.
+        let retries = zero_retries(&w.overrides.retries).unwrap_or(top_retries);
+        let delay = zero_delay(&w.overrides.max_delay).unwrap_or(top_delay);
+        match why(retries, delay) {
+            Some(reason) => {
+                let subject = format!("this `when`, with {reason},");
+                dead(&w.overrides, errors, &subject, !retries);
+                if let Some(h) = &w.hint {
+                    errors.at(
+                        Sp::of(h),
+                        format!("`hint` has no effect: this `when`, with {reason}, never retries; leave it out, or allow retries"),
+                    );
+                }
             }
-        } else {
-            any_retries = true;
+            None => any_retries = true,
         }
     }
-    if any_retries {
+    let Some(reason) = top.filter(|_| !any_retries) else {
         return;
-    }
-    dead(&config.settings, errors, "`retries = 0`");
-    for (key, e) in [("hint", &config.hint), ("on_retry", &config.on_retry)] {
+    };
+    dead(&config.settings, errors, reason, !top_retries);
+    // A budget pays for retries, and for hedges.
+    let budget = config.budget.as_ref().filter(|_| config.hedge.is_none());
+    for (key, e) in [
+        ("hint", config.hint.as_ref()),
+        ("on_retry", config.on_retry.as_ref()),
+        ("budget", budget),
+    ] {
         if let Some(e) = e {
             errors.at(
                 Sp::of(e),
-                format!("`{key}` has no effect: `retries = 0` never retries; leave it out, or allow retries"),
+                format!(
+                    "`{key}` has no effect: {reason} never retries; leave it out, or allow retries"
+                ),
             );
         }
     }

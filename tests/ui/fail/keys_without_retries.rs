@@ -13,10 +13,22 @@ fn callbacks() -> io::Result<()> { Ok(()) }
 #[robust(when(Io, retries = 0, backoff = constant(base = 1s)))]
 fn in_a_when() -> io::Result<()> { Ok(()) }
 
-// Fine: a `when` that retries takes the top level's backoff; `retries = 0` alone; a timeout.
+// `max_delay = 0` never retries either; a budget only pays for retries (and hedges).
+#[robust(max_delay = 0, backoff = constant(base = 1s), budget = BUDGET)]
+fn no_delay_budget() -> io::Result<()> { Ok(()) }
+
+static BUDGET: retry_runtime::RetryBudget = match retry_runtime::RetryBudget::new(5.0, 0.1, 1.0) {
+    Ok(b) => b,
+    Err(_) => panic!(),
+};
+
+// Fine: a `when` that retries takes the top level's backoff; `retries = 0` alone; a timeout;
+// a budget that hedges spend.
 #[robust(retries = 0, backoff = constant(base = 1s), when(Timeout, retries = 3), timeout = 1s)]
 async fn a_when_retries() -> io::Result<()> { Ok(()) }
 #[robust(retries = 0, timeout = 1s)]
 async fn no_retries() -> io::Result<()> { Ok(()) }
+#[robust(retries = 0, hedge(after = 50ms), budget = BUDGET)]
+async fn hedges_spend_it() -> io::Result<()> { Ok(()) }
 
 fn main() {}

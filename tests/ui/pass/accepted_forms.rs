@@ -81,8 +81,12 @@ fn main() {}
 #[robust(timeout = 150ms, max_delay = 1m, backoff = exponential(base = 100ms, max = 1.5s, m = 2))]
 fn unit_suffixes() -> io::Result<()> { Ok(()) }
 
-#[robust(backoff = linear(base = 500us, max = 1h, interval = 10ns), max_delay = -0)]
+#[robust(backoff = linear(base = 500us, max = 1h, interval = 10ns))]
 fn more_units() -> io::Result<()> { Ok(()) }
+
+// `-0` is zero (no retry can start), not infinite.
+#[robust(max_delay = -0)]
+fn minus_zero() -> io::Result<()> { Ok(()) }
 
 // A bare name in a kind list that names a constant or a unit variant of the error type.
 const LOCKED: Unit = Unit::Locked;
