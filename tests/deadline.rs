@@ -6,7 +6,9 @@ use std::cell::Cell;
 use std::io::{self, ErrorKind};
 use std::time::Duration;
 
+use retry_runtime::latency::Latencies;
 use retry_runtime::time::VirtualTime;
+use retry_runtime::timeout::Adaptive;
 use retry_runtime::{Constant, NoBackoff, NoJitter, Policy};
 use tokio::time::Instant;
 
@@ -127,7 +129,7 @@ fn a_blocking_call_sees_the_deadline_in_its_attempt_context() {
         .retries(10)
         .backoff(Constant::new(ms(100)))
         .jitter(NoJitter)
-        .timeout(secs(1))
+        .timeout(ms(200))
         .deadline(ms(250))
         .env(time.clone())
         .build()
@@ -138,8 +140,9 @@ fn a_blocking_call_sees_the_deadline_in_its_attempt_context() {
         Err("busy")
     });
     assert_eq!(r, Err("busy"));
-    // The attempt's own timeout is 1 s: the call's 250 ms is the smaller.
-    assert_eq!(remaining, [Some(ms(250)), Some(ms(150)), Some(ms(50))]);
+    // The smaller of the attempt's 200 ms and the call's time left: the timeout first, then
+    // the deadline.
+    assert_eq!(remaining, [Some(ms(200)), Some(ms(150)), Some(ms(50))]);
     assert_eq!(time.slept(), ms(200));
 }
 
@@ -196,7 +199,7 @@ fn a_timeout_set_after_the_deadline_keeps_it() {
         .backoff(Constant::new(ms(100)))
         .jitter(NoJitter)
         .deadline(ms(250))
-        .timeout(secs(1))
+        .timeout(ms(200))
         .env(time.clone())
         .build()
         .unwrap();
@@ -206,6 +209,56 @@ fn a_timeout_set_after_the_deadline_keeps_it() {
         Err("busy")
     });
     assert_eq!(attempts, 3);
+}
+
+/// A timeout (an adaptive timeout's `min`) or a `max_delay` no shorter than the deadline
+/// would never apply: the deadline always decides first. The builder refuses them, in any order.
+#[test]
+fn the_builder_refuses_bounds_the_deadline_makes_dead() {
+    static L: Latencies = Latencies::new();
+    let adaptive = |min| Adaptive::new(&L, 99.0, 2.0, min, secs(5)).unwrap();
+    let refused = [
+        (
+            Policy::builder()
+                .timeout(secs(1))
+                .deadline(secs(1))
+                .build()
+                .err(),
+            "timeout",
+        ),
+        (
+            Policy::builder()
+                .deadline(secs(1))
+                .timeout(secs(2))
+                .build()
+                .err(),
+            "timeout",
+        ),
+        (
+            Policy::builder()
+                .adaptive_timeout(adaptive(secs(1)))
+                .deadline(secs(1))
+                .build()
+                .err(),
+            "timeout",
+        ),
+        (
+            Policy::builder()
+                .max_delay(secs(5))
+                .deadline(secs(1))
+                .build()
+                .err(),
+            "max_delay",
+        ),
+    ];
+    for (i, (e, which)) in refused.into_iter().enumerate() {
+        let e = e.unwrap_or_else(|| panic!("case {i} was accepted"));
+        assert_eq!((i, e.parameter()), (i, which));
+    }
+    // Below the deadline: accepted (an adaptive timeout's `max` may be above it).
+    let b = || Policy::builder().deadline(secs(1));
+    assert!(b().timeout(ms(999)).max_delay(ms(999)).build().is_ok());
+    assert!(b().adaptive_timeout(adaptive(ms(10))).build().is_ok());
 }
 
 #[test]

@@ -157,6 +157,10 @@ impl<'a, T: AttemptTimeout> AttemptTimeout for Hedged<'a, T> {
         self.timeout.longest()
     }
     #[inline]
+    fn shortest(&self) -> Option<Duration> {
+        self.timeout.shortest()
+    }
+    #[inline]
     fn deadline(&self) -> Option<Duration> {
         self.timeout.deadline()
     }

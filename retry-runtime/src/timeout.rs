@@ -42,6 +42,13 @@ pub trait AttemptTimeout {
         self.limit()
     }
 
+    /// The shortest an attempt's limit can be under this setting (an [`Adaptive`] timeout's
+    /// `min`), `None` for no limit; the deadline is apart.
+    #[inline]
+    fn shortest(&self) -> Option<Duration> {
+        self.limit()
+    }
+
     /// Whether the setting learns from latencies ([`Adaptive`], or hedging after a
     /// percentile): the loops then time each successful attempt and [`record`](Self::record)
     /// it.
@@ -76,6 +83,10 @@ macro_rules! forward_learning {
         #[inline]
         fn longest(&self) -> Option<Duration> {
             self.timeout.longest()
+        }
+        #[inline]
+        fn shortest(&self) -> Option<Duration> {
+            self.timeout.shortest()
         }
         const MEASURED: bool = T::MEASURED;
         #[inline]
@@ -678,6 +689,10 @@ impl AttemptTimeout for Adaptive<'_> {
     #[inline]
     fn longest(&self) -> Option<Duration> {
         Some(self.max)
+    }
+    #[inline]
+    fn shortest(&self) -> Option<Duration> {
+        Some(self.min)
     }
     #[inline]
     fn limit(&self) -> Option<Duration> {

@@ -471,9 +471,11 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
         map_part!(self, extras, f)
     }
 
-    /// The policy, or the first invalid value given to the builder, or a hedge that could
-    /// never run beside its attempt (one due no sooner than the attempt's timeout, an adaptive
-    /// timeout's `max`, or the deadline, all of which cut the attempt first).
+    /// The policy, or the first invalid value given to the builder, or a setting another one
+    /// makes dead: a hedge that could never run beside its attempt (one due no sooner than the
+    /// attempt's timeout, an adaptive timeout's `max`, or the deadline, all of which cut the
+    /// attempt first), or a timeout (an adaptive timeout's `min`) or `max_delay` no shorter than
+    /// the deadline, which always decides first.
     pub fn build(
         self,
     ) -> Result<Policy<W, K, RuleSettings<B, J>, T, S, F, Seeded<C>, X>, ConfigError>
@@ -496,6 +498,21 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
                 "hedge",
                 "must be due before the attempt's timeout (an adaptive timeout's `max`) and the deadline: every attempt would be cut first, and no hedge would ever run beside it",
             ));
+        }
+        // Bounds the deadline makes dead (as the attribute refuses them).
+        if let Some(deadline) = p.timeout.deadline() {
+            if p.timeout.shortest().is_some_and(|t| t >= deadline) {
+                return Err(ConfigError::new(
+                    "timeout",
+                    "must be below the deadline (an adaptive timeout's `min` too): every attempt would be cut by the deadline first, and the timeout would never apply",
+                ));
+            }
+            if p.settings.rule.max_delay.is_some_and(|m| m >= deadline) {
+                return Err(ConfigError::new(
+                    "max_delay",
+                    "must be below the deadline: no retry starts after the deadline, which comes first, so it would never apply",
+                ));
+            }
         }
         Ok(Policy {
             whens: p.whens,
