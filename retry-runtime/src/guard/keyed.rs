@@ -36,6 +36,10 @@ impl Template for RetryBudget {
 /// `capacity` keys are kept, the least recently used evicted first (an evicted key starts
 /// again from a fresh guard). Calls that hold a guard keep it alive while they run.
 ///
+/// Key on what you control (the host you call, an authenticated tenant), not on raw client
+/// input: a client that sends ever new keys gets a fresh guard (a full budget) each time, and
+/// evicts the other keys' guards, an open breaker or an empty budget included.
+///
 /// ```
 /// use std::sync::LazyLock;
 /// use std::time::Duration;
@@ -81,7 +85,10 @@ fn get(host: &str, path: &str) -> std::io::Result<String> {
 )]
 pub struct Keyed<K, G> {
     template: G,
+    // Unbounded for the cache, which would allocate its whole capacity up front; `capacity`
+    // is kept here.
     guards: Mutex<LruCache<K, Arc<G>>>,
+    capacity: NonZeroUsize,
 }
 
 /// A circuit breaker per key.
@@ -90,13 +97,15 @@ pub type KeyedBreaker<K> = Keyed<K, CircuitBreaker>;
 pub type KeyedBudget<K> = Keyed<K, RetryBudget>;
 
 impl<K: Hash + Eq, G: Template> Keyed<K, G> {
-    /// Guards made from `template`, for at most `capacity` keys. Error: `capacity` = 0.
+    /// Guards made from `template`, for at most `capacity` keys. Error: `capacity` = 0. Memory
+    /// grows with the keys kept, not with `capacity` (any `usize` is taken).
     pub fn new(capacity: usize, template: G) -> Result<Self, ConfigError> {
         let capacity = NonZeroUsize::new(capacity)
             .ok_or(ConfigError::new("capacity", "must be at least 1 key"))?;
         Ok(Keyed {
             template,
-            guards: Mutex::new(LruCache::new(capacity)),
+            guards: Mutex::new(LruCache::unbounded()),
+            capacity,
         })
     }
 
@@ -112,6 +121,9 @@ impl<K: Hash + Eq, G: Template> Keyed<K, G> {
             return Arc::clone(g);
         }
         let g = Arc::new(self.template.fresh());
+        if guards.len() >= self.capacity.get() {
+            guards.pop_lru();
+        }
         guards.put(key.to_owned(), Arc::clone(&g));
         g
     }
@@ -128,11 +140,7 @@ impl<K: Hash + Eq, G: Template> Keyed<K, G> {
 
     /// The most keys kept.
     pub fn capacity(&self) -> usize {
-        self.guards
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .cap()
-            .get()
+        self.capacity.get()
     }
 }
 
@@ -178,6 +186,22 @@ mod tests {
         assert!(k.get(&1).try_withdraw());
         assert!(!k.get(&1).try_withdraw());
         assert!(k.get(&2).try_withdraw());
+    }
+
+    /// A capacity is a bound, not an allocation: the largest one is taken, without a panic
+    /// or gigabytes reserved up front, and still evicts at the bound.
+    #[test]
+    fn any_capacity_is_a_bound_not_an_allocation() {
+        let huge = breakers(usize::MAX);
+        assert_eq!((huge.capacity(), huge.len()), (usize::MAX, 0));
+        let a = huge.get("a");
+        assert!(Arc::ptr_eq(&a, &huge.get("a")));
+        assert_eq!(huge.len(), 1);
+        let two = breakers(2);
+        for key in ["a", "b", "c"] {
+            two.get(key);
+        }
+        assert_eq!(two.len(), 2);
     }
 
     #[test]
