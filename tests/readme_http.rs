@@ -33,7 +33,8 @@ mod with_reqwest {
         Some(Duration::from_secs(seconds))
     }
 
-    #[robust(timeout = 500ms, retries = 3, backoff = exponential(base = 50ms, max = 1s),
+    // `max_delay`: a server's `Retry-After` replaces the backoff; no retry waits past 10 s.
+    #[robust(timeout = 500ms, retries = 3, backoff = exponential(base = 50ms, max = 1s), max_delay = 10s,
              on = [Timeout, |e: &FetchError| matches!(e, FetchError::Http(e) if e.is_request())],
              when(Ok(|r: &reqwest::Response| r.status() == 503 || r.status() == 429),
                   hint = |r: &reqwest::Response| retry_after(r.headers())))]
@@ -93,6 +94,7 @@ mod with_tower {
         let policy = Policy::builder()
             .timeout(Duration::from_millis(500))
             .retries(3)
+            .max_delay(Duration::from_secs(10)) // bounds `Retry-After` too
             .on(Timeout
                 .or(Io::of([ErrorKind::ConnectionReset]))
                 .or(Predicate(transport_failure)))
@@ -122,7 +124,8 @@ async fn both_retry_what_they_say() {
     let url = |path: &str, id: &str| server.url(&format!("{path}id={id}"));
 
     // A 429, then a 200 after the backoff; a reset connection, retried.
-    let client = reqwest::Client::builder().no_proxy().build().unwrap();
+    let client_reqwest = || reqwest::Client::builder().no_proxy().build().unwrap();
+    let client = client_reqwest();
     let r = with_reqwest::get(&client, &url("/throttled?", "reqwest-429")).await;
     assert_eq!(r.unwrap().status(), StatusCode::OK);
     assert_eq!(server.hits("reqwest-429"), 2);
@@ -143,6 +146,29 @@ async fn both_retry_what_they_say() {
         assert_eq!(r.unwrap().status(), StatusCode::OK, "{id}");
         assert_eq!(server.hits(id), 2, "{id}");
     }
+
+    // A `Retry-After` of an hour is past `max_delay`: no retry, the 503 is the answer, at once.
+    let start = std::time::Instant::now();
+    let r = with_reqwest::get(
+        &client_reqwest(),
+        &url("/unavailable?retry_after=3600&", "reqwest-hour"),
+    )
+    .await;
+    assert_eq!(r.unwrap().status(), StatusCode::SERVICE_UNAVAILABLE);
+    let request = Request::get(url("/unavailable?retry_after=3600&", "tower-hour"))
+        .body(Full::default())
+        .unwrap();
+    let r = client.clone().oneshot(request).await;
+    assert_eq!(r.unwrap().status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(
+        (server.hits("reqwest-hour"), server.hits("tower-hour")),
+        (1, 1)
+    );
+    assert!(
+        start.elapsed() < std::time::Duration::from_secs(5),
+        "{:?}",
+        start.elapsed()
+    );
     server.shutdown().await;
 }
 

@@ -91,6 +91,7 @@ pub fn reqwest_client() -> reqwest::Result<reqwest::Client> {
     retries = 3,
     backoff = exponential(base = 50ms, max = 1s),
     jitter = full,
+    max_delay = 10s, // a server's `Retry-After` replaces the backoff: no retry waits past 10 s
     on = [Timeout, |e: &FetchError| matches!(e, FetchError::Http(e) if e.is_request())],
     when(Io(ConnectionRefused), retries = 1),
     when(Ok(|r: &reqwest::Response| retry_later(r.status())),
@@ -143,6 +144,7 @@ pub fn hyper_client(
             2.0,
         )?)
         .jitter(FullJitter)
+        .max_delay(Duration::from_secs(10)) // bounds a server's `Retry-After` too
         .on(Timeout
             .or(Io::of([ErrorKind::ConnectionReset]))
             .or(Predicate(transport_failure)))
