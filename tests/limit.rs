@@ -215,3 +215,36 @@ async fn a_rejection_is_not_retried_with_retries_left() {
     assert_eq!(full_blocking().unwrap(), 1);
     assert_eq!(FULL_CALLS.load(Ordering::SeqCst), 2);
 }
+
+/// A half-open breaker's probe that the limit refuses (its queue full) is given back: the next
+/// attempt probes, instead of every attempt being rejected until another break has passed.
+#[test]
+fn a_probe_the_limit_refuses_goes_to_the_next_attempt() {
+    use retry_runtime::time::VirtualTime;
+    use retry_runtime::{BreakerState, CircuitBreaker};
+
+    let time = VirtualTime::new();
+    let breaker = CircuitBreaker::new(2, 1, 0.5, Duration::from_secs(10), 1).unwrap();
+    let limit = ConcurrencyLimit::new(1, 0).unwrap();
+    let policy = Policy::builder()
+        .retries(0)
+        .breaker(&breaker)
+        .limit(&limit)
+        .env(time.clone())
+        .build()
+        .unwrap();
+    // Open the breaker, then let its break pass: half-open, with one probe.
+    let r: io::Result<()> = policy.call(|_| Err(ErrorKind::ConnectionReset.into()));
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::ConnectionReset);
+    assert_eq!(breaker.state(), BreakerState::Open);
+    time.advance(Duration::from_secs(11));
+    // The limit's one slot is taken and its queue holds none: the probe is refused there.
+    let held = limit.try_acquire().unwrap();
+    let r: io::Result<()> = policy.call(|_| Ok(()));
+    assert!(is_rejected(&r.unwrap_err()));
+    drop(held);
+    // The probe came back: the next attempt is admitted, and its success closes the breaker.
+    let r: io::Result<()> = policy.call(|_| Ok(()));
+    assert!(r.is_ok(), "{r:?}");
+    assert_eq!(breaker.state(), BreakerState::Closed);
+}

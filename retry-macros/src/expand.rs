@@ -1074,7 +1074,7 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
                 quote!(#p::limit_wait_blocking(&#policy))
             };
             let refused = quote_spanned! {ret_span=>
-                match #pr::refused::<#ret, _>(&#policy) {
+                match #pr::refused::<#ret, _, _>(&#call) {
                     ::core::option::Option::Some(#returned) => break #returned,
                     ::core::option::Option::None => ::core::option::Option::None,
                 }

@@ -586,6 +586,10 @@ impl<G: Breaker + ?Sized> Breaker for Own<'_, G> {
         self.0.acquire(now)
     }
     #[inline(always)]
+    fn release(&self, permit: crate::guard::Permit) {
+        self.0.release(permit)
+    }
+    #[inline(always)]
     fn record(&self, now: std::time::Instant, permit: crate::guard::Permit, success: bool) {
         self.0.record(now, permit, success)
     }
@@ -932,7 +936,8 @@ where
                         Poll::Ready(Err(_)) => {
                             this.wait.set(None);
                             // The queue is full: rejected at once, not retried.
-                            if let Some(r) = crate::call::refused(policy) {
+                            let call = Call::resume(policy, *this.state);
+                            if let Some(r) = crate::call::refused(&call) {
                                 *this.phase = Phase::Done;
                                 return Poll::Ready(crate::call::finish(policy, r));
                             }
@@ -1398,7 +1403,7 @@ where
     }
     let slot = match crate::guard::Limit::wait(policy.limit()).await {
         Ok(slot) => Some(slot),
-        Err(_) => match crate::call::refused(policy) {
+        Err(_) => match crate::call::refused(&call) {
             Some(r) => return crate::call::finish(policy, r),
             None => None,
         },

@@ -260,12 +260,13 @@ pub fn limit_wait_blocking<P: crate::policy::PolicyCore>(
     crate::guard::Limit::wait_blocking(policy.limit())
 }
 
-/// The result of an attempt the concurrency limit rejected, as the fn's own `Result`.
+/// The result of an attempt of `call` the concurrency limit rejected, as the fn's own
+/// `Result` (the breaker's permit of the attempt is given back).
 #[inline(always)]
-pub fn refused<Ret, P>(policy: &P) -> Option<Result<Ret::Ok, Ret::Err>>
+pub fn refused<Ret, P, Tm>(call: &crate::Call<'_, P, Tm>) -> Option<Result<Ret::Ok, Ret::Err>>
 where
     Ret: IsResult,
     P: crate::RetryPolicy<Ret::Ok, Ret::Err>,
 {
-    crate::call::refused(policy)
+    crate::call::refused(call)
 }

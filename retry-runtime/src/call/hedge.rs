@@ -135,7 +135,7 @@ where
                     Some(slot) => Some(slot),
                     None => match policy.limit().wait().await {
                         Ok(slot) => Some(slot),
-                        Err(_) => match refused(policy) {
+                        Err(_) => match refused(&call) {
                             Some(r) => return r,
                             None => None,
                         },

@@ -195,7 +195,7 @@ where
         // A slot of the concurrency limit is held while the attempt runs.
         let slot = match policy.limit().wait_blocking() {
             Ok(slot) => Some(slot),
-            Err(_) => match refused(policy) {
+            Err(_) => match refused(&call) {
                 Some(r) => return finish(policy, r),
                 None => None,
             },
@@ -215,14 +215,23 @@ where
 /// The result of an attempt the concurrency limit rejected (its queue is full):
 /// `Err(E::from(Rejected))`, not retried.
 #[cold]
-pub(crate) fn refused<P: RetryPolicy<R, E>, R, E>(policy: &P) -> Option<Result<R, E>> {
+pub(crate) fn refused<P: RetryPolicy<R, E>, R, E, Tm>(
+    call: &Call<'_, P, Tm>,
+) -> Option<Result<R, E>> {
+    let policy = call.policy;
     #[cfg(feature = "tracing")]
     tracing::warn!(
         target: "retry_runtime",
         function = policy.name(),
         "concurrency limit: queue full, attempt rejected without running it"
     );
-    policy.refuse().map(Err)
+    let refused = policy.refuse().map(Err);
+    if refused.is_some() && <P::Breaker as Breaker>::ACTIVE {
+        // The breaker admitted the attempt: its permit (a half-open breaker's probe) goes to
+        // the next one.
+        policy.breaker().release(call.permit);
+    }
+    refused
 }
 
 /// What a call returns: `result`, or the fallback's result for an error.
@@ -317,7 +326,7 @@ where
         // A slot of the concurrency limit is held while the attempt runs.
         let slot = match policy.limit().wait().await {
             Ok(slot) => Some(slot),
-            Err(_) => match refused(policy) {
+            Err(_) => match refused(&call) {
                 Some(r) => return finish(policy, r),
                 None => None,
             },

@@ -284,6 +284,19 @@ impl CircuitBreaker {
         Some(Permit(s.generation))
     }
 
+    /// Gives back `permit`, whose attempt was admitted but never made (a concurrency limit
+    /// refused it): a half-open breaker's probe goes to the next attempt instead of waiting for
+    /// an outcome that will not come.
+    pub fn release_permit(&self, permit: Permit) {
+        let mut s = self.lock();
+        if s.state == BreakerState::HalfOpen
+            && permit.0 == s.generation
+            && s.probes_started > s.probes_succeeded + s.probes_failed
+        {
+            s.probes_started -= 1;
+        }
+    }
+
     /// Records the outcome of an attempt that [`try_acquire`](Self::try_acquire) let through
     /// (whatever state the breaker has moved to since; see [`record_permit`](Self::record_permit)).
     pub fn record(&self, now: Instant, success: bool) {

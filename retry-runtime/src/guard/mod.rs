@@ -61,6 +61,11 @@ pub trait Breaker {
         let _ = now;
         true
     }
+    /// Gives back the permit of an attempt that was admitted but never made (the concurrency
+    /// limit refused it): a half-open breaker's probe goes to the next attempt.
+    fn release(&self, permit: Permit) {
+        let _ = permit;
+    }
 }
 
 impl Breaker for () {
@@ -86,6 +91,10 @@ impl Breaker for &CircuitBreaker {
     #[inline]
     fn would_admit(&self, now: Instant) -> bool {
         CircuitBreaker::would_admit(self, now)
+    }
+    #[inline]
+    fn release(&self, permit: Permit) {
+        CircuitBreaker::release_permit(self, permit)
     }
 }
 
@@ -347,6 +356,10 @@ impl<B: Breaker, E> Breaker for BreakerOf<B, E> {
     #[inline]
     fn would_admit(&self, now: Instant) -> bool {
         self.breaker.would_admit(now)
+    }
+    #[inline]
+    fn release(&self, permit: Permit) {
+        self.breaker.release(permit)
     }
 }
 

@@ -271,6 +271,7 @@ pub trait Erased<T, E>: Send + Sync {
     fn acquire(&self, now: Instant) -> Option<Permit>;
     fn record(&self, now: Instant, permit: Permit, success: bool);
     fn would_admit(&self, now: Instant) -> bool;
+    fn release(&self, permit: Permit);
     fn reject_probability(&self, now: Instant) -> f64;
     fn record_throttle(&self, now: Instant, accepted: bool);
     fn record_throttle_recent(&self, accepted: bool);
@@ -325,6 +326,9 @@ impl<T, E, P: RetryPolicy<T, E> + Send + Sync> Erased<T, E> for P {
     }
     fn would_admit(&self, now: Instant) -> bool {
         !<P::Breaker as Breaker>::ACTIVE || self.breaker().would_admit(now)
+    }
+    fn release(&self, permit: Permit) {
+        self.breaker().release(permit)
     }
     fn reject_probability(&self, now: Instant) -> f64 {
         if <P::Throttle as Throttle>::ACTIVE {
@@ -426,6 +430,10 @@ impl<T, E> Breaker for dyn Erased<T, E> {
     #[inline]
     fn would_admit(&self, now: Instant) -> bool {
         Erased::would_admit(self, now)
+    }
+    #[inline]
+    fn release(&self, permit: Permit) {
+        Erased::release(self, permit)
     }
 }
 
