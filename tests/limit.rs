@@ -248,3 +248,62 @@ fn a_probe_the_limit_refuses_goes_to_the_next_attempt() {
     assert!(r.is_ok(), "{r:?}");
     assert_eq!(breaker.state(), BreakerState::Closed);
 }
+
+// --- a retry does not wait for a slot past the call's deadline ---------------------------------
+
+/// Another caller takes the limit's only slot at 50 ms and keeps it for 10 s.
+async fn hold_the_slot(limit: &ConcurrencyLimit) {
+    tokio::time::sleep(ms(50)).await;
+    let _slot = limit.acquire().await.unwrap();
+    tokio::time::sleep(secs(10)).await;
+}
+
+/// The call's first attempt fails at 0, its retry (100 ms later) finds the slot taken: with a
+/// 1 s deadline from the first attempt's start, the call ends at 1 s with `Elapsed` (it ended
+/// at 10 s, when the slot came, before).
+async fn ends_at_the_deadline<F: std::future::Future<Output = io::Result<()>>>(
+    limit: &ConcurrencyLimit,
+    call: F,
+) {
+    let t0 = Instant::now();
+    let call = async {
+        let r = call.await;
+        (r, t0.elapsed())
+    };
+    let ((r, took), ()) = tokio::join!(call, hold_the_slot(limit));
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::TimedOut);
+    assert_eq!(took, secs(1));
+    assert_eq!(
+        (limit.in_flight(), limit.queued()),
+        (0, 0),
+        "the wait left the queue"
+    );
+}
+
+static DEADLINE_LIMIT: ConcurrencyLimit = match ConcurrencyLimit::new(1, 4) {
+    Ok(l) => l,
+    Err(_) => panic!(),
+};
+
+#[robust(deadline = 1s, limit = DEADLINE_LIMIT, retries = 5, backoff = constant(base = 100ms), jitter = none)]
+async fn reset_under_a_deadline() -> io::Result<()> {
+    Err(ErrorKind::ConnectionReset.into())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_does_not_wait_for_a_slot_past_the_deadline() {
+    // The attribute.
+    ends_at_the_deadline(&DEADLINE_LIMIT, reset_under_a_deadline()).await;
+    // The builder.
+    let limit = ConcurrencyLimit::new(1, 4).unwrap();
+    let policy = Policy::builder()
+        .retries(5)
+        .backoff(retry_runtime::Constant::new(ms(100)))
+        .jitter(retry_runtime::NoJitter)
+        .deadline(secs(1))
+        .limit(&limit)
+        .build()
+        .unwrap();
+    let call = policy.call_async(|_| async { Err(ErrorKind::ConnectionReset.into()) });
+    ends_at_the_deadline(&limit, call).await;
+}

@@ -765,3 +765,37 @@ async fn a_rejected_request_is_not_retried() {
         (StatusCode::OK, 1)
     );
 }
+
+/// A retry waiting for a slot of the limit does not wait past the call's deadline: the call
+/// ends at the deadline with `Elapsed`, and the wait leaves the queue.
+#[tokio::test(start_paused = true)]
+async fn a_retry_does_not_wait_for_a_slot_past_the_deadline() {
+    let limit = retry_runtime::ConcurrencyLimit::new(1, 4).unwrap();
+    let policy = Policy::builder()
+        .retries(5)
+        .backoff(Constant::new(ms(100)))
+        .jitter(NoJitter)
+        .deadline(secs(1))
+        .limit(&limit)
+        .build()
+        .unwrap();
+    let (svc, calls) = scripted::<String>(vec![Err(ErrorKind::ConnectionReset.into())]);
+    let t0 = Instant::now();
+    let call = async {
+        let r = RobustLayer::new(policy)
+            .layer(svc)
+            .oneshot(Request::new(String::new()))
+            .await;
+        (r, t0.elapsed())
+    };
+    // Another caller takes the only slot at 50 ms and keeps it for 10 s.
+    let hold = async {
+        tokio::time::sleep(ms(50)).await;
+        let _slot = limit.acquire().await.unwrap();
+        tokio::time::sleep(secs(10)).await;
+    };
+    let ((r, took), ()) = tokio::join!(call, hold);
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::TimedOut);
+    assert_eq!((took, calls.load(Ordering::SeqCst)), (secs(1), 1));
+    assert_eq!((limit.in_flight(), limit.queued()), (0, 0));
+}

@@ -1068,34 +1068,35 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
     let (slot_take, slot_drop) = match &config.limit {
         None => (quote!(), quote!()),
         Some(_) => {
-            let wait = if is_async {
-                quote!(#p::limit_wait(&#policy).await)
-            } else {
-                quote!(#p::limit_wait_blocking(&#policy))
-            };
             let refused = quote_spanned! {ret_span=>
                 match #pr::refused::<#ret, _, _>(&#call) {
                     ::core::option::Option::Some(#returned) => break #returned,
                     ::core::option::Option::None => ::core::option::Option::None,
                 }
             };
-            let waited = quote! {
-                match #wait {
-                    ::core::result::Result::Ok(__robust_s) => ::core::option::Option::Some(__robust_s),
-                    ::core::result::Result::Err(_) => #refused,
-                }
-            };
             // An async fn takes a free slot without polling the wait's future (blocking fns
-            // do so in `acquire_blocking`).
+            // do so in `acquire_blocking`); a retry that waits does not wait past the call's
+            // deadline.
             let take = if is_async {
+                let ended = quote_spanned! {ret_span=>
+                    ::core::result::Result::Err(#returned) => break #returned,
+                };
                 quote! {
                     match #p::limit_try(&#policy) {
                         ::core::option::Option::Some(__robust_s) => ::core::option::Option::Some(__robust_s),
-                        ::core::option::Option::None => #waited,
+                        ::core::option::Option::None => match #p::limit_slot::<#ret, _, _>(&#call).await {
+                            ::core::result::Result::Ok(__robust_s) => __robust_s,
+                            #ended
+                        },
                     }
                 }
             } else {
-                waited
+                quote! {
+                    match #p::limit_wait_blocking(&#policy) {
+                        ::core::result::Result::Ok(__robust_s) => ::core::option::Option::Some(__robust_s),
+                        ::core::result::Result::Err(_) => #refused,
+                    }
+                }
             };
             (
                 quote! {

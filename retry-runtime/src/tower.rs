@@ -48,8 +48,9 @@
 //! .map_err(BoxError::from).service(client)`, a boxed error has `From<Elapsed>`). The attempt
 //! ends with the response head: a body read later by the caller is outside it. An error from
 //! the service's `poll_ready` is the call's error and is not retried (tower's contract: such a
-//! service is to be dropped). The deadline counts from the first attempt's start (the first
-//! poll), not from `call`.
+//! service is to be dropped). The deadline counts from the first attempt's start (when it is
+//! sent, after any wait for a slot of the concurrency limit), not from `call`; a retry does
+//! not wait for a slot past it, and one whose time is up when its slot comes is not sent.
 //!
 //! # Requests that cannot be copied
 //!
@@ -829,8 +830,9 @@ where
 enum Phase {
     /// Before an attempt: the throttle and the breaker admit it.
     Admit,
-    /// Waiting for a slot of the concurrency limit.
-    Queued,
+    /// Waiting for a slot of the concurrency limit (`timed`: a retry, whose wait ends at the
+    /// call's deadline, on the timer).
+    Queued { timed: bool },
     /// The attempt starts: its time is read and its timer armed.
     Arm,
     /// Waiting for the service to be ready (within the attempt's time).
@@ -915,18 +917,46 @@ where
                     if <G::Limit as crate::guard::Limit>::ACTIVE {
                         this.wait
                             .set(Some(crate::guard::Limit::wait(policy.limit())));
-                        *this.phase = Phase::Queued;
+                        // A retry does not wait past the call's deadline (before the first
+                        // attempt has started, the deadline has not begun).
+                        let parts = Call::resume(policy, *this.state).deadline_parts();
+                        if let Some((first, d)) = parts {
+                            let deadline = crate::timeout::deadline_from(first, d);
+                            match this.timer.as_mut() {
+                                Some(timer) => timer.as_mut().reset(deadline),
+                                None => {
+                                    *this.timer = Some(Box::pin(tokio::time::sleep_until(deadline)))
+                                }
+                            }
+                        }
+                        *this.phase = Phase::Queued {
+                            timed: parts.is_some(),
+                        };
                     } else {
                         *this.phase = Phase::Arm;
                     }
                     continue;
                 }
-                Phase::Queued => {
+                Phase::Queued { timed } => {
                     let waited = match this.wait.as_mut().as_pin_mut() {
                         Some(w) => w.poll(cx),
                         None => Poll::Pending,
                     };
                     match waited {
+                        Poll::Pending if timed => {
+                            // The deadline passed while the retry waited: the call ends as
+                            // when the deadline cuts an attempt, and the attempt's breaker
+                            // permit is given back.
+                            match expired::<_, S::Response, S::Error>(policy, this.timer, cx) {
+                                Some(e) => {
+                                    this.wait.set(None);
+                                    Call::resume(policy, *this.state).release();
+                                    *this.phase = Phase::Done;
+                                    return Poll::Ready(crate::call::finish(policy, Err(e)));
+                                }
+                                None => return Poll::Pending,
+                            }
+                        }
                         Poll::Pending => return Poll::Pending,
                         Poll::Ready(Ok(slot)) => {
                             this.wait.set(None);
@@ -960,6 +990,19 @@ where
                     } else {
                         policy.timeout_setting().limit()
                     };
+                    // An attempt with no time left (the deadline passed while it waited for a
+                    // slot) is not sent: a timer armed now would only tell after the next poll.
+                    if limit.is_some_and(|l| l.is_zero())
+                        && let Some(e) = crate::timeout::AsyncTimeout::elapsed(
+                            policy.timeout_setting(),
+                            crate::Elapsed::new(),
+                        )
+                    {
+                        *this.slot = None;
+                        Call::resume(policy, *this.state).release();
+                        *this.phase = Phase::Done;
+                        return Poll::Ready(crate::call::finish(policy, Err(e)));
+                    }
                     if let Some(limit) = limit {
                         let deadline = crate::timeout::deadline_in(limit);
                         match this.timer.as_mut() {
@@ -1321,6 +1364,7 @@ where
     G::Chosen: Send + Sync + 'static,
     for<'a> G::View<'a>: Send + Sync,
     for<'a> <G::View<'a> as PolicyCore>::Timeout: Sync,
+    G::Limit: Sync,
     <G::Limit as crate::guard::Limit>::Wait: Send,
     <G::Limit as crate::guard::Limit>::Slot: Send,
 {

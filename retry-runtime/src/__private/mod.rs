@@ -235,14 +235,6 @@ pub fn start_timed_blocking<P: crate::policy::PolicyCore>(
     crate::call::start(policy, crate::call::Blocking(crate::call::Timed::default()))
 }
 
-/// Waits for a slot of the policy's concurrency limit (async).
-#[inline(always)]
-pub fn limit_wait<P: crate::policy::PolicyCore>(
-    policy: &P,
-) -> <P::Limit as crate::guard::Limit>::Wait {
-    crate::guard::Limit::wait(policy.limit())
-}
-
 /// A free slot of the policy's concurrency limit now, if one is (what waiting would take on
 /// its first poll, without the wait's future).
 #[inline(always)]
@@ -260,6 +252,23 @@ pub fn limit_wait_blocking<P: crate::policy::PolicyCore>(
     crate::guard::Limit::wait_blocking(policy.limit())
 }
 
+/// A slot of the policy's concurrency limit for `call`'s next attempt (async), or the fn's
+/// result when the call ends here: the queue was full, or the call's deadline passed while a
+/// retry waited.
+#[cfg(feature = "tokio")]
+#[inline(always)]
+pub async fn limit_slot<Ret, P, Tm>(
+    call: &crate::Call<'_, P, Tm>,
+) -> Result<Option<<P::Limit as crate::guard::Limit>::Slot>, Result<Ret::Ok, Ret::Err>>
+where
+    Ret: IsResult,
+    P: crate::RetryPolicy<Ret::Ok, Ret::Err>
+        + crate::policy::PolicyCore<Timeout: crate::timeout::AsyncTimeout<Ret::Err>>,
+    Tm: crate::call::Times,
+{
+    crate::call::slot_for(call).await
+}
+
 /// The result of an attempt of `call` the concurrency limit rejected, as the fn's own
 /// `Result` (the breaker's permit of the attempt is given back).
 #[inline(always)]
@@ -267,6 +276,7 @@ pub fn refused<Ret, P, Tm>(call: &crate::Call<'_, P, Tm>) -> Option<Result<Ret::
 where
     Ret: IsResult,
     P: crate::RetryPolicy<Ret::Ok, Ret::Err>,
+    Tm: crate::call::Times,
 {
     crate::call::refused(call)
 }

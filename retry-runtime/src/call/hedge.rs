@@ -6,7 +6,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use super::decide::{LazyNow, Matched};
-use super::{Call, Step, Timed, finish, refused, start};
+use super::{Call, Step, Timed, finish, start};
 use crate::Elapsed;
 use crate::checks::IsResult;
 use crate::guard::{Breaker, Budget, Limit, Permit, Throttle};
@@ -133,12 +133,9 @@ where
                 // A free slot is taken without waiting (always, without a limit).
                 let slot = match policy.limit().try_slot() {
                     Some(slot) => Some(slot),
-                    None => match policy.limit().wait().await {
-                        Ok(slot) => Some(slot),
-                        Err(_) => match refused(&call) {
-                            Some(r) => return r,
-                            None => None,
-                        },
+                    None => match super::slot_for(&call).await {
+                        Ok(slot) => slot,
+                        Err(r) => return r,
                     },
                 };
                 // A lazy round's first attempt has no start yet, hence no deadline either (the

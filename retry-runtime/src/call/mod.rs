@@ -215,7 +215,7 @@ where
 /// The result of an attempt the concurrency limit rejected (its queue is full):
 /// `Err(E::from(Rejected))`, not retried.
 #[cold]
-pub(crate) fn refused<P: RetryPolicy<R, E>, R, E, Tm>(
+pub(crate) fn refused<P: RetryPolicy<R, E>, R, E, Tm: Times>(
     call: &Call<'_, P, Tm>,
 ) -> Option<Result<R, E>> {
     let policy = call.policy;
@@ -226,12 +226,69 @@ pub(crate) fn refused<P: RetryPolicy<R, E>, R, E, Tm>(
         "concurrency limit: queue full, attempt rejected without running it"
     );
     let refused = policy.refuse().map(Err);
-    if refused.is_some() && <P::Breaker as Breaker>::ACTIVE {
+    if refused.is_some() {
         // The breaker admitted the attempt: its permit (a half-open breaker's probe) goes to
         // the next one.
-        policy.breaker().release(call.permit);
+        call.release();
     }
     refused
+}
+
+/// A slot of the concurrency limit for `call`'s next attempt (`None`: the limit refused it,
+/// and the policy has no error for that), or the call's result when it ends here: the queue
+/// was full, or the call's deadline passed while the attempt waited (once the first attempt
+/// has started, a retry does not wait past the deadline; the call then ends with
+/// `E::from(Elapsed)`, as when the deadline cuts an attempt). Either way the attempt's breaker
+/// permit is given back. A free slot is taken at once; only a wait with a deadline is boxed.
+#[cfg(feature = "tokio")]
+pub(crate) async fn slot_for<P, R, E, Tm>(
+    call: &Call<'_, P, Tm>,
+) -> Result<Option<<P::Limit as Limit>::Slot>, Result<R, E>>
+where
+    P: RetryPolicy<R, E> + PolicyCore<Timeout: AsyncTimeout<E>>,
+    Tm: Times,
+{
+    let limit = call.policy.limit();
+    if let Some(slot) = limit.try_slot() {
+        return Ok(Some(slot));
+    }
+    let elapsed = match call.deadline_parts() {
+        None => false,
+        Some((first, d)) => {
+            let deadline = crate::timeout::deadline_from(first, d);
+            match Box::pin(until(limit.wait(), deadline)).await {
+                Some(Ok(slot)) => return Ok(Some(slot)),
+                Some(Err(_)) => return refused(call).map_or(Ok(None), Err),
+                None => true,
+            }
+        }
+    };
+    if elapsed && let Some(e) = call.policy.timeout_setting().elapsed(crate::Elapsed::new()) {
+        call.release();
+        return Err(Err(e));
+    }
+    match limit.wait().await {
+        Ok(slot) => Ok(Some(slot)),
+        Err(_) => refused(call).map_or(Ok(None), Err),
+    }
+}
+
+/// `wait`'s output, or `None` if `deadline` comes first (the wait is then dropped: it leaves
+/// the queue).
+#[cfg(feature = "tokio")]
+async fn until<T>(wait: impl Future<Output = T>, deadline: tokio::time::Instant) -> Option<T> {
+    let mut wait = std::pin::pin!(wait);
+    let mut timer = std::pin::pin!(tokio::time::sleep_until(deadline));
+    std::future::poll_fn(|cx| {
+        if let std::task::Poll::Ready(r) = wait.as_mut().poll(cx) {
+            return std::task::Poll::Ready(Some(r));
+        }
+        if timer.as_mut().poll(cx).is_ready() {
+            return std::task::Poll::Ready(None);
+        }
+        std::task::Poll::Pending
+    })
+    .await
 }
 
 /// What a call returns: `result`, or the fallback's result for an error.
@@ -324,12 +381,9 @@ where
             return finish(policy, rejected);
         }
         // A slot of the concurrency limit is held while the attempt runs.
-        let slot = match policy.limit().wait().await {
-            Ok(slot) => Some(slot),
-            Err(_) => match refused(&call) {
-                Some(r) => return finish(policy, r),
-                None => None,
-            },
+        let slot = match slot_for(&call).await {
+            Ok(slot) => slot,
+            Err(r) => return finish(policy, r),
         };
         let attempt = call.attempt();
         let limit = attempt.limit();
@@ -346,6 +400,22 @@ where
 }
 
 impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
+    /// The call's deadline, as its first attempt's start and the deadline's length, once that
+    /// attempt has started (before it, the deadline has not begun).
+    #[inline]
+    pub(crate) fn deadline_parts(&self) -> Option<(Instant, Duration)> {
+        let d = self.policy.timeout_setting().deadline()?;
+        Some((self.times.first()?, d))
+    }
+
+    /// Gives back the breaker's permit of an attempt that was admitted but never made.
+    #[inline]
+    pub(crate) fn release(&self) {
+        if <P::Breaker as Breaker>::ACTIVE {
+            self.policy.breaker().release(self.permit);
+        }
+    }
+
     /// This call with its random generator seeded with `seed`.
     #[inline]
     pub(crate) fn with_seed(self, seed: u64) -> Self {

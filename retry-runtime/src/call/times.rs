@@ -15,6 +15,8 @@ pub trait Times: Default {
     const BLOCKING: bool = false;
     /// When the first attempt started; records `now` if that is not known.
     fn first_or(&mut self, now: Instant) -> Instant;
+    /// When the first attempt started, if it has and that is kept.
+    fn first(&self) -> Option<Instant>;
     /// The current attempt's deadline.
     fn deadline(&self) -> Option<Instant>;
     /// Sets the current attempt's deadline.
@@ -51,6 +53,10 @@ impl Times for Timed {
         *self.first.get_or_insert(now)
     }
     #[inline]
+    fn first(&self) -> Option<Instant> {
+        self.first
+    }
+    #[inline]
     fn deadline(&self) -> Option<Instant> {
         self.deadline
     }
@@ -68,6 +74,10 @@ impl Times for Untimed {
     #[inline(always)]
     fn first_or(&mut self, now: Instant) -> Instant {
         now
+    }
+    #[inline(always)]
+    fn first(&self) -> Option<Instant> {
+        None
     }
     #[inline(always)]
     fn deadline(&self) -> Option<Instant> {
@@ -88,6 +98,10 @@ impl<Tm: Times> Times for Blocking<Tm> {
     #[inline(always)]
     fn first_or(&mut self, now: Instant) -> Instant {
         self.0.first_or(now)
+    }
+    #[inline(always)]
+    fn first(&self) -> Option<Instant> {
+        self.0.first()
     }
     #[inline(always)]
     fn deadline(&self) -> Option<Instant> {
