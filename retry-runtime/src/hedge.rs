@@ -152,14 +152,7 @@ impl<'a, T: AttemptTimeout> AttemptTimeout for Hedged<'a, T> {
     fn limit(&self) -> Option<Duration> {
         self.timeout.limit()
     }
-    #[inline]
-    fn longest(&self) -> Option<Duration> {
-        self.timeout.longest()
-    }
-    #[inline]
-    fn shortest(&self) -> Option<Duration> {
-        self.timeout.shortest()
-    }
+    crate::timeout::forward_bounds!();
     #[inline]
     fn deadline(&self) -> Option<Duration> {
         self.timeout.deadline()

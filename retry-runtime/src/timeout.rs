@@ -76,9 +76,10 @@ pub trait AttemptTimeout {
     }
 }
 
-/// The latency and hedging items of [`AttemptTimeout`] for a wrapper of the setting
-/// `self.timeout: T`: forwarded to it.
-macro_rules! forward_learning {
+/// The bounds of an attempt's limit ([`AttemptTimeout::longest`] and
+/// [`shortest`](AttemptTimeout::shortest)) for a wrapper of the setting `self.timeout`:
+/// forwarded to it.
+macro_rules! forward_bounds {
     () => {
         #[inline]
         fn longest(&self) -> Option<Duration> {
@@ -88,6 +89,15 @@ macro_rules! forward_learning {
         fn shortest(&self) -> Option<Duration> {
             self.timeout.shortest()
         }
+    };
+}
+pub(crate) use forward_bounds;
+
+/// The latency and hedging items of [`AttemptTimeout`] for a wrapper of the setting
+/// `self.timeout: T`: forwarded to it.
+macro_rules! forward_learning {
+    () => {
+        crate::timeout::forward_bounds!();
         const MEASURED: bool = T::MEASURED;
         #[inline]
         fn record(&self, latency: Duration) {

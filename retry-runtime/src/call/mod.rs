@@ -402,6 +402,7 @@ where
 impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
     /// The call's deadline, as its first attempt's start and the deadline's length, once that
     /// attempt has started (before it, the deadline has not begun).
+    #[cfg(feature = "tokio")]
     #[inline]
     pub(crate) fn deadline_parts(&self) -> Option<(Instant, Duration)> {
         let d = self.policy.timeout_setting().deadline()?;
