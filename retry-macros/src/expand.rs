@@ -308,18 +308,20 @@ fn value_kind(p: &TokenStream, ok: &TokenStream, names: &Names, k: &Kind) -> Tok
             crate::valid::alternatives(pat, &mut values, &mut others);
             // (The value is named at the pattern: rustc does not report this lint on code
             // whose spans mix the macro's names with the user's tokens.)
+            // All the alternatives against the reference at once (a bare name behind `&`, as a
+            // constant pattern does not see through a reference), so that alternatives of both
+            // kinds that match every value together (`Ok(Some(_) | None)`) are caught too.
             let seen = Ident::new("__robust_ok_value", pat.span());
-            let by_value = (!values.is_empty())
-                .then(|| quote_spanned!(pat.span()=> if let #(#values)|* = *#seen {}));
-            let by_ref = (!others.is_empty())
-                .then(|| quote_spanned!(pat.span()=> if let #(#others)|* = #seen {}));
+            let alternatives = values
+                .iter()
+                .map(|v| quote_spanned!(pat.span()=> &(#v)))
+                .chain(others.iter().map(|o| quote!(#o)));
             quote_spanned!(pat.span()=> #ps::ok_kind::<#ok_at, _>(|#v: &#ok_at| {
                 #[deny(irrefutable_let_patterns)]
-                #[allow(unused_variables)]
+                #[allow(unused_variables, unused_parens)]
                 {
                     let #seen = #v;
-                    #by_value
-                    #by_ref
+                    if let #(#alternatives)|* = #seen {}
                 }
                 #test
             }))
