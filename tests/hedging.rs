@@ -644,3 +644,34 @@ async fn no_hedge_at_all_until_the_percentile_is_known_even_after_a_failure() {
         .collect();
     assert_eq!(starts, vec![0, 10]);
 }
+
+/// A hedge the budget refuses gives back the breaker's permit it took: half-open with two
+/// probes, the round's first attempt is one, the refused hedge's probe goes to the next call.
+#[tokio::test(start_paused = true)]
+async fn a_hedge_the_budget_refuses_gives_back_its_probe() {
+    use retry_runtime::BreakerState;
+
+    let breaker = CircuitBreaker::new(2, 1, 0.5, Duration::from_secs(10), 2).unwrap();
+    let budget = RetryBudget::new(1.0, 0.0, 1.0).unwrap();
+    assert!(budget.try_withdraw(), "emptied: no hedge is paid for");
+    breaker.record(tokio::time::Instant::now().into_std(), false);
+    assert_eq!(breaker.state(), BreakerState::Open);
+    tokio::time::advance(Duration::from_secs(11)).await;
+    let policy = Policy::builder()
+        .retries(0)
+        .breaker(&breaker)
+        .budget(&budget)
+        .hedge(Hedge::after(ms(10), 1).unwrap())
+        .build()
+        .unwrap();
+    let slow_ok = || async {
+        tokio::time::sleep(ms(50)).await;
+        Ok::<u32, io::Error>(1)
+    };
+    // One probe answers; the hedge at 10 ms took the second, then found the budget empty.
+    assert_eq!(policy.call_async(|_| slow_ok()).await.unwrap(), 1);
+    assert_eq!(breaker.state(), BreakerState::HalfOpen);
+    // The second probe is free again: admitted, and its success closes the breaker.
+    assert_eq!(policy.call_async(|_| slow_ok()).await.unwrap(), 1);
+    assert_eq!(breaker.state(), BreakerState::Closed);
+}

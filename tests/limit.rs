@@ -307,3 +307,44 @@ async fn a_retry_does_not_wait_for_a_slot_past_the_deadline() {
     let call = policy.call_async(|_| async { Err(ErrorKind::ConnectionReset.into()) });
     ends_at_the_deadline(&limit, call).await;
 }
+
+/// On a policy whose clock is virtual (its backoffs advance it at once, tokio's timer does
+/// not move), the time left before the deadline is read on that clock: after a 900 ms backoff
+/// under a 1 s deadline, the retry waits for a slot at most the 100 ms left (on tokio's timer,
+/// as attempts' timeouts are), not a second.
+#[tokio::test(start_paused = true)]
+async fn the_time_left_is_read_on_the_policys_clock() {
+    use retry_runtime::time::VirtualTime;
+
+    let time = VirtualTime::new();
+    let limit = ConcurrencyLimit::new(1, 4).unwrap();
+    let policy = Policy::builder()
+        .retries(5)
+        .backoff(retry_runtime::Constant::new(ms(900)))
+        .jitter(retry_runtime::NoJitter)
+        .deadline(secs(1))
+        .limit(&limit)
+        .env(time.clone())
+        .build()
+        .unwrap();
+    let t0 = Instant::now();
+    let call = async {
+        // The first attempt takes 10 ms of tokio's time (none of the policy's) and fails.
+        let r: io::Result<()> = policy
+            .call_async(|_| async {
+                tokio::time::sleep(ms(10)).await;
+                Err(ErrorKind::ConnectionReset.into())
+            })
+            .await;
+        (r, t0.elapsed())
+    };
+    // Another caller queues for the slot meanwhile: it gets it when the first attempt ends.
+    let hold = async {
+        let _slot = limit.acquire().await.unwrap();
+        tokio::time::sleep(secs(10)).await;
+    };
+    let ((r, took), ()) = tokio::join!(call, hold);
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::TimedOut);
+    assert_eq!(took, ms(110));
+    assert_eq!(time.slept(), ms(900));
+}

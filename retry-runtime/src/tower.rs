@@ -919,9 +919,9 @@ where
                             .set(Some(crate::guard::Limit::wait(policy.limit())));
                         // A retry does not wait past the call's deadline (before the first
                         // attempt has started, the deadline has not begun).
-                        let parts = Call::resume(policy, *this.state).deadline_parts();
-                        if let Some((first, d)) = parts {
-                            let deadline = crate::timeout::deadline_from(first, d);
+                        let left = Call::resume(policy, *this.state).deadline_left();
+                        if let Some(left) = left {
+                            let deadline = crate::timeout::deadline_in(left);
                             match this.timer.as_mut() {
                                 Some(timer) => timer.as_mut().reset(deadline),
                                 None => {
@@ -930,7 +930,7 @@ where
                             }
                         }
                         *this.phase = Phase::Queued {
-                            timed: parts.is_some(),
+                            timed: left.is_some(),
                         };
                     } else {
                         *this.phase = Phase::Arm;

@@ -561,6 +561,10 @@ where
                 Permit::NONE
             };
             if !policy.budget().try_withdraw() {
+                // Not sent: the breaker's permit (a half-open breaker's probe) goes back.
+                if <P::Breaker as Breaker>::ACTIVE {
+                    policy.breaker().release(permit);
+                }
                 return None;
             }
             Some((slot, permit))

@@ -252,10 +252,11 @@ where
     if let Some(slot) = limit.try_slot() {
         return Ok(Some(slot));
     }
-    let elapsed = match call.deadline_parts() {
+    let elapsed = match call.deadline_left() {
         None => false,
-        Some((first, d)) => {
-            let deadline = crate::timeout::deadline_from(first, d);
+        Some(left) => {
+            // Armed on tokio's timer for the time left on the call's clock, as attempts are.
+            let deadline = crate::timeout::deadline_in(left);
             match Box::pin(until(limit.wait(), deadline)).await {
                 Some(Ok(slot)) => return Ok(Some(slot)),
                 Some(Err(_)) => return refused(call).map_or(Ok(None), Err),
@@ -400,13 +401,14 @@ where
 }
 
 impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
-    /// The call's deadline, as its first attempt's start and the deadline's length, once that
-    /// attempt has started (before it, the deadline has not begun).
+    /// The time left before the call's deadline, on the call's own clock, once its first
+    /// attempt has started (before it, the deadline has not begun); `None` without one.
     #[cfg(feature = "tokio")]
     #[inline]
-    pub(crate) fn deadline_parts(&self) -> Option<(Instant, Duration)> {
+    pub(crate) fn deadline_left(&self) -> Option<Duration> {
         let d = self.policy.timeout_setting().deadline()?;
-        Some((self.times.first()?, d))
+        let end = self.times.first()?.checked_add(d)?;
+        Some(end.saturating_duration_since(self.now()))
     }
 
     /// Gives back the breaker's permit of an attempt that was admitted but never made.
