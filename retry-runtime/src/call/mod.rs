@@ -252,25 +252,29 @@ where
     if let Some(slot) = limit.try_slot() {
         return Ok(Some(slot));
     }
-    let elapsed = match call.deadline_left() {
-        None => false,
-        Some(left) => {
+    let mut left = call.deadline_left();
+    loop {
+        let waited = match left {
             // Armed on tokio's timer for the time left on the call's clock, as attempts are.
-            let deadline = crate::timeout::deadline_in(left);
-            match Box::pin(until(limit.wait(), deadline)).await {
-                Some(Ok(slot)) => return Ok(Some(slot)),
-                Some(Err(_)) => return refused(call).map_or(Ok(None), Err),
-                None => true,
+            Some(left) => {
+                let deadline = crate::timeout::deadline_in(left);
+                Box::pin(until(limit.wait(), deadline)).await
             }
+            None => Some(limit.wait().await),
+        };
+        match waited {
+            Some(Ok(slot)) => return Ok(Some(slot)),
+            Some(Err(_)) => return refused(call).map_or(Ok(None), Err),
+            None => match call.policy.timeout_setting().elapsed(crate::Elapsed::new()) {
+                Some(e) => {
+                    call.release();
+                    return Err(Err(e));
+                }
+                // (A deadline's error always converts; a setting whose does not never ends the
+                // call early: the wait goes on.)
+                None => left = None,
+            },
         }
-    };
-    if elapsed && let Some(e) = call.policy.timeout_setting().elapsed(crate::Elapsed::new()) {
-        call.release();
-        return Err(Err(e));
-    }
-    match limit.wait().await {
-        Ok(slot) => Ok(Some(slot)),
-        Err(_) => refused(call).map_or(Ok(None), Err),
     }
 }
 
@@ -409,6 +413,13 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
         let d = self.policy.timeout_setting().deadline()?;
         let end = self.times.first()?.checked_add(d)?;
         Some(end.saturating_duration_since(self.now()))
+    }
+
+    /// Whether `now` is at or past the current attempt's deadline: an error returned then
+    /// counts as a timeout.
+    #[inline]
+    fn past_deadline(&self, now: Instant) -> bool {
+        self.times.deadline().is_some_and(|d| now >= d)
     }
 
     /// Gives back the breaker's permit of an attempt that was admitted but never made.
@@ -732,7 +743,7 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
             let now = self.now();
             let accepted = match &result {
                 Err(e) => {
-                    let timed_out = timed_out || self.times.deadline().is_some_and(|d| now >= d);
+                    let timed_out = timed_out || self.past_deadline(now);
                     let failure = Failure::new(e, timed_out);
                     self.policy.select(&failure, decide::Matched).is_none()
                 }
@@ -816,7 +827,7 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
         let p = self.policy;
         let (hinted, selected) = match outcome {
             Err(error) => {
-                let timed_out = timed_out || self.times.deadline().is_some_and(|d| now.get() >= d);
+                let timed_out = timed_out || self.past_deadline(now.get());
                 p.on_error(error, self.retries);
                 let failure = Failure::new(error, timed_out);
                 let hinted = p.hint(error);
