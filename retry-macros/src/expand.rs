@@ -9,7 +9,9 @@ use syn::spanned::Spanned;
 use syn::{FnArg, Ident, Pat, ReturnType, Type};
 
 use crate::ast::{Func, Kind};
-use crate::model::{AdaptiveSpec, After, Config, JitterSpec, Limit, Overrides, Strategy};
+use crate::model::{
+    AdaptiveSpec, After, Config, JitterSpec, Limit, Overrides, Strategy, finite_limit,
+};
 use crate::valid::peel;
 
 /// `tokens` with every span set to `span` (groups included), so that an error about a
@@ -596,11 +598,9 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
     let latencies = Ident::new("__ROBUST_LATENCIES", Span::mixed_site());
     let (outer, prelude) = rebind_args(&p, &mut f, config.hedge.is_some());
     // Without a timeout or a deadline an async attempt is simply awaited: no timer, no race.
-    let finite_limit = |l: &Option<crate::model::Spanned<Limit>>| {
-        matches!(l.as_ref().map(|s| s.value), Some(Limit::Finite(_)))
-    };
-    let has_deadline = finite_limit(&config.deadline);
-    let timed = finite_limit(&config.timeout) || has_deadline || config.adaptive.is_some();
+    let has_deadline = finite_limit(&config.deadline).is_some();
+    let timed =
+        finite_limit(&config.timeout).is_some() || has_deadline || config.adaptive.is_some();
     let names = Names::new(timed);
     let Names {
         policy,
@@ -959,17 +959,17 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
     // The clock is read only when something needs it: the attempt context, a `max_delay`
     // budget, or a blocking fn's cooperative timeout. Otherwise the success path reads no
     // clock at all.
-    let finite = |l: &Option<crate::model::Spanned<Limit>>| {
-        matches!(l.as_ref().map(|s| s.value), Some(Limit::Finite(_)))
-    };
-    let budget = finite(&config.settings.max_delay)
-        || config.whens.iter().any(|w| finite(&w.overrides.max_delay));
+    let budget = finite_limit(&config.settings.max_delay).is_some()
+        || config
+            .whens
+            .iter()
+            .any(|w| finite_limit(&w.overrides.max_delay).is_some());
     let needs_clock = config.attempt.is_some()
         || config.adaptive.is_some()
         || budget
         || has_deadline
         || config.on_retry.is_some()
-        || (!is_async && finite(&config.timeout));
+        || (!is_async && finite_limit(&config.timeout).is_some());
     let fut_name = Ident::new("__robust_future", Span::mixed_site());
     // When each attempt's start is read anyway, its timer is armed from it (one clock reading
     // less per attempt; the call's timer is made without one either).

@@ -19,6 +19,14 @@ pub struct Spanned<T> {
     pub span: Sp,
 }
 
+/// The duration of an optional limit when it is finite (written, and not infinite).
+pub fn finite_limit(limit: &Option<Spanned<Limit>>) -> Option<Duration> {
+    match limit.as_ref()?.value {
+        Limit::Finite(d) => Some(d),
+        Limit::Infinite => None,
+    }
+}
+
 pub enum Strategy {
     Exponential {
         base: Duration,

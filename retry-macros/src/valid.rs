@@ -12,7 +12,7 @@ use syn::{Expr, Ident};
 use crate::ast::{Call, CallArgs, Item, Kind, Number, Sp, Value};
 use crate::model::{
     AdaptiveSpec, After, Config, HedgeSpec, JitterSpec, Limit, Overrides, Spanned, Strategy,
-    WhenRule,
+    WhenRule, finite_limit,
 };
 use crate::table;
 
@@ -890,7 +890,7 @@ pub fn check_never_retries(config: &Config, errors: &mut Errors) {
     let zero_retries = |r: &Option<Spanned<i64>>| r.as_ref().map(|r| r.value == 0);
     let zero_delay = |m: &Option<Spanned<Limit>>| {
         m.as_ref()
-            .map(|m| matches!(m.value, Limit::Finite(d) if d.is_zero()))
+            .map(|_| finite_limit(m).is_some_and(|d| d.is_zero()))
     };
     let why = |retries: bool, delay: bool| match (retries, delay) {
         (true, _) => Some("`retries = 0`"),
@@ -973,10 +973,7 @@ pub fn check_never_retries(config: &Config, errors: &mut Errors) {
 /// otherwise count as timeouts).
 pub fn check_dead_whens(config: &Config, f: &crate::ast::Func, errors: &mut Errors) {
     let io_error = returns_io_error(&f.sig.output);
-    let per_attempt = matches!(
-        config.timeout.as_ref().map(|l| l.value),
-        Some(Limit::Finite(_))
-    ) || config.adaptive.is_some();
+    let per_attempt = finite_limit(&config.timeout).is_some() || config.adaptive.is_some();
     let late_errors_time_out = f.sig.asyncness.is_none() && per_attempt;
     let io_kinds = |k: &Kind| match k {
         Kind::Io { kinds, .. } => Some(kinds.iter().map(|i| i.to_string()).collect::<Vec<_>>()),
@@ -1075,21 +1072,17 @@ fn returns_io_error(output: &syn::ReturnType) -> bool {
 /// A hedge must be due before its attempt is cut: otherwise the attempt is always cut first,
 /// and the "hedge" is sent after it, alone (a retry without backoff), never beside it.
 fn check_hedge_in_time(config: &Config, h: &HedgeSpec, errors: &mut Errors) {
-    let finite = |l: &Option<Spanned<Limit>>| match l.as_ref().map(|l| l.value) {
-        Some(Limit::Finite(d)) => Some(d),
-        _ => None,
-    };
     match h.after {
         After::Fixed(after) => {
             // The attempt's longest limit: its timeout (an adaptive one's `max`), and the
             // deadline.
             let cuts = [
-                (finite(&config.timeout), "`timeout`"),
+                (finite_limit(&config.timeout), "`timeout`"),
                 (
                     config.adaptive.as_ref().map(|a| a.value.max),
                     "the adaptive timeout's `max`",
                 ),
-                (finite(&config.deadline), "`deadline`"),
+                (finite_limit(&config.deadline), "`deadline`"),
             ];
             if let Some((limit, what)) = cuts
                 .into_iter()
