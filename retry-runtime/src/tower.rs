@@ -284,10 +284,7 @@ impl<P, Bu> RobustLayer<P, PerKey<(), Bu>> {
     {
         RobustLayer {
             policy: self.policy,
-            guards: PerKey {
-                breaker: ByKey { map: breakers, key },
-                budget: self.guards.budget,
-            },
+            guards: self.guards.breaker_per(breakers, key),
         }
     }
 }
@@ -322,10 +319,7 @@ impl<P, Br> RobustLayer<P, PerKey<Br, ()>> {
     {
         RobustLayer {
             policy: self.policy,
-            guards: PerKey {
-                breaker: self.guards.breaker,
-                budget: ByKey { map: budgets, key },
-            },
+            guards: self.guards.budget_per(budgets, key),
         }
     }
 }
@@ -453,6 +447,26 @@ impl NoOwnBreaker for () {}
 )]
 pub trait NoOwnBudget {}
 impl NoOwnBudget for () {}
+
+impl<Bu> PerKey<(), Bu> {
+    /// These choices with each request's breaker taken from `map` by `key(&request)`.
+    fn breaker_per<M, F>(self, map: M, key: F) -> PerKey<ByKey<M, F>, Bu> {
+        PerKey {
+            breaker: ByKey { map, key },
+            budget: self.budget,
+        }
+    }
+}
+
+impl<Br> PerKey<Br, ()> {
+    /// These choices with each request's budget taken from `map` by `key(&request)`.
+    fn budget_per<M, F>(self, map: M, key: F) -> PerKey<Br, ByKey<M, F>> {
+        PerKey {
+            breaker: self.breaker,
+            budget: ByKey { map, key },
+        }
+    }
+}
 
 /// A guard chosen by the request's key: `map` is a [`Keyed`] map (by reference or in an
 /// `Arc`), `key` makes the key of a request.
@@ -1242,10 +1256,7 @@ impl<P, Bu> HedgedLayer<P, PerKey<(), Bu>> {
     {
         HedgedLayer {
             policy: self.policy,
-            guards: PerKey {
-                breaker: ByKey { map: breakers, key },
-                budget: self.guards.budget,
-            },
+            guards: self.guards.breaker_per(breakers, key),
         }
     }
 }
@@ -1259,10 +1270,7 @@ impl<P, Br> HedgedLayer<P, PerKey<Br, ()>> {
     {
         HedgedLayer {
             policy: self.policy,
-            guards: PerKey {
-                breaker: self.guards.breaker,
-                budget: ByKey { map: budgets, key },
-            },
+            guards: self.guards.budget_per(budgets, key),
         }
     }
 }
