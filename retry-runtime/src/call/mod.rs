@@ -415,11 +415,12 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
         Some(end.saturating_duration_since(self.now()))
     }
 
-    /// Whether `now` is at or past the current attempt's deadline: an error returned then
-    /// counts as a timeout.
+    /// Whether the instant `now` gives is at or past the current attempt's deadline: an error
+    /// returned then counts as a timeout. `now` is called only when there is a deadline (a call
+    /// without one reads no clock here).
     #[inline]
-    fn past_deadline(&self, now: Instant) -> bool {
-        self.times.deadline().is_some_and(|d| now >= d)
+    fn past_deadline(&self, now: impl FnOnce() -> Instant) -> bool {
+        self.times.deadline().is_some_and(|d| now() >= d)
     }
 
     /// Gives back the breaker's permit of an attempt that was admitted but never made.
@@ -743,7 +744,7 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
             let now = self.now();
             let accepted = match &result {
                 Err(e) => {
-                    let timed_out = timed_out || self.past_deadline(now);
+                    let timed_out = timed_out || self.past_deadline(|| now);
                     let failure = Failure::new(e, timed_out);
                     self.policy.select(&failure, decide::Matched).is_none()
                 }
@@ -827,7 +828,7 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
         let p = self.policy;
         let (hinted, selected) = match outcome {
             Err(error) => {
-                let timed_out = timed_out || self.past_deadline(now.get());
+                let timed_out = timed_out || self.past_deadline(|| now.get());
                 p.on_error(error, self.retries);
                 let failure = Failure::new(error, timed_out);
                 let hinted = p.hint(error);
