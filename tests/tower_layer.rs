@@ -799,3 +799,110 @@ async fn a_retry_does_not_wait_for_a_slot_past_the_deadline() {
     assert_eq!((took, calls.load(Ordering::SeqCst)), (secs(1), 1));
     assert_eq!((limit.in_flight(), limit.queued()), (0, 0));
 }
+
+/// A service that fails its first `failures` calls at once and answers every later one after
+/// 20 ms, behind tower's own `ConcurrencyLimit` of one (which takes its permit when made ready
+/// and keeps it until the call's response), and the number of calls.
+fn one_at_a_time(
+    failures: u32,
+) -> (
+    tower::limit::ConcurrencyLimit<
+        impl Service<Request<String>, Response = Resp, Error = io::Error, Future: Send>
+        + Clone
+        + Send
+        + 'static,
+    >,
+    Arc<AtomicU32>,
+) {
+    let calls = Arc::new(AtomicU32::new(0));
+    let counter = Arc::clone(&calls);
+    let svc = tower::service_fn(move |_r: Request<String>| {
+        let n = counter.fetch_add(1, Ordering::SeqCst);
+        async move {
+            if n < failures {
+                return Err(io::Error::from(ErrorKind::ConnectionReset));
+            }
+            tokio::time::sleep(ms(20)).await;
+            Ok(status(StatusCode::OK))
+        }
+    });
+    (tower::limit::ConcurrencyLimit::new(svc, 1), calls)
+}
+
+/// Three requests through `client` (whose layer has a limit of one slot and retries after
+/// 10 ms) over [`one_at_a_time`]: A fails at once (its round, hedged) and retries at 10 ms, while C holds the slot until
+/// 20 ms and B, made ready at 1 ms, waits for the inner permit C's call holds. At 20 ms the
+/// slot goes to A (queued first) and the permit to B. Before, B waited for the slot holding
+/// the permit that A, holding the slot, needed: neither ever answered. Now B gives the permit
+/// up while it waits: A's retry answers at 40 ms, B at 60 ms. (A and C start together: which
+/// is sent first, and fails, depends on the layer.)
+async fn no_request_holds_readiness_while_it_waits_for_a_slot<S>(
+    client: S,
+    calls: Arc<AtomicU32>,
+    expected_calls: u32,
+) where
+    S: Service<Request<String>, Response = Resp, Error = io::Error> + Clone,
+{
+    let start = Instant::now();
+    let timed = |svc: S, after: Duration| async move {
+        tokio::time::sleep(after).await;
+        let r = svc.oneshot(Request::new(String::new())).await;
+        (r.map(|r| r.status()).map_err(|e| e.kind()), start.elapsed())
+    };
+    let (a, c, b) = tokio::time::timeout(secs(10), async {
+        tokio::join!(
+            timed(client.clone(), Duration::ZERO),
+            timed(client.clone(), Duration::ZERO),
+            timed(client.clone(), ms(1)),
+        )
+    })
+    .await
+    .expect("the requests waited for each other");
+    // (Whichever of A and C is sent first fails and retries.)
+    let mut first_two = [a, c];
+    first_two.sort_by_key(|(_, at)| *at);
+    assert_eq!(
+        first_two,
+        [(Ok(StatusCode::OK), ms(20)), (Ok(StatusCode::OK), ms(40))]
+    );
+    assert_eq!(b, (Ok(StatusCode::OK), ms(60)));
+    assert_eq!(calls.load(Ordering::SeqCst), expected_calls);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_request_waiting_for_a_slot_gives_up_what_the_service_reserved_for_it() {
+    let limit = Box::leak(Box::new(
+        retry_runtime::ConcurrencyLimit::new(1, 4).unwrap(),
+    ));
+    let policy = Policy::builder()
+        .retries(1)
+        .backoff(Constant::new(ms(10)))
+        .jitter(NoJitter)
+        .limit(limit)
+        .build()
+        .unwrap();
+    let (svc, calls) = one_at_a_time(1);
+    let client = RobustLayer::new(policy).layer(svc);
+    no_request_holds_readiness_while_it_waits_for_a_slot(client, calls, 4).await;
+    assert_eq!((limit.in_flight(), limit.queued()), (0, 0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hedged_request_waiting_for_a_slot_gives_up_what_the_service_reserved_for_it() {
+    let limit = Box::leak(Box::new(
+        retry_runtime::ConcurrencyLimit::new(1, 4).unwrap(),
+    ));
+    let policy = Policy::builder()
+        .retries(1)
+        .backoff(Constant::new(ms(10)))
+        .jitter(NoJitter)
+        .limit(limit)
+        .hedge(retry_runtime::hedge::Hedge::after(ms(500), 1).unwrap())
+        .build()
+        .unwrap();
+    // A's first call fails, and so does the hedge it starts at once: its round failed.
+    let (svc, calls) = one_at_a_time(2);
+    let client = RobustLayer::hedged(policy).layer(svc);
+    no_request_holds_readiness_while_it_waits_for_a_slot(client, calls, 5).await;
+    assert_eq!((limit.in_flight(), limit.queued()), (0, 0));
+}

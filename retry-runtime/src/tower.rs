@@ -52,6 +52,12 @@
 //! sent, after any wait for a slot of the concurrency limit), not from `call`; a retry does
 //! not wait for a slot past it, and one whose time is up when its slot comes is not sent.
 //!
+//! A request that must wait for a slot of the policy's concurrency limit first gives up what
+//! the service reserved for it when it was made ready: the service is dropped for a clone,
+//! made ready once the slot is the request's. A service that reserves capacity in
+//! `poll_ready` (tower's `ConcurrencyLimit`, a `Buffer`) would otherwise keep it from the
+//! request holding the slot, which may need it, and the two would wait for each other.
+//!
 //! # Requests that cannot be copied
 //!
 //! A retry resends the request, so each attempt needs its own copy: the request type implements
@@ -901,7 +907,7 @@ where
 
 impl<S, P, Req, G> Future for ResponseFuture<S, P, Req, G>
 where
-    S: Service<Req>,
+    S: Service<Req> + Clone,
     Req: RetryRequest,
     G: Guards<Req, P, S::Response, S::Error>,
 {
@@ -929,6 +935,19 @@ where
                         *this.state = call.state();
                     }
                     if <G::Limit as crate::guard::Limit>::ACTIVE {
+                        // A free slot is taken at once.
+                        if let Some(slot) = crate::guard::Limit::try_slot(policy.limit()) {
+                            *this.slot = Some(slot);
+                            *this.phase = Phase::Arm;
+                            continue;
+                        }
+                        // No slot is waited for while the service keeps what it reserved
+                        // when it was made ready (a permit of an inner `ConcurrencyLimit`, a
+                        // `Buffer`'s slot): the request holding our slot may need it to be
+                        // ready, and the two would wait for each other. The ready service
+                        // is dropped for a clone, made ready once a slot is ours.
+                        let fresh = this.inner.clone();
+                        *this.inner = fresh;
                         this.wait
                             .set(Some(crate::guard::Limit::wait(policy.limit())));
                         // A retry does not wait past the call's deadline (before the first
@@ -1399,7 +1418,17 @@ where
                 return send_once(policy, ready, request).await;
             };
             let template = ready.clone();
-            let mut first = Some((ready, copy));
+            // With a concurrency limit, the first attempt may wait for a slot: the service
+            // made ready does not wait with it, keeping what it reserved (a permit of an
+            // inner `ConcurrencyLimit`) from the request holding the slot, which may need it
+            // (the two would wait for each other). The attempt makes a clone ready once it
+            // has its slot, as hedges and retries do.
+            let mut first = if <G::Limit as crate::guard::Limit>::ACTIVE {
+                drop(ready);
+                Some((None, copy))
+            } else {
+                Some((Some(ready), copy))
+            };
             // Kept for an attempt whose copy fails after all (a `try_clone` that changed its
             // mind): it is sent itself, once.
             let mut original = Some(request);
@@ -1409,7 +1438,8 @@ where
             let (first, original) = (&mut first, &mut original);
             let result = crate::call::hedged_loop_blind(policy, move || {
                 let (service, copy, made_ready) = match first.take() {
-                    Some((s, copy)) => (s, Some(copy), true),
+                    Some((Some(s), copy)) => (s, Some(copy), true),
+                    Some((None, copy)) => (template.clone(), Some(copy), false),
                     None => (
                         template.clone(),
                         original
