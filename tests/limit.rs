@@ -4,7 +4,7 @@
 
 use std::cell::Cell;
 use std::io::{self, ErrorKind};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use retry_runtime::{ConcurrencyLimit, NoBackoff, Policy, Rejected, robust};
@@ -347,4 +347,90 @@ async fn the_time_left_is_read_on_the_policys_clock() {
     assert_eq!(r.unwrap_err().kind(), ErrorKind::TimedOut);
     assert_eq!(took, ms(110));
     assert_eq!(time.slept(), ms(900));
+}
+
+// --- a blocking retry does not wait for a slot past the call's deadline ------------------------
+
+/// Runs `call` on this thread, whose clock is virtual, with `limit` (one slot, free): its body's
+/// first attempt queues a holder thread for the slot and fails; the holder gets the slot when
+/// the attempt ends and keeps it until the call has returned (5 s at most). The retry, 10 ms
+/// later on the virtual clock, finds the slot taken: the call must end when its deadline
+/// (100 ms from the first attempt) passes, with the first attempt's error and no second
+/// attempt. (Before, it waited for the holder, then made the retry.)
+fn blocking_retry_ends_at_the_deadline(
+    limit: &'static ConcurrencyLimit,
+    call: impl FnOnce(&dyn Fn() -> io::Result<()>) -> io::Result<()>,
+) {
+    use std::sync::{Mutex, mpsc};
+
+    let _clock = retry_runtime::time::VirtualTime::new().install();
+    let (release, released) = mpsc::channel::<()>();
+    let released = Mutex::new(Some(released));
+    let holder = Mutex::new(None);
+    let attempts = AtomicU32::new(0);
+    let body = || {
+        if attempts.fetch_add(1, Ordering::SeqCst) == 0
+            && let Some(released) = released.lock().unwrap().take()
+        {
+            *holder.lock().unwrap() = Some(std::thread::spawn(move || {
+                let _slot = limit.acquire_blocking().unwrap();
+                let _ = released.recv_timeout(secs(5));
+            }));
+            // The holder waits in the queue before this attempt's slot is freed.
+            let start = std::time::Instant::now();
+            while limit.queued() == 0 && start.elapsed() < secs(5) {
+                std::thread::yield_now();
+            }
+        }
+        Err(ErrorKind::ConnectionReset.into())
+    };
+    let start = std::time::Instant::now();
+    let r = call(&body);
+    let took = start.elapsed();
+    let _ = release.send(());
+    if let Some(h) = holder.lock().unwrap().take() {
+        h.join().unwrap();
+    }
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::ConnectionReset);
+    assert_eq!(
+        attempts.load(Ordering::SeqCst),
+        1,
+        "no retry once the deadline passed"
+    );
+    assert!(took < secs(5), "the call waited for the holder: {took:?}");
+    assert_eq!((limit.in_flight(), limit.queued()), (0, 0));
+}
+
+static BLOCKING_DEADLINE_LIMIT: ConcurrencyLimit = match ConcurrencyLimit::new(1, 4) {
+    Ok(l) => l,
+    Err(_) => panic!(),
+};
+
+#[robust(deadline = 100ms, limit = BLOCKING_DEADLINE_LIMIT, retries = 5, backoff = constant(base = 10ms), jitter = none)]
+fn blocking_under_a_deadline(body: &dyn Fn() -> io::Result<()>) -> io::Result<()> {
+    body()
+}
+
+#[test]
+fn a_blocking_retry_does_not_wait_for_a_slot_past_the_deadline() {
+    blocking_retry_ends_at_the_deadline(&BLOCKING_DEADLINE_LIMIT, |body| {
+        blocking_under_a_deadline(body)
+    });
+}
+
+#[test]
+fn a_blocking_retry_of_the_builder_does_not_wait_for_a_slot_past_the_deadline() {
+    static LIMIT: ConcurrencyLimit = match ConcurrencyLimit::new(1, 4) {
+        Ok(l) => l,
+        Err(_) => panic!(),
+    };
+    let policy = Policy::builder()
+        .retries(5)
+        .backoff(retry_runtime::Constant::new(ms(10)))
+        .jitter(retry_runtime::NoJitter)
+        .deadline(ms(100))
+        .limit(&LIMIT)
+        .build()
+        .unwrap();
+    blocking_retry_ends_at_the_deadline(&LIMIT, |body| policy.call(|_| body()));
 }

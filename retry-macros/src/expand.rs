@@ -1067,6 +1067,10 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
     // closure made their success path no faster and their future larger (docs/BENCHMARKS.md).
     // A slot of the concurrency limit is held while an attempt runs (SPEC section 16).
     let slot = Ident::new("__robust_slot", Span::mixed_site());
+    // A blocking fn with a limit and a deadline keeps the failure a retry follows: the call
+    // returns it if the deadline passes while the retry waits for a slot.
+    let keep_last = !is_async && config.limit.is_some() && has_deadline;
+    let last = Ident::new("__robust_last", Span::mixed_site());
     let (slot_take, slot_drop) = match &config.limit {
         None => (quote!(), quote!()),
         Some(_) => {
@@ -1090,6 +1094,15 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
                             ::core::result::Result::Ok(__robust_s) => __robust_s,
                             #ended
                         },
+                    }
+                }
+            } else if keep_last {
+                // A retry waits for a slot until the deadline at most; the failure it follows
+                // is then returned.
+                quote_spanned! {ret_span=>
+                    match #pr::limit_slot_blocking::<#ret, _, _>(&mut #call, &mut #last) {
+                        ::core::result::Result::Ok(__robust_s) => __robust_s,
+                        ::core::result::Result::Err(#returned) => break #returned,
                     }
                 }
             } else {
@@ -1230,9 +1243,34 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
             return #from_result;
         }}
     } else {
+        let (last_bind, settle) = if keep_last {
+            (
+                quote!(let mut #last = ::core::option::Option::None;),
+                quote! {
+                    match #call.settle_keeping(#result, #fired) {
+                        #pr::Settled::Return(#returned) => break #returned,
+                        #pr::Settled::Retry(#delay, __robust_failure) => {
+                            #last = ::core::option::Option::Some(__robust_failure);
+                            #sleep
+                        }
+                    }
+                },
+            )
+        } else {
+            (
+                quote!(),
+                quote! {
+                    match #call.settle(#result, #fired) {
+                        #p::Step::Return(#returned) => break #returned,
+                        #p::Step::Retry(#delay) => #sleep,
+                    }
+                },
+            )
+        };
         quote! {{
             #policy_setup
             let mut #call = #start;
+            #last_bind
             #timer_stmt
             let #returned = loop {
                 #admit
@@ -1241,10 +1279,7 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
                 #run_attempt
                 #slot_drop
                 #measure
-                match #call.settle(#result, #fired) {
-                    #p::Step::Return(#returned) => break #returned,
-                    #p::Step::Retry(#delay) => #sleep,
-                }
+                #settle
             };
             #apply_fallback
             return #from_result;

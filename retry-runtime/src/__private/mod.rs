@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 // What the expansion names, and nothing else.
-pub use crate::call::Step;
+pub use crate::call::{Settled, Step};
 pub use crate::callbacks::Noop;
 pub use crate::kind::{AnyError, NoError, Or};
 pub use crate::time::DefaultEnv;
@@ -250,6 +250,29 @@ pub fn limit_wait_blocking<P: crate::policy::PolicyCore>(
     policy: &P,
 ) -> Result<<P::Limit as crate::guard::Limit>::Slot, crate::Rejected> {
     crate::guard::Limit::wait_blocking(policy.limit())
+}
+
+/// A slot of the concurrency limit of the policy `P` (`None`: refused, the policy has no error
+/// for it), or the result of a fn returning `Ret` whose call ends there.
+pub type SlotOr<P, Ret> = Result<
+    Option<<<P as crate::policy::PolicyCore>::Limit as crate::guard::Limit>::Slot>,
+    Result<<Ret as IsResult>::Ok, <Ret as IsResult>::Err>,
+>;
+
+/// A slot of the policy's concurrency limit for `call`'s next attempt of a blocking fn with a
+/// deadline, or the fn's result when the call ends here: the queue was full, or the deadline
+/// passed while a retry waited (`last`, the failure it follows, is returned).
+#[inline(always)]
+pub fn limit_slot_blocking<Ret, P, Tm>(
+    call: &mut crate::Call<'_, P, Tm>,
+    last: &mut Option<Result<Ret::Ok, Ret::Err>>,
+) -> SlotOr<P, Ret>
+where
+    Ret: IsResult,
+    P: crate::RetryPolicy<Ret::Ok, Ret::Err>,
+    Tm: crate::call::Times,
+{
+    crate::call::slot_blocking(call, last)
 }
 
 /// A slot of the policy's concurrency limit for `call`'s next attempt (async), or the fn's

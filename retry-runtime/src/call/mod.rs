@@ -38,6 +38,16 @@ pub enum Step<T, E> {
     Retry(Duration),
 }
 
+/// What [`Call::settle_keeping`] decides: [`Step`], with the failure a retry follows.
+#[doc(hidden)]
+#[derive(Debug)]
+pub enum Settled<T, E> {
+    /// The call is over: return this.
+    Return(Result<T, E>),
+    /// Sleep this long, then run the next attempt; the failure it follows.
+    Retry(Duration, Result<T, E>),
+}
+
 /// The state of one call of a retried function: retry count, backoff exponent, previous
 /// delay, start time and random generator. It lives on the caller's stack and is never shared.
 ///
@@ -188,26 +198,64 @@ where
     };
     // The first attempt reads the call's first instant.
     let mut call = start(policy, Blocking(Timed::default()));
+    // The failure a retry follows, kept while the retry may have to wait for a slot of the
+    // concurrency limit until the call's deadline: it is then what the call returns.
+    let keep = <P::Limit as Limit>::ACTIVE && policy.timeout_setting().deadline().is_some();
+    let mut last = None;
     loop {
         if let Some(rejected) = call.admit() {
             return finish(policy, rejected);
         }
         // A slot of the concurrency limit is held while the attempt runs.
-        let slot = match policy.limit().wait_blocking() {
-            Ok(slot) => Some(slot),
-            Err(_) => match refused(&call) {
-                Some(r) => return finish(policy, r),
-                None => None,
-            },
+        let slot = match slot_blocking(&mut call, &mut last) {
+            Ok(slot) => slot,
+            Err(r) => return finish(policy, r),
         };
         let attempt = call.attempt();
         let started = attempt.started;
         let result = body(attempt);
         drop(slot);
         call.measure(started, &result, false);
-        match call.settle(result, false) {
-            Step::Return(r) => return finish(policy, r),
-            Step::Retry(delay) => policy.env().sleep(delay),
+        match call.settle_keeping(result, false) {
+            Settled::Return(r) => return finish(policy, r),
+            Settled::Retry(delay, failure) => {
+                if keep {
+                    last = Some(failure);
+                }
+                policy.env().sleep(delay);
+            }
+        }
+    }
+}
+
+/// A slot of the concurrency limit for `call`'s next attempt, blocking the thread (`None`: the
+/// limit refused it, and the policy has no error for that), or the call's result when it ends
+/// here: the queue was full, or the call's deadline passed while a retry waited (the retry is
+/// not made: `last`, the failure it follows, is returned, as when the deadline leaves no time
+/// for a retry's backoff). Either way the attempt's breaker permit is given back. Without
+/// `last` the wait has no end.
+pub(crate) fn slot_blocking<P, R, E, Tm>(
+    call: &mut Call<'_, P, Tm>,
+    last: &mut Option<Result<R, E>>,
+) -> Result<Option<<P::Limit as Limit>::Slot>, Result<R, E>>
+where
+    P: RetryPolicy<R, E>,
+    Tm: Times,
+{
+    loop {
+        let left = last.as_ref().and_then(|_| call.deadline_left());
+        match call.policy.limit().wait_blocking_for(left) {
+            Ok(Some(slot)) => return Ok(Some(slot)),
+            Err(_) => return refused(call).map_or(Ok(None), Err),
+            Ok(None) => {
+                // (Only a wait with an end, which `last` allows, runs out.)
+                if let Some(failure) = last.take() {
+                    call.release();
+                    #[cfg(feature = "tracing")]
+                    call.trace_give_up(&failure, GiveUp::Deadline);
+                    return Err(failure);
+                }
+            }
         }
     }
 }
@@ -407,7 +455,6 @@ where
 impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
     /// The time left before the call's deadline, on the call's own clock, once its first
     /// attempt has started (before it, the deadline has not begun); `None` without one.
-    #[cfg(feature = "tokio")]
     #[inline]
     pub(crate) fn deadline_left(&self) -> Option<Duration> {
         let d = self.policy.timeout_setting().deadline()?;
@@ -615,6 +662,21 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
             let mut now = self.lazy_now();
             return self.succeeded(&mut now, result);
         }
+        match self.settle_any(result, timed_out) {
+            Settled::Return(r) => Step::Return(r),
+            Settled::Retry(delay, _) => Step::Retry(delay),
+        }
+    }
+
+    /// [`settle`](Self::settle), keeping the failure a retry follows: a blocking loop returns
+    /// it when the call's deadline passes while the retry waits for a slot of the
+    /// concurrency limit.
+    #[doc(hidden)]
+    #[inline]
+    pub fn settle_keeping<R, E>(&mut self, result: Result<R, E>, timed_out: bool) -> Settled<R, E>
+    where
+        P: RetryPolicy<R, E>,
+    {
         self.settle_any(result, timed_out)
     }
 
@@ -669,7 +731,7 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
 
     /// [`settle`](Self::settle) for any outcome.
     #[inline]
-    fn settle_any<R, E>(&mut self, result: Result<R, E>, timed_out: bool) -> Step<R, E>
+    fn settle_any<R, E>(&mut self, result: Result<R, E>, timed_out: bool) -> Settled<R, E>
     where
         P: RetryPolicy<R, E>,
     {
@@ -684,18 +746,19 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
                         self.policy.throttle().record_recent(false);
                     }
                     return match decided {
-                        Ok(delay) => Step::Retry(delay),
+                        Ok(delay) => Settled::Retry(delay, result),
                         Err(_reason) => {
                             #[cfg(feature = "tracing")]
                             self.trace_give_up(&result, _reason);
-                            Step::Return(result)
+                            Settled::Return(result)
                         }
                     };
                 }
             }
         }
         if result.is_ok() {
-            return self.succeeded(&mut now, result);
+            self.record_success::<R, E>(&mut now);
+            return Settled::Return(result);
         }
         if <P::Breaker as Breaker>::ACTIVE {
             self.policy.breaker().record(now.get(), self.permit, false);
@@ -707,11 +770,11 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
             self.policy.throttle().record_recent(accepted);
         }
         match decided {
-            Ok(delay) => Step::Retry(delay),
+            Ok(delay) => Settled::Retry(delay, result),
             Err(_reason) => {
                 #[cfg(feature = "tracing")]
                 self.trace_give_up(&result, _reason);
-                Step::Return(result)
+                Settled::Return(result)
             }
         }
     }

@@ -21,6 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 use std::thread::{self, Thread};
+use std::time::{Duration, Instant};
 
 use crate::ConfigError;
 
@@ -412,25 +413,79 @@ impl ConcurrencyLimit {
     /// waiting. The thread is parked while it waits, and unparked when a slot is handed to
     /// it (do not call this on an async runtime's worker thread).
     pub fn acquire_blocking(&self) -> Result<LimitPermit<'_>, Rejected> {
+        // (A wait without an end never gives `None`: it is asked again if it does.)
+        loop {
+            if let Some(permit) = self.acquire_blocking_until(None)? {
+                return Ok(permit);
+            }
+        }
+    }
+
+    /// [`acquire_blocking`](Self::acquire_blocking) for at most `timeout` (of the system's
+    /// monotonic clock): `Ok(None)` when it ran out first; the thread has then left the queue
+    /// (a slot handed to it at the last moment is taken: `Ok(Some(..))`).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use retry_runtime::ConcurrencyLimit;
+    ///
+    /// static LIMIT: ConcurrencyLimit = match ConcurrencyLimit::new(1, 4) {
+    ///     Ok(l) => l,
+    ///     Err(_) => panic!("invalid limit"),
+    /// };
+    /// let held = LIMIT.acquire_blocking().expect("a free slot");
+    /// assert!(LIMIT.acquire_blocking_timeout(Duration::from_millis(10)).expect("room to wait").is_none());
+    /// assert_eq!(LIMIT.queued(), 0);
+    /// drop(held);
+    /// assert!(LIMIT.acquire_blocking_timeout(Duration::ZERO).expect("room to wait").is_some());
+    /// ```
+    pub fn acquire_blocking_timeout(
+        &self,
+        timeout: Duration,
+    ) -> Result<Option<LimitPermit<'_>>, Rejected> {
+        // (A timeout past the clock's range is no timeout.)
+        self.acquire_blocking_until(Instant::now().checked_add(timeout))
+    }
+
+    /// Blocks until a slot is handed to this thread or `end` passes (never, without one).
+    fn acquire_blocking_until(
+        &self,
+        end: Option<Instant>,
+    ) -> Result<Option<LimitPermit<'_>>, Rejected> {
         if self.take_free_slot() {
-            return Ok(self.permit());
+            return Ok(Some(self.permit()));
         }
         let wake = Wake::Thread(thread::current());
         let key = self.key();
         let mut shard = self.shard();
         let ticket = match self.enter(&mut shard, wake) {
-            Entry::Slot => return Ok(self.permit()),
+            Entry::Slot => return Ok(Some(self.permit())),
             Entry::Full => return Err(Rejected::new()),
             Entry::Queued(ticket) => ticket,
         };
         // Parking may end spuriously, and an unpark may come before the park: the queue,
         // read under the lock, decides.
         while !shard.granted(key, ticket) {
+            let left = end.map(|end| end.saturating_duration_since(Instant::now()));
+            if left.is_some_and(|left| left.is_zero()) {
+                // Out of time, and not handed a slot (that is decided under this lock): the
+                // thread leaves the queue.
+                let own = shard.remove(key, Some(ticket));
+                if own.is_some() {
+                    self.state.fetch_sub(ONE_QUEUED, Ordering::AcqRel);
+                }
+                drop(shard);
+                drop(own);
+                return Ok(None);
+            }
             drop(shard);
-            thread::park();
+            match left {
+                Some(left) => thread::park_timeout(left),
+                None => thread::park(),
+            }
             shard = self.shard();
         }
-        Ok(self.permit())
+        Ok(Some(self.permit()))
     }
 
     /// The slots taken now (by running attempts, and by waiters just handed one).
@@ -933,6 +988,46 @@ mod tests {
         });
         assert_eq!((LIMIT.in_flight(), LIMIT.queued()), (0, 0));
         assert!(seen.most.load(Ordering::SeqCst) >= 1);
+    }
+
+    /// Waits that time out, mixed with ones that get a slot, on many threads: a thread that
+    /// gives up leaves the queue, and a slot handed to it as it gives up is taken, never lost.
+    #[test]
+    fn waits_that_time_out_leave_the_queue_and_lose_no_slot() {
+        static LIMIT: ConcurrencyLimit = match ConcurrencyLimit::new(2, 8) {
+            Ok(l) => l,
+            Err(_) => panic!(),
+        };
+        let seen = Occupancy::default();
+        let (got, timed_out) = (AtomicUsize::new(0), AtomicUsize::new(0));
+        std::thread::scope(|scope| {
+            for t in 0..8u64 {
+                let (seen, got, timed_out) = (&seen, &got, &timed_out);
+                scope.spawn(move || {
+                    for i in 0..2_000u64 {
+                        // Zero to 20 microseconds.
+                        let timeout = Duration::from_micros((i * 7 + t * 3) % 21);
+                        let permit = match LIMIT.acquire_blocking_timeout(timeout) {
+                            Ok(Some(p)) => p,
+                            Ok(None) => {
+                                timed_out.fetch_add(1, Ordering::SeqCst);
+                                continue;
+                            }
+                            Err(_) => panic!("8 threads fit the queue"),
+                        };
+                        got.fetch_add(1, Ordering::SeqCst);
+                        seen.enter(2);
+                        std::thread::yield_now();
+                        seen.leave();
+                        drop(permit);
+                    }
+                });
+            }
+        });
+        assert_eq!((LIMIT.in_flight(), LIMIT.queued()), (0, 0));
+        let (got, timed_out) = (got.into_inner(), timed_out.into_inner());
+        assert_eq!(got + timed_out, 16_000);
+        assert!(got > 0 && timed_out > 0, "both outcomes happened: {got} / {timed_out}");
     }
 
     #[test]

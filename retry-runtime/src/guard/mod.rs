@@ -2,7 +2,7 @@
 //! implementation (`()` stands for "none" and costs nothing); a concurrency limit and an
 //! adaptive throttle, which turn attempts away with [`Rejected`].
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 mod breaker;
 mod budget;
@@ -111,6 +111,12 @@ pub trait Limit {
     fn wait(&self) -> Self::Wait;
     /// Waits for a slot, blocking the thread.
     fn wait_blocking(&self) -> Result<Self::Slot, Rejected>;
+    /// [`wait_blocking`](Self::wait_blocking) for at most `left` (`None`: no end); `Ok(None)`
+    /// when it ran out first (the waiter has left the queue).
+    fn wait_blocking_for(&self, left: Option<Duration>) -> Result<Option<Self::Slot>, Rejected> {
+        let _ = left;
+        self.wait_blocking().map(Some)
+    }
     /// A free slot now, without waiting (for a hedge), or `None`.
     fn try_slot(&self) -> Option<Self::Slot>;
 }
@@ -144,6 +150,16 @@ impl<'l> Limit for &'l ConcurrencyLimit {
     #[inline]
     fn wait_blocking(&self) -> Result<LimitPermit<'l>, Rejected> {
         ConcurrencyLimit::acquire_blocking(self)
+    }
+    #[inline]
+    fn wait_blocking_for(
+        &self,
+        left: Option<Duration>,
+    ) -> Result<Option<LimitPermit<'l>>, Rejected> {
+        match left {
+            Some(left) => ConcurrencyLimit::acquire_blocking_timeout(self, left),
+            None => ConcurrencyLimit::acquire_blocking(self).map(Some),
+        }
     }
     #[inline]
     fn try_slot(&self) -> Option<LimitPermit<'l>> {
@@ -183,6 +199,16 @@ impl<'a, E> Limit for LimitOf<'a, E> {
     #[inline]
     fn wait_blocking(&self) -> Result<LimitPermit<'a>, Rejected> {
         self.limit.acquire_blocking()
+    }
+    #[inline]
+    fn wait_blocking_for(
+        &self,
+        left: Option<Duration>,
+    ) -> Result<Option<LimitPermit<'a>>, Rejected> {
+        match left {
+            Some(left) => self.limit.acquire_blocking_timeout(left),
+            None => self.limit.acquire_blocking().map(Some),
+        }
     }
     #[inline]
     fn try_slot(&self) -> Option<LimitPermit<'a>> {
