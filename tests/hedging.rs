@@ -675,3 +675,40 @@ async fn a_hedge_the_budget_refuses_gives_back_its_probe() {
     assert_eq!(policy.call_async(|_| slow_ok()).await.unwrap(), 1);
     assert_eq!(breaker.state(), BreakerState::Closed);
 }
+
+/// A half-open breaker with two probes: a call's first attempt and its hedge each take one.
+/// The first attempt wins and the hedge is cancelled: its probe goes back, so the next call
+/// probes (and closes the breaker) instead of being rejected until the probes go stale.
+#[tokio::test(start_paused = true)]
+async fn a_cancelled_hedge_gives_back_its_probe() {
+    use retry_runtime::BreakerState;
+
+    let breaker = CircuitBreaker::new(2, 1, 0.5, Duration::from_secs(10), 2).unwrap();
+    let budget = RetryBudget::new(10.0, 0.0, 1.0).unwrap();
+    breaker.record(tokio::time::Instant::now().into_std(), false);
+    assert_eq!(breaker.state(), BreakerState::Open);
+    tokio::time::advance(Duration::from_secs(11)).await;
+    let policy = Policy::builder()
+        .retries(0)
+        .breaker(&breaker)
+        .budget(&budget)
+        .hedge(Hedge::after(ms(10), 1).unwrap())
+        .build()
+        .unwrap();
+    let sent = AtomicU32::new(0);
+    let slow_ok = || async {
+        sent.fetch_add(1, Ordering::SeqCst);
+        tokio::time::sleep(ms(50)).await;
+        Ok::<u32, io::Error>(1)
+    };
+    // The first attempt answers at 50 ms; the hedge, sent at 10 ms, is cancelled then.
+    assert_eq!(policy.call_async(|_| slow_ok()).await.unwrap(), 1);
+    assert_eq!(sent.load(Ordering::SeqCst), 2, "the hedge was sent");
+    assert_eq!(breaker.state(), BreakerState::HalfOpen);
+    // The hedge's probe is free again: the next call is admitted and closes the breaker.
+    let r = policy
+        .call_async(|_| async { Ok::<u32, io::Error>(2) })
+        .await;
+    assert_eq!(r.unwrap(), 2);
+    assert_eq!(breaker.state(), BreakerState::Closed);
+}

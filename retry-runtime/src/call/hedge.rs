@@ -289,6 +289,25 @@ struct Round<'c, 'p, P: PolicyCore, G, Fut, R, E> {
     last: Option<Failed<R, E>>,
 }
 
+/// A round ends (decided, or its call dropped) with attempts still running, which are then
+/// cancelled: their breaker permits go back (a half-open breaker's probes would otherwise stay
+/// taken, with no outcome ever recorded, and every call be rejected until the probes go
+/// stale), and so does the one of a kept failure whose outcome was never recorded.
+impl<P: PolicyCore, G, Fut, R, E> Drop for Round<'_, '_, P, G, Fut, R, E> {
+    fn drop(&mut self) {
+        if !<P::Breaker as Breaker>::ACTIVE {
+            return;
+        }
+        let breaker = self.call.policy.breaker();
+        let running = self.primary_meta.iter().map(|m| m.permit);
+        let hedges = self.hedges.iter().map(|h| h.meta.permit);
+        let kept = self.last.iter().map(|f| f.permit);
+        for permit in running.chain(hedges).chain(kept) {
+            breaker.release(permit);
+        }
+    }
+}
+
 impl<'p, P, G, Fut, R, E> Round<'_, 'p, P, G, Fut, R, E>
 where
     P: RetryPolicy<R, E>,

@@ -1027,7 +1027,10 @@ mod tests {
         assert_eq!((LIMIT.in_flight(), LIMIT.queued()), (0, 0));
         let (got, timed_out) = (got.into_inner(), timed_out.into_inner());
         assert_eq!(got + timed_out, 16_000);
-        assert!(got > 0 && timed_out > 0, "both outcomes happened: {got} / {timed_out}");
+        assert!(
+            got > 0 && timed_out > 0,
+            "both outcomes happened: {got} / {timed_out}"
+        );
     }
 
     #[test]
