@@ -61,11 +61,11 @@ pub trait Breaker {
         let _ = now;
         true
     }
-    /// Gives back the permit of an attempt that was admitted but never made (the concurrency
-    /// limit refused it): a half-open breaker's probe goes to the next attempt.
-    fn release(&self, permit: Permit) {
-        let _ = permit;
-    }
+    /// Gives back the permit of an attempt that was admitted but never made, or cancelled
+    /// before its outcome (the concurrency limit refused it, a hedge lost its round): a
+    /// half-open breaker's probe goes to the next attempt. (Required: a breaker that keeps a
+    /// probe it will never hear about stays half-open, rejecting, until the probe goes stale.)
+    fn release(&self, permit: Permit);
 }
 
 impl Breaker for () {
@@ -76,6 +76,8 @@ impl Breaker for () {
     }
     #[inline(always)]
     fn record(&self, _: Instant, _: Permit, _: bool) {}
+    #[inline(always)]
+    fn release(&self, _: Permit) {}
 }
 
 impl Breaker for &CircuitBreaker {

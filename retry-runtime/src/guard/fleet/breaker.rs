@@ -270,6 +270,25 @@ impl BreakerCell {
         }
     }
 
+    /// Gives back the permit of an attempt that was never made: a probe goes back to this
+    /// instance's grants if its round is still the current one; a local permit (a half-open
+    /// local breaker's probe) to the local breaker.
+    #[inline]
+    fn release(&self, permit: Permit) {
+        let bits = permit.bits();
+        if bits & PROBE != 0 {
+            let round = bits & !PROBE;
+            let _ = self
+                .grants
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
+                    (round_of(w) & Permit::GENERATION == round)
+                        .then(|| (w & !0xFFFF_FFFF) | ((w & 0xFFFF_FFFF) + 1).min(0xFFFF_FFFF))
+                });
+            return;
+        }
+        self.local.release_permit(permit);
+    }
+
     #[inline]
     fn would_admit(&self, now: Instant) -> bool {
         if !self.live(now) {
@@ -382,6 +401,13 @@ impl SharedBreaker {
     pub fn would_admit(&self, now: Instant) -> bool {
         self.cell.would_admit(now)
     }
+
+    /// Gives back `permit`, whose attempt was admitted but never made (a concurrency limit
+    /// refused it, a hedge was cancelled): a probe goes to the next attempt.
+    #[inline]
+    pub fn release_permit(&self, permit: Permit) {
+        self.cell.release(permit)
+    }
 }
 
 impl Breaker for &SharedBreaker {
@@ -397,6 +423,10 @@ impl Breaker for &SharedBreaker {
     #[inline]
     fn would_admit(&self, now: Instant) -> bool {
         self.cell.would_admit(now)
+    }
+    #[inline]
+    fn release(&self, permit: Permit) {
+        self.cell.release(permit)
     }
 }
 

@@ -1176,6 +1176,65 @@ mod tests {
     }
 
     #[test]
+    fn a_probe_given_back_goes_to_the_next_attempt() {
+        let store = MemoryStore::new();
+        let fleet = Fleet::manual(&store, options()).unwrap();
+        let local = CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(1), 1).unwrap();
+        let b = fleet
+            .breaker("dep", local, Duration::from_secs(10), 1)
+            .unwrap();
+        let t0 = Instant::now();
+        assert!(fleet.sync(t0));
+        for _ in 0..2 {
+            let p = b.acquire(t0).unwrap();
+            (&b).record(t0, p, false);
+        }
+        assert!(fleet.sync(t0));
+        assert_eq!(b.fleet_state(t0), Some(BreakerState::Open));
+        // Half-open, with the one probe granted here.
+        let t1 = t0 + Duration::from_secs(1);
+        assert!(fleet.sync(t1));
+        assert!(b.acquire(t1).is_none());
+        assert!(fleet.sync(t1));
+        let probe = b.acquire(t1).expect("the probe");
+        assert!(b.acquire(t1).is_none(), "one probe");
+        // Its attempt is never made: the probe comes back, and the next attempt takes it.
+        b.release_permit(probe);
+        let again = b.acquire(t1).expect("the probe, given back");
+        (&b).record(t1, again, true);
+        assert!(fleet.sync(t1 + Duration::from_millis(100)));
+        assert_eq!(
+            b.fleet_state(t1 + Duration::from_millis(100)),
+            Some(BreakerState::Closed)
+        );
+        // A probe of a round that is over is not given back to the next one.
+        let local = CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(1), 1).unwrap();
+        let c = fleet
+            .breaker("other", local, Duration::from_secs(10), 1)
+            .unwrap();
+        assert!(fleet.sync(t1));
+        for _ in 0..2 {
+            let p = c.acquire(t1).unwrap();
+            (&c).record(t1, p, false);
+        }
+        assert!(fleet.sync(t1));
+        let t2 = t1 + Duration::from_secs(1);
+        assert!(fleet.sync(t2));
+        assert!(c.acquire(t2).is_none());
+        assert!(fleet.sync(t2));
+        let old = c.acquire(t2).expect("a probe of round 1");
+        let t3 = t2 + Duration::from_secs(1);
+        assert!(fleet.sync(t3), "a new round");
+        assert!(c.acquire(t3).is_none());
+        assert!(fleet.sync(t3));
+        let new = c.acquire(t3).expect("the probe of round 2");
+        c.release_permit(old);
+        assert!(c.acquire(t3).is_none(), "round 1's probe is void");
+        c.release_permit(new);
+        assert!(c.acquire(t3).is_some());
+    }
+
+    #[test]
     fn the_sync_thread_stops_when_the_last_handle_goes() {
         let store = MemoryStore::new();
         // A 10 s interval: the thread sleeps long after each round.
