@@ -256,7 +256,7 @@ impl AdaptiveThrottle {
 
     /// The requests and accepts of the window that ends at `head`.
     fn counts_at(&self, head: u64) -> (u64, u64) {
-        let (mut requests, mut refusals) = (0, 0);
+        let (mut requests, mut accepts) = (0, 0);
         for i in 0..BUCKETS {
             // The epoch of bucket `i` in the window (none yet near the origin).
             let Some(epoch) = head.checked_sub((head % BUCKETS + BUCKETS - i) % BUCKETS) else {
@@ -267,14 +267,17 @@ impl AdaptiveThrottle {
                 if w >> 32 == lap(epoch) { w & COUNT } else { 0 }
             };
             // At most 10 · (2^32 − 1) each: no overflow. Refusals are read before requests
-            // (a refused request is written the other way round), so every refusal read has
-            // its request read too: a record made between the two reads can only add
-            // requests, read as accepted, never refusals without their requests (which would
-            // take accepts away from the whole window).
-            refusals += count(&self.refusals[i as usize]);
-            requests += count(&self.requests[i as usize]);
+            // (a refused request is written the other way round), so a record made between
+            // the two reads adds only requests, read as accepted. The bucket may also be
+            // recycled between them (the head moved on): its refusals are then read and its
+            // requests are not. The accepts are counted bucket by bucket, so such a bucket
+            // adds nothing, instead of taking its refusals from the other buckets' accepts.
+            let refused = count(&self.refusals[i as usize]);
+            let made = count(&self.requests[i as usize]);
+            requests += made;
+            accepts += made.saturating_sub(refused);
         }
-        (requests, requests.saturating_sub(refusals))
+        (requests, accepts)
     }
 
     /// The probability of rejecting an attempt at `now`:
@@ -346,6 +349,24 @@ mod tests {
 
     fn throttle(k: f64, window: Duration) -> AdaptiveThrottle {
         AdaptiveThrottle::new(k, window).unwrap()
+    }
+
+    /// What a reader sees when the oldest bucket is recycled between its two reads: that
+    /// bucket's refusals (1000, all its requests) are of the window's lap, its requests of
+    /// the next one. The bucket adds nothing: the other bucket's 500 accepted requests stay
+    /// accepted (before, the 1000 refusals were taken from them: no accept, p near 1).
+    #[test]
+    fn a_bucket_recycled_between_its_reads_takes_no_accepts_from_the_others() {
+        let t = throttle(2.0, secs(10));
+        let head = BUCKETS + 3;
+        t.latest.store(head, Ordering::Release);
+        let oldest = head + 1 - BUCKETS;
+        let o = (oldest % BUCKETS) as usize;
+        t.refusals[o].store(word(lap(oldest), 1000), Ordering::Release);
+        t.requests[o].store(word(lap(oldest + BUCKETS), 7), Ordering::Release);
+        let h = (head % BUCKETS) as usize;
+        t.requests[h].store(word(lap(head), 500), Ordering::Release);
+        assert_eq!(t.counts_at(head), (500, 500));
     }
 
     /// The start of the bucket of `now` (buckets are counted from an origin shared by every
