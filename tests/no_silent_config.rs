@@ -120,9 +120,10 @@ fn numbers_with_units_mean_what_their_string_means() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The sign is the value's: `max_delay = -0` is zero ("never retry"), not "infinite".
+// The sign is the value's: `max_delay = -0` is zero ("never retry", whatever the default
+// `retries` allows), not "infinite".
 
-#[robust(max_delay = -0, retries = 5)]
+#[robust(max_delay = -0)]
 fn minus_zero_max_delay(calls: &std::cell::Cell<u32>) -> io::Result<()> {
     calls.set(calls.get() + 1);
     Err(ErrorKind::Other.into())

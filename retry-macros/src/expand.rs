@@ -551,14 +551,20 @@ fn sharing<'e>(e: &'e syn::Expr, params: &[String]) -> Sharing<'e> {
         syn::Expr::Group(g) => sharing(&g.expr, params),
         syn::Expr::Unary(u) if matches!(u.op, syn::UnOp::Deref(_)) => {
             match sharing(&u.expr, params) {
-                // `*LAZY` dereferences a `static`; `*value` is what the value points to.
-                Sharing::Value(..) => Sharing::Place,
+                // `*LAZY` dereferences a `static`; `*value` is what the value points to (a
+                // keyed map's guard), unless that was made here too (`*Arc::new(..)`).
+                Sharing::Value(_, 0) => Sharing::Place,
+                Sharing::Value(value, refs) => Sharing::Value(value, refs - 1),
                 other => other,
             }
         }
-        // A field or an element is as shared as what it is taken from.
+        // A field or an element is as shared as what it is taken from: one of a value the
+        // call made, reached through no pointer made here, is taken as the caller's place
+        // (`registry().breaker`, with `registry()` giving a reference); one of a value made
+        // here (`(&Guards::new()).limit`, `Arc::new(..).limit`) is made by the call.
         syn::Expr::Field(syn::ExprField { base: of, .. })
         | syn::Expr::Index(syn::ExprIndex { expr: of, .. }) => match sharing(of, params) {
+            Sharing::Value(_, 0) => Sharing::Place,
             Sharing::Value(..) => Sharing::Value(e, 0),
             other => other,
         },
@@ -569,7 +575,7 @@ fn sharing<'e>(e: &'e syn::Expr, params: &[String]) -> Sharing<'e> {
     }
 }
 
-/// `Arc::new` or `Rc::new` (a pointer to a value made by the call).
+/// `Arc::new`, `Rc::new` or `Box::new` (a pointer to a value made by the call).
 fn pointer_made_here(func: &syn::Expr) -> bool {
     let syn::Expr::Path(p) = func else {
         return false;
@@ -580,7 +586,7 @@ fn pointer_made_here(func: &syn::Expr) -> bool {
         .iter()
         .map(|s| s.ident.to_string())
         .collect();
-    matches!(names.as_slice(), [.., ptr, new] if (ptr == "Arc" || ptr == "Rc") && new == "new")
+    matches!(names.as_slice(), [.., ptr, new] if ["Arc", "Rc", "Box"].contains(&ptr.as_str()) && new == "new")
 }
 
 /// The function under the attribute, expanded. `valid::check_fn` has accepted its shape.
@@ -721,6 +727,7 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
                     factor,
                     min,
                     max,
+                    ..
                 } = &a.value;
                 let (pv, factor) = (float(*pv), float(*factor));
                 let (min, max) = (dur(&p, *min), dur(&p, *max));

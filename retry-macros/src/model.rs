@@ -112,6 +112,8 @@ pub struct AdaptiveSpec {
     pub p: f64,
     pub factor: f64,
     pub min: Duration,
+    /// Where `min`'s value is written.
+    pub min_sp: Sp,
     pub max: Duration,
 }
 

@@ -599,6 +599,20 @@ pub fn bare_names(pat: &syn::Pat) -> Vec<&syn::PatIdent> {
         .collect()
 }
 
+/// Whether every value matches `p`, whatever its type: `_`, `()`, `(_, ..)`, `x @ _`, `&_`,
+/// an or-pattern with such a branch. (A bare name is checked on its own: it may be a constant.)
+fn matches_anything(p: &syn::Pat) -> bool {
+    match p {
+        syn::Pat::Wild(_) | syn::Pat::Rest(_) => true,
+        syn::Pat::Tuple(t) => t.elems.iter().all(matches_anything),
+        syn::Pat::Paren(p) => matches_anything(&p.pat),
+        syn::Pat::Reference(r) => matches_anything(&r.pat),
+        syn::Pat::Ident(i) => i.subpat.as_ref().is_some_and(|(_, p)| matches_anything(p)),
+        syn::Pat::Or(o) => o.cases.iter().any(matches_anything),
+        _ => false,
+    }
+}
+
 fn check_kind(kind: &Kind, params: &[String], errors: &mut Errors) -> bool {
     check_kind_of(kind, "error", params, errors)
 }
@@ -607,12 +621,15 @@ fn check_kind(kind: &Kind, params: &[String], errors: &mut Errors) -> bool {
 fn check_kind_of(kind: &Kind, what: &str, params: &[String], errors: &mut Errors) -> bool {
     match kind {
         Kind::Ok { inner, .. } => {
+            // (Patterns that match every value of their type only, like `Ok(Response { .. })`,
+            // are caught by rustc's irrefutable-pattern lint, denied in the expansion.)
             if let Kind::Pattern(p) = &**inner
-                && matches!(&**p, syn::Pat::Wild(_))
+                && matches_anything(p)
             {
+                let written = quote::quote!(#p).to_string();
                 errors.at(
                     Sp::of(p),
-                    "`Ok(_)` matches every value, so every success would be retried: write the values to retry, like `Ok(Status::Busy)`, or a closure `Ok(|v| ...)`",
+                    format!("`Ok({written})` matches every value, so every success would be retried: write the values to retry, like `Ok(Status::Busy)`, or a closure `Ok(|v| ...)`"),
                 );
                 return false;
             }
@@ -831,14 +848,15 @@ pub fn check_under_deadline(config: &Config, errors: &mut Errors) {
     else {
         return;
     };
-    let mut dead = |what: &str, d: Duration, sp: Sp, effect: &str| {
+    let mut dead = |what: &str, d: Duration, sp: Sp, effect: &str, fix: &str| {
         errors.at(
             sp,
             format!(
-                "{what} ({d:?}) is not below `deadline` ({deadline:?}): {effect}, so it never applies; shorten it or leave it out"
+                "{what} ({d:?}) is not below `deadline` ({deadline:?}): {effect}, so it never applies; {fix}"
             ),
         );
     };
+    let drop_it = "shorten it or leave it out";
     if let Some(Spanned {
         value: Limit::Finite(t),
         span,
@@ -850,6 +868,7 @@ pub fn check_under_deadline(config: &Config, errors: &mut Errors) {
             t,
             span,
             "every attempt is cut by the deadline first",
+            drop_it,
         );
     }
     if let Some(a) = &config.adaptive
@@ -858,13 +877,22 @@ pub fn check_under_deadline(config: &Config, errors: &mut Errors) {
         dead(
             "the adaptive timeout's `min`",
             a.value.min,
-            a.span,
+            a.value.min_sp,
             "every attempt is cut by the deadline first",
+            drop_it,
         );
     }
-    let max_delays = std::iter::once(&config.settings.max_delay)
-        .chain(config.whens.iter().map(|w| &w.overrides.max_delay));
-    for m in max_delays {
+    // A `when`'s own `max_delay` replaces the top level's: left out, the rule would take that
+    // one, so the way to bound the rule by the deadline alone is `-1` (no `max_delay`).
+    let max_delays =
+        std::iter::once((&config.settings.max_delay, drop_it))
+            .chain(config.whens.iter().map(|w| {
+            (
+                &w.overrides.max_delay,
+                "shorten it, or write `max_delay = -1` to bound this rule by the deadline alone",
+            )
+        }));
+    for (m, fix) in max_delays {
         if let Some(Spanned {
             value: Limit::Finite(m),
             span,
@@ -876,6 +904,7 @@ pub fn check_under_deadline(config: &Config, errors: &mut Errors) {
                 m,
                 span,
                 "no retry starts after the deadline, which comes first",
+                fix,
             );
         }
     }
@@ -899,9 +928,22 @@ pub fn check_never_retries(config: &Config, errors: &mut Errors) {
     };
     let top_retries = zero_retries(&config.settings.retries) == Some(true);
     let top_delay = zero_delay(&config.settings.max_delay) == Some(true);
+    let no_effect = |errors: &mut Errors, sp: Sp, key: &str, subject: &str| {
+        errors.at(
+            sp,
+            format!(
+                "`{key}` has no effect: {subject} never retries; leave it out, or allow retries"
+            ),
+        );
+    };
     // `subject` never retries: its settings that shape retries are errors.
     let dead = |o: &Overrides, errors: &mut Errors, subject: &str, by_max_delay: bool| {
         let keys = [
+            // (When `max_delay = 0` is the reason, no retry is made whatever their number.)
+            (
+                "retries",
+                o.retries.as_ref().filter(|_| by_max_delay).map(|v| v.span),
+            ),
             ("backoff", o.backoff.as_ref().map(|v| v.span)),
             ("jitter", o.jitter.as_ref().map(|v| v.span)),
             ("scale", o.scale.as_ref().map(|v| v.span)),
@@ -916,10 +958,7 @@ pub fn check_never_retries(config: &Config, errors: &mut Errors) {
         ];
         for (key, sp) in keys {
             if let Some(sp) = sp {
-                errors.at(
-                    sp,
-                    format!("`{key}` has no effect: {subject} never retries; leave it out, or allow retries"),
-                );
+                no_effect(errors, sp, key, subject);
             }
         }
     };
@@ -934,10 +973,7 @@ pub fn check_never_retries(config: &Config, errors: &mut Errors) {
                 let subject = format!("this `when`, with {reason},");
                 dead(&w.overrides, errors, &subject, !retries);
                 if let Some(h) = &w.hint {
-                    errors.at(
-                        Sp::of(h),
-                        format!("`hint` has no effect: this `when`, with {reason}, never retries; leave it out, or allow retries"),
-                    );
+                    no_effect(errors, Sp::of(h), "hint", &subject);
                 }
             }
             None => any_retries = true,
@@ -947,27 +983,22 @@ pub fn check_never_retries(config: &Config, errors: &mut Errors) {
         return;
     };
     dead(&config.settings, errors, reason, !top_retries);
-    // A budget pays for retries, and for hedges.
-    let budget = config.budget.as_ref().filter(|_| config.hedge.is_none());
+    // (A budget is not among them: each call deposits into it, which matters when it is
+    // shared with fns that retry.)
     for (key, e) in [
         ("hint", config.hint.as_ref()),
         ("on_retry", config.on_retry.as_ref()),
-        ("budget", budget),
     ] {
         if let Some(e) = e {
-            errors.at(
-                Sp::of(e),
-                format!(
-                    "`{key}` has no effect: {reason} never retries; leave it out, or allow retries"
-                ),
-            );
+            no_effect(errors, Sp::of(e), key, reason);
         }
     }
 }
 
 /// A `when` clause (or a kind of `on`) that an earlier `when` always takes first never applies
 /// (rules are tried in the order written, `on` last): `Io(ConnectionReset)` after `Io` or a
-/// wider `Io(..)`; and, for an `io::Error`, `Timeout` after `Io` (an error from a timeout is
+/// wider `Io(..)`; `Io(TimedOut)` after `Timeout`; and, for an `io::Error`, `Timeout` after
+/// `Io` (an error from a timeout is
 /// an `io::Error` of kind `TimedOut`, and every error is an `Io` one) or after `Io(TimedOut)`
 /// (in an async fn, or a blocking one without a per-attempt timeout, whose late errors would
 /// otherwise count as timeouts).
@@ -985,10 +1016,17 @@ pub fn check_dead_whens(config: &Config, f: &crate::ast::Func, errors: &mut Erro
             let names: Vec<String> = kinds.iter().map(|i| i.to_string()).collect();
             format!("Io({})", names.join(", "))
         }
-        _ => "Timeout".to_owned(),
+        other => other.key(),
     };
     // Why `earlier` always takes `later` first, if it does.
     let taken = |earlier: &Kind, later: &Kind| -> Option<&'static str> {
+        // `Timeout` takes every `io::Error` of kind `TimedOut` (in an error's sources too).
+        if let (Kind::Timeout(_), Kind::Io { kinds, .. }) = (earlier, later)
+            && !kinds.is_empty()
+            && kinds.iter().all(|k| k == "TimedOut")
+        {
+            return Some("the errors of kind `TimedOut`, which are timeouts");
+        }
         let before = io_kinds(earlier)?;
         match later {
             // `Io` takes every I/O error; `Io(A, B)` takes those of its kinds.
@@ -1026,8 +1064,13 @@ pub fn check_dead_whens(config: &Config, f: &crate::ast::Func, errors: &mut Erro
             (n, k, "this kind of `on`", "leave it out of `on`")
         }));
     for (j, later, what, fix) in later_kinds {
+        // A kind of `on` that is also a `when`'s, the same, says that it is retried, with the
+        // `when`'s settings (`on = [Timeout, Io], when(Timeout, ..)`): not a mistake.
+        let on_of_a_when =
+            |w: &&crate::model::WhenRule| j == config.whens.len() && w.kind.key() == later.key();
         let first = config.whens[..j]
             .iter()
+            .filter(|w| !on_of_a_when(w))
             .find_map(|w| Some((taken(&w.kind, later)?, &w.kind)));
         if let Some((takes, earlier)) = first {
             errors.at(
@@ -1224,6 +1267,7 @@ fn adaptive(call: &Call, errors: &mut Errors) -> Option<AdaptiveSpec> {
         p: p?,
         factor: factor?,
         min: min?,
+        min_sp: params.get("min").map_or(call.paren, Value::sp),
         max: max?,
     })
 }

@@ -37,6 +37,10 @@ async fn field_of_a_const() -> io::Result<()> { Ok(()) }
 #[robust(breaker = std::sync::Arc::new(CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(30), 1).unwrap()))]
 fn new_arc() -> io::Result<()> { Ok(()) }
 
+// Behind `&*` too: a `Box` or an `Arc` made by the call holds a guard made by the call.
+#[robust(breaker = &*Box::new(CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(30), 1).unwrap()))]
+fn new_box_behind_a_reference() -> io::Result<()> { Ok(()) }
+
 // What is fine: a `static`, a `LazyLock` behind `&*`, a keyed map's guard, a parameter, a
 // macro that names a static.
 static SHARED: ConcurrencyLimit = match ConcurrencyLimit::new(4, 4) {
@@ -57,6 +61,19 @@ fn keyed(host: &str) -> io::Result<()> { let _ = host; Ok(()) }
 
 #[robust(budget = budget)]
 fn given(budget: &RetryBudget) -> io::Result<()> { let _ = budget; Ok(()) }
+
+// A field of a value the call reaches through a reference: the registry's guard.
+pub struct Registry {
+    pub breaker: CircuitBreaker,
+}
+static REGISTRY: LazyLock<Registry> = LazyLock::new(|| Registry {
+    breaker: CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(30), 1).unwrap(),
+});
+fn registry() -> &'static Registry {
+    &REGISTRY
+}
+#[robust(breaker = registry().breaker)]
+fn from_a_registry() -> io::Result<()> { Ok(()) }
 
 macro_rules! shared {
     () => {

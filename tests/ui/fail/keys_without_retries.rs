@@ -13,9 +13,9 @@ fn callbacks() -> io::Result<()> { Ok(()) }
 #[robust(when(Io, retries = 0, backoff = constant(base = 1s)))]
 fn in_a_when() -> io::Result<()> { Ok(()) }
 
-// `max_delay = 0` never retries either; a budget only pays for retries (and hedges).
-#[robust(max_delay = 0, backoff = constant(base = 1s), budget = BUDGET)]
-fn no_delay_budget() -> io::Result<()> { Ok(()) }
+// `max_delay = 0` never retries either, whatever `retries` says.
+#[robust(max_delay = 0, retries = 5, backoff = constant(base = 1s))]
+fn no_delay() -> io::Result<()> { Ok(()) }
 
 static BUDGET: retry_runtime::RetryBudget = match retry_runtime::RetryBudget::new(5.0, 0.1, 1.0) {
     Ok(b) => b,
@@ -23,12 +23,15 @@ static BUDGET: retry_runtime::RetryBudget = match retry_runtime::RetryBudget::ne
 };
 
 // Fine: a `when` that retries takes the top level's backoff; `retries = 0` alone; a timeout;
-// a budget that hedges spend.
+// a budget that hedges spend; a budget that a fn which never retries pays into (each call
+// deposits, for the fns sharing it that retry).
 #[robust(retries = 0, backoff = constant(base = 1s), when(Timeout, retries = 3), timeout = 1s)]
 async fn a_when_retries() -> io::Result<()> { Ok(()) }
 #[robust(retries = 0, timeout = 1s)]
 async fn no_retries() -> io::Result<()> { Ok(()) }
 #[robust(retries = 0, hedge(after = 50ms), budget = BUDGET)]
 async fn hedges_spend_it() -> io::Result<()> { Ok(()) }
+#[robust(retries = 0, budget = BUDGET)]
+fn pays_in() -> io::Result<()> { Ok(()) }
 
 fn main() {}

@@ -1,6 +1,7 @@
 // An `Ok(..)` kind whose pattern every value matches would make every success a failed
-// attempt (retried, then returned as the last failure): rustc's irrefutable-pattern lint is an
-// error there, at the pattern.
+// attempt (retried, then returned as the last failure): an error at the pattern (said by the
+// attribute for patterns that match anything, by rustc's irrefutable-pattern lint for those
+// that match every value of their type).
 use std::io;
 
 use retry_runtime::robust;
@@ -17,6 +18,9 @@ fn any_response() -> io::Result<Response> { Ok(Response { status: 200 }) }
 
 #[robust(retries = 2, on = [Ok(Some(_) | None)])]
 fn any_option() -> io::Result<Option<u32>> { Ok(None) }
+
+#[robust(retries = 2, on = [Ok(v @ _)])]
+fn bound() -> io::Result<u32> { Ok(1) }
 
 // Fine: a pattern some values do not match, bare names and patterns together.
 #[robust(retries = 2, on = [Ok(Response { status: 503 | 429 })])]

@@ -20,8 +20,12 @@ async fn timed_out_kind_before_timeout() -> Result<(), std::io::Error> { Ok(()) 
 // Every `io::Error` is an `Io` one, timeouts from the body included; and `on` comes last.
 #[robust(when(Io, retries = 2), when(Timeout, retries = 10))]
 async fn io_before_timeout_without_a_timeout() -> io::Result<()> { Ok(()) }
-#[robust(when(Io(ConnectionReset), retries = 2), on = [Timeout, Io(ConnectionReset)])]
+#[robust(when(Io(ConnectionReset, BrokenPipe), retries = 2), on = [Timeout, Io(ConnectionReset)])]
 fn on_after_a_when() -> io::Result<()> { Ok(()) }
+
+// `Io(TimedOut)` after `Timeout`, which takes every error of kind `TimedOut`.
+#[robust(timeout = 1s, when(Timeout, retries = 10), when(Io(TimedOut), retries = 1))]
+async fn timed_out_kind_after_timeout() -> io::Result<()> { Ok(()) }
 
 // Fine: the narrower first; `Timeout` after `Io(TimedOut)` in a blocking fn with a timeout
 // (an error it returns late counts as a timeout); another error type.
@@ -31,5 +35,8 @@ async fn narrow_first() -> io::Result<()> { Ok(()) }
 fn blocking_late_errors() -> io::Result<()> { Ok(()) }
 #[robust(timeout = 1s, when(Io, retries = 1), when(Timeout, retries = 5))]
 async fn boxed() -> Result<(), Box<dyn std::error::Error + Send + Sync>> { Ok(()) }
+// Fine: a kind both in `on` and in a `when` is retried, with the `when`'s settings.
+#[robust(timeout = 1s, on = [Timeout, Io], when(Timeout, retries = 10), when(Io(ConnectionReset), retries = 2), on_success = || {})]
+async fn listed_and_tuned() -> io::Result<()> { Ok(()) }
 
 fn main() {}
