@@ -250,6 +250,16 @@ fn the_builder_refuses_bounds_the_deadline_makes_dead() {
                 .err(),
             "max_delay",
         ),
+        // A `when` rule's own, above a top level's that is below the deadline.
+        (
+            Policy::builder()
+                .max_delay(ms(500))
+                .when(retry_runtime::kind::Io::ANY, |s| s.max_delay(secs(1)))
+                .deadline(secs(1))
+                .build()
+                .err(),
+            "max_delay",
+        ),
     ];
     for (i, (e, which)) in refused.into_iter().enumerate() {
         let e = e.unwrap_or_else(|| panic!("case {i} was accepted"));
@@ -259,6 +269,11 @@ fn the_builder_refuses_bounds_the_deadline_makes_dead() {
     let b = || Policy::builder().deadline(secs(1));
     assert!(b().timeout(ms(999)).max_delay(ms(999)).build().is_ok());
     assert!(b().adaptive_timeout(adaptive(ms(10))).build().is_ok());
+    // A rule bounded by the deadline alone, or by its own `max_delay` below it.
+    let io = retry_runtime::kind::Io::ANY;
+    let top = || b().max_delay(ms(500));
+    assert!(top().when(io, |s| s.no_max_delay()).build().is_ok());
+    assert!(top().when(io, |s| s.max_delay(ms(999))).build().is_ok());
 }
 
 #[test]

@@ -49,7 +49,7 @@ macro_rules! map_part {
         map_part!(@ $b, extras, $f, [whens, on, settings, timeout, on_success, on_error, env])
     };
     (@ $b:expr, $part:ident, $f:expr, [$($kept:ident),*]) => {{
-        let PolicyBuilder { policy, error, seed } = $b;
+        let PolicyBuilder { policy, error, seed, rule_max_delay } = $b;
         PolicyBuilder {
             policy: Policy {
                 $part: ($f)(policy.$part),
@@ -57,6 +57,7 @@ macro_rules! map_part {
             },
             error,
             seed,
+            rule_max_delay,
         }
     }};
 }
@@ -79,6 +80,7 @@ impl Policy {
             },
             error: None,
             seed: None,
+            rule_max_delay: None,
         }
     }
 }
@@ -121,6 +123,8 @@ pub struct PolicyBuilder<
     policy: Policy<W, K, Settings<B, J>, T, S, F, C, X>,
     error: Option<ConfigError>,
     seed: Option<u64>,
+    /// The longest `max_delay` of a `when` rule, checked against the deadline by `build`.
+    rule_max_delay: Option<Duration>,
 }
 
 /// The rules a builder holds before its first [`when`](PolicyBuilder::when) or
@@ -237,7 +241,9 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
         J: Clone,
     {
         let settings = f(self.policy.settings.clone());
-        let b = map_part!(self, whens, |whens| (whens, Rule::new(kind, settings.rule)));
+        let max_delay = settings.rule.max_delay;
+        let mut b = map_part!(self, whens, |whens| (whens, Rule::new(kind, settings.rule)));
+        b.rule_max_delay = b.rule_max_delay.max(max_delay);
         match settings.error {
             Some(e) => b.fail(e),
             None => b,
@@ -271,10 +277,12 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
         J: Clone,
     {
         let settings = f(self.policy.settings.clone());
-        let b = map_part!(self, whens, |whens| (
+        let max_delay = settings.rule.max_delay;
+        let mut b = map_part!(self, whens, |whens| (
             whens,
             OkRule::new(kind, settings.rule)
         ));
+        b.rule_max_delay = b.rule_max_delay.max(max_delay);
         match settings.error {
             Some(e) => b.fail(e),
             None => b,
@@ -511,6 +519,12 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
                 return Err(ConfigError::new(
                     "max_delay",
                     "must be below the deadline: no retry starts after the deadline, which comes first, so it would never apply",
+                ));
+            }
+            if self.rule_max_delay.is_some_and(|m| m >= deadline) {
+                return Err(ConfigError::new(
+                    "max_delay",
+                    "of a `when` rule must be below the deadline: no retry starts after the deadline, which comes first, so it would never apply (`no_max_delay()` bounds the rule by the deadline alone)",
                 ));
             }
         }
