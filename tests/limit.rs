@@ -434,3 +434,79 @@ fn a_blocking_retry_of_the_builder_does_not_wait_for_a_slot_past_the_deadline() 
         .unwrap();
     blocking_retry_ends_at_the_deadline(&LIMIT, |body| policy.call(|_| body()));
 }
+
+// --- a retry whose slot comes as the deadline passes is not sent ------------------------------
+
+/// Another caller takes the limit's only slot at 50 ms and gives it back at 1 s, the instant
+/// the call's deadline passes.
+async fn hold_the_slot_until_the_deadline(limit: &ConcurrencyLimit) {
+    tokio::time::sleep(ms(50)).await;
+    let slot = limit.acquire().await.unwrap();
+    tokio::time::sleep(ms(950)).await;
+    drop(slot);
+}
+
+/// The call's retry (at 100 ms) waits for the slot, which comes at 1 s, the deadline: the
+/// retry, with no time left, is not sent (its body never runs), and the call ends with
+/// `Elapsed` at 1 s. (Before, the body ran once more, to be cut at once.)
+async fn no_attempt_without_time<F: std::future::Future<Output = io::Result<()>>>(
+    limit: &ConcurrencyLimit,
+    sent: &AtomicU32,
+    call: F,
+) {
+    let t0 = Instant::now();
+    let call = async {
+        let r = call.await;
+        (r, t0.elapsed())
+    };
+    // The holder is polled first at each wake (at 1 s, the slot is handed over before the
+    // call sees its deadline); `tokio::join!` would rotate the order.
+    let mut hold = std::pin::pin!(hold_the_slot_until_the_deadline(limit));
+    let mut call = std::pin::pin!(call);
+    let mut held = false;
+    let (r, took) = std::future::poll_fn(|cx| {
+        if !held {
+            held = hold.as_mut().poll(cx).is_ready();
+        }
+        call.as_mut().poll(cx)
+    })
+    .await;
+    assert!(held);
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::TimedOut);
+    assert_eq!((took, sent.load(Ordering::SeqCst)), (secs(1), 1));
+    assert_eq!((limit.in_flight(), limit.queued()), (0, 0));
+}
+
+static EDGE_LIMIT: ConcurrencyLimit = match ConcurrencyLimit::new(1, 4) {
+    Ok(l) => l,
+    Err(_) => panic!(),
+};
+
+#[robust(deadline = 1s, limit = EDGE_LIMIT, retries = 5, backoff = constant(base = 100ms), jitter = none)]
+async fn sent_under_a_deadline(sent: &AtomicU32) -> io::Result<()> {
+    sent.fetch_add(1, Ordering::SeqCst);
+    Err(ErrorKind::ConnectionReset.into())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_whose_slot_comes_at_the_deadline_is_not_sent() {
+    // The attribute.
+    let sent = AtomicU32::new(0);
+    no_attempt_without_time(&EDGE_LIMIT, &sent, sent_under_a_deadline(&sent)).await;
+    // The builder.
+    let limit = ConcurrencyLimit::new(1, 4).unwrap();
+    let policy = Policy::builder()
+        .retries(5)
+        .backoff(retry_runtime::Constant::new(ms(100)))
+        .jitter(retry_runtime::NoJitter)
+        .deadline(secs(1))
+        .limit(&limit)
+        .build()
+        .unwrap();
+    let sent = AtomicU32::new(0);
+    let call = policy.call_async(|_| async {
+        sent.fetch_add(1, Ordering::SeqCst);
+        Err(ErrorKind::ConnectionReset.into())
+    });
+    no_attempt_without_time(&limit, &sent, call).await;
+}

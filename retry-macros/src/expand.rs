@@ -1043,6 +1043,19 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
     } else {
         (quote!(#policy.#lazy()), quote!())
     };
+    // An async attempt with no time left before the deadline is not made (its first poll would
+    // send it): the call ends with `E::from(Elapsed)`.
+    let out_of_time = if is_async && has_deadline {
+        quote_spanned! {ret_span=>
+            if let ::core::option::Option::Some(#returned) =
+                #pr::out_of_time::<#ret, _, _>(&#call, &#attempt)
+            {
+                break #returned;
+            }
+        }
+    } else {
+        quote!()
+    };
 
     // A bare name in a kind must be a value of the error type, not a binding.
     let all_kinds = config
@@ -1283,6 +1296,7 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
                 #admit
                 #slot_take
                 #attempt_stmt
+                #out_of_time
                 #run_attempt
                 #slot_drop
                 #measure

@@ -1025,14 +1025,8 @@ where
                     };
                     // An attempt with no time left (the deadline passed while it waited for a
                     // slot) is not sent: a timer armed now would only tell after the next poll.
-                    if limit.is_some_and(|l| l.is_zero())
-                        && let Some(e) = crate::timeout::AsyncTimeout::elapsed(
-                            policy.timeout_setting(),
-                            crate::Elapsed::new(),
-                        )
-                    {
+                    if let Some(e) = Call::resume(policy, *this.state).out_of_time(limit) {
                         *this.slot = None;
-                        Call::resume(policy, *this.state).release();
                         *this.phase = Phase::Done;
                         return Poll::Ready(crate::call::finish(policy, Err(e)));
                     }

@@ -252,6 +252,24 @@ pub fn limit_wait_blocking<P: crate::policy::PolicyCore>(
     crate::guard::Limit::wait_blocking(policy.limit())
 }
 
+/// The fn's result when the call's deadline has passed before the attempt `attempt` was made
+/// (while it waited for a slot, or when its backoff's timer fired late): the attempt is not
+/// made, and the call ends with `E::from(Elapsed)`.
+#[cfg(feature = "tokio")]
+#[inline(always)]
+pub fn out_of_time<Ret, P, Tm>(
+    call: &crate::Call<'_, P, Tm>,
+    attempt: &crate::Attempt<'_>,
+) -> Option<Result<Ret::Ok, Ret::Err>>
+where
+    Ret: IsResult,
+    P: crate::RetryPolicy<Ret::Ok, Ret::Err>
+        + crate::policy::PolicyCore<Timeout: crate::timeout::AsyncTimeout<Ret::Err>>,
+    Tm: crate::call::Times,
+{
+    call.out_of_time(attempt.limit()).map(Err)
+}
+
 /// A slot of the concurrency limit of the policy `P` (`None`: refused, the policy has no error
 /// for it), or the result of a fn returning `Ret` whose call ends there.
 pub type SlotOr<P, Ret> = Result<

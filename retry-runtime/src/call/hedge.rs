@@ -142,6 +142,10 @@ where
                 // call has none: it would need its start); its own is set when its start is
                 // read. Its `make` ignores its context: it gets one not read from the clock.
                 let context = (!lazy).then(|| call.attempt());
+                // A round whose first attempt has no time left is not started.
+                if let Some(e) = context.and_then(|a| call.out_of_time(a.limit())) {
+                    return Err(e);
+                }
                 primary.set(Some(make(context.unwrap_or_else(|| call.unread_attempt()))));
                 // A lazy round's first attempt is polled once before the round is set up (as
                 // above); any answer but a success is handed to the round, and so is a

@@ -313,11 +313,8 @@ where
         match waited {
             Some(Ok(slot)) => return Ok(Some(slot)),
             Some(Err(_)) => return refused(call).map_or(Ok(None), Err),
-            None => match call.policy.timeout_setting().elapsed(crate::Elapsed::new()) {
-                Some(e) => {
-                    call.release();
-                    return Err(Err(e));
-                }
+            None => match call.end_unmade() {
+                Some(e) => return Err(Err(e)),
                 // (A deadline's error always converts; a setting whose does not never ends the
                 // call early: the wait goes on.)
                 None => left = None,
@@ -440,6 +437,9 @@ where
         };
         let attempt = call.attempt();
         let limit = attempt.limit();
+        if let Some(e) = call.out_of_time(limit) {
+            return finish(policy, Err(e));
+        }
         let started = attempt.started;
         let (result, fired) =
             crate::timeout::run_attempt(policy.timeout_setting(), limit, body(attempt)).await;
@@ -453,6 +453,40 @@ where
 }
 
 impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
+    /// The call's end when its deadline has passed before its next attempt was made (while it
+    /// waited for a slot of the concurrency limit, or when its backoff's timer fired late):
+    /// the attempt is not made, its breaker permit goes back, and the call ends with
+    /// `E::from(Elapsed)`. `None` for a setting with no such error, which never ends a call
+    /// early.
+    #[cfg(feature = "tokio")]
+    #[cold]
+    pub(crate) fn end_unmade<E>(&self) -> Option<E>
+    where
+        P::Timeout: AsyncTimeout<E>,
+    {
+        let e = self
+            .policy
+            .timeout_setting()
+            .elapsed(crate::Elapsed::new())?;
+        self.release();
+        Some(e)
+    }
+
+    /// [`end_unmade`](Self::end_unmade) if the next attempt's time, `limit`, is zero: an
+    /// attempt with no time left is not made (its first poll would send it).
+    #[cfg(feature = "tokio")]
+    #[inline]
+    pub(crate) fn out_of_time<E>(&self, limit: Option<Duration>) -> Option<E>
+    where
+        P::Timeout: AsyncTimeout<E>,
+    {
+        if limit.is_some_and(|l| l.is_zero()) {
+            self.end_unmade()
+        } else {
+            None
+        }
+    }
+
     /// The time left before the call's deadline, on the call's own clock, once its first
     /// attempt has started (before it, the deadline has not begun); `None` without one.
     #[inline]
