@@ -189,6 +189,15 @@ fn a_zero_deadline_is_an_error_and_a_negative_one_is_none() {
         Err("busy")
     });
     assert_eq!(attempts, 4, "no deadline: every retry is made");
+    // It is no deadline at all (it was one of `Duration::MAX`, which the checks against the
+    // deadline then measured a `max_delay` of `Duration::MAX` by, and which made a success
+    // read the clock).
+    use retry_runtime::timeout::AttemptTimeout;
+    assert_eq!(policy.timeout().deadline(), None);
+    let b = Policy::builder()
+        .max_delay(Duration::MAX)
+        .deadline_secs(-1.0);
+    assert!(b.build().is_ok());
 }
 
 #[test]

@@ -134,7 +134,8 @@ impl<E> FixedTimeout for AsyncLimit<E> {}
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WithDeadline<T> {
     pub(crate) timeout: T,
-    pub(crate) deadline: Duration,
+    /// `None`: "no deadline" (`deadline_secs` with a negative value), which reads no clock.
+    pub(crate) deadline: Option<Duration>,
 }
 
 impl<T: AttemptTimeout> AttemptTimeout for WithDeadline<T> {
@@ -144,7 +145,7 @@ impl<T: AttemptTimeout> AttemptTimeout for WithDeadline<T> {
     }
     #[inline]
     fn deadline(&self) -> Option<Duration> {
-        Some(self.deadline)
+        self.deadline
     }
     forward_learning!();
 }
@@ -208,7 +209,10 @@ impl<T: AttemptTimeout, E> AsyncTimeout<E> for AsyncDeadline<T, E> {
 /// The deadline of a blocking fn under `#[robust]` (cooperative, as its timeout).
 #[inline(always)]
 pub const fn sync_deadline<T>(timeout: T, deadline: Duration) -> WithDeadline<T> {
-    WithDeadline { timeout, deadline }
+    WithDeadline {
+        timeout,
+        deadline: Some(deadline),
+    }
 }
 
 /// How the builder sets a per-attempt timeout `N` ([`PerAttempt`] or [`Adaptive`]) on a

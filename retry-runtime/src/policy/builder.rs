@@ -421,10 +421,7 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
         limit: Duration,
     ) -> PolicyBuilder<W, K, B, J, WithDeadline<T>, S, F, C, X> {
         let zero = limit.is_zero();
-        let b = self.map_timeout(|timeout| WithDeadline {
-            timeout,
-            deadline: limit,
-        });
+        let b = self.with_deadline(Some(limit));
         if zero {
             b.fail(ConfigError::new(
                 "deadline",
@@ -443,10 +440,16 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
     ) -> PolicyBuilder<W, K, B, J, WithDeadline<T>, S, F, C, X> {
         match limit_from_secs("deadline", secs) {
             Ok(Some(d)) => self.deadline(d),
-            // "None" is a deadline no call reaches.
-            Ok(None) => self.deadline(Duration::MAX),
-            Err(e) => self.deadline(Duration::MAX).fail(e),
+            Ok(None) => self.with_deadline(None),
+            Err(e) => self.with_deadline(None).fail(e),
         }
+    }
+
+    fn with_deadline(
+        self,
+        deadline: Option<Duration>,
+    ) -> PolicyBuilder<W, K, B, J, WithDeadline<T>, S, F, C, X> {
+        self.map_timeout(|timeout| WithDeadline { timeout, deadline })
     }
 
     fn map_timeout<T2>(self, f: impl FnOnce(T) -> T2) -> PolicyBuilder<W, K, B, J, T2, S, F, C, X> {
