@@ -954,13 +954,7 @@ where
                         // attempt has started, the deadline has not begun).
                         let left = Call::resume(policy, *this.state).deadline_left();
                         if let Some(left) = left {
-                            let deadline = crate::timeout::deadline_in(left);
-                            match this.timer.as_mut() {
-                                Some(timer) => timer.as_mut().reset(deadline),
-                                None => {
-                                    *this.timer = Some(Box::pin(tokio::time::sleep_until(deadline)))
-                                }
-                            }
+                            arm_in(this.timer, left);
                         }
                         *this.phase = Phase::Queued {
                             timed: left.is_some(),
@@ -1031,13 +1025,7 @@ where
                         return Poll::Ready(crate::call::finish(policy, Err(e)));
                     }
                     if let Some(limit) = limit {
-                        let deadline = crate::timeout::deadline_in(limit);
-                        match this.timer.as_mut() {
-                            Some(timer) => timer.as_mut().reset(deadline),
-                            None => {
-                                *this.timer = Some(Box::pin(tokio::time::sleep_until(deadline)))
-                            }
-                        }
+                        arm_in(this.timer, limit);
                     }
                     *this.phase = Phase::Ready;
                     continue;
@@ -1154,6 +1142,15 @@ where
                 }
             }
         }
+    }
+}
+
+/// Sets the future's timer to fire `after` from now: made the first time, reset after.
+fn arm_in(timer: &mut Option<Pin<Box<tokio::time::Sleep>>>, after: std::time::Duration) {
+    let deadline = crate::timeout::deadline_in(after);
+    match timer.as_mut() {
+        Some(timer) => timer.as_mut().reset(deadline),
+        None => *timer = Some(Box::pin(tokio::time::sleep_until(deadline))),
     }
 }
 
@@ -1477,12 +1474,9 @@ where
     if let Some(rejected) = call.admit() {
         return crate::call::finish(policy, rejected);
     }
-    let slot = match crate::guard::Limit::wait(policy.limit()).await {
-        Ok(slot) => Some(slot),
-        Err(_) => match crate::call::refused(&call) {
-            Some(r) => return crate::call::finish(policy, r),
-            None => None,
-        },
+    let slot = match crate::call::slot_for(&call).await {
+        Ok(slot) => slot,
+        Err(r) => return crate::call::finish(policy, r),
     };
     let attempt = call.attempt();
     let (result, fired) = crate::timeout::run_attempt(

@@ -830,15 +830,17 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
             Err(_) => true,
             Ok(v) => P::VALUES && self.policy.select_value(v, decide::Matched).is_some(),
         };
+        let mut now = self.lazy_now();
         if <P::Breaker as Breaker>::ACTIVE {
-            let now = self.now();
-            self.policy.breaker().record(now, self.permit, !failed);
+            self.policy
+                .breaker()
+                .record(now.get(), self.permit, !failed);
         }
         if <P::Throttle as Throttle>::ACTIVE {
             // Accepted unless it failed with an error (or a value) a rule retries, as in
             // `settle`: an error no rule retries is the service's answer.
             // (An error returned once the deadline has passed counts as a timeout, as there.)
-            let now = self.now();
+            let now = now.get();
             let accepted = match &result {
                 Err(e) => {
                     let timed_out = timed_out || self.past_deadline(|| now);
