@@ -242,13 +242,15 @@ impl Kind {
         matches!(self, Kind::Ok { .. })
     }
 
-    /// A key that identifies the kind for duplicate checks: its tokens as text.
+    /// The kind as written (`Io`, `Io(ConnectionReset, BrokenPipe)`, a pattern's tokens): what
+    /// duplicate checks compare, and what messages name.
     pub fn key(&self) -> String {
         match self {
             Kind::Timeout(_) => "Timeout".into(),
+            Kind::Io { kinds, .. } if kinds.is_empty() => "Io".into(),
             Kind::Io { kinds, .. } => {
                 let names: Vec<String> = kinds.iter().map(|k| k.to_string()).collect();
-                format!("Io({})", names.join(","))
+                format!("Io({})", names.join(", "))
             }
             Kind::Closure(c) => quote::quote!(#c).to_string(),
             Kind::Pattern(p) => quote::quote!(#p).to_string(),

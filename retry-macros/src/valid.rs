@@ -919,7 +919,7 @@ pub fn check_never_retries(config: &Config, errors: &mut Errors) {
     let zero_retries = |r: &Option<Spanned<i64>>| r.as_ref().map(|r| r.value == 0);
     let zero_delay = |m: &Option<Spanned<Limit>>| {
         m.as_ref()
-            .map(|_| finite_limit(m).is_some_and(|d| d.is_zero()))
+            .map(|m| matches!(m.value, Limit::Finite(d) if d.is_zero()))
     };
     let why = |retries: bool, delay: bool| match (retries, delay) {
         (true, _) => Some("`retries = 0`"),
@@ -1010,14 +1010,6 @@ pub fn check_dead_whens(config: &Config, f: &crate::ast::Func, errors: &mut Erro
         Kind::Io { kinds, .. } => Some(kinds.iter().map(|i| i.to_string()).collect::<Vec<_>>()),
         _ => None,
     };
-    let describe = |k: &Kind| match k {
-        Kind::Io { kinds, .. } if kinds.is_empty() => "Io".to_owned(),
-        Kind::Io { kinds, .. } => {
-            let names: Vec<String> = kinds.iter().map(|i| i.to_string()).collect();
-            format!("Io({})", names.join(", "))
-        }
-        other => other.key(),
-    };
     // Why `earlier` always takes `later` first, if it does.
     let taken = |earlier: &Kind, later: &Kind| -> Option<&'static str> {
         // `Timeout` takes every `io::Error` of kind `TimedOut` (in an error's sources too).
@@ -1077,7 +1069,7 @@ pub fn check_dead_whens(config: &Config, f: &crate::ast::Func, errors: &mut Erro
                 later.sp(),
                 format!(
                     "{what} never applies: `when({}, ..)` above takes first {takes} (rules are tried in the order written, `on` last); {fix}",
-                    describe(earlier)
+                    earlier.key()
                 ),
             );
         }
