@@ -413,6 +413,9 @@ impl ConcurrencyLimit {
     /// waiting. The thread is parked while it waits, and unparked when a slot is handed to
     /// it (do not call this on an async runtime's worker thread).
     pub fn acquire_blocking(&self) -> Result<LimitPermit<'_>, Rejected> {
+        if self.take_free_slot() {
+            return Ok(self.permit());
+        }
         // (A wait without an end never gives `None`: it is asked again if it does.)
         loop {
             if let Some(permit) = self.acquire_blocking_until(None)? {
@@ -448,6 +451,7 @@ impl ConcurrencyLimit {
     }
 
     /// Blocks until a slot is handed to this thread or `end` passes (never, without one).
+    #[inline(never)]
     fn acquire_blocking_until(
         &self,
         end: Option<Instant>,
