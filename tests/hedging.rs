@@ -162,6 +162,55 @@ async fn a_retryable_failure_starts_the_next_hedge_at_once() {
     assert_eq!(t0.elapsed(), ms(40));
 }
 
+/// A retryable failure starts the next hedge at once while other attempts still run too.
+#[tokio::test(start_paused = true)]
+async fn a_retryable_failure_starts_the_next_hedge_at_once_beside_a_running_attempt() {
+    let t0 = Instant::now();
+    // The first attempt is slow; the hedge sent at 50 ms fails at 60 ms: the second hedge
+    // starts then (it waited for 100 ms before), and answers at 70 ms.
+    let r = at_once(t0, &[(1000, false), (10, true), (10, false)]).await;
+    assert_eq!(r.unwrap(), 2);
+    assert_eq!(
+        AT_ONCE.take(),
+        vec![
+            (0, 0, "start"),
+            (1, 50, "start"),
+            (1, 60, "err"),
+            (2, 60, "start"),
+            (2, 70, "ok"),
+            (0, 70, "dropped")
+        ]
+    );
+}
+
+static CUT: Log = Log {
+    events: Mutex::new(Vec::new()),
+    next: AtomicU32::new(0),
+};
+
+#[robust(hedge(after = 200ms, max = 3), deadline = 500ms, retries = 0)]
+async fn under_a_deadline(t0: Instant, plan: &[(u64, bool)]) -> io::Result<u32> {
+    attempt(&CUT, t0, plan).await
+}
+
+/// No hedge is sent once the call's deadline has passed: the attempts started at 0, 200 and
+/// 400 ms are cut at 500 ms, and the call ends with `Elapsed` then. (Before, the third hedge
+/// was sent at 500 ms, with no time at all, to be cut at once.)
+#[tokio::test(start_paused = true)]
+async fn no_hedge_is_sent_after_the_deadline() {
+    let t0 = Instant::now();
+    let r = under_a_deadline(t0, &[(1000, false)]).await;
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::TimedOut);
+    assert_eq!(t0.elapsed(), ms(500));
+    let starts: Vec<u64> = CUT
+        .take()
+        .into_iter()
+        .filter(|e| e.2 == "start")
+        .map(|e| e.1)
+        .collect();
+    assert_eq!(starts, vec![0, 200, 400]);
+}
+
 static ROUNDS: Log = Log {
     events: Mutex::new(Vec::new()),
     next: AtomicU32::new(0),

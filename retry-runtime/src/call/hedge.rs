@@ -505,17 +505,14 @@ where
                     .started
                     .map_or(Duration::ZERO, |s| now.get().saturating_duration_since(s));
                 setting.record(latency);
+            } else {
+                self.record_cut(timed_out, started, &mut now);
             }
             return Some(self.decide(result, timed_out, deadline, permit));
         }
-        // An attempt cut by its timeout is recorded as its time so far (see `Call::measure`).
-        if timed_out
-            && measured
-            && let Some(started) = started
-        {
-            setting.record(now.get().saturating_duration_since(started));
-        }
-        // A retryable failure starts the next hedge at once, if one is left.
+        self.record_cut(timed_out, started, &mut now);
+        // A retryable failure starts the next hedge at once, if one is left, whatever else
+        // still runs; one not sent leaves the next due time as it was.
         self.drop_last(&mut now);
         self.last = Some(Failed {
             result,
@@ -523,11 +520,27 @@ where
             deadline,
             permit,
         });
-        if self.live() == 0 && !self.send_hedge() {
-            let last = self.last.take()?;
-            return Some(self.decide(last.result, last.timed_out, last.deadline, last.permit));
+        let next = self.next;
+        if !self.send_hedge() {
+            self.next = next;
+            if self.live() == 0 {
+                let last = self.last.take()?;
+                return Some(self.decide(last.result, last.timed_out, last.deadline, last.permit));
+            }
         }
         None
+    }
+
+    /// Records an attempt cut by its timeout as its time so far (see `Call::measure`), for a
+    /// setting that learns from latencies.
+    fn record_cut(&self, timed_out: bool, started: Option<Instant>, now: &mut LazyNow<'_>) {
+        if timed_out
+            && measured(self.call.policy)
+            && let Some(started) = started
+        {
+            let latency = now.get().saturating_duration_since(started);
+            self.call.policy.timeout_setting().record(latency);
+        }
     }
 
     /// The round's outcome, settled by the loop with this attempt's permit and deadline.
@@ -569,6 +582,12 @@ where
             return false;
         }
         let now = policy.env().now();
+        // No hedge once the call's deadline has passed: it would have no time at all.
+        let attempt = self.call.hedge_attempt(now);
+        let limit = attempt.limit();
+        if limit.is_some_and(|l| l.is_zero()) {
+            return false;
+        }
         // A round whose start was never read (its first attempt failed on its first poll)
         // starts now, for the latency of the winner.
         self.started.get_or_insert(now);
@@ -599,7 +618,6 @@ where
             return false;
         };
         self.sent += 1;
-        let attempt = self.call.hedge_attempt(now);
         #[cfg(feature = "tracing")]
         tracing::debug!(
             target: "retry_runtime",
@@ -608,7 +626,6 @@ where
             hedge = self.sent,
             "hedging: another attempt started"
         );
-        let limit = attempt.limit();
         let meta = Meta {
             limit,
             cut: limit.map(|l| after(tokio_now, l)),
