@@ -162,16 +162,26 @@ async fn a_retryable_failure_starts_the_next_hedge_at_once() {
     assert_eq!(t0.elapsed(), ms(40));
 }
 
+static BESIDE: Log = Log {
+    events: Mutex::new(Vec::new()),
+    next: AtomicU32::new(0),
+};
+
+#[robust(hedge(after = 50ms, max = 2), retries = 0)]
+async fn beside(t0: Instant, plan: &[(u64, bool)]) -> io::Result<u32> {
+    attempt(&BESIDE, t0, plan).await
+}
+
 /// A retryable failure starts the next hedge at once while other attempts still run too.
 #[tokio::test(start_paused = true)]
 async fn a_retryable_failure_starts_the_next_hedge_at_once_beside_a_running_attempt() {
     let t0 = Instant::now();
     // The first attempt is slow; the hedge sent at 50 ms fails at 60 ms: the second hedge
     // starts then (it waited for 100 ms before), and answers at 70 ms.
-    let r = at_once(t0, &[(1000, false), (10, true), (10, false)]).await;
+    let r = beside(t0, &[(1000, false), (10, true), (10, false)]).await;
     assert_eq!(r.unwrap(), 2);
     assert_eq!(
-        AT_ONCE.take(),
+        BESIDE.take(),
         vec![
             (0, 0, "start"),
             (1, 50, "start"),
