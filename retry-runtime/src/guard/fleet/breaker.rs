@@ -109,6 +109,16 @@ impl BreakerCell {
         self.valid_until.store(0, Ordering::Release);
     }
 
+    /// The round that carried `push` failed: the guard decides locally, and its request for a
+    /// probe is asked again at the next round (it would otherwise wait for another attempt to
+    /// find the fleet half-open).
+    pub(super) fn failed(&self, push: &BreakerPush) {
+        self.invalidate();
+        if push.want > 0 {
+            self.want.store(true, Ordering::Release);
+        }
+    }
+
     /// This guard's part of a round.
     pub(super) fn sync_request(&self) -> BreakerSync<'_> {
         BreakerSync {
@@ -140,6 +150,7 @@ impl BreakerCell {
     pub(super) fn apply(
         &self,
         reply: Result<BreakerReply, String>,
+        push: &BreakerPush,
         fleet: &FleetShared,
         now: Instant,
         valid_until: u64,
@@ -147,7 +158,7 @@ impl BreakerCell {
         let r = match reply {
             Ok(r) => r,
             Err(_e) => {
-                self.invalidate();
+                self.failed(push);
                 if !self.key_failing.swap(true, Ordering::AcqRel) {
                     #[cfg(feature = "tracing")]
                     tracing::warn!(

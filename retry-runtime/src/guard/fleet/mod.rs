@@ -373,7 +373,9 @@ impl FleetShared {
         let reply = match result {
             Ok(r) => r,
             Err(e) => {
-                breakers.iter().for_each(|b| b.invalidate());
+                for (b, s) in breakers.iter().zip(&breaker_syncs) {
+                    b.failed(&s.push);
+                }
                 for (b, s) in budgets.iter().zip(&budget_syncs) {
                     b.failed(&s.push);
                 }
@@ -391,8 +393,8 @@ impl FleetShared {
             self.ms(end)
                 .saturating_add(u64::try_from(stale.as_millis()).unwrap_or(u64::MAX))
         };
-        for (b, r) in breakers.iter().zip(reply.breakers) {
-            b.apply(r, self, end, until);
+        for ((b, r), s) in breakers.iter().zip(reply.breakers).zip(&breaker_syncs) {
+            b.apply(r, &s.push, self, end, until);
         }
         for ((b, r), s) in budgets.iter().zip(reply.budgets).zip(&budget_syncs) {
             b.apply(r, &s.push, self, until);
@@ -1173,6 +1175,38 @@ mod tests {
             b.fleet_state(t2 + Duration::from_millis(100)),
             Some(BreakerState::Closed)
         );
+    }
+
+    /// An attempt that finds the fleet half-open asks for a probe at the next round; a round
+    /// that fails for the key keeps the request for the round after (it was lost: no probe
+    /// until another attempt asked again).
+    #[test]
+    fn a_probe_request_outlives_a_failed_round() {
+        let store = MemoryStore::new();
+        let fleet = Fleet::manual(&store, options()).unwrap();
+        let local = CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(1), 1).unwrap();
+        let b = fleet
+            .breaker("dep", local, Duration::from_secs(10), 1)
+            .unwrap();
+        let t0 = Instant::now();
+        assert!(fleet.sync(t0));
+        for _ in 0..2 {
+            let p = b.acquire(t0).unwrap();
+            (&b).record(t0, p, false);
+        }
+        assert!(fleet.sync(t0));
+        let t1 = t0 + Duration::from_secs(1);
+        assert!(fleet.sync(t1));
+        assert_eq!(b.fleet_state(t1), Some(BreakerState::HalfOpen));
+        assert!(
+            b.acquire(t1).is_none(),
+            "no probe granted yet: asks for one"
+        );
+        store.set_broken("robust:breaker:dep", true);
+        assert!(fleet.sync(t1), "the round succeeds, the key fails");
+        store.set_broken("robust:breaker:dep", false);
+        assert!(fleet.sync(t1));
+        assert!(b.acquire(t1).is_some(), "the request was kept");
     }
 
     #[test]
