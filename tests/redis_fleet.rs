@@ -267,6 +267,40 @@ fn calls_in_one_instance_earn_retries_for_another() {
     .expect("the spender retries with what the earner's calls earned");
 }
 
+/// A lease is a whole number of retries: half a token earned stays in the bucket (where the
+/// next half completes it) instead of going to a lease that could pay for nothing.
+#[test]
+fn a_lease_holds_whole_retries() {
+    let Some(s) = server("a_lease_holds_whole_retries") else {
+        return;
+    };
+    let (a, b) = (connect(&s, options()), connect(&s, options()));
+    let budget = |f: &Fleet| {
+        let fleet = RetryBudget::new(1.0, 0.5, 1.0).unwrap();
+        let fallback = RetryBudget::new(1.0, 0.0, 1.0).unwrap();
+        f.budget("whole", fleet, fallback).unwrap()
+    };
+    let (earner, spender) = (budget(&a), budget(&b));
+    synced([&a, &b]);
+    within(Duration::from_secs(2), || {
+        spender.try_withdraw();
+        spender.fleet_tokens() == 0.0 && spender.lease() == 0.0
+    })
+    .expect("the bucket is emptied");
+    // Half a token: asked for by the spender, kept in the bucket.
+    earner.deposit();
+    within(Duration::from_secs(2), || {
+        assert!(!spender.try_withdraw(), "no retry paid by half a token");
+        spender.fleet_tokens() == 0.5
+    })
+    .expect("the half token reaches the bucket");
+    synced([&a, &b]);
+    assert_eq!(spender.lease(), 0.0);
+    // The other half: a whole retry.
+    earner.deposit();
+    within(Duration::from_secs(2), || spender.try_withdraw()).expect("one retry");
+}
+
 #[test]
 fn budget_tokens_are_conserved_across_clients() {
     let Some(s) = server("budget_tokens_are_conserved_across_clients") else {

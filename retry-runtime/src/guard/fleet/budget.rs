@@ -121,6 +121,7 @@ impl BudgetCell {
             earned: calls.saturating_mul(self.earn).saturating_add(back),
             want,
             ttl_ms: self.ttl_ms,
+            cost: self.cost,
         }
     }
 

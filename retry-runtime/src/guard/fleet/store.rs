@@ -64,6 +64,9 @@ pub(crate) struct BudgetPush {
     pub earned: u64,
     pub want: u64,
     pub ttl_ms: u64,
+    /// The cost of one retry: a lease is granted in whole retries (a fraction of one, held by
+    /// an instance, could pay for nothing).
+    pub cost: u64,
 }
 
 /// What a budget's key answers (in thousandths of a token).
@@ -150,18 +153,21 @@ redis.call('PEXPIRE', key, ttl_ms)
 return {state, remaining, round, grant, sum_a, sum_f}
 "#;
 
-/// The budget's script. KEYS[1]: the key; ARGV: capacity, earned, want, ttl_ms (amounts in
-/// thousandths of a token). A missing key is a full bucket. Returns {grant, tokens}.
+/// The budget's script. KEYS[1]: the key; ARGV: capacity, earned, want, ttl_ms, cost (amounts
+/// in thousandths of a token). A missing key is a full bucket. The grant is a whole number of
+/// retries' costs. Returns {grant, tokens}.
 pub(crate) const BUDGET_SCRIPT: &str = r#"
 local key = KEYS[1]
 local cap = tonumber(ARGV[1])
 local earned = tonumber(ARGV[2])
 local want = tonumber(ARGV[3])
 local ttl_ms = tonumber(ARGV[4])
+local cost = tonumber(ARGV[5])
 local t = tonumber(redis.call('HGET', key, 'tokens'))
 if t == nil then t = cap end
 t = math.min(cap, t + earned)
 local g = math.min(want, t)
+if cost > 0 then g = math.floor(g / cost) * cost end
 t = t - g
 redis.call('HSET', key, 'tokens', string.format('%d', t))
 redis.call('PEXPIRE', key, ttl_ms)
@@ -309,7 +315,8 @@ impl RedisBackend {
                         .arg(p.capacity)
                         .arg(p.earned)
                         .arg(p.want)
-                        .arg(p.ttl_ms),
+                        .arg(p.ttl_ms)
+                        .arg(p.cost),
                 );
             }
         }
@@ -468,6 +475,12 @@ impl MemoryStore {
         Arc::strong_count(&self.inner)
     }
 
+    /// The keys held, expired or not.
+    #[cfg(test)]
+    pub(crate) fn held(&self) -> usize {
+        self.lock().keys.len()
+    }
+
     /// The keys alive at `now`.
     pub fn keys(&self, now: Instant) -> Vec<String> {
         let m = self.lock();
@@ -538,7 +551,7 @@ impl Memory {
             _ => p.capacity,
         };
         t = t.saturating_add(p.earned).min(p.capacity);
-        let grant = p.want.min(t);
+        let grant = whole(p.want.min(t), p.cost);
         t -= grant;
         self.keys.insert(
             b.key.to_owned(),
@@ -558,10 +571,21 @@ impl Backend for MemoryBackend {
         let mut m = self.0.lock();
         m.check()?;
         let now = ms(m.epoch, now);
+        // Expired keys go, as in Redis: a guard dropped for good (one per tenant, say) does
+        // not stay in the map.
+        m.keys.retain(|_, (_, exp)| *exp > now);
         Ok(RoundReply {
             breakers: breakers.iter().map(|b| m.breaker(b, now)).collect(),
             budgets: budgets.iter().map(|b| m.budget(b, now)).collect(),
         })
+    }
+}
+
+/// `amount` rounded down to a whole number of `cost`s (`amount` itself for a zero cost).
+fn whole(amount: u64, cost: u64) -> u64 {
+    match cost {
+        0 => amount,
+        c => amount / c * c,
     }
 }
 
@@ -735,6 +759,7 @@ mod tests {
                 earned,
                 want,
                 ttl_ms: 1_000,
+                cost: 1_000,
             };
             let r = b.round(&[], &[BudgetSync { key, push }], now)?;
             r.budgets.into_iter().next().expect("one reply")
@@ -747,9 +772,27 @@ mod tests {
             }
         );
         assert_eq!(budget("k", 0, 3_000, t0).unwrap().grant, 2_000);
-        assert_eq!(budget("k", 500, 3_000, t0).unwrap().grant, 500);
+        // Leases are whole retries (cost 1.000): half a token stays in the bucket, where
+        // earnings complete it, instead of in a lease that could pay for nothing.
+        assert_eq!(
+            budget("k", 500, 3_000, t0).unwrap(),
+            BudgetReply {
+                grant: 0,
+                tokens: 500
+            }
+        );
+        assert_eq!(
+            budget("k", 700, 3_000, t0).unwrap(),
+            BudgetReply {
+                grant: 1_000,
+                tokens: 200
+            }
+        );
         assert_eq!(store.keys(t0), ["k"]);
         assert!(store.keys(t0 + Duration::from_secs(2)).is_empty());
+        // A round drops the expired keys it does not sync.
+        assert!(budget("other", 0, 0, t0 + Duration::from_secs(2)).is_ok());
+        assert_eq!(store.held(), 1, "`k` is gone");
         // Expired: a full bucket again.
         assert_eq!(
             budget("k", 0, 0, t0 + Duration::from_secs(2))
