@@ -545,7 +545,10 @@ impl Fleet {
     /// failure ratio, break duration and number of probes are the fleet's too. The fleet's
     /// breaker opens when, over the last `window`, the fleet recorded at least `min_calls`
     /// attempts and the failure ratio reached the threshold. The guard follows the fleet from
-    /// its first round on. Errors: `window` under 10 ms or longer than the keys' TTL,
+    /// its first round on. Errors: `window` under 10 ms or longer than the keys' TTL, a
+    /// break duration shorter than the sync interval plus the round's timeout (a probe's
+    /// answer, pushed at its instance's next round, would come after the half-open round had
+    /// restarted; a probe's own latency counts too: keep the break well above it),
     /// `min_calls` = 0, a window plus break duration longer than the TTL (an open state or
     /// the window could expire while nobody syncs).
     pub fn breaker(
@@ -565,10 +568,21 @@ impl Fleet {
         if min_calls == 0 {
             return Err(ConfigError::new("min_calls", "must be at least 1"));
         }
-        if window.saturating_add(local.fleet_settings().1) > ttl {
+        let break_duration = local.fleet_settings().1;
+        if window.saturating_add(break_duration) > ttl {
             return Err(ConfigError::new(
                 "break_duration",
                 "the window plus the break duration must not be longer than the keys' TTL",
+            ));
+        }
+        // A half-open round whose probes have not all answered restarts after a break: the
+        // answer of a probe reaches the fleet at its instance's next round, up to an interval
+        // and a round's time after it came, so a shorter break voids every answer.
+        let options = &self.shared.options;
+        if break_duration < options.interval.saturating_add(options.timeout) {
+            return Err(ConfigError::new(
+                "break_duration",
+                "must be at least the sync interval plus the round's timeout (a probe's answer reaches the fleet at the next round: a half-open round restarting sooner would never hear it)",
             ));
         }
         let cell = Arc::new(BreakerCell::new(
@@ -799,6 +813,19 @@ mod tests {
         assert_eq!(
             b(fleet.breaker("x", local(), Duration::from_secs(1), 0)),
             "min_calls"
+        );
+        // A break shorter than an interval and a round (100 + 50 ms): a probe's answer would
+        // come after the next round had started.
+        let short = CircuitBreaker::new(20, 10, 0.5, Duration::from_millis(149), 1).unwrap();
+        assert_eq!(
+            b(fleet.breaker("x", short, Duration::from_secs(1), 1)),
+            "break_duration"
+        );
+        let enough = CircuitBreaker::new(20, 10, 0.5, Duration::from_millis(150), 1).unwrap();
+        assert!(
+            fleet
+                .breaker("x", enough, Duration::from_secs(1), 1)
+                .is_ok()
         );
         let long = CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(61), 1).unwrap();
         assert_eq!(
@@ -1276,7 +1303,11 @@ mod tests {
             .interval(Duration::from_secs(10))
             .max_reconnect_delay(Duration::from_secs(10));
         let fleet = Fleet::in_memory(&store, o).unwrap();
-        let b = breaker(&fleet);
+        // (A break longer than an interval and a round.)
+        let local = CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(20), 1).unwrap();
+        let b = fleet
+            .breaker("dep", local, Duration::from_secs(10), 10)
+            .unwrap();
         assert!(fleet.wait_connected(Duration::from_secs(5)));
         assert_eq!(store.handles(), 2, "the store and the thread's backend");
         drop(fleet);
