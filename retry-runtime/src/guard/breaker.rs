@@ -308,9 +308,26 @@ impl CircuitBreaker {
     /// from an earlier state (an attempt that started before the breaker opened, finishing
     /// while it probes, say) does not count.
     pub fn record_permit(&self, now: Instant, permit: Permit, success: bool) {
+        self.record_counted(now, permit, success);
+    }
+
+    /// [`record_permit`](Self::record_permit), saying whether the outcome counted.
+    pub(crate) fn record_counted(&self, now: Instant, permit: Permit, success: bool) -> bool {
         let mut s = self.lock();
-        if permit.0 == s.generation {
+        let counts = permit.0 == s.generation;
+        if counts {
             self.record_locked(&mut s, now, success);
+        }
+        counts
+    }
+
+    /// While closed, starts a new generation: the outcomes of attempts admitted until now no
+    /// longer count (a fleet's breaker opened meanwhile; their failures are from before).
+    #[cfg(feature = "redis")]
+    pub(crate) fn retire_closed_permits(&self) {
+        let mut s = self.lock();
+        if s.state == BreakerState::Closed {
+            s.generation = s.generation.wrapping_add(1) & Permit::GENERATION;
         }
     }
 

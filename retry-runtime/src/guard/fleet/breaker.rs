@@ -207,6 +207,11 @@ impl BreakerCell {
         self.fleet_attempts.store(r.attempts, Ordering::Relaxed);
         self.fleet_failures.store(r.failures, Ordering::Relaxed);
         let was = self.state.swap(r.state, Ordering::AcqRel);
+        if was == CLOSED && r.state != CLOSED {
+            // The attempts admitted until now report outcomes from before the fleet's breaker
+            // opened: they must not fill the window it starts when it closes again.
+            self.local.retire_closed_permits();
+        }
         self.valid_until.store(valid_until, Ordering::Release);
         if was != r.state && r.state == OPEN {
             #[cfg(feature = "tracing")]
@@ -270,10 +275,12 @@ impl BreakerCell {
                 });
             return;
         }
-        self.local.record_permit(now, permit, success);
         // Only outcomes seen while following the fleet are pushed: those of an outage would
-        // land, at the rejoin, in the window's current slot as if they were fresh.
-        if self.live(now) {
+        // land, at the rejoin, in the window's current slot as if they were fresh; and only
+        // those of attempts admitted since the fleet's breaker last left the closed state
+        // (the others are from before it opened, not for the window it starts anew).
+        let counted = self.local.record_counted(now, permit, success);
+        if counted && self.live(now) {
             self.attempts.fetch_add(1, Ordering::AcqRel);
             if !success {
                 self.failures.fetch_add(1, Ordering::AcqRel);

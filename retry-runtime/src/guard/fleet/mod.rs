@@ -1204,6 +1204,48 @@ mod tests {
         );
     }
 
+    /// Attempts admitted before the fleet's breaker opened that answer after it closed again
+    /// (they hung meanwhile) report failures from before: they do not go into the window the
+    /// closed breaker starts anew (before, ten of them reopened it at once).
+    #[test]
+    fn outcomes_from_before_the_fleet_opened_stay_out_of_its_next_window() {
+        let store = MemoryStore::new();
+        let fleet = Fleet::manual(&store, options()).unwrap();
+        // The local breaker needs 10 attempts: it stays closed through all this.
+        let local = CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(1), 1).unwrap();
+        let b = fleet
+            .breaker("dep", local, Duration::from_secs(10), 2)
+            .unwrap();
+        let t0 = Instant::now();
+        assert!(fleet.sync(t0));
+        let late: Vec<_> = (0..10).map(|_| b.acquire(t0).unwrap()).collect();
+        for _ in 0..2 {
+            let p = b.acquire(t0).unwrap();
+            (&b).record(t0, p, false);
+        }
+        assert!(fleet.sync(t0));
+        assert_eq!(b.fleet_state(t0), Some(BreakerState::Open));
+        // After the break, one probe closes it.
+        let t1 = t0 + Duration::from_secs(1);
+        assert!(fleet.sync(t1));
+        assert!(b.acquire(t1).is_none());
+        assert!(fleet.sync(t1));
+        let probe = b.acquire(t1).expect("the probe");
+        (&b).record(t1, probe, true);
+        assert!(fleet.sync(t1));
+        assert_eq!(b.fleet_state(t1), Some(BreakerState::Closed));
+        // The ten attempts of before fail now.
+        for p in late {
+            (&b).record(t1, p, false);
+        }
+        assert!(fleet.sync(t1 + Duration::from_millis(100)));
+        assert_eq!(
+            b.fleet_state(t1 + Duration::from_millis(100)),
+            Some(BreakerState::Closed)
+        );
+        assert_eq!(b.fleet_counts(), (0, 0));
+    }
+
     /// An attempt that finds the fleet half-open asks for a probe at the next round; a round
     /// that fails for the key keeps the request for the round after (it was lost: no probe
     /// until another attempt asked again).
