@@ -906,3 +906,35 @@ async fn a_hedged_request_waiting_for_a_slot_gives_up_what_the_service_reserved_
     no_request_holds_readiness_while_it_waits_for_a_slot(client, calls, 5).await;
     assert_eq!((limit.in_flight(), limit.queued()), (0, 0));
 }
+
+/// A half-open breaker's probe taken by a request whose future is dropped while its attempt
+/// runs (a caller's own timeout) goes back: the next request probes, and closes the breaker.
+/// (Before, every request was rejected until the probe went stale, a break later.)
+#[tokio::test(start_paused = true)]
+async fn a_dropped_request_gives_its_probe_back() {
+    use retry_runtime::BreakerState;
+
+    let breaker = Box::leak(Box::new(
+        CircuitBreaker::new(2, 1, 0.5, secs(10), 1).unwrap(),
+    ));
+    breaker.record(Instant::now().into_std(), false);
+    assert_eq!(breaker.state(), BreakerState::Open);
+    tokio::time::advance(secs(11)).await;
+    let policy = Policy::builder()
+        .retries(0)
+        .breaker(&*breaker)
+        .build()
+        .unwrap();
+    // The first call hangs; the next ones answer at once.
+    let (svc, calls, _) = slow::<String>(vec![(60_000, StatusCode::OK), (0, StatusCode::OK)]);
+    let client = RobustLayer::new(policy).layer(svc);
+    let hung = client.clone().oneshot(Request::new(String::new()));
+    assert!(
+        tokio::time::timeout(ms(100), hung).await.is_err(),
+        "cut by the caller"
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    let r = client.oneshot(Request::new(String::new())).await;
+    assert_eq!(r.unwrap().status(), StatusCode::OK);
+    assert_eq!(breaker.state(), BreakerState::Closed);
+}

@@ -891,6 +891,23 @@ pin_project_lite::pin_project! {
         // When the attempt started, for an adaptive timeout, which learns from latencies.
         started: Option<std::time::Instant>,
     }
+
+    // Dropped while an attempt was admitted and not settled (waiting for a slot, for the
+    // service, or for its answer), the request gives its breaker permit back: a half-open
+    // breaker's probe would otherwise stay taken until the probes go stale.
+    impl<S: Service<Req>, P, Req, G: Guards<Req, P, S::Response, S::Error>> PinnedDrop for ResponseFuture<S, P, Req, G> {
+        fn drop(this: Pin<&mut Self>) {
+            let this = this.project();
+            let admitted = matches!(
+                *this.phase,
+                Phase::Queued { .. } | Phase::Arm | Phase::Ready | Phase::Calling { .. }
+            );
+            if admitted && <<G::View<'_> as PolicyCore>::Breaker as Breaker>::ACTIVE {
+                let view = G::view(this.policy, this.chosen);
+                Call::resume(&view, *this.state).release();
+            }
+        }
+    }
 }
 
 impl<S, P, Req, G> std::fmt::Debug for ResponseFuture<S, P, Req, G>
