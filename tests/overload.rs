@@ -279,3 +279,59 @@ fn the_attribute_takes_hints_and_reports_retries() {
     });
     let _ = time.now();
 }
+
+// --- a probe taken by a call that is dropped goes back ----------------------------------------
+
+/// A breaker opened at once and half-open after its 10 s break, with one probe.
+fn half_open() -> &'static CircuitBreaker {
+    let b = Box::leak(Box::new(
+        CircuitBreaker::new(2, 1, 0.5, Duration::from_secs(10), 1).unwrap(),
+    ));
+    b.record(tokio::time::Instant::now().into_std(), false);
+    b
+}
+
+static DROPPED_BREAKER: std::sync::LazyLock<&'static CircuitBreaker> =
+    std::sync::LazyLock::new(half_open);
+
+#[robust(retries = 0, breaker = *DROPPED_BREAKER)]
+async fn probed(hang: bool) -> io::Result<u32> {
+    if hang {
+        tokio::time::sleep(Duration::from_secs(60)).await;
+    }
+    Ok(1)
+}
+
+/// A call holding the half-open breaker's only probe is dropped while its attempt runs (the
+/// caller's own timeout): the probe goes back, the next call probes and closes the breaker.
+/// (Before, every call was rejected until the probe went stale, a break later.)
+#[tokio::test(start_paused = true)]
+async fn a_dropped_call_gives_its_probe_back() {
+    use retry_runtime::BreakerState;
+
+    // The attribute.
+    let breaker = *DROPPED_BREAKER;
+    tokio::time::advance(Duration::from_secs(11)).await;
+    assert!(tokio::time::timeout(ms(100), probed(true)).await.is_err());
+    assert_eq!(probed(false).await.unwrap(), 1);
+    assert_eq!(breaker.state(), BreakerState::Closed);
+
+    // The builder.
+    let breaker = half_open();
+    tokio::time::advance(Duration::from_secs(11)).await;
+    let policy = Policy::builder()
+        .retries(0)
+        .breaker(breaker)
+        .build()
+        .unwrap();
+    let hung = policy.call_async(|_| async {
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        Ok::<u32, io::Error>(1)
+    });
+    assert!(tokio::time::timeout(ms(100), hung).await.is_err());
+    let r = policy
+        .call_async(|_| async { Ok::<u32, io::Error>(2) })
+        .await;
+    assert_eq!(r.unwrap(), 2);
+    assert_eq!(breaker.state(), BreakerState::Closed);
+}

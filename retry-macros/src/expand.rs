@@ -1048,7 +1048,7 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
     let out_of_time = if is_async && has_deadline {
         quote_spanned! {ret_span=>
             if let ::core::option::Option::Some(#returned) =
-                #pr::out_of_time::<#ret, _, _>(&#call, &#attempt)
+                #pr::out_of_time::<#ret, _, _>(&mut #call, &#attempt)
             {
                 break #returned;
             }
@@ -1095,7 +1095,7 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
         None => (quote!(), quote!()),
         Some(_) => {
             let refused = quote_spanned! {ret_span=>
-                match #pr::refused::<#ret, _, _>(&#call) {
+                match #pr::refused::<#ret, _, _>(&mut #call) {
                     ::core::option::Option::Some(#returned) => break #returned,
                     ::core::option::Option::None => ::core::option::Option::None,
                 }
@@ -1110,7 +1110,7 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
                 quote! {
                     match #p::limit_try(&#policy) {
                         ::core::option::Option::Some(__robust_s) => ::core::option::Option::Some(__robust_s),
-                        ::core::option::Option::None => match #p::limit_slot::<#ret, _, _>(&#call).await {
+                        ::core::option::Option::None => match #p::limit_slot::<#ret, _, _>(&mut #call).await {
                             ::core::result::Result::Ok(__robust_s) => __robust_s,
                             #ended
                         },

@@ -602,6 +602,7 @@ pub struct Own<'a, G: ?Sized>(&'a G);
 
 impl<G: Breaker + ?Sized> Breaker for Own<'_, G> {
     const ACTIVE: bool = G::ACTIVE;
+    type Pending = G::Pending;
     #[inline(always)]
     fn acquire(&self, now: std::time::Instant) -> Option<crate::guard::Permit> {
         self.0.acquire(now)
@@ -949,7 +950,9 @@ where
                             *this.phase = Phase::Done;
                             return Poll::Ready(crate::call::finish(policy, rejected));
                         }
-                        *this.state = call.state();
+                        // (The permit is kept with the state: given back if the future is
+                        // dropped before the attempt is settled.)
+                        *this.state = call.into_state();
                     }
                     if <G::Limit as crate::guard::Limit>::ACTIVE {
                         // A free slot is taken at once.
@@ -1010,8 +1013,8 @@ where
                         Poll::Ready(Err(_)) => {
                             this.wait.set(None);
                             // The queue is full: rejected at once, not retried.
-                            let call = Call::resume(policy, *this.state);
-                            if let Some(r) = crate::call::refused(&call) {
+                            let mut call = Call::resume(policy, *this.state);
+                            if let Some(r) = crate::call::refused(&mut call) {
                                 *this.phase = Phase::Done;
                                 return Poll::Ready(crate::call::finish(policy, r));
                             }
@@ -1491,7 +1494,7 @@ where
     if let Some(rejected) = call.admit() {
         return crate::call::finish(policy, rejected);
     }
-    let slot = match crate::call::slot_for(&call).await {
+    let slot = match crate::call::slot_for(&mut call).await {
         Ok(slot) => slot,
         Err(r) => return crate::call::finish(policy, r),
     };

@@ -258,7 +258,7 @@ pub fn limit_wait_blocking<P: crate::policy::PolicyCore>(
 #[cfg(feature = "tokio")]
 #[inline(always)]
 pub fn out_of_time<Ret, P, Tm>(
-    call: &crate::Call<'_, P, Tm>,
+    call: &mut crate::Call<'_, P, Tm>,
     attempt: &crate::Attempt<'_>,
 ) -> Option<Result<Ret::Ok, Ret::Err>>
 where
@@ -299,7 +299,7 @@ where
 #[cfg(feature = "tokio")]
 #[inline(always)]
 pub async fn limit_slot<Ret, P, Tm>(
-    call: &crate::Call<'_, P, Tm>,
+    call: &mut crate::Call<'_, P, Tm>,
 ) -> Result<Option<<P::Limit as crate::guard::Limit>::Slot>, Result<Ret::Ok, Ret::Err>>
 where
     Ret: IsResult,
@@ -313,7 +313,7 @@ where
 /// The result of an attempt of `call` the concurrency limit rejected, as the fn's own
 /// `Result` (the breaker's permit of the attempt is given back).
 #[inline(always)]
-pub fn refused<Ret, P, Tm>(call: &crate::Call<'_, P, Tm>) -> Option<Result<Ret::Ok, Ret::Err>>
+pub fn refused<Ret, P, Tm>(call: &mut crate::Call<'_, P, Tm>) -> Option<Result<Ret::Ok, Ret::Err>>
 where
     Ret: IsResult,
     P: crate::RetryPolicy<Ret::Ok, Ret::Err>,

@@ -133,7 +133,7 @@ where
                 // A free slot is taken without waiting (always, without a limit).
                 let slot = match policy.limit().try_slot() {
                     Some(slot) => Some(slot),
-                    None => match super::slot_for(&call).await {
+                    None => match super::slot_for(&mut call).await {
                         Ok(slot) => slot,
                         Err(r) => return r,
                     },
@@ -163,7 +163,8 @@ where
             cut: None,
             deadline: context.and_then(|a| a.deadline()),
             started: context.map(|a| a.started),
-            permit: call.permit,
+            // (Given back by the round if it is dropped unsettled.)
+            permit: call.hand_permit(),
             _slot: slot,
         };
         let started = meta.started;

@@ -18,7 +18,7 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use crate::callbacks::RetryInfo;
-use crate::guard::{Breaker, Budget, Limit, Throttle};
+use crate::guard::{Breaker, Budget, Limit, PendingFlag, Throttle};
 use crate::jitter::JitterState;
 use crate::kind::Failure;
 use crate::policy::{Extras, Policy, PolicyCore, RetryPolicy};
@@ -72,15 +72,38 @@ pub enum Settled<T, E> {
 /// assert_eq!((result, attempts), (Err("down"), 3));
 /// # Ok::<(), retry_runtime::ConfigError>(())
 /// ```
-#[derive(Debug)]
-pub struct Call<'p, P, Tm = Timed> {
+pub struct Call<'p, P: PolicyCore, Tm = Timed> {
     policy: &'p P,
     retries: u32,
     /// The breaker's permit for the current attempt.
     permit: crate::guard::Permit,
+    /// Whether the current attempt's permit is neither recorded nor given back: dropped then
+    /// (an async call cancelled while it waits for a slot or its attempt runs), the call gives
+    /// it back, so that a half-open breaker's probe goes to another attempt.
+    pending: <P::Breaker as Breaker>::Pending,
     jitter: JitterState,
     times: Tm,
     seed: CallSeed,
+}
+
+impl<P: PolicyCore, Tm: std::fmt::Debug> std::fmt::Debug for Call<'_, P, Tm> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Call")
+            .field("retries", &self.retries)
+            .field("permit", &self.permit)
+            .field("jitter", &self.jitter)
+            .field("times", &self.times)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<P: PolicyCore, Tm> Drop for Call<'_, P, Tm> {
+    #[inline]
+    fn drop(&mut self) {
+        if <P::Breaker as Breaker>::ACTIVE && self.pending.get() {
+            self.policy.breaker().release(self.permit);
+        }
+    }
 }
 
 impl<W, K, P, T, S, F, C, Bu, Br, H, Rt, N, V, Fb, Th, L>
@@ -264,7 +287,7 @@ where
 /// `Err(E::from(Rejected))`, not retried.
 #[cold]
 pub(crate) fn refused<P: RetryPolicy<R, E>, R, E, Tm: Times>(
-    call: &Call<'_, P, Tm>,
+    call: &mut Call<'_, P, Tm>,
 ) -> Option<Result<R, E>> {
     let policy = call.policy;
     #[cfg(feature = "tracing")]
@@ -290,7 +313,7 @@ pub(crate) fn refused<P: RetryPolicy<R, E>, R, E, Tm: Times>(
 /// permit is given back. A free slot is taken at once; only a wait with a deadline is boxed.
 #[cfg(feature = "tokio")]
 pub(crate) async fn slot_for<P, R, E, Tm>(
-    call: &Call<'_, P, Tm>,
+    call: &mut Call<'_, P, Tm>,
 ) -> Result<Option<<P::Limit as Limit>::Slot>, Result<R, E>>
 where
     P: RetryPolicy<R, E> + PolicyCore<Timeout: AsyncTimeout<E>>,
@@ -370,7 +393,15 @@ pub(crate) struct CallState<Tm> {
 }
 
 #[cfg(feature = "tower")]
-impl<'p, P, Tm: Copy> Call<'p, P, Tm> {
+impl<'p, P: PolicyCore, Tm: Copy> Call<'p, P, Tm> {
+    /// The call's state, to keep while the policy is not borrowed (with its permit: the call
+    /// no longer gives it back when dropped, the holder of the state does).
+    #[inline]
+    pub(crate) fn into_state(mut self) -> CallState<Tm> {
+        self.pending.set(false);
+        self.state()
+    }
+
     /// The call's state, to keep while the policy is not borrowed.
     #[inline]
     pub(crate) fn state(&self) -> CallState<Tm> {
@@ -390,6 +421,7 @@ impl<'p, P, Tm: Copy> Call<'p, P, Tm> {
             policy,
             retries: state.retries,
             permit: state.permit,
+            pending: Default::default(),
             jitter: state.jitter,
             times: state.times,
             seed: state.seed,
@@ -404,6 +436,7 @@ pub(crate) fn start_credited<P: PolicyCore, Tm>(policy: &P, times: Tm) -> Call<'
         policy,
         retries: 0,
         permit: crate::guard::Permit::NONE,
+        pending: Default::default(),
         jitter: JitterState::default(),
         times,
         seed: CallSeed::default(),
@@ -431,7 +464,7 @@ where
             return finish(policy, rejected);
         }
         // A slot of the concurrency limit is held while the attempt runs.
-        let slot = match slot_for(&call).await {
+        let slot = match slot_for(&mut call).await {
             Ok(slot) => slot,
             Err(r) => return finish(policy, r),
         };
@@ -460,7 +493,7 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
     /// early.
     #[cfg(feature = "tokio")]
     #[cold]
-    pub(crate) fn end_unmade<E>(&self) -> Option<E>
+    pub(crate) fn end_unmade<E>(&mut self) -> Option<E>
     where
         P::Timeout: AsyncTimeout<E>,
     {
@@ -476,7 +509,7 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
     /// attempt with no time left is not made (its first poll would send it).
     #[cfg(feature = "tokio")]
     #[inline]
-    pub(crate) fn out_of_time<E>(&self, limit: Option<Duration>) -> Option<E>
+    pub(crate) fn out_of_time<E>(&mut self, limit: Option<Duration>) -> Option<E>
     where
         P::Timeout: AsyncTimeout<E>,
     {
@@ -506,19 +539,27 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
 
     /// Gives back the breaker's permit of an attempt that was admitted but never made.
     #[inline]
-    pub(crate) fn release(&self) {
+    pub(crate) fn release(&mut self) {
+        self.pending.set(false);
         if <P::Breaker as Breaker>::ACTIVE {
             self.policy.breaker().release(self.permit);
         }
     }
 
+    /// The current attempt's permit, handed to whoever records or releases it (a hedged
+    /// round): the call no longer gives it back when dropped.
+    #[cfg(feature = "tokio")]
+    #[inline]
+    pub(crate) fn hand_permit(&mut self) -> crate::guard::Permit {
+        self.pending.set(false);
+        self.permit
+    }
+
     /// This call with its random generator seeded with `seed`.
     #[inline]
-    pub(crate) fn with_seed(self, seed: u64) -> Self {
-        Call {
-            seed: CallSeed::new(seed),
-            ..self
-        }
+    pub(crate) fn with_seed(mut self, seed: u64) -> Self {
+        self.seed = CallSeed::new(seed);
+        self
     }
 
     /// The current instant on the call's clock: [`Clock::now_blocking`] for a blocking call,
@@ -563,6 +604,7 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
         let breaker = self.policy.breaker();
         if let Some(permit) = breaker.acquire(self.now()) {
             self.permit = permit;
+            self.pending.set(true);
             return None;
         }
         #[cfg(feature = "tracing")]
@@ -690,6 +732,8 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
     where
         P: RetryPolicy<R, E>,
     {
+        // The attempt's permit is recorded here, whatever the outcome.
+        self.pending.set(false);
         // A success no value rule can match, the common case, is settled in line: the outcome
         // is not moved into a call and back out of it.
         if !P::VALUES && result.is_ok() {
@@ -711,6 +755,7 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
     where
         P: RetryPolicy<R, E>,
     {
+        self.pending.set(false);
         self.settle_any(result, timed_out)
     }
 
@@ -743,6 +788,7 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
     where
         P: RetryPolicy<R, E>,
     {
+        self.pending.set(false);
         let mut now = self.lazy_now();
         self.record_success::<R, E>(&mut now);
     }
@@ -825,6 +871,7 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
     where
         P: RetryPolicy<R, E>,
     {
+        self.pending.set(false);
         // A value an `Ok(..)` kind matches is a failed attempt here too.
         let failed = match &result {
             Err(_) => true,

@@ -48,10 +48,41 @@ impl Budget for &RetryBudget {
     }
 }
 
+/// Whether a call holds a permit it has neither recorded nor given back (a call dropped then
+/// gives it back): a `bool` beside a breaker, nothing (`()`, no byte in the call) without one.
+pub trait PendingFlag: Copy + Default + Send + Sync + std::fmt::Debug {
+    /// Whether a permit is pending.
+    fn get(self) -> bool;
+    /// Sets whether a permit is pending.
+    fn set(&mut self, pending: bool);
+}
+
+impl PendingFlag for () {
+    #[inline(always)]
+    fn get(self) -> bool {
+        false
+    }
+    #[inline(always)]
+    fn set(&mut self, _: bool) {}
+}
+
+impl PendingFlag for bool {
+    #[inline(always)]
+    fn get(self) -> bool {
+        self
+    }
+    #[inline(always)]
+    fn set(&mut self, pending: bool) {
+        *self = pending;
+    }
+}
+
 /// A circuit breaker, or `()` for none.
 pub trait Breaker {
     /// Whether there is a breaker (the loop reads the clock for it only then).
     const ACTIVE: bool;
+    /// What a call keeps to know whether its permit is pending: `bool`, or `()` for none.
+    type Pending: PendingFlag;
     /// Lets an attempt start at `now`, or not.
     fn acquire(&self, now: Instant) -> Option<Permit>;
     /// Records the outcome of an attempt admitted with `permit`.
@@ -70,6 +101,7 @@ pub trait Breaker {
 
 impl Breaker for () {
     const ACTIVE: bool = false;
+    type Pending = ();
     #[inline(always)]
     fn acquire(&self, _: Instant) -> Option<Permit> {
         Some(Permit::NONE)
@@ -82,6 +114,7 @@ impl Breaker for () {
 
 impl Breaker for &CircuitBreaker {
     const ACTIVE: bool = true;
+    type Pending = bool;
     #[inline]
     fn acquire(&self, now: Instant) -> Option<Permit> {
         CircuitBreaker::acquire(self, now)
@@ -373,6 +406,7 @@ impl<B: std::fmt::Debug, E> std::fmt::Debug for BreakerOf<B, E> {
 
 impl<B: Breaker, E> Breaker for BreakerOf<B, E> {
     const ACTIVE: bool = true;
+    type Pending = bool;
     #[inline]
     fn acquire(&self, now: Instant) -> Option<Permit> {
         self.breaker.acquire(now)

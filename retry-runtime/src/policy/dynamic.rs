@@ -419,6 +419,7 @@ impl<T, E> Throttle for dyn Erased<T, E> {
 
 impl<T, E> Breaker for dyn Erased<T, E> {
     const ACTIVE: bool = true;
+    type Pending = bool;
     #[inline]
     fn acquire(&self, now: Instant) -> Option<Permit> {
         Erased::acquire(self, now)

@@ -430,6 +430,7 @@ impl SharedBreaker {
 
 impl Breaker for &SharedBreaker {
     const ACTIVE: bool = true;
+    type Pending = bool;
     #[inline]
     fn acquire(&self, now: Instant) -> Option<Permit> {
         self.cell.acquire(now)
