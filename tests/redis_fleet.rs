@@ -724,6 +724,34 @@ fn a_key_of_the_wrong_type_fails_alone() {
     );
 }
 
+/// A breaker's hash holding a state this version does not know (written by hand, or by
+/// another version) makes its guard decide locally, instead of rejecting every call.
+#[test]
+fn an_unknown_state_in_redis_falls_back_to_the_local_breaker() {
+    let Some(s) = server("an_unknown_state_in_redis_falls_back_to_the_local_breaker") else {
+        return;
+    };
+    let mut con = redis(&s);
+    redis::cmd("HSET")
+        .arg("unknown:breaker:dep")
+        .arg("state")
+        .arg(7)
+        .exec(&mut con)
+        .unwrap();
+    let fleet = connect(&s, options().namespace("unknown"));
+    let local = CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(30), 1).unwrap();
+    let b = fleet
+        .breaker("dep", local, Duration::from_secs(5), 20)
+        .unwrap();
+    synced([&fleet]);
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(b.fleet_state(Instant::now()), None, "decided locally");
+    assert!(
+        b.acquire(Instant::now()).is_some(),
+        "the local breaker admits"
+    );
+}
+
 #[test]
 fn scripts_flushed_from_redis_are_loaded_again() {
     let Some(s) = server("scripts_flushed_from_redis_are_loaded_again") else {

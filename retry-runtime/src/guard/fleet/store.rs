@@ -367,24 +367,33 @@ impl Backend for RedisBackend {
             todo = again;
         }
         let mut replies = replies.into_iter();
+        // A state this version does not know (a hash written by hand, or by another version)
+        // is the key's error: its guard decides locally. No grant exceeds what was asked.
         let breakers = breakers
             .iter()
-            .map(|_| {
-                reply(replies.next().flatten()).map(|v| BreakerReply {
-                    state: u8::try_from(at(&v, 0)).unwrap_or(CLOSED),
-                    remaining_ms: at(&v, 1),
-                    round: at(&v, 2),
-                    grant: at(&v, 3),
-                    attempts: at(&v, 4),
-                    failures: at(&v, 5),
+            .map(|b| {
+                reply(replies.next().flatten()).and_then(|v| {
+                    let state = at(&v, 0);
+                    let state = u8::try_from(state)
+                        .ok()
+                        .filter(|s| [CLOSED, HALF_OPEN, OPEN].contains(s))
+                        .ok_or_else(|| format!("unknown breaker state {state} in Redis"))?;
+                    Ok(BreakerReply {
+                        state,
+                        remaining_ms: at(&v, 1),
+                        round: at(&v, 2),
+                        grant: at(&v, 3).min(b.push.want),
+                        attempts: at(&v, 4),
+                        failures: at(&v, 5),
+                    })
                 })
             })
             .collect();
         let budgets = budgets
             .iter()
-            .map(|_| {
+            .map(|b| {
                 reply(replies.next().flatten()).map(|v| BudgetReply {
-                    grant: at(&v, 0),
+                    grant: at(&v, 0).min(b.push.want),
                     tokens: at(&v, 1),
                 })
             })
