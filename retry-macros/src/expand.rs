@@ -558,13 +558,12 @@ fn sharing<'e>(e: &'e syn::Expr, params: &[String]) -> Sharing<'e> {
                 other => other,
             }
         }
-        // A field or an element is as shared as what it is taken from: one of a value the
-        // call made, reached through no pointer made here, is taken as the caller's place
-        // (`registry().breaker`, with `registry()` giving a reference); one of a value made
-        // here (`(&Guards::new()).limit`, `Arc::new(..).limit`) is made by the call.
+        // A field or an element is as shared as what it is taken from; one of a value the call
+        // made is checked as a value (the attribute sees no types: `make_guards().breaker`
+        // builds a guard for each call, while `registry().breaker` may reach a shared one;
+        // both are refused, and a fn returning the guard's reference is the way to name it).
         syn::Expr::Field(syn::ExprField { base: of, .. })
         | syn::Expr::Index(syn::ExprIndex { expr: of, .. }) => match sharing(of, params) {
-            Sharing::Value(_, 0) => Sharing::Place,
             Sharing::Value(..) => Sharing::Value(e, 0),
             other => other,
         },

@@ -41,6 +41,16 @@ fn new_arc() -> io::Result<()> { Ok(()) }
 #[robust(breaker = &*Box::new(CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(30), 1).unwrap()))]
 fn new_box_behind_a_reference() -> io::Result<()> { Ok(()) }
 
+// A field of a struct of guards built for each call.
+pub struct Made {
+    pub breaker: CircuitBreaker,
+}
+fn make_guards() -> Made {
+    Made { breaker: CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(30), 1).unwrap() }
+}
+#[robust(breaker = make_guards().breaker)]
+fn field_of_a_new_struct() -> io::Result<()> { Ok(()) }
+
 // What is fine: a `static`, a `LazyLock` behind `&*`, a keyed map's guard, a parameter, a
 // macro that names a static.
 static SHARED: ConcurrencyLimit = match ConcurrencyLimit::new(4, 4) {
@@ -62,17 +72,17 @@ fn keyed(host: &str) -> io::Result<()> { let _ = host; Ok(()) }
 #[robust(budget = budget)]
 fn given(budget: &RetryBudget) -> io::Result<()> { let _ = budget; Ok(()) }
 
-// A field of a value the call reaches through a reference: the registry's guard.
+// A guard reached through a fn that returns a reference to it.
 pub struct Registry {
     pub breaker: CircuitBreaker,
 }
 static REGISTRY: LazyLock<Registry> = LazyLock::new(|| Registry {
     breaker: CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(30), 1).unwrap(),
 });
-fn registry() -> &'static Registry {
-    &REGISTRY
+fn registry_breaker() -> &'static CircuitBreaker {
+    &REGISTRY.breaker
 }
-#[robust(breaker = registry().breaker)]
+#[robust(breaker = registry_breaker())]
 fn from_a_registry() -> io::Result<()> { Ok(()) }
 
 macro_rules! shared {
