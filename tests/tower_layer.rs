@@ -938,3 +938,53 @@ async fn a_dropped_request_gives_its_probe_back() {
     assert_eq!(r.unwrap().status(), StatusCode::OK);
     assert_eq!(breaker.state(), BreakerState::Closed);
 }
+
+/// A request that cannot be copied.
+struct Once;
+
+impl retry_runtime::tower::RetryRequest for Once {
+    fn try_clone(&self) -> Option<Self> {
+        None
+    }
+}
+
+/// Under the hedged layer, a request that cannot be copied (sent once) and must wait for a
+/// slot of the layer's limit does not keep the inner service's permit while it waits (tower's
+/// `ConcurrencyLimit` takes it when made ready): another user of the inner service gets it.
+/// (Before, it stayed with the waiting request, which could deadlock as in the tests above.)
+#[tokio::test(start_paused = true)]
+async fn a_request_sent_once_waits_for_a_slot_without_the_inner_permit() {
+    let limit = Box::leak(Box::new(
+        retry_runtime::ConcurrencyLimit::new(1, 4).unwrap(),
+    ));
+    let policy = Policy::builder()
+        .retries(1)
+        .limit(limit)
+        .hedge(retry_runtime::hedge::Hedge::after(ms(500), 1).unwrap())
+        .build()
+        .unwrap();
+    let calls = Arc::new(AtomicU32::new(0));
+    let counter = Arc::clone(&calls);
+    let inner = tower::limit::ConcurrencyLimit::new(
+        tower::service_fn(move |_: Once| {
+            counter.fetch_add(1, Ordering::SeqCst);
+            async { Ok::<_, io::Error>(status(StatusCode::OK)) }
+        }),
+        1,
+    );
+    let client = RobustLayer::hedged(policy).layer(inner.clone());
+    // The layer's only slot is taken: the request waits for it.
+    let held = limit.try_acquire().unwrap();
+    let waiting = tokio::spawn(client.oneshot(Once));
+    tokio::time::sleep(ms(10)).await;
+    assert_eq!(limit.queued(), 1);
+    // The inner permit is free meanwhile.
+    let mut other = inner.clone();
+    let ready = tokio::time::timeout(ms(10), std::future::poll_fn(|cx| other.poll_ready(cx))).await;
+    assert!(ready.is_ok(), "the waiting request kept the inner permit");
+    drop(other);
+    drop(held);
+    let r = waiting.await.unwrap();
+    assert_eq!(r.unwrap().status(), StatusCode::OK);
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+}

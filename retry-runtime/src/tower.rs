@@ -994,14 +994,17 @@ where
                             // The deadline passed while the retry waited: the call ends as
                             // when the deadline cuts an attempt, and the attempt's breaker
                             // permit is given back.
-                            match expired::<_, S::Response, S::Error>(policy, this.timer, cx) {
-                                Some(e) => {
+                            let fired = this
+                                .timer
+                                .as_mut()
+                                .is_some_and(|t| t.as_mut().poll(cx).is_ready());
+                            match fired.then(|| Call::resume(policy, *this.state).end_unmade()) {
+                                Some(Some(e)) => {
                                     this.wait.set(None);
-                                    Call::resume(policy, *this.state).release();
                                     *this.phase = Phase::Done;
                                     return Poll::Ready(crate::call::finish(policy, Err(e)));
                                 }
-                                None => return Poll::Pending,
+                                _ => return Poll::Pending,
                             }
                         }
                         Poll::Pending => return Poll::Pending,
@@ -1487,16 +1490,31 @@ async fn send_once<S, P, Req>(
     request: Req,
 ) -> Result<S::Response, S::Error>
 where
-    S: Service<Req>,
+    S: Service<Req> + Clone,
     P: AsyncRetryPolicy<S::Response, S::Error>,
 {
     let mut call = crate::call::start(policy, Timed::default());
     if let Some(rejected) = call.admit() {
         return crate::call::finish(policy, rejected);
     }
-    let slot = match crate::call::slot_for(&mut call).await {
-        Ok(slot) => slot,
-        Err(r) => return crate::call::finish(policy, r),
+    let slot = match crate::guard::Limit::try_slot(policy.limit()) {
+        Some(slot) => Some(slot),
+        None => {
+            // No slot is waited for while the service keeps what it reserved when it was made
+            // ready (as in `RobustLayer`): the request waits with a clone, made ready once the
+            // slot is its own.
+            service = service.clone();
+            let slot = match crate::call::slot_for(&mut call).await {
+                Ok(slot) => slot,
+                Err(r) => return crate::call::finish(policy, r),
+            };
+            if let Err(e) = std::future::poll_fn(|cx| service.poll_ready(cx)).await {
+                // (Not sent: the breaker's permit goes back; the error is the call's.)
+                call.release();
+                return crate::call::finish(policy, Err(e));
+            }
+            slot
+        }
     };
     let attempt = call.attempt();
     let (result, fired) = crate::timeout::run_attempt(

@@ -239,15 +239,22 @@ where
         let result = body(attempt);
         drop(slot);
         call.measure(started, &result, false);
-        match call.settle_keeping(result, false) {
-            Settled::Return(r) => return finish(policy, r),
-            Settled::Retry(delay, failure) => {
-                if keep {
+        // (`settle` keeps its in-line success path where nothing needs the failure kept.)
+        let delay = if keep {
+            match call.settle_keeping(result, false) {
+                Settled::Return(r) => return finish(policy, r),
+                Settled::Retry(delay, failure) => {
                     last = Some(failure);
+                    delay
                 }
-                policy.env().sleep(delay);
             }
-        }
+        } else {
+            match call.settle(result, false) {
+                Step::Return(r) => return finish(policy, r),
+                Step::Retry(delay) => delay,
+            }
+        };
+        policy.env().sleep(delay);
     }
 }
 
@@ -265,13 +272,20 @@ where
     P: RetryPolicy<R, E>,
     Tm: Times,
 {
+    // (Only a wait with an end, which `last` gives, runs out: without `last` the loop never
+    // runs twice.)
     loop {
         let left = last.as_ref().and_then(|_| call.deadline_left());
-        match call.policy.limit().wait_blocking_for(left) {
-            Ok(Some(slot)) => return Ok(Some(slot)),
+        let slot = match call.policy.limit().wait_blocking_for(left) {
+            Ok(slot) => slot,
             Err(_) => return refused(call).map_or(Ok(None), Err),
-            Ok(None) => {
-                // (Only a wait with an end, which `last` allows, runs out.)
+        };
+        // A slot that came as the deadline passed leaves the retry no time either: it is not
+        // made, as in the async loops.
+        let in_time = left.is_none() || call.deadline_left().is_some_and(|l| !l.is_zero());
+        match slot {
+            Some(slot) if in_time => return Ok(Some(slot)),
+            _ => {
                 if let Some(failure) = last.take() {
                     call.release();
                     #[cfg(feature = "tracing")]
@@ -598,6 +612,13 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
                 return self.policy.refuse().map(Err);
             }
         }
+        const {
+            assert!(
+                <P::Breaker as Breaker>::ACTIVE
+                    == <<P::Breaker as Breaker>::Pending as PendingFlag>::TRACKS,
+                "a breaker's `Pending` must be `bool` (and `()` without a breaker)"
+            )
+        };
         if !<P::Breaker as Breaker>::ACTIVE {
             return None;
         }

@@ -450,6 +450,18 @@ impl ConcurrencyLimit {
         self.acquire_blocking_until(Instant::now().checked_add(timeout))
     }
 
+    /// [`acquire_blocking_timeout`](Self::acquire_blocking_timeout) for `Some` time left,
+    /// [`acquire_blocking`](Self::acquire_blocking) for `None`.
+    pub(crate) fn acquire_blocking_for(
+        &self,
+        left: Option<Duration>,
+    ) -> Result<Option<LimitPermit<'_>>, Rejected> {
+        match left {
+            Some(left) => self.acquire_blocking_timeout(left),
+            None => self.acquire_blocking().map(Some),
+        }
+    }
+
     /// Blocks until a slot is handed to this thread or `end` passes (never, without one).
     #[inline(never)]
     fn acquire_blocking_until(

@@ -51,6 +51,10 @@ impl Budget for &RetryBudget {
 /// Whether a call holds a permit it has neither recorded nor given back (a call dropped then
 /// gives it back): a `bool` beside a breaker, nothing (`()`, no byte in the call) without one.
 pub trait PendingFlag: Copy + Default + Send + Sync + std::fmt::Debug {
+    /// Whether it tracks anything (`bool`): it must for a breaker ([`Breaker::ACTIVE`]), or a
+    /// call dropped with a pending permit would never give it back (checked when the call's
+    /// loop is compiled).
+    const TRACKS: bool;
     /// Whether a permit is pending.
     fn get(self) -> bool;
     /// Sets whether a permit is pending.
@@ -58,6 +62,7 @@ pub trait PendingFlag: Copy + Default + Send + Sync + std::fmt::Debug {
 }
 
 impl PendingFlag for () {
+    const TRACKS: bool = false;
     #[inline(always)]
     fn get(self) -> bool {
         false
@@ -67,6 +72,7 @@ impl PendingFlag for () {
 }
 
 impl PendingFlag for bool {
+    const TRACKS: bool = true;
     #[inline(always)]
     fn get(self) -> bool {
         self
@@ -148,10 +154,7 @@ pub trait Limit {
     fn wait_blocking(&self) -> Result<Self::Slot, Rejected>;
     /// [`wait_blocking`](Self::wait_blocking) for at most `left` (`None`: no end); `Ok(None)`
     /// when it ran out first (the waiter has left the queue).
-    fn wait_blocking_for(&self, left: Option<Duration>) -> Result<Option<Self::Slot>, Rejected> {
-        let _ = left;
-        self.wait_blocking().map(Some)
-    }
+    fn wait_blocking_for(&self, left: Option<Duration>) -> Result<Option<Self::Slot>, Rejected>;
     /// A free slot now, without waiting (for a hedge), or `None`.
     fn try_slot(&self) -> Option<Self::Slot>;
 }
@@ -167,6 +170,10 @@ impl Limit for () {
     #[inline(always)]
     fn wait_blocking(&self) -> Result<(), Rejected> {
         Ok(())
+    }
+    #[inline(always)]
+    fn wait_blocking_for(&self, _: Option<Duration>) -> Result<Option<()>, Rejected> {
+        Ok(Some(()))
     }
     #[inline(always)]
     fn try_slot(&self) -> Option<()> {
@@ -191,10 +198,7 @@ impl<'l> Limit for &'l ConcurrencyLimit {
         &self,
         left: Option<Duration>,
     ) -> Result<Option<LimitPermit<'l>>, Rejected> {
-        match left {
-            Some(left) => ConcurrencyLimit::acquire_blocking_timeout(self, left),
-            None => ConcurrencyLimit::acquire_blocking(self).map(Some),
-        }
+        ConcurrencyLimit::acquire_blocking_for(self, left)
     }
     #[inline]
     fn try_slot(&self) -> Option<LimitPermit<'l>> {
@@ -240,10 +244,7 @@ impl<'a, E> Limit for LimitOf<'a, E> {
         &self,
         left: Option<Duration>,
     ) -> Result<Option<LimitPermit<'a>>, Rejected> {
-        match left {
-            Some(left) => self.limit.acquire_blocking_timeout(left),
-            None => self.limit.acquire_blocking().map(Some),
-        }
+        self.limit.acquire_blocking_for(left)
     }
     #[inline]
     fn try_slot(&self) -> Option<LimitPermit<'a>> {
