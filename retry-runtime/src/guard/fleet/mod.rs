@@ -1167,15 +1167,13 @@ mod tests {
         assert_eq!(bad.fleet_state(t1), Some(BreakerState::Closed));
     }
 
-    #[test]
-    fn a_probe_answer_counts_only_in_its_own_round() {
-        let store = MemoryStore::new();
-        let fleet = Fleet::manual(&store, options()).unwrap();
+    /// A breaker `name` of `fleet` (a 1 s break; the local breaker needs 10 attempts, so it
+    /// stays closed) that two failures at `t0` open for the fleet.
+    fn opened(fleet: &Fleet, name: &str, min_calls: u32, t0: Instant) -> SharedBreaker {
         let local = CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(1), 1).unwrap();
         let b = fleet
-            .breaker("dep", local, Duration::from_secs(10), 2)
+            .breaker(name, local, Duration::from_secs(10), min_calls)
             .unwrap();
-        let t0 = Instant::now();
         assert!(fleet.sync(t0));
         for _ in 0..2 {
             let p = b.acquire(t0).unwrap();
@@ -1183,17 +1181,29 @@ mod tests {
         }
         assert!(fleet.sync(t0));
         assert_eq!(b.fleet_state(t0), Some(BreakerState::Open));
+        b
+    }
+
+    /// A probe for `b` at `t` (its break over): a round makes the fleet half-open, an attempt
+    /// asks, the next round grants.
+    fn probe(fleet: &Fleet, b: &SharedBreaker, t: Instant) -> crate::guard::Permit {
+        assert!(fleet.sync(t));
+        assert!(b.acquire(t).is_none(), "no probe granted yet: asks for one");
+        assert!(fleet.sync(t));
+        b.acquire(t).expect("a probe")
+    }
+
+    #[test]
+    fn a_probe_answer_counts_only_in_its_own_round() {
+        let store = MemoryStore::new();
+        let fleet = Fleet::manual(&store, options()).unwrap();
+        let t0 = Instant::now();
+        let b = opened(&fleet, "dep", 2, t0);
         // Round 1: a probe granted, not answered before the round times out.
         let t1 = t0 + Duration::from_secs(1);
-        assert!(fleet.sync(t1));
-        assert!(b.acquire(t1).is_none());
-        assert!(fleet.sync(t1));
-        let old = b.acquire(t1).expect("a probe");
+        let old = probe(&fleet, &b, t1);
         let t2 = t1 + Duration::from_secs(1);
-        assert!(fleet.sync(t2), "a new round");
-        assert!(b.acquire(t2).is_none());
-        assert!(fleet.sync(t2));
-        let new = b.acquire(t2).expect("a probe of round 2");
+        let new = probe(&fleet, &b, t2);
         // The late answer of round 1, a failure, is dropped; round 2's success closes.
         (&b).record(t2, old, false);
         (&b).record(t2, new, true);
@@ -1211,12 +1221,11 @@ mod tests {
     fn outcomes_from_before_the_fleet_opened_stay_out_of_its_next_window() {
         let store = MemoryStore::new();
         let fleet = Fleet::manual(&store, options()).unwrap();
-        // The local breaker needs 10 attempts: it stays closed through all this.
+        let t0 = Instant::now();
         let local = CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(1), 1).unwrap();
         let b = fleet
             .breaker("dep", local, Duration::from_secs(10), 2)
             .unwrap();
-        let t0 = Instant::now();
         assert!(fleet.sync(t0));
         let late: Vec<_> = (0..10).map(|_| b.acquire(t0).unwrap()).collect();
         for _ in 0..2 {
@@ -1227,11 +1236,8 @@ mod tests {
         assert_eq!(b.fleet_state(t0), Some(BreakerState::Open));
         // After the break, one probe closes it.
         let t1 = t0 + Duration::from_secs(1);
-        assert!(fleet.sync(t1));
-        assert!(b.acquire(t1).is_none());
-        assert!(fleet.sync(t1));
-        let probe = b.acquire(t1).expect("the probe");
-        (&b).record(t1, probe, true);
+        let p = probe(&fleet, &b, t1);
+        (&b).record(t1, p, true);
         assert!(fleet.sync(t1));
         assert_eq!(b.fleet_state(t1), Some(BreakerState::Closed));
         // The ten attempts of before fail now.
@@ -1253,17 +1259,8 @@ mod tests {
     fn a_probe_request_outlives_a_failed_round() {
         let store = MemoryStore::new();
         let fleet = Fleet::manual(&store, options()).unwrap();
-        let local = CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(1), 1).unwrap();
-        let b = fleet
-            .breaker("dep", local, Duration::from_secs(10), 1)
-            .unwrap();
         let t0 = Instant::now();
-        assert!(fleet.sync(t0));
-        for _ in 0..2 {
-            let p = b.acquire(t0).unwrap();
-            (&b).record(t0, p, false);
-        }
-        assert!(fleet.sync(t0));
+        let b = opened(&fleet, "dep", 1, t0);
         let t1 = t0 + Duration::from_secs(1);
         assert!(fleet.sync(t1));
         assert_eq!(b.fleet_state(t1), Some(BreakerState::HalfOpen));
@@ -1282,27 +1279,14 @@ mod tests {
     fn a_probe_given_back_goes_to_the_next_attempt() {
         let store = MemoryStore::new();
         let fleet = Fleet::manual(&store, options()).unwrap();
-        let local = CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(1), 1).unwrap();
-        let b = fleet
-            .breaker("dep", local, Duration::from_secs(10), 1)
-            .unwrap();
         let t0 = Instant::now();
-        assert!(fleet.sync(t0));
-        for _ in 0..2 {
-            let p = b.acquire(t0).unwrap();
-            (&b).record(t0, p, false);
-        }
-        assert!(fleet.sync(t0));
-        assert_eq!(b.fleet_state(t0), Some(BreakerState::Open));
+        let b = opened(&fleet, "dep", 1, t0);
         // Half-open, with the one probe granted here.
         let t1 = t0 + Duration::from_secs(1);
-        assert!(fleet.sync(t1));
-        assert!(b.acquire(t1).is_none());
-        assert!(fleet.sync(t1));
-        let probe = b.acquire(t1).expect("the probe");
+        let p = probe(&fleet, &b, t1);
         assert!(b.acquire(t1).is_none(), "one probe");
         // Its attempt is never made: the probe comes back, and the next attempt takes it.
-        b.release_permit(probe);
+        b.release_permit(p);
         let again = b.acquire(t1).expect("the probe, given back");
         (&b).record(t1, again, true);
         assert!(fleet.sync(t1 + Duration::from_millis(100)));
@@ -1311,26 +1295,11 @@ mod tests {
             Some(BreakerState::Closed)
         );
         // A probe of a round that is over is not given back to the next one.
-        let local = CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(1), 1).unwrap();
-        let c = fleet
-            .breaker("other", local, Duration::from_secs(10), 1)
-            .unwrap();
-        assert!(fleet.sync(t1));
-        for _ in 0..2 {
-            let p = c.acquire(t1).unwrap();
-            (&c).record(t1, p, false);
-        }
-        assert!(fleet.sync(t1));
+        let c = opened(&fleet, "other", 1, t1);
         let t2 = t1 + Duration::from_secs(1);
-        assert!(fleet.sync(t2));
-        assert!(c.acquire(t2).is_none());
-        assert!(fleet.sync(t2));
-        let old = c.acquire(t2).expect("a probe of round 1");
+        let old = probe(&fleet, &c, t2);
         let t3 = t2 + Duration::from_secs(1);
-        assert!(fleet.sync(t3), "a new round");
-        assert!(c.acquire(t3).is_none());
-        assert!(fleet.sync(t3));
-        let new = c.acquire(t3).expect("the probe of round 2");
+        let new = probe(&fleet, &c, t3);
         c.release_permit(old);
         assert!(c.acquire(t3).is_none(), "round 1's probe is void");
         c.release_permit(new);
