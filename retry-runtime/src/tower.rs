@@ -90,6 +90,10 @@ use crate::timeout::AttemptTimeout;
 /// A request the layer can send more than once: [`try_clone`](Self::try_clone) makes the copy
 /// for the next attempt, or returns `None` for a request that can be sent only once (it is
 /// then not retried).
+///
+/// The answer must not change for a request: one that gives a copy, then `None`, leaves the
+/// retry or hedge it was asked for without a request; under [`RobustLayer::hedged`] that
+/// attempt never answers, and only the policy's timeout (or deadline) ends it.
 #[diagnostic::on_unimplemented(
     message = "`RobustLayer` needs to copy the request `{Self}` for each attempt",
     label = "`{Self}` does not implement `retry_runtime::tower::RetryRequest`",
