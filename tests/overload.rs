@@ -335,3 +335,54 @@ async fn a_dropped_call_gives_its_probe_back() {
     assert_eq!(r.unwrap(), 2);
     assert_eq!(breaker.state(), BreakerState::Closed);
 }
+
+static MANY_BREAKER: std::sync::LazyLock<&'static CircuitBreaker> =
+    std::sync::LazyLock::new(|| {
+        let b = Box::leak(Box::new(
+            CircuitBreaker::new(2, 1, 0.5, Duration::from_secs(10), 3).unwrap(),
+        ));
+        b.record(tokio::time::Instant::now().into_std(), false);
+        b
+    });
+
+#[robust(retries = 0, breaker = *MANY_BREAKER)]
+async fn many_probed(hang_ms: u64) -> io::Result<u32> {
+    tokio::time::sleep(Duration::from_millis(hang_ms)).await;
+    Ok(1)
+}
+
+/// Many tasks call through a half-open breaker with three probes; most are cancelled by their
+/// caller's timeout while their attempt runs, the others answer or are rejected. Whatever the
+/// interleaving, no probe is lost: once all are done, healthy calls close the breaker at once
+/// (three of them), instead of being rejected until the probes go stale.
+#[tokio::test(start_paused = true)]
+async fn probes_survive_many_cancelled_calls() {
+    use retry_runtime::BreakerState;
+
+    let breaker = *MANY_BREAKER;
+    tokio::time::advance(Duration::from_secs(11)).await;
+    let tasks: Vec<_> = (0..60u64)
+        .map(|i| {
+            tokio::spawn(async move {
+                // Attempts of 0 to 29 ms under timeouts of 0 to 19 ms.
+                let hang = (i * 7) % 30;
+                let limit = (i * 11) % 20;
+                tokio::time::timeout(ms(limit), many_probed(hang)).await
+            })
+        })
+        .collect();
+    for t in tasks {
+        let _ = t.await.unwrap();
+    }
+    let mut answered = 0;
+    for _ in 0..3 {
+        if many_probed(0).await.is_ok() {
+            answered += 1;
+        }
+    }
+    assert_eq!(
+        breaker.state(),
+        BreakerState::Closed,
+        "{answered} of 3 answered"
+    );
+}
