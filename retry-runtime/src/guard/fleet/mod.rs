@@ -1306,6 +1306,40 @@ mod tests {
         assert!(c.acquire(t3).is_some());
     }
 
+    /// A key lost (expired while no instance synced it, or Redis restarted without it) comes
+    /// back numbering its rounds from the clock: a probe granted in a round of the lost key
+    /// never counts in a round of the new one (both were round 1 before, and the old probe's
+    /// late success closed the new round's breaker while its own probe still ran).
+    #[test]
+    fn a_probe_of_a_lost_key_does_not_count_for_its_successor() {
+        let store = MemoryStore::new();
+        let fleet = Fleet::manual(&store, options().ttl(Duration::from_secs(2))).unwrap();
+        let local = CircuitBreaker::new(20, 10, 0.5, Duration::from_millis(200), 1).unwrap();
+        let b = fleet
+            .breaker("dep", local, Duration::from_secs(1), 1)
+            .unwrap();
+        let open_at = |t: Instant| {
+            assert!(fleet.sync(t));
+            for _ in 0..2 {
+                let p = b.acquire(t).unwrap();
+                (&b).record(t, p, false);
+            }
+            assert!(fleet.sync(t));
+            assert_eq!(b.fleet_state(t), Some(BreakerState::Open));
+        };
+        let t0 = Instant::now();
+        open_at(t0);
+        let old = probe(&fleet, &b, t0 + Duration::from_millis(300));
+        // Nobody syncs for 3 s: the key expires; then it is made again, and opens again.
+        let t2 = t0 + Duration::from_secs(3);
+        open_at(t2);
+        let t3 = t2 + Duration::from_millis(300);
+        let _running = probe(&fleet, &b, t3);
+        (&b).record(t3, old, true);
+        assert!(fleet.sync(t3));
+        assert_eq!(b.fleet_state(t3), Some(BreakerState::HalfOpen));
+    }
+
     #[test]
     fn the_sync_thread_stops_when_the_last_handle_goes() {
         let store = MemoryStore::new();

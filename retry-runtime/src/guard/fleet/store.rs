@@ -101,6 +101,10 @@ local raw = redis.call('HGETALL', key)
 for i = 1, #raw, 2 do h[raw[i]] = tonumber(raw[i + 1]) end
 local function get(f) return h[f] or 0 end
 local state, untl, round = get('state'), get('until'), get('round')
+-- A new key (first use, or lost: expired, or Redis restarted without it) numbers its rounds
+-- from the clock, so that a probe granted for a round of the key it replaces never matches one
+-- of its own.
+if #raw == 0 then round = now % 1073741824 end
 local left, pok, pfail, since = get('left'), get('pok'), get('pfail'), get('since')
 local slot_ms = math.max(1, math.floor(window_ms / SLOTS))
 local epoch = math.floor(now / slot_ms)
@@ -542,7 +546,11 @@ impl Memory {
         self.key_ok(b.key)?;
         let mut h = match self.take(b.key, now) {
             Some(Record::Breaker(h)) => h,
-            _ => Box::default(),
+            // A new key numbers its rounds from the clock, as the script does.
+            _ => Box::new(BreakerRecord {
+                round: now % (1 << 30),
+                ..BreakerRecord::default()
+            }),
         };
         let reply = breaker_rules(&mut h, b.conf, &b.push, now);
         self.keys.insert(
