@@ -24,6 +24,13 @@ struct Log {
 }
 
 impl Log {
+    const fn new() -> Self {
+        Log {
+            events: Mutex::new(Vec::new()),
+            next: AtomicU32::new(0),
+        }
+    }
+
     fn start(&'static self, t0: Instant) -> Probe {
         let n = self.next.fetch_add(1, Ordering::SeqCst);
         let at = t0.elapsed().as_millis() as u64;
@@ -84,10 +91,7 @@ async fn attempt(log: &'static Log, t0: Instant, plan: &[(u64, bool)]) -> io::Re
     }
 }
 
-static FIXED: Log = Log {
-    events: Mutex::new(Vec::new()),
-    next: AtomicU32::new(0),
-};
+static FIXED: Log = Log::new();
 
 #[robust(hedge(after = 50ms, max = 2), retries = 0)]
 async fn fixed(t0: Instant, plan: &[(u64, bool)]) -> io::Result<u32> {
@@ -134,10 +138,7 @@ async fn a_slow_attempt_is_hedged_and_the_first_success_wins() {
     assert_eq!(FIXED.take(), vec![(0, 0, "start"), (0, 20, "ok")]);
 }
 
-static AT_ONCE: Log = Log {
-    events: Mutex::new(Vec::new()),
-    next: AtomicU32::new(0),
-};
+static AT_ONCE: Log = Log::new();
 
 #[robust(hedge(after = 50ms, max = 2), retries = 0)]
 async fn at_once(t0: Instant, plan: &[(u64, bool)]) -> io::Result<u32> {
@@ -162,10 +163,7 @@ async fn a_retryable_failure_starts_the_next_hedge_at_once() {
     assert_eq!(t0.elapsed(), ms(40));
 }
 
-static BESIDE: Log = Log {
-    events: Mutex::new(Vec::new()),
-    next: AtomicU32::new(0),
-};
+static BESIDE: Log = Log::new();
 
 #[robust(hedge(after = 50ms, max = 2), retries = 0)]
 async fn beside(t0: Instant, plan: &[(u64, bool)]) -> io::Result<u32> {
@@ -193,10 +191,7 @@ async fn a_retryable_failure_starts_the_next_hedge_at_once_beside_a_running_atte
     );
 }
 
-static CUT: Log = Log {
-    events: Mutex::new(Vec::new()),
-    next: AtomicU32::new(0),
-};
+static CUT: Log = Log::new();
 
 #[robust(hedge(after = 200ms, max = 3), deadline = 500ms, retries = 0)]
 async fn under_a_deadline(t0: Instant, plan: &[(u64, bool)]) -> io::Result<u32> {
@@ -221,10 +216,7 @@ async fn no_hedge_is_sent_after_the_deadline() {
     assert_eq!(starts, vec![0, 200, 400]);
 }
 
-static ROUNDS: Log = Log {
-    events: Mutex::new(Vec::new()),
-    next: AtomicU32::new(0),
-};
+static ROUNDS: Log = Log::new();
 static ROUND_RETRIES: AtomicU32 = AtomicU32::new(0);
 
 #[robust(hedge(after = 50ms, max = 1), retries = 1, backoff = constant(base = 1s), jitter = none,
@@ -256,10 +248,7 @@ async fn a_round_of_failures_is_one_failed_attempt() {
     );
 }
 
-static FATAL: Log = Log {
-    events: Mutex::new(Vec::new()),
-    next: AtomicU32::new(0),
-};
+static FATAL: Log = Log::new();
 
 #[robust(hedge(after = 20ms), on = [Io(ConnectionReset)], retries = 3)]
 async fn fatal(t0: Instant) -> io::Result<u32> {
@@ -288,10 +277,7 @@ async fn an_error_no_rule_retries_wins_too() {
     );
 }
 
-static TIMED: Log = Log {
-    events: Mutex::new(Vec::new()),
-    next: AtomicU32::new(0),
-};
+static TIMED: Log = Log::new();
 
 #[robust(hedge(after = 50ms, max = 1), timeout = 80ms, retries = 0)]
 async fn timed(t0: Instant) -> io::Result<u32> {
@@ -322,10 +308,7 @@ static EMPTY: RetryBudget = match RetryBudget::new(1.0, 0.0, 1.0) {
     Ok(b) => b,
     Err(_) => panic!(),
 };
-static BUDGETED: Log = Log {
-    events: Mutex::new(Vec::new()),
-    next: AtomicU32::new(0),
-};
+static BUDGETED: Log = Log::new();
 
 #[robust(hedge(after = 50ms, max = 3), budget = EMPTY, retries = 0)]
 async fn budgeted(t0: Instant) -> io::Result<u32> {
@@ -366,10 +349,7 @@ async fn the_breaker_records_every_attempt_of_a_round() {
     assert_eq!(BREAKER.state(), retry_runtime::BreakerState::Open);
 }
 
-static LATENCIES_LOG: Log = Log {
-    events: Mutex::new(Vec::new()),
-    next: AtomicU32::new(0),
-};
+static LATENCIES_LOG: Log = Log::new();
 
 #[robust(hedge(after = p90, max = 1), retries = 0)]
 async fn by_percentile(t0: Instant, wait: u64) -> io::Result<u32> {
@@ -680,10 +660,7 @@ async fn a_hedge_needs_a_free_slot_and_a_throttle_that_rejects_nothing() {
     );
 }
 
-static UNKNOWN: Log = Log {
-    events: Mutex::new(Vec::new()),
-    next: AtomicU32::new(0),
-};
+static UNKNOWN: Log = Log::new();
 
 #[robust(hedge(after = p99, max = 2), retries = 1, backoff = none)]
 async fn unknown_percentile(t0: Instant) -> io::Result<u32> {
