@@ -998,11 +998,9 @@ where
                             // The deadline passed while the retry waited: the call ends as
                             // when the deadline cuts an attempt, and the attempt's breaker
                             // permit is given back.
-                            let fired = this
-                                .timer
-                                .as_mut()
-                                .is_some_and(|t| t.as_mut().poll(cx).is_ready());
-                            match fired.then(|| Call::resume(policy, *this.state).end_unmade()) {
+                            let ended = fired(this.timer, cx)
+                                .then(|| Call::resume(policy, *this.state).end_unmade());
+                            match ended {
                                 Some(Some(e)) => {
                                     this.wait.set(None);
                                     *this.phase = Phase::Done;
@@ -1212,12 +1210,18 @@ fn expired<P, R, E>(
 where
     P: AsyncRetryPolicy<R, E>,
 {
-    let timer = timer.as_mut()?;
-    if timer.as_mut().poll(cx).is_ready() {
+    if fired(timer, cx) {
         crate::timeout::AsyncTimeout::elapsed(policy.timeout_setting(), crate::Elapsed::new())
     } else {
         None
     }
+}
+
+/// Whether the future's timer, if it has one, has fired.
+fn fired(timer: &mut Option<Pin<Box<tokio::time::Sleep>>>, cx: &mut Context<'_>) -> bool {
+    timer
+        .as_mut()
+        .is_some_and(|t| t.as_mut().poll(cx).is_ready())
 }
 
 #[cfg(test)]
