@@ -464,6 +464,11 @@ impl retry_runtime::time::Sleep for CountingClock {
         retry_runtime::time::Sleep::sleep(&self.time, d)
     }
 }
+impl retry_runtime::time::AsyncSleep for CountingClock {
+    fn sleep_async(&self, d: Duration) -> impl std::future::Future<Output = ()> + Send {
+        retry_runtime::time::AsyncSleep::sleep_async(&self.time, d)
+    }
+}
 
 #[test]
 fn a_lazy_call_reads_no_clock_unless_a_rule_needs_it() {
@@ -494,4 +499,33 @@ fn a_lazy_call_reads_no_clock_unless_a_rule_needs_it() {
     let mut call = p.start_untimed();
     let _ = call.settle(Err::<(), _>("busy"), false);
     assert!(reads() > 0);
+}
+
+/// A throttle counts on the caller's clock: a clock of its own is read for each first attempt
+/// (the coarse system clock stands in only for the system's: `Clock::blocking_is_system`), and
+/// its time decides what is forgotten.
+#[test]
+fn a_throttle_reads_a_clock_of_your_own() {
+    use retry_runtime::AdaptiveThrottle;
+    let env = CountingClock::default();
+    let reads = || env.reads.load(std::sync::atomic::Ordering::SeqCst);
+    let throttle = AdaptiveThrottle::new(2.0, secs(60)).unwrap();
+    let p = Policy::builder()
+        .retries(0)
+        .throttle(&throttle)
+        .env(env.clone())
+        .build()
+        .unwrap();
+    // The custom clock runs an hour ahead of the system's: counts made on the system's
+    // would be an hour old on it, out of the window.
+    retry_runtime::time::Sleep::sleep(&env.time, secs(3600));
+    for _ in 0..5 {
+        assert!(p.call(|_| Err::<(), _>(io::Error::other("busy"))).is_err());
+    }
+    assert!(reads() >= 5, "{}", reads());
+    // Five failures, no accept: the throttle rejects on the custom clock's now...
+    assert!(throttle.reject_probability(env.time.now()) > 0.5);
+    // ...and forgets them a window later on it.
+    retry_runtime::time::Sleep::sleep(&env.time, secs(60));
+    assert_eq!(throttle.reject_probability(env.time.now()), 0.0);
 }

@@ -9,7 +9,7 @@ use super::decide::{LazyNow, Matched};
 use super::{Call, Step, Timed, finish, start};
 use crate::Elapsed;
 use crate::checks::IsResult;
-use crate::guard::{Breaker, Budget, Limit, Permit, Throttle};
+use crate::guard::{Breaker, Budget, Limit, Permit, Stamp, Throttle};
 use crate::kind::Failure;
 use crate::policy::{AsyncRetryPolicy, PolicyCore, RetryPolicy};
 use crate::time::{AsyncSleep, Clock};
@@ -564,7 +564,7 @@ where
                 policy.breaker().record(now.get(), failed.permit, false);
             }
             if <P::Throttle as Throttle>::ACTIVE {
-                policy.throttle().record(now.get(), false);
+                policy.throttle().record(Stamp::of(now.get()), false);
             }
         }
     }
@@ -593,7 +593,8 @@ where
         // starts now, for the latency of the winner.
         self.started.get_or_insert(now);
         let allowed = (|| {
-            if <P::Throttle as Throttle>::ACTIVE && policy.throttle().reject_probability(now) > 0.0
+            if <P::Throttle as Throttle>::ACTIVE
+                && policy.throttle().reject_probability(Stamp::of(now)) > 0.0
             {
                 return None;
             }

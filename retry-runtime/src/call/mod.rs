@@ -18,7 +18,7 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use crate::callbacks::RetryInfo;
-use crate::guard::{Breaker, Budget, Limit, PendingFlag, Throttle};
+use crate::guard::{Breaker, Budget, Limit, PendingFlag, Stamp, Throttle};
 use crate::jitter::JitterState;
 use crate::kind::Failure;
 use crate::policy::{Extras, Policy, PolicyCore, RetryPolicy};
@@ -596,8 +596,13 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
     {
         // The throttle decides the first attempt here (a retry's when it is decided).
         if <P::Throttle as Throttle>::ACTIVE && self.retries == 0 {
-            let now = self.now();
             let throttle = self.policy.throttle();
+            // A blocking call on the system's clock lets the throttle read it coarsely.
+            let system = Tm::BLOCKING && self.policy.env().blocking_is_system();
+            let now = match throttle.coarse_now(system) {
+                Some(now) => now,
+                None => Stamp::of(self.now()),
+            };
             // The draw (and the generator's seeding) only when a rejection is possible.
             let chance = throttle.reject_probability(now);
             if chance > 0.0 && decide::throttle_draw(&mut self.seed, self.policy.env(), 0) < chance
@@ -917,7 +922,7 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
                 }
                 Ok(_) => !failed,
             };
-            self.policy.throttle().record(now, accepted);
+            self.policy.throttle().record(Stamp::of(now), accepted);
         }
         match &result {
             Err(e) => self.policy.on_error(e, self.retries),
@@ -1054,7 +1059,7 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
         }
         // The throttle may reject the retry: it is not made, and the last failure is returned.
         if <P::Throttle as Throttle>::ACTIVE {
-            let now = now.get();
+            let now = Stamp::of(now.get());
             let chance = p.throttle().reject_probability(now);
             if chance > 0.0
                 && decide::throttle_draw(&mut self.seed, p.env(), self.retries.saturating_add(1))

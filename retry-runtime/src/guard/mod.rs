@@ -18,7 +18,7 @@ pub use budget::RetryBudget;
 pub use keyed::{Keyed, KeyedBreaker, KeyedBudget, Template};
 pub use limit::{Acquire, ConcurrencyLimit, LimitPermit, Rejected};
 pub use source::{AsBreaker, AsBudget};
-pub use throttle::AdaptiveThrottle;
+pub use throttle::{AdaptiveThrottle, COARSE_TICK, Stamp};
 
 /// A retry budget, or `()` for none.
 pub trait Budget {
@@ -264,12 +264,16 @@ impl<E> Refuse<E> for LimitOf<'_, E> {
 pub trait Throttle {
     /// Whether there is a throttle (the loop draws and reads the clock for it only then).
     const ACTIVE: bool;
+    /// An instant the throttle can count with, read without the caller's clock, for a caller
+    /// whose clock is the system's (`system`): [`AdaptiveThrottle::coarse_now`]. `None`: the
+    /// loop reads its clock and passes [`Stamp::of`] its instant.
+    fn coarse_now(&self, system: bool) -> Option<Stamp>;
     /// The probability of rejecting an attempt at `now` (the loop draws only when it is above
     /// zero).
-    fn reject_probability(&self, now: Instant) -> f64;
+    fn reject_probability(&self, now: Stamp) -> f64;
     /// Records an attempt made (or rejected) at `now`: `accepted` unless it failed with a
     /// retryable error or was rejected.
-    fn record(&self, now: Instant, accepted: bool);
+    fn record(&self, now: Stamp, accepted: bool);
     /// Records an attempt whose admission asked for
     /// [`reject_probability`](Self::reject_probability), without reading the clock: in the
     /// latest bucket the throttle has seen, the one it was admitted in or a later one.
@@ -297,11 +301,15 @@ impl<E> Refuse<E> for () {
 impl Throttle for () {
     const ACTIVE: bool = false;
     #[inline(always)]
-    fn reject_probability(&self, _: Instant) -> f64 {
+    fn coarse_now(&self, _: bool) -> Option<Stamp> {
+        Some(Stamp::ORIGIN)
+    }
+    #[inline(always)]
+    fn reject_probability(&self, _: Stamp) -> f64 {
         0.0
     }
     #[inline(always)]
-    fn record(&self, _: Instant, _: bool) {}
+    fn record(&self, _: Stamp, _: bool) {}
     #[inline(always)]
     fn record_recent(&self, _: bool) {}
 }
@@ -309,12 +317,20 @@ impl Throttle for () {
 impl Throttle for &AdaptiveThrottle {
     const ACTIVE: bool = true;
     #[inline]
-    fn reject_probability(&self, now: Instant) -> f64 {
-        AdaptiveThrottle::reject_probability(self, now)
+    fn coarse_now(&self, system: bool) -> Option<Stamp> {
+        if system {
+            AdaptiveThrottle::coarse_now(self)
+        } else {
+            None
+        }
     }
     #[inline]
-    fn record(&self, now: Instant, accepted: bool) {
-        AdaptiveThrottle::record(self, now, accepted)
+    fn reject_probability(&self, now: Stamp) -> f64 {
+        AdaptiveThrottle::reject_probability_at(self, now)
+    }
+    #[inline]
+    fn record(&self, now: Stamp, accepted: bool) {
+        AdaptiveThrottle::record_at(self, now, accepted)
     }
     #[inline]
     fn record_recent(&self, accepted: bool) {
@@ -346,12 +362,16 @@ impl<E> std::fmt::Debug for ThrottleOf<'_, E> {
 impl<E> Throttle for ThrottleOf<'_, E> {
     const ACTIVE: bool = true;
     #[inline]
-    fn reject_probability(&self, now: Instant) -> f64 {
-        self.throttle.reject_probability(now)
+    fn coarse_now(&self, system: bool) -> Option<Stamp> {
+        Throttle::coarse_now(&self.throttle, system)
     }
     #[inline]
-    fn record(&self, now: Instant, accepted: bool) {
-        self.throttle.record(now, accepted)
+    fn reject_probability(&self, now: Stamp) -> f64 {
+        self.throttle.reject_probability_at(now)
+    }
+    #[inline]
+    fn record(&self, now: Stamp, accepted: bool) {
+        self.throttle.record_at(now, accepted)
     }
     #[inline]
     fn record_recent(&self, accepted: bool) {

@@ -38,6 +38,88 @@ fn since_origin(now: Instant) -> u128 {
     now.saturating_duration_since(origin(now)).as_nanos()
 }
 
+/// An instant as a throttle counts it: nanoseconds since an origin shared by every throttle.
+/// [`Stamp::of`] converts an `Instant` of any clock (a virtual one included).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Stamp(u128);
+
+impl Stamp {
+    /// The origin itself (what a caller without a throttle passes: it is not read).
+    pub const ORIGIN: Stamp = Stamp(0);
+
+    /// The stamp of `now`.
+    #[inline]
+    pub fn of(now: Instant) -> Stamp {
+        Stamp(since_origin(now))
+    }
+
+    /// The system's monotonic clock (the one `Instant::now()` reads), read coarsely: the
+    /// value of its last tick (`CLOCK_MONOTONIC_COARSE`, a few milliseconds apart), which
+    /// costs a fifth of an exact reading. `None` where there is no such clock (not Linux), or
+    /// its ticks are further apart than [`COARSE_TICK`].
+    #[inline]
+    fn coarse() -> Option<Stamp> {
+        coarse::now().map(Stamp)
+    }
+}
+
+/// The widest tick of the coarse clock a throttle uses: 10 ms (a kernel ticking at 100 Hz).
+pub const COARSE_TICK: Duration = Duration::from_millis(10);
+
+/// The narrowest bucket (a tenth of the window) counted on the coarse clock: 100 ms, ten
+/// ticks at the widest. A count lands in the next bucket up to one tick late.
+const COARSE_WIDTH: u128 = 100_000_000;
+
+#[cfg(any(target_os = "linux", target_os = "android"))]
+mod coarse {
+    use std::sync::OnceLock;
+    use std::time::Instant;
+
+    use rustix::time::{ClockId, Timespec, clock_getres, clock_gettime};
+
+    /// Nanoseconds on `clock`, 0 for a negative reading (none is).
+    fn nanos(t: Timespec) -> i64 {
+        let secs = u64::try_from(t.tv_sec).unwrap_or(0);
+        let ns = secs
+            .saturating_mul(1_000_000_000)
+            .saturating_add(u64::try_from(t.tv_nsec).unwrap_or(0));
+        i64::try_from(ns).unwrap_or(i64::MAX)
+    }
+
+    /// What to add to a reading of the monotonic clock to count it from the origin, or
+    /// `None` when the coarse clock ticks more than `COARSE_TICK` apart. Found once, from an
+    /// exact reading beside an `Instant::now()` (both read `CLOCK_MONOTONIC`).
+    fn offset() -> Option<i64> {
+        static OFFSET: OnceLock<Option<i64>> = OnceLock::new();
+        *OFFSET.get_or_init(|| {
+            let tick = clock_getres(ClockId::MonotonicCoarse);
+            if nanos(tick) > super::COARSE_TICK.as_nanos() as i64 {
+                return None;
+            }
+            let now = Instant::now();
+            let raw = nanos(clock_gettime(ClockId::Monotonic));
+            let since = i64::try_from(super::since_origin(now)).ok()?;
+            since.checked_sub(raw)
+        })
+    }
+
+    /// The coarse clock's reading, counted from the origin.
+    #[inline]
+    pub(super) fn now() -> Option<u128> {
+        let offset = offset()?;
+        let raw = nanos(clock_gettime(ClockId::MonotonicCoarse));
+        Some(u128::try_from(raw.saturating_add(offset)).unwrap_or(0))
+    }
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+mod coarse {
+    #[inline]
+    pub(super) fn now() -> Option<u128> {
+        None
+    }
+}
+
 /// Which lap of the ring a bucket of `epoch` counts, modulo 2^32: the tag of its words.
 const fn lap(epoch: u64) -> u64 {
     (epoch / BUCKETS) & COUNT
@@ -65,7 +147,9 @@ const fn word(lap: u64, count: u64) -> u64 {
 /// from the caller's (seedable) RNG, and every method the instant from the caller's clock.
 /// The window is counted in ten buckets of `window / 10`: a count is forgotten between
 /// 0.9·`window` and `window` after it was recorded. An instant earlier than one already
-/// recorded (a clock that went back) counts as the latest one. A bucket counts up to
+/// recorded (a clock that went back) counts as the latest one. (The retry loop of a blocking
+/// call on the system's clock passes, for a window of a second or more, the clock's last
+/// coarse tick: [`coarse_now`](Self::coarse_now).) A bucket counts up to
 /// 2^32 − 1 requests, and as many of them not accepted (more saturate).
 ///
 /// In the book, requests the throttle rejected count as requests too (the application asked
@@ -98,6 +182,8 @@ pub struct AdaptiveThrottle {
     window: Duration,
     /// `window / BUCKETS` in nanoseconds, at least 1.
     width: u128,
+    /// Whether a bucket is wide enough to be counted on the coarse clock (`COARSE_WIDTH`).
+    coarse: bool,
     /// The latest epoch (`width`s since the origin) recorded.
     latest: AtomicU64,
     /// Bucket `e % BUCKETS` counts epoch `e`: each word holds `lap(e)` in its high half and
@@ -150,6 +236,7 @@ impl AdaptiveThrottle {
             k,
             window,
             width,
+            coarse: width >= COARSE_WIDTH,
             latest: AtomicU64::new(0),
             requests: [const { AtomicU64::new(0) }; BUCKETS as usize],
             refusals: [const { AtomicU64::new(0) }; BUCKETS as usize],
@@ -159,6 +246,7 @@ impl AdaptiveThrottle {
     }
 
     /// The epoch of `now`: `width`s since the origin (0 before it, `u64::MAX` past 2^64).
+    #[cfg(test)]
     fn epoch(&self, now: Instant) -> u64 {
         self.epoch_at(since_origin(now))
     }
@@ -192,7 +280,22 @@ impl AdaptiveThrottle {
     /// Counts one request at `now`, and whether the service accepted it (it did not fail
     /// with a retryable error).
     pub fn record(&self, now: Instant, accepted: bool) {
-        self.count_in(self.advance(self.epoch(now)), accepted);
+        self.record_at(Stamp::of(now), accepted);
+    }
+
+    /// [`record`](Self::record) at `now`.
+    pub fn record_at(&self, now: Stamp, accepted: bool) {
+        self.count_in(self.advance(self.epoch_at(now.0)), accepted);
+    }
+
+    /// The current instant read from the system's monotonic clock coarsely (a few
+    /// milliseconds apart, see [`COARSE_TICK`]), for a caller whose clock is the system's:
+    /// `None` when this throttle's buckets are narrower than 100 ms (a window under a
+    /// second), or there is no coarse clock (only Linux has one). The loop asks this first,
+    /// and reads its own clock only on `None`: an exact reading costs five times as much.
+    #[inline]
+    pub fn coarse_now(&self) -> Option<Stamp> {
+        if self.coarse { Stamp::coarse() } else { None }
     }
 
     /// Whether the instant `nanos` after the origin is in the bucket of `epoch` or an earlier
@@ -290,7 +393,12 @@ impl AdaptiveThrottle {
     /// of those happens. (A reader that overlaps such a change may still be given the 0 from
     /// before it, as it would had it come first.)
     pub fn reject_probability(&self, now: Instant) -> f64 {
-        let nanos = since_origin(now);
+        self.reject_probability_at(Stamp::of(now))
+    }
+
+    /// [`reject_probability`](Self::reject_probability) at `now`.
+    pub fn reject_probability_at(&self, now: Stamp) -> f64 {
+        let nanos = now.0;
         let latest = self.latest.load(Ordering::Acquire);
         if self.not_after(nanos, latest)
             && self.zero.load(Ordering::Acquire) == self.changes.load(Ordering::Acquire)
@@ -575,6 +683,43 @@ mod tests {
             assert_eq!(requests, 8_000);
             assert_eq!(p, probability(1.5, requests, accepts), "seed {seed}");
         }
+    }
+
+    /// The coarse clock is the exact one's last tick: never ahead of a reading made after it,
+    /// and at most one tick behind one made before it; only a window of a second or more
+    /// (buckets of 100 ms) reads it.
+    #[test]
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    fn the_coarse_clock_is_the_exact_one_a_tick_late() {
+        let wide = throttle(2.0, secs(1));
+        let narrow = throttle(2.0, Duration::from_millis(999));
+        assert_eq!(narrow.coarse_now(), None);
+        let tick = rustix::time::clock_getres(rustix::time::ClockId::MonotonicCoarse);
+        let tick = u128::try_from(tick.tv_nsec).unwrap() + 1_000; // and the calibration's reads
+        for _ in 0..1_000 {
+            let before = Stamp::of(Instant::now());
+            let coarse = wide.coarse_now().expect("a coarse clock on Linux");
+            let after = Stamp::of(Instant::now());
+            assert!(coarse <= after, "{coarse:?} after {after:?}");
+            assert!(
+                coarse.0 + tick >= before.0,
+                "{coarse:?} too far before {before:?}"
+            );
+        }
+    }
+
+    /// Counts made on the coarse clock and on the exact one land in the same window.
+    #[test]
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    fn coarse_and_exact_readings_count_in_one_window() {
+        let t = throttle(2.0, secs(60));
+        for i in 0..10 {
+            let now = t.coarse_now().expect("a coarse clock on Linux");
+            t.record_at(now, i < 2);
+        }
+        // 10 requests, 2 accepted: (10 - 2·2) / 11.
+        assert_eq!(t.reject_probability(Instant::now()), 6.0 / 11.0);
+        assert_eq!(t.reject_probability(Instant::now() + secs(60)), 0.0);
     }
 
     #[test]

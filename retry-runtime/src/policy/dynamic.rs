@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::callbacks::{RetryInfo, RuleId};
-use crate::guard::{Breaker, Budget, Permit, Throttle};
+use crate::guard::{Breaker, Budget, Permit, Stamp, Throttle};
 use crate::kind::Failure;
 use crate::policy::rules::PlanVisitor;
 use crate::policy::settings::Plan;
@@ -187,6 +187,8 @@ pub trait DynSleep: Send + Sync {
     #[doc(hidden)]
     fn dyn_now_blocking(&self) -> Instant;
     #[doc(hidden)]
+    fn dyn_blocking_is_system(&self) -> bool;
+    #[doc(hidden)]
     fn dyn_seed(&self) -> Option<u64>;
     #[doc(hidden)]
     fn dyn_sleep(&self, d: Duration);
@@ -218,6 +220,9 @@ impl<C: Env + MaybeAsyncSleep + Send + Sync> DynSleep for C {
     fn dyn_now_blocking(&self) -> Instant {
         self.now_blocking()
     }
+    fn dyn_blocking_is_system(&self) -> bool {
+        self.blocking_is_system()
+    }
     fn dyn_seed(&self) -> Option<u64> {
         self.seed()
     }
@@ -241,6 +246,10 @@ impl Clock for DynEnv {
     #[inline]
     fn now_blocking(&self) -> Instant {
         self.0.dyn_now_blocking()
+    }
+    #[inline]
+    fn blocking_is_system(&self) -> bool {
+        self.0.dyn_blocking_is_system()
     }
     #[inline]
     fn seed(&self) -> Option<u64> {
@@ -272,8 +281,9 @@ pub trait Erased<T, E>: Send + Sync {
     fn record(&self, now: Instant, permit: Permit, success: bool);
     fn would_admit(&self, now: Instant) -> bool;
     fn release(&self, permit: Permit);
-    fn reject_probability(&self, now: Instant) -> f64;
-    fn record_throttle(&self, now: Instant, accepted: bool);
+    fn throttle_coarse_now(&self, system: bool) -> Option<Stamp>;
+    fn reject_probability(&self, now: Stamp) -> f64;
+    fn record_throttle(&self, now: Stamp, accepted: bool);
     fn record_throttle_recent(&self, accepted: bool);
     fn throttled(&self) -> bool;
     fn refuse(&self) -> Option<E>;
@@ -330,14 +340,22 @@ impl<T, E, P: RetryPolicy<T, E> + Send + Sync> Erased<T, E> for P {
     fn release(&self, permit: Permit) {
         self.breaker().release(permit)
     }
-    fn reject_probability(&self, now: Instant) -> f64 {
+    fn throttle_coarse_now(&self, system: bool) -> Option<Stamp> {
+        // (Without a throttle, nothing is read.)
+        if <P::Throttle as Throttle>::ACTIVE {
+            self.throttle().coarse_now(system)
+        } else {
+            Some(Stamp::ORIGIN)
+        }
+    }
+    fn reject_probability(&self, now: Stamp) -> f64 {
         if <P::Throttle as Throttle>::ACTIVE {
             self.throttle().reject_probability(now)
         } else {
             0.0
         }
     }
-    fn record_throttle(&self, now: Instant, accepted: bool) {
+    fn record_throttle(&self, now: Stamp, accepted: bool) {
         if <P::Throttle as Throttle>::ACTIVE {
             self.throttle().record(now, accepted)
         }
@@ -404,11 +422,15 @@ impl<T, E> Budget for dyn Erased<T, E> {
 impl<T, E> Throttle for dyn Erased<T, E> {
     const ACTIVE: bool = true;
     #[inline]
-    fn reject_probability(&self, now: Instant) -> f64 {
+    fn coarse_now(&self, system: bool) -> Option<Stamp> {
+        Erased::throttle_coarse_now(self, system)
+    }
+    #[inline]
+    fn reject_probability(&self, now: Stamp) -> f64 {
         Erased::reject_probability(self, now)
     }
     #[inline]
-    fn record(&self, now: Instant, accepted: bool) {
+    fn record(&self, now: Stamp, accepted: bool) {
         Erased::record_throttle(self, now, accepted)
     }
     #[inline]
