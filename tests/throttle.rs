@@ -47,6 +47,33 @@ fn a_service_that_keeps_failing_is_mostly_not_called() {
     assert!(OVERLOADED.reject_probability(Instant::now()) > 0.99);
 }
 
+static AHEAD: AdaptiveThrottle = match AdaptiveThrottle::new(2.0, Duration::from_secs(60)) {
+    Ok(t) => t,
+    Err(_) => panic!("invalid throttle"),
+};
+
+#[robust(retries = 0, throttle = AHEAD)]
+fn failing_ahead() -> io::Result<()> {
+    Err(ErrorKind::ConnectionReset.into())
+}
+
+/// An installed `VirtualTime` is a blocking fn's clock for its throttle too (the coarse system
+/// clock stands in only when no clock is installed): counts made an hour ahead of the system's
+/// clock are in the window at the virtual now, and forgotten a window later.
+#[test]
+fn an_installed_virtual_time_is_the_throttles_clock() {
+    let time = VirtualTime::seeded(5);
+    let _t = time.install();
+    time.advance(Duration::from_secs(3600));
+    for _ in 0..5 {
+        assert!(failing_ahead().is_err());
+    }
+    // Five requests, none accepted: 5 / 6.
+    assert!(AHEAD.reject_probability(time.now()) > 0.8);
+    time.advance(Duration::from_secs(60));
+    assert_eq!(AHEAD.reject_probability(time.now()), 0.0);
+}
+
 static QUIET: AdaptiveThrottle = match AdaptiveThrottle::new(2.0, Duration::from_secs(60)) {
     Ok(t) => t,
     Err(_) => panic!("invalid throttle"),
