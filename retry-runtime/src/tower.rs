@@ -827,17 +827,11 @@ where
         let inner = std::mem::replace(&mut self.inner, clone);
         let policy = Arc::clone(&self.policy);
         let chosen = self.guards.choose(&req);
-        let state = {
-            let view = G::view(&policy, &chosen);
-            // The first attempt's start is read when it starts (in `poll`), and only if
-            // something needs it: a success then reads no clock.
-            crate::call::start(&view, Timed::default()).state()
-        };
         ResponseFuture {
             policy,
             chosen,
             inner,
-            state,
+            state: None,
             request: Some(req),
             phase: Phase::Admit,
             attempt: None,
@@ -878,7 +872,8 @@ pin_project_lite::pin_project! {
         policy: Arc<P>,
         chosen: G::Chosen,
         inner: S,
-        state: CallState<Timed>,
+        // The call's state, made at its first use (in place, in the pinned future).
+        state: Option<CallState<Timed>>,
         // The request: a copy of it is sent by each attempt (it is sent itself, once, when it
         // cannot be copied).
         request: Option<Req>,
@@ -909,7 +904,7 @@ pin_project_lite::pin_project! {
             );
             if admitted && <<G::View<'_> as PolicyCore>::Breaker as Breaker>::ACTIVE {
                 let view = G::view(this.policy, this.chosen);
-                Call::resume(&view, *this.state).release();
+                Call::resume(&view, state_of(this.state, &view)).release();
             }
         }
     }
@@ -949,14 +944,14 @@ where
                     if <<G::View<'_> as PolicyCore>::Breaker as Breaker>::ACTIVE
                         || <<G::View<'_> as PolicyCore>::Throttle as crate::guard::Throttle>::ACTIVE
                     {
-                        let mut call = Call::resume(policy, *this.state);
+                        let mut call = Call::resume(policy, state_of(this.state, policy));
                         if let Some(rejected) = call.admit() {
                             *this.phase = Phase::Done;
                             return Poll::Ready(crate::call::finish(policy, rejected));
                         }
                         // (The permit is kept with the state: given back if the future is
                         // dropped before the attempt is settled.)
-                        *this.state = call.into_state();
+                        *this.state = Some(call.into_state());
                     }
                     if <G::Limit as crate::guard::Limit>::ACTIVE {
                         // A free slot is taken at once.
@@ -976,7 +971,8 @@ where
                             .set(Some(crate::guard::Limit::wait(policy.limit())));
                         // A retry does not wait past the call's deadline (before the first
                         // attempt has started, the deadline has not begun).
-                        let left = Call::resume(policy, *this.state).deadline_left();
+                        let left =
+                            Call::resume(policy, state_of(this.state, policy)).deadline_left();
                         if let Some(left) = left {
                             arm_in(this.timer, left);
                         }
@@ -998,8 +994,9 @@ where
                             // The deadline passed while the retry waited: the call ends as
                             // when the deadline cuts an attempt, and the attempt's breaker
                             // permit is given back.
-                            let ended = fired(this.timer, cx)
-                                .then(|| Call::resume(policy, *this.state).end_unmade());
+                            let ended = fired(this.timer, cx).then(|| {
+                                Call::resume(policy, state_of(this.state, policy)).end_unmade()
+                            });
                             match ended {
                                 Some(Some(e)) => {
                                     this.wait.set(None);
@@ -1018,7 +1015,7 @@ where
                         Poll::Ready(Err(_)) => {
                             this.wait.set(None);
                             // The queue is full: rejected at once, not retried.
-                            let mut call = Call::resume(policy, *this.state);
+                            let mut call = Call::resume(policy, state_of(this.state, policy));
                             if let Some(r) = crate::call::refused(&mut call) {
                                 *this.phase = Phase::Done;
                                 return Poll::Ready(crate::call::finish(policy, r));
@@ -1034,9 +1031,9 @@ where
                     // first attempt's start is read here); otherwise it is the timeout and no
                     // clock is read.
                     let limit = if policy.needs_start() {
-                        let mut call = Call::resume(policy, *this.state);
+                        let mut call = Call::resume(policy, state_of(this.state, policy));
                         let attempt = call.attempt();
-                        *this.state = call.state();
+                        *this.state = Some(call.state());
                         *this.started = Some(attempt.started());
                         attempt.limit()
                     } else {
@@ -1044,7 +1041,9 @@ where
                     };
                     // An attempt with no time left (the deadline passed while it waited for a
                     // slot) is not sent: a timer armed now would only tell after the next poll.
-                    if let Some(e) = Call::resume(policy, *this.state).out_of_time(limit) {
+                    if let Some(e) =
+                        Call::resume(policy, state_of(this.state, policy)).out_of_time(limit)
+                    {
                         *this.slot = None;
                         *this.phase = Phase::Done;
                         return Poll::Ready(crate::call::finish(policy, Err(e)));
@@ -1110,7 +1109,7 @@ where
                                 let mut call = attempt_over(
                                     policy,
                                     this.slot,
-                                    *this.state,
+                                    state_of(this.state, policy),
                                     this.started,
                                     &r,
                                     false,
@@ -1147,8 +1146,14 @@ where
                     continue;
                 }
             };
-            let mut call =
-                attempt_over(policy, this.slot, *this.state, this.started, &result, fired);
+            let mut call = attempt_over(
+                policy,
+                this.slot,
+                state_of(this.state, policy),
+                this.started,
+                &result,
+                fired,
+            );
             if single {
                 let r = call.settle_once(result, fired);
                 *this.phase = Phase::Done;
@@ -1160,7 +1165,7 @@ where
                     return Poll::Ready(crate::call::finish(policy, r));
                 }
                 Step::Retry(delay) => {
-                    *this.state = call.state();
+                    *this.state = Some(call.state());
                     let env: G::Env = policy.env().clone();
                     *this.backoff = Some(Box::pin(async move { env.sleep_async(delay).await }));
                     *this.phase = Phase::Backoff;
@@ -1168,6 +1173,13 @@ where
             }
         }
     }
+}
+
+/// The call's state: made (as a new call's, its first attempt's start unread) the first time
+/// it is needed.
+#[inline(always)]
+fn state_of<P: PolicyCore>(state: &mut Option<CallState<Timed>>, policy: &P) -> CallState<Timed> {
+    *state.get_or_insert_with(|| crate::call::start(policy, Timed::default()).state())
 }
 
 /// Sets the future's timer to fire `after` from now: made the first time, reset after.
