@@ -934,10 +934,24 @@ where
         let mut this = self.project();
         let view = G::view(this.policy, this.chosen);
         let policy = &view;
-        loop {
+        // The phase is kept in a local while the loop runs (its next step is then known, not
+        // read back through a jump table), and written back when the poll returns; with a
+        // breaker, also at each step, so that the future dropped after a panic still gives its
+        // permit back.
+        let mut phase = *this.phase;
+        let breaker = <<G::View<'_> as PolicyCore>::Breaker as Breaker>::ACTIVE;
+        macro_rules! to {
+            ($next:expr) => {{
+                phase = $next;
+                if breaker {
+                    *this.phase = phase;
+                }
+            }};
+        }
+        let polled = loop {
             // The attempt's outcome, once there is one: the result and whether it timed out.
-            let (result, fired, single) = match *this.phase {
-                Phase::Done => return Poll::Pending,
+            let (result, fired, single) = match phase {
+                Phase::Done => break Poll::Pending,
                 Phase::Admit => {
                     // The throttle and the breaker decide (the call's state is read back only
                     // when there is one of them).
@@ -946,8 +960,8 @@ where
                     {
                         let mut call = Call::resume(policy, state_of(this.state, policy));
                         if let Some(rejected) = call.admit() {
-                            *this.phase = Phase::Done;
-                            return Poll::Ready(crate::call::finish(policy, rejected));
+                            to!(Phase::Done);
+                            break Poll::Ready(crate::call::finish(policy, rejected));
                         }
                         // (The permit is kept with the state: given back if the future is
                         // dropped before the attempt is settled.)
@@ -957,7 +971,7 @@ where
                         // A free slot is taken at once.
                         if let Some(slot) = crate::guard::Limit::try_slot(policy.limit()) {
                             *this.slot = Some(slot);
-                            *this.phase = Phase::Arm;
+                            to!(Phase::Arm);
                             continue;
                         }
                         // No slot is waited for while the service keeps what it reserved
@@ -976,11 +990,11 @@ where
                         if let Some(left) = left {
                             arm_in(this.timer, left);
                         }
-                        *this.phase = Phase::Queued {
+                        to!(Phase::Queued {
                             timed: left.is_some(),
-                        };
+                        });
                     } else {
-                        *this.phase = Phase::Arm;
+                        to!(Phase::Arm);
                     }
                     continue;
                 }
@@ -1000,27 +1014,27 @@ where
                             match ended {
                                 Some(Some(e)) => {
                                     this.wait.set(None);
-                                    *this.phase = Phase::Done;
-                                    return Poll::Ready(crate::call::finish(policy, Err(e)));
+                                    to!(Phase::Done);
+                                    break Poll::Ready(crate::call::finish(policy, Err(e)));
                                 }
-                                _ => return Poll::Pending,
+                                _ => break Poll::Pending,
                             }
                         }
-                        Poll::Pending => return Poll::Pending,
+                        Poll::Pending => break Poll::Pending,
                         Poll::Ready(Ok(slot)) => {
                             this.wait.set(None);
                             *this.slot = Some(slot);
-                            *this.phase = Phase::Arm;
+                            to!(Phase::Arm);
                         }
                         Poll::Ready(Err(_)) => {
                             this.wait.set(None);
                             // The queue is full: rejected at once, not retried.
                             let mut call = Call::resume(policy, state_of(this.state, policy));
                             if let Some(r) = crate::call::refused(&mut call) {
-                                *this.phase = Phase::Done;
-                                return Poll::Ready(crate::call::finish(policy, r));
+                                to!(Phase::Done);
+                                break Poll::Ready(crate::call::finish(policy, r));
                             }
-                            *this.phase = Phase::Arm;
+                            to!(Phase::Arm);
                         }
                     }
                     continue;
@@ -1045,13 +1059,13 @@ where
                         Call::resume(policy, state_of(this.state, policy)).out_of_time(limit)
                     {
                         *this.slot = None;
-                        *this.phase = Phase::Done;
-                        return Poll::Ready(crate::call::finish(policy, Err(e)));
+                        to!(Phase::Done);
+                        break Poll::Ready(crate::call::finish(policy, Err(e)));
                     }
                     if let Some(limit) = limit {
                         arm_in(this.timer, limit);
                     }
-                    *this.phase = Phase::Ready;
+                    to!(Phase::Ready);
                     continue;
                 }
                 Phase::Ready => match this.inner.poll_ready(cx) {
@@ -1059,7 +1073,7 @@ where
                     Poll::Ready(Ok(())) if this.timer.as_ref().is_some_and(|t| t.is_elapsed()) => {
                         match expired::<_, S::Response, S::Error>(policy, this.timer, cx) {
                             Some(e) => (Err(e), true, false),
-                            None => return Poll::Pending,
+                            None => break Poll::Pending,
                         }
                     }
                     Poll::Ready(Ok(())) => {
@@ -1068,8 +1082,8 @@ where
                         let copy = match this.request.as_ref() {
                             Some(request) => request.try_clone(),
                             None => {
-                                *this.phase = Phase::Done;
-                                return Poll::Pending;
+                                to!(Phase::Done);
+                                break Poll::Pending;
                             }
                         };
                         let (request, single) = match copy {
@@ -1079,7 +1093,7 @@ where
                         if let Some(request) = request {
                             this.attempt.set(Some(this.inner.call(request)));
                         }
-                        *this.phase = Phase::Calling { single };
+                        to!(Phase::Calling { single });
                         continue;
                     }
                     // A service that fails to be ready is not called again (tower's contract:
@@ -1088,7 +1102,7 @@ where
                     Poll::Pending => {
                         match expired::<_, S::Response, S::Error>(policy, this.timer, cx) {
                             Some(e) => (Err(e), true, false),
-                            None => return Poll::Pending,
+                            None => break Poll::Pending,
                         }
                     }
                 },
@@ -1115,8 +1129,8 @@ where
                                     false,
                                 );
                                 call.success::<S::Response, S::Error>();
-                                *this.phase = Phase::Done;
-                                return Poll::Ready(r);
+                                to!(Phase::Done);
+                                break Poll::Ready(r);
                             }
                             // An error returned when the attempt's time is up counts as a
                             // timeout, as in `call_async`.
@@ -1131,7 +1145,7 @@ where
                                     this.attempt.set(None);
                                     (Err(e), true, single)
                                 }
-                                None => return Poll::Pending,
+                                None => break Poll::Pending,
                             }
                         }
                     }
@@ -1140,9 +1154,9 @@ where
                     if let Some(sleep) = this.backoff.as_mut()
                         && sleep.as_mut().poll(cx).is_pending()
                     {
-                        return Poll::Pending;
+                        break Poll::Pending;
                     }
-                    *this.phase = Phase::Admit;
+                    to!(Phase::Admit);
                     continue;
                 }
             };
@@ -1156,22 +1170,24 @@ where
             );
             if single {
                 let r = call.settle_once(result, fired);
-                *this.phase = Phase::Done;
-                return Poll::Ready(crate::call::finish(policy, r));
+                to!(Phase::Done);
+                break Poll::Ready(crate::call::finish(policy, r));
             }
             match call.settle(result, fired) {
                 Step::Return(r) => {
-                    *this.phase = Phase::Done;
-                    return Poll::Ready(crate::call::finish(policy, r));
+                    to!(Phase::Done);
+                    break Poll::Ready(crate::call::finish(policy, r));
                 }
                 Step::Retry(delay) => {
                     *this.state = Some(call.state());
                     let env: G::Env = policy.env().clone();
                     *this.backoff = Some(Box::pin(async move { env.sleep_async(delay).await }));
-                    *this.phase = Phase::Backoff;
+                    to!(Phase::Backoff);
                 }
             }
-        }
+        };
+        *this.phase = phase;
+        polled
     }
 }
 
