@@ -872,7 +872,7 @@ pin_project_lite::pin_project! {
         policy: Arc<P>,
         chosen: G::Chosen,
         inner: S,
-        // The call's state, made at its first use (in place, in the pinned future).
+        // The call's state, once one must be kept (`None`: a new call's).
         state: Option<CallState<Timed>>,
         // The request: a copy of it is sent by each attempt (it is sent itself, once, when it
         // cannot be copied).
@@ -948,131 +948,140 @@ where
                 }
             }};
         }
+        // The phases run in order, one block after the other (a block that moves the phase on
+        // falls through to the next), so that a first poll that goes through them all takes
+        // no jump table; the loop comes back only after a backoff is set.
         let polled = loop {
-            // The attempt's outcome, once there is one: the result and whether it timed out.
-            let (result, fired, single) = match phase {
-                Phase::Done => break Poll::Pending,
-                Phase::Admit => {
-                    // The throttle and the breaker decide (the call's state is read back only
-                    // when there is one of them).
-                    if <<G::View<'_> as PolicyCore>::Breaker as Breaker>::ACTIVE
-                        || <<G::View<'_> as PolicyCore>::Throttle as crate::guard::Throttle>::ACTIVE
-                    {
-                        let mut call = Call::resume(policy, state_of(this.state, policy));
-                        if let Some(rejected) = call.admit() {
-                            to!(Phase::Done);
-                            break Poll::Ready(crate::call::finish(policy, rejected));
-                        }
-                        // (The permit is kept with the state: given back if the future is
-                        // dropped before the attempt is settled.)
-                        *this.state = Some(call.into_state());
+            if phase == Phase::Done {
+                break Poll::Pending;
+            }
+            if phase == Phase::Backoff {
+                if let Some(sleep) = this.backoff.as_mut()
+                    && sleep.as_mut().poll(cx).is_pending()
+                {
+                    break Poll::Pending;
+                }
+                to!(Phase::Admit);
+            }
+            if phase == Phase::Admit {
+                // The throttle and the breaker decide (the call's state is read back only
+                // when there is one of them).
+                if <<G::View<'_> as PolicyCore>::Breaker as Breaker>::ACTIVE
+                    || <<G::View<'_> as PolicyCore>::Throttle as crate::guard::Throttle>::ACTIVE
+                {
+                    let mut call = Call::resume(policy, state_of(this.state, policy));
+                    if let Some(rejected) = call.admit() {
+                        to!(Phase::Done);
+                        break Poll::Ready(crate::call::finish(policy, rejected));
                     }
-                    if <G::Limit as crate::guard::Limit>::ACTIVE {
-                        // A free slot is taken at once.
-                        if let Some(slot) = crate::guard::Limit::try_slot(policy.limit()) {
-                            *this.slot = Some(slot);
-                            to!(Phase::Arm);
-                            continue;
-                        }
-                        // No slot is waited for while the service keeps what it reserved
-                        // when it was made ready (a permit of an inner `ConcurrencyLimit`, a
-                        // `Buffer`'s slot): the request holding our slot may need it to be
-                        // ready, and the two would wait for each other. The ready service
-                        // is dropped for a clone, made ready once a slot is ours.
-                        let fresh = this.inner.clone();
-                        *this.inner = fresh;
-                        this.wait
-                            .set(Some(crate::guard::Limit::wait(policy.limit())));
-                        // A retry does not wait past the call's deadline (before the first
-                        // attempt has started, the deadline has not begun).
-                        let left =
-                            Call::resume(policy, state_of(this.state, policy)).deadline_left();
-                        if let Some(left) = left {
-                            arm_in(this.timer, left);
-                        }
-                        to!(Phase::Queued {
-                            timed: left.is_some(),
+                    // (The permit is kept with the state: given back if the future is
+                    // dropped before the attempt is settled.)
+                    *this.state = Some(call.into_state());
+                }
+                if !<G::Limit as crate::guard::Limit>::ACTIVE {
+                    to!(Phase::Arm);
+                } else if let Some(slot) = crate::guard::Limit::try_slot(policy.limit()) {
+                    // A free slot is taken at once.
+                    *this.slot = Some(slot);
+                    to!(Phase::Arm);
+                } else {
+                    // No slot is waited for while the service keeps what it reserved when it
+                    // was made ready (a permit of an inner `ConcurrencyLimit`, a `Buffer`'s
+                    // slot): the request holding our slot may need it to be ready, and the two
+                    // would wait for each other. The ready service is dropped for a clone,
+                    // made ready once a slot is ours.
+                    let fresh = this.inner.clone();
+                    *this.inner = fresh;
+                    this.wait
+                        .set(Some(crate::guard::Limit::wait(policy.limit())));
+                    // A retry does not wait past the call's deadline (before the first
+                    // attempt has started, the deadline has not begun).
+                    let left = Call::resume(policy, state_of(this.state, policy)).deadline_left();
+                    if let Some(left) = left {
+                        arm_in(this.timer, left);
+                    }
+                    to!(Phase::Queued {
+                        timed: left.is_some(),
+                    });
+                }
+            }
+            if let Phase::Queued { timed } = phase {
+                let waited = match this.wait.as_mut().as_pin_mut() {
+                    Some(w) => w.poll(cx),
+                    None => Poll::Pending,
+                };
+                match waited {
+                    Poll::Pending if timed => {
+                        // The deadline passed while the retry waited: the call ends as when
+                        // the deadline cuts an attempt, and the attempt's breaker permit is
+                        // given back.
+                        let ended = fired(this.timer, cx).then(|| {
+                            Call::resume(policy, state_of(this.state, policy)).end_unmade()
                         });
-                    } else {
+                        match ended {
+                            Some(Some(e)) => {
+                                this.wait.set(None);
+                                to!(Phase::Done);
+                                break Poll::Ready(crate::call::finish(policy, Err(e)));
+                            }
+                            _ => break Poll::Pending,
+                        }
+                    }
+                    Poll::Pending => break Poll::Pending,
+                    Poll::Ready(Ok(slot)) => {
+                        this.wait.set(None);
+                        *this.slot = Some(slot);
                         to!(Phase::Arm);
                     }
-                    continue;
-                }
-                Phase::Queued { timed } => {
-                    let waited = match this.wait.as_mut().as_pin_mut() {
-                        Some(w) => w.poll(cx),
-                        None => Poll::Pending,
-                    };
-                    match waited {
-                        Poll::Pending if timed => {
-                            // The deadline passed while the retry waited: the call ends as
-                            // when the deadline cuts an attempt, and the attempt's breaker
-                            // permit is given back.
-                            let ended = fired(this.timer, cx).then(|| {
-                                Call::resume(policy, state_of(this.state, policy)).end_unmade()
-                            });
-                            match ended {
-                                Some(Some(e)) => {
-                                    this.wait.set(None);
-                                    to!(Phase::Done);
-                                    break Poll::Ready(crate::call::finish(policy, Err(e)));
-                                }
-                                _ => break Poll::Pending,
-                            }
-                        }
-                        Poll::Pending => break Poll::Pending,
-                        Poll::Ready(Ok(slot)) => {
-                            this.wait.set(None);
-                            *this.slot = Some(slot);
-                            to!(Phase::Arm);
-                        }
-                        Poll::Ready(Err(_)) => {
-                            this.wait.set(None);
-                            // The queue is full: rejected at once, not retried.
-                            let mut call = Call::resume(policy, state_of(this.state, policy));
-                            if let Some(r) = crate::call::refused(&mut call) {
-                                to!(Phase::Done);
-                                break Poll::Ready(crate::call::finish(policy, r));
-                            }
-                            to!(Phase::Arm);
-                        }
-                    }
-                    continue;
-                }
-                Phase::Arm => {
-                    // The attempt's time: read from the clock when the call must know when its
-                    // attempts start (a deadline, a `max_delay`, `on_retry`, tracing: the
-                    // first attempt's start is read here); otherwise it is the timeout and no
-                    // clock is read.
-                    let limit = if policy.needs_start() {
+                    Poll::Ready(Err(_)) => {
+                        this.wait.set(None);
+                        // The queue is full: rejected at once, not retried.
                         let mut call = Call::resume(policy, state_of(this.state, policy));
-                        let attempt = call.attempt();
-                        *this.state = Some(call.state());
-                        *this.started = Some(attempt.started());
-                        attempt.limit()
-                    } else {
-                        policy.timeout_setting().limit()
-                    };
-                    // An attempt with no time left (the deadline passed while it waited for a
-                    // slot) is not sent: a timer armed now would only tell after the next poll.
-                    if let Some(e) =
-                        Call::resume(policy, state_of(this.state, policy)).out_of_time(limit)
-                    {
-                        *this.slot = None;
-                        to!(Phase::Done);
-                        break Poll::Ready(crate::call::finish(policy, Err(e)));
+                        if let Some(r) = crate::call::refused(&mut call) {
+                            to!(Phase::Done);
+                            break Poll::Ready(crate::call::finish(policy, r));
+                        }
+                        to!(Phase::Arm);
                     }
-                    if let Some(limit) = limit {
-                        arm_in(this.timer, limit);
-                    }
-                    to!(Phase::Ready);
-                    continue;
                 }
-                Phase::Ready => match this.inner.poll_ready(cx) {
+            }
+            if phase == Phase::Arm {
+                // The attempt's time: read from the clock when the call must know when its
+                // attempts start (a deadline, a `max_delay`, `on_retry`, tracing: the first
+                // attempt's start is read here); otherwise it is the timeout and no clock is
+                // read.
+                let limit = if policy.needs_start() {
+                    let mut call = Call::resume(policy, state_of(this.state, policy));
+                    let attempt = call.attempt();
+                    *this.state = Some(call.state());
+                    *this.started = Some(attempt.started());
+                    attempt.limit()
+                } else {
+                    policy.timeout_setting().limit()
+                };
+                // An attempt with no time left (the deadline passed while it waited for a
+                // slot) is not sent: a timer armed now would only tell after the next poll.
+                if let Some(e) =
+                    Call::resume(policy, state_of(this.state, policy)).out_of_time(limit)
+                {
+                    *this.slot = None;
+                    to!(Phase::Done);
+                    break Poll::Ready(crate::call::finish(policy, Err(e)));
+                }
+                if let Some(limit) = limit {
+                    arm_in(this.timer, limit);
+                }
+                to!(Phase::Ready);
+            }
+            // The attempt's outcome, once there is one: the result, whether it timed out, and
+            // whether it was the call's only attempt.
+            let mut outcome = None;
+            if phase == Phase::Ready {
+                match this.inner.poll_ready(cx) {
                     // An attempt whose time is already over (a deadline passed) is not sent.
                     Poll::Ready(Ok(())) if this.timer.as_ref().is_some_and(|t| t.is_elapsed()) => {
                         match expired::<_, S::Response, S::Error>(policy, this.timer, cx) {
-                            Some(e) => (Err(e), true, false),
+                            Some(e) => outcome = Some((Err(e), true, false)),
                             None => break Poll::Pending,
                         }
                     }
@@ -1094,71 +1103,65 @@ where
                             this.attempt.set(Some(this.inner.call(request)));
                         }
                         to!(Phase::Calling { single });
-                        continue;
                     }
                     // A service that fails to be ready is not called again (tower's contract:
                     // it is to be discarded): its error is the call's, not retried.
-                    Poll::Ready(Err(e)) => (Err(e), false, true),
+                    Poll::Ready(Err(e)) => outcome = Some((Err(e), false, true)),
                     Poll::Pending => {
                         match expired::<_, S::Response, S::Error>(policy, this.timer, cx) {
-                            Some(e) => (Err(e), true, false),
+                            Some(e) => outcome = Some((Err(e), true, false)),
                             None => break Poll::Pending,
                         }
                     }
-                },
-                Phase::Calling { single } => {
-                    let polled = match this.attempt.as_mut().as_pin_mut() {
-                        Some(f) => f.poll(cx),
-                        None => Poll::Pending,
-                    };
-                    match polled {
-                        Poll::Ready(r) => {
-                            this.attempt.set(None);
-                            // A success no value rule can match is settled here and returned
-                            // as it came (not moved through the settling below).
-                            if !single
-                                && !<G::View<'_> as RetryPolicy<S::Response, S::Error>>::VALUES
-                                && r.is_ok()
-                            {
-                                let mut call = attempt_over(
-                                    policy,
-                                    this.slot,
-                                    state_of(this.state, policy),
-                                    this.started,
-                                    &r,
-                                    false,
-                                );
-                                call.success::<S::Response, S::Error>();
-                                to!(Phase::Done);
-                                break Poll::Ready(r);
-                            }
-                            // An error returned when the attempt's time is up counts as a
-                            // timeout, as in `call_async`.
-                            let late =
-                                r.is_err() && this.timer.as_ref().is_some_and(|t| t.is_elapsed());
-                            (r, late, single)
+                }
+            }
+            if let (None, Phase::Calling { single }) = (&outcome, phase) {
+                let polled = match this.attempt.as_mut().as_pin_mut() {
+                    Some(f) => f.poll(cx),
+                    None => Poll::Pending,
+                };
+                match polled {
+                    Poll::Ready(r) => {
+                        this.attempt.set(None);
+                        // A success no value rule can match is settled here and returned as
+                        // it came (not moved through the settling below).
+                        if !single
+                            && !<G::View<'_> as RetryPolicy<S::Response, S::Error>>::VALUES
+                            && r.is_ok()
+                        {
+                            let mut call = attempt_over(
+                                policy,
+                                this.slot,
+                                state_of(this.state, policy),
+                                this.started,
+                                &r,
+                                false,
+                            );
+                            call.success::<S::Response, S::Error>();
+                            to!(Phase::Done);
+                            break Poll::Ready(r);
                         }
-                        Poll::Pending => {
-                            match expired::<_, S::Response, S::Error>(policy, this.timer, cx) {
-                                Some(e) => {
-                                    // Dropping the attempt's future cancels it.
-                                    this.attempt.set(None);
-                                    (Err(e), true, single)
-                                }
-                                None => break Poll::Pending,
+                        // An error returned when the attempt's time is up counts as a
+                        // timeout, as in `call_async`.
+                        let late =
+                            r.is_err() && this.timer.as_ref().is_some_and(|t| t.is_elapsed());
+                        outcome = Some((r, late, single));
+                    }
+                    Poll::Pending => {
+                        match expired::<_, S::Response, S::Error>(policy, this.timer, cx) {
+                            Some(e) => {
+                                // Dropping the attempt's future cancels it.
+                                this.attempt.set(None);
+                                outcome = Some((Err(e), true, single));
                             }
+                            None => break Poll::Pending,
                         }
                     }
                 }
-                Phase::Backoff => {
-                    if let Some(sleep) = this.backoff.as_mut()
-                        && sleep.as_mut().poll(cx).is_pending()
-                    {
-                        break Poll::Pending;
-                    }
-                    to!(Phase::Admit);
-                    continue;
-                }
+            }
+            // (Every phase above ends in an outcome, a return or a later phase.)
+            let Some((result, fired, single)) = outcome else {
+                continue;
             };
             let mut call = attempt_over(
                 policy,
@@ -1191,11 +1194,15 @@ where
     }
 }
 
-/// The call's state: made (as a new call's, its first attempt's start unread) the first time
-/// it is needed.
+/// The call's state: a new call's (its first attempt's start unread) until one is kept.
+/// Nothing is written to the future for a call that never needs to keep it (a success on
+/// its first attempt without a breaker).
 #[inline(always)]
-fn state_of<P: PolicyCore>(state: &mut Option<CallState<Timed>>, policy: &P) -> CallState<Timed> {
-    *state.get_or_insert_with(|| crate::call::start(policy, Timed::default()).state())
+fn state_of<P: PolicyCore>(state: &Option<CallState<Timed>>, policy: &P) -> CallState<Timed> {
+    match state {
+        Some(state) => *state,
+        None => crate::call::start(policy, Timed::default()).state(),
+    }
 }
 
 /// Sets the future's timer to fire `after` from now: made the first time, reset after.
