@@ -827,6 +827,9 @@ where
         let inner = std::mem::replace(&mut self.inner, clone);
         let policy = Arc::clone(&self.policy);
         let chosen = self.guards.choose(&req);
+        // The request credits its budget once, here (its state, made at its first use, does
+        // not).
+        G::view(&policy, &chosen).budget().deposit();
         ResponseFuture {
             policy,
             chosen,
@@ -1196,12 +1199,12 @@ where
 
 /// The call's state: a new call's (its first attempt's start unread) until one is kept.
 /// Nothing is written to the future for a call that never needs to keep it (a success on
-/// its first attempt without a breaker).
+/// its first attempt without a breaker). (A new call's state credits no budget: `call` did.)
 #[inline(always)]
 fn state_of<P: PolicyCore>(state: &Option<CallState<Timed>>, policy: &P) -> CallState<Timed> {
     match state {
         Some(state) => *state,
-        None => crate::call::start(policy, Timed::default()).state(),
+        None => crate::call::start_credited(policy, Timed::default()).state(),
     }
 }
 
@@ -1265,10 +1268,56 @@ mod tests {
     use std::sync::atomic::{AtomicU32, Ordering};
     use std::time::Duration;
 
-    use tower::{Layer, ServiceExt};
+    use tower::{Layer, Service, ServiceExt};
 
     use super::RobustLayer;
     use crate::{Constant, NoJitter, Policy, RetryPolicy};
+
+    /// Each request credits its retry budget once, whatever its attempts and whether the
+    /// policy needs its first attempt's start (without `tracing`, no state is kept for a
+    /// success on the first attempt, and a new call's state must not credit it again), and
+    /// when it is made, even if its future is never polled.
+    #[tokio::test(start_paused = true)]
+    async fn each_request_credits_the_budget_once() {
+        static BUDGET: crate::RetryBudget = match crate::RetryBudget::new(100.0, 1.0, 10.0) {
+            Ok(b) => b,
+            Err(_) => panic!("invalid budget"),
+        };
+        while BUDGET.try_withdraw() {}
+        assert_eq!(BUDGET.tokens(), 0.0);
+        let policy = Policy::builder()
+            .retries(2)
+            .backoff(Constant::new(Duration::from_millis(10)))
+            .jitter(NoJitter)
+            .budget(&BUDGET)
+            .build()
+            .unwrap();
+        let calls = Arc::new(AtomicU32::new(0));
+        let counter = Arc::clone(&calls);
+        let svc = tower::service_fn(move |req: u32| {
+            let n = counter.fetch_add(1, Ordering::SeqCst);
+            async move {
+                if n == 5 {
+                    return Err(std::io::Error::other("once"));
+                }
+                Ok::<_, std::io::Error>(req)
+            }
+        });
+        let mut svc = RobustLayer::new(policy).layer(svc);
+        // Five successes on their first attempt: five tokens.
+        for i in 0..5 {
+            assert_eq!(svc.ready().await.unwrap().call(i).await.unwrap(), i);
+        }
+        assert_eq!(BUDGET.tokens(), 5.0);
+        // A request whose first attempt fails: one token earned, none left for its retry
+        // (which costs 10): the failure is returned.
+        assert!(svc.ready().await.unwrap().call(9).await.is_err());
+        assert_eq!(calls.load(Ordering::SeqCst), 6);
+        assert_eq!(BUDGET.tokens(), 6.0);
+        // A request made and never polled.
+        drop(svc.ready().await.unwrap().call(1));
+        assert_eq!(BUDGET.tokens(), 7.0);
+    }
 
     /// Without `max_delay`, deadline, `on_retry` or tracing, the layer reads no clock on its
     /// own (`needs_start` is false): timeouts and backoffs still follow tokio's clock. (The
