@@ -79,7 +79,7 @@ mod coarse {
 
     use rustix::time::{ClockId, Timespec, clock_getres, clock_gettime};
 
-    /// Nanoseconds on `clock`, 0 for a negative reading (none is).
+    /// The nanoseconds `t` holds, 0 for a negative reading (none is).
     fn nanos(t: Timespec) -> i64 {
         let secs = u64::try_from(t.tv_sec).unwrap_or(0);
         let ns = secs
@@ -301,11 +301,12 @@ impl AdaptiveThrottle {
         self.count_in(self.advance(self.epoch_at(now.0)), accepted);
     }
 
-    /// The current instant read from the system's monotonic clock coarsely (a few
-    /// milliseconds apart, see [`COARSE_TICK`]), for a caller whose clock is the system's:
-    /// `None` when this throttle's buckets are narrower than 100 ms (a window under a
-    /// second), or there is no coarse clock (only Linux has one). The loop asks this first,
-    /// and reads its own clock only on `None`: an exact reading costs five times as much.
+    /// The current instant read from the system's monotonic clock coarsely (up to two ticks
+    /// old, a few milliseconds: see [`COARSE_TICK`]), for a caller whose clock is the
+    /// system's: `None` when this throttle's buckets are narrower than 100 ms (a window under
+    /// a second), or there is no coarse clock (only Linux and Android have one). The loop
+    /// asks this first, and reads its own clock only on `None`: an exact reading costs five
+    /// times as much.
     #[inline]
     pub fn coarse_now(&self) -> Option<Stamp> {
         if self.coarse { Stamp::coarse() } else { None }
