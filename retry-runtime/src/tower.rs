@@ -827,8 +827,8 @@ where
         let inner = std::mem::replace(&mut self.inner, clone);
         let policy = Arc::clone(&self.policy);
         let chosen = self.guards.choose(&req);
-        // The request credits its budget once, here (its state, made at its first use, does
-        // not).
+        // The request credits its budget once, here (a new call's state, made where it is
+        // used until one is kept, does not).
         G::view(&policy, &chosen).budget().deposit();
         ResponseFuture {
             policy,
