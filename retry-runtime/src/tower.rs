@@ -907,7 +907,7 @@ pin_project_lite::pin_project! {
             );
             if admitted && <<G::View<'_> as PolicyCore>::Breaker as Breaker>::ACTIVE {
                 let view = G::view(this.policy, this.chosen);
-                Call::resume(&view, state_of(this.state, &view)).release();
+                resumed(this.state, &view).release();
             }
         }
     }
@@ -972,7 +972,7 @@ where
                 if <<G::View<'_> as PolicyCore>::Breaker as Breaker>::ACTIVE
                     || <<G::View<'_> as PolicyCore>::Throttle as crate::guard::Throttle>::ACTIVE
                 {
-                    let mut call = Call::resume(policy, state_of(this.state, policy));
+                    let mut call = resumed(this.state, policy);
                     if let Some(rejected) = call.admit() {
                         to!(Phase::Done);
                         break Poll::Ready(crate::call::finish(policy, rejected));
@@ -999,7 +999,7 @@ where
                         .set(Some(crate::guard::Limit::wait(policy.limit())));
                     // A retry does not wait past the call's deadline (before the first
                     // attempt has started, the deadline has not begun).
-                    let left = Call::resume(policy, state_of(this.state, policy)).deadline_left();
+                    let left = resumed(this.state, policy).deadline_left();
                     if let Some(left) = left {
                         arm_in(this.timer, left);
                     }
@@ -1018,9 +1018,8 @@ where
                         // The deadline passed while the retry waited: the call ends as when
                         // the deadline cuts an attempt, and the attempt's breaker permit is
                         // given back.
-                        let ended = fired(this.timer, cx).then(|| {
-                            Call::resume(policy, state_of(this.state, policy)).end_unmade()
-                        });
+                        let ended =
+                            fired(this.timer, cx).then(|| resumed(this.state, policy).end_unmade());
                         match ended {
                             Some(Some(e)) => {
                                 this.wait.set(None);
@@ -1039,7 +1038,7 @@ where
                     Poll::Ready(Err(_)) => {
                         this.wait.set(None);
                         // The queue is full: rejected at once, not retried.
-                        let mut call = Call::resume(policy, state_of(this.state, policy));
+                        let mut call = resumed(this.state, policy);
                         if let Some(r) = crate::call::refused(&mut call) {
                             to!(Phase::Done);
                             break Poll::Ready(crate::call::finish(policy, r));
@@ -1054,7 +1053,7 @@ where
                 // attempt's start is read here); otherwise it is the timeout and no clock is
                 // read.
                 let limit = if policy.needs_start() {
-                    let mut call = Call::resume(policy, state_of(this.state, policy));
+                    let mut call = resumed(this.state, policy);
                     let attempt = call.attempt();
                     *this.state = Some(call.state());
                     *this.started = Some(attempt.started());
@@ -1064,9 +1063,7 @@ where
                 };
                 // An attempt with no time left (the deadline passed while it waited for a
                 // slot) is not sent: a timer armed now would only tell after the next poll.
-                if let Some(e) =
-                    Call::resume(policy, state_of(this.state, policy)).out_of_time(limit)
-                {
+                if let Some(e) = resumed(this.state, policy).out_of_time(limit) {
                     *this.slot = None;
                     to!(Phase::Done);
                     break Poll::Ready(crate::call::finish(policy, Err(e)));
@@ -1206,6 +1203,15 @@ fn state_of<P: PolicyCore>(state: &Option<CallState<Timed>>, policy: &P) -> Call
         Some(state) => *state,
         None => crate::call::start_credited(policy, Timed::default()).state(),
     }
+}
+
+/// The call, resumed from its state ([`state_of`]).
+#[inline(always)]
+fn resumed<'p, P: PolicyCore>(
+    state: &Option<CallState<Timed>>,
+    policy: &'p P,
+) -> Call<'p, P, Timed> {
+    Call::resume(policy, state_of(state, policy))
 }
 
 /// Sets the future's timer to fire `after` from now: made the first time, reset after.
