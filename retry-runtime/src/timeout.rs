@@ -69,6 +69,11 @@ pub trait AttemptTimeout {
     /// Whether attempts are hedged ([`Hedged`](crate::hedge::Hedged)).
     const HEDGED: bool = false;
 
+    /// Whether the setting never limits an attempt nor the call ([`NoTimeout`]): known when
+    /// the code is compiled, so that a loop can send an attempt without arming anything.
+    #[doc(hidden)]
+    const UNLIMITED: bool = false;
+
     /// The hedging setting, if any (SPEC section 15).
     #[inline]
     fn hedge(&self) -> Option<&crate::hedge::Hedge<'_>> {
@@ -262,6 +267,7 @@ impl AttemptTimeout for NoTimeout {
     fn limit(&self) -> Option<Duration> {
         None
     }
+    const UNLIMITED: bool = true;
 }
 
 impl AttemptTimeout for PerAttempt {

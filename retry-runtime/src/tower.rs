@@ -52,6 +52,14 @@
 //! sent, after any wait for a slot of the concurrency limit), not from `call`; a retry does
 //! not wait for a slot past it, and one whose time is up when its slot comes is not sent.
 //!
+//! A request's first attempt is sent from `call` when nothing has to admit, queue or time it:
+//! a policy without breaker, throttle, concurrency limit, timeout or deadline, and without
+//! anything that needs the first attempt's start (a `max_delay`, a budget, `on_retry`, the
+//! `tracing` feature). The service was made ready, so it is called at once with the request
+//! itself, and a copy is kept for a retry, as tower's `Retry` does. Otherwise the first attempt
+//! is sent from the response future's first poll, once the guards admit it. A future dropped
+//! before it is polled has sent its request in the first case, and nothing in the second.
+//!
 //! A request that must wait for a slot of the policy's concurrency limit first gives up what
 //! the service reserved for it when it was made ready: the service is dropped for a clone,
 //! made ready once the slot is the request's. A service that reserves capacity in
@@ -829,7 +837,39 @@ where
         let chosen = self.guards.choose(&req);
         // The request credits its budget once, here (a new call's state, made where it is
         // used until one is kept, does not).
-        G::view(&policy, &chosen).budget().deposit();
+        // When nothing admits, queues or times the first attempt (known when the code is
+        // compiled) and the call needs no start instant, the first attempt is sent now: the
+        // service is ready. A copy of the request is kept for a retry (a request that cannot
+        // be copied is sent itself, its only attempt).
+        let unguarded = !<<G::View<'_> as PolicyCore>::Breaker as Breaker>::ACTIVE
+            && !<<G::View<'_> as PolicyCore>::Throttle as crate::guard::Throttle>::ACTIVE
+            && !<G::Limit as crate::guard::Limit>::ACTIVE
+            && <<G::View<'_> as PolicyCore>::Timeout as AttemptTimeout>::UNLIMITED;
+        let eager = {
+            let view = G::view(&policy, &chosen);
+            view.budget().deposit();
+            unguarded && !view.needs_start()
+        };
+        if eager {
+            let copy = req.try_clone();
+            let single = copy.is_none();
+            let mut inner = inner;
+            let attempt = inner.call(req);
+            return ResponseFuture {
+                policy,
+                chosen,
+                inner,
+                state: None,
+                request: copy,
+                phase: Phase::Calling { single },
+                attempt: Some(attempt),
+                wait: None,
+                slot: None,
+                timer: None,
+                backoff: None,
+                started: None,
+            };
+        }
         ResponseFuture {
             policy,
             chosen,
@@ -1323,6 +1363,71 @@ mod tests {
         // A request made and never polled.
         drop(svc.ready().await.unwrap().call(1));
         assert_eq!(BUDGET.tokens(), 7.0);
+    }
+
+    /// A request that cannot be copied: sent once, its failure returned.
+    #[derive(Debug)]
+    struct Once;
+
+    impl super::RetryRequest for Once {
+        fn try_clone(&self) -> Option<Self> {
+            None
+        }
+    }
+
+    /// Without a guard, timeout or start instant to wait for (and without `tracing`, which
+    /// the workspace's tests enable: CI runs this crate's tests without it too), `call` sends
+    /// the first attempt itself, with the request, and keeps a copy; the retries go through
+    /// the future's loop with that copy, after their backoffs. A request that cannot be copied
+    /// is sent once. With `tracing` the first attempt waits for the first poll.
+    #[tokio::test(start_paused = true)]
+    async fn an_unguarded_policy_sends_the_first_attempt_from_call() {
+        let policy = || {
+            Policy::builder()
+                .retries(2)
+                .backoff(Constant::new(Duration::from_millis(100)))
+                .jitter(NoJitter)
+                .build()
+                .unwrap()
+        };
+        let eager = !cfg!(feature = "tracing");
+        assert_eq!(
+            RetryPolicy::<u32, std::io::Error>::needs_start(&policy()),
+            !eager
+        );
+        let calls = Arc::new(AtomicU32::new(0));
+        let counter = Arc::clone(&calls);
+        let svc = tower::service_fn(move |req: u32| {
+            let n = counter.fetch_add(1, Ordering::SeqCst);
+            async move {
+                if n < 2 {
+                    return Err(std::io::Error::other("not yet"));
+                }
+                Ok::<_, std::io::Error>(req + n)
+            }
+        });
+        let mut svc = RobustLayer::new(policy()).layer(svc);
+        let future = svc.ready().await.unwrap().call(40);
+        assert_eq!(calls.load(Ordering::SeqCst), u32::from(eager));
+        let start = tokio::time::Instant::now();
+        assert_eq!(future.await.unwrap(), 42);
+        assert_eq!(calls.load(Ordering::SeqCst), 3);
+        assert_eq!(start.elapsed(), Duration::from_millis(200));
+        // Made and dropped unpolled: sent (by `call`) or not.
+        drop(svc.ready().await.unwrap().call(0));
+        assert_eq!(calls.load(Ordering::SeqCst), 3 + u32::from(eager));
+
+        let calls = Arc::new(AtomicU32::new(0));
+        let counter = Arc::clone(&calls);
+        let once = tower::service_fn(move |_: Once| {
+            counter.fetch_add(1, Ordering::SeqCst);
+            async { Err::<u32, _>(std::io::Error::other("refused")) }
+        });
+        let mut once = RobustLayer::new(policy()).layer(once);
+        let future = once.ready().await.unwrap().call(Once);
+        assert_eq!(calls.load(Ordering::SeqCst), u32::from(eager));
+        assert_eq!(future.await.unwrap_err().to_string(), "refused");
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
     }
 
     /// Without `max_delay`, deadline, `on_retry` or tracing, the layer reads no clock on its
