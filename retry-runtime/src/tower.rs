@@ -835,8 +835,6 @@ where
         let inner = std::mem::replace(&mut self.inner, clone);
         let policy = Arc::clone(&self.policy);
         let chosen = self.guards.choose(&req);
-        // The request credits its budget once, here (a new call's state, made where it is
-        // used until one is kept, does not).
         // When nothing admits, queues or times the first attempt (known when the code is
         // compiled) and the call needs no start instant, the first attempt is sent now: the
         // service is ready. A copy of the request is kept for a retry (a request that cannot
@@ -847,6 +845,8 @@ where
             && <<G::View<'_> as PolicyCore>::Timeout as AttemptTimeout>::UNLIMITED;
         let eager = {
             let view = G::view(&policy, &chosen);
+            // The request credits its budget once, here (a new call's state, made where it
+            // is used until one is kept, does not).
             view.budget().deposit();
             unguarded && !view.needs_start()
         };
