@@ -485,9 +485,14 @@ async fn a_boxed_streaming_body_is_sent_once_and_a_readiness_error_is_not_retrie
     assert_eq!(r.unwrap_err().kind(), ErrorKind::ConnectionReset);
     assert_eq!(calls.load(Ordering::SeqCst), 1);
 
-    /// A service whose readiness fails.
+    /// A service whose call fails with a retryable error, and which fails to be ready once it
+    /// was called: the retry's readiness error is the call's, and the service is neither called
+    /// nor asked again.
     #[derive(Clone)]
-    struct Broken(Arc<AtomicU32>);
+    struct Broken {
+        calls: Arc<AtomicU32>,
+        refusals: Arc<AtomicU32>,
+    }
     impl Service<Request<String>> for Broken {
         type Response = Resp;
         type Error = io::Error;
@@ -496,18 +501,31 @@ async fn a_boxed_streaming_body_is_sent_once_and_a_readiness_error_is_not_retrie
             &mut self,
             _: &mut std::task::Context<'_>,
         ) -> std::task::Poll<io::Result<()>> {
-            self.0.fetch_add(1, Ordering::SeqCst);
-            std::task::Poll::Ready(Err(ErrorKind::BrokenPipe.into()))
+            if self.calls.load(Ordering::SeqCst) == 0 {
+                std::task::Poll::Ready(Ok(()))
+            } else {
+                self.refusals.fetch_add(1, Ordering::SeqCst);
+                std::task::Poll::Ready(Err(ErrorKind::BrokenPipe.into()))
+            }
         }
         fn call(&mut self, _: Request<String>) -> Self::Future {
-            std::future::ready(Ok(status(StatusCode::OK)))
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            std::future::ready(Err(ErrorKind::ConnectionReset.into()))
         }
     }
-    let readiness = Arc::new(AtomicU32::new(0));
-    let mut svc = RobustLayer::new(policy).layer(Broken(Arc::clone(&readiness)));
-    let fut = svc.call(Request::new(String::new()));
+    let broken = Broken {
+        calls: Arc::new(AtomicU32::new(0)),
+        refusals: Arc::new(AtomicU32::new(0)),
+    };
+    let mut svc = RobustLayer::new(policy).layer(broken.clone());
+    let fut = svc.ready().await.unwrap().call(Request::new(String::new()));
     assert_eq!(fut.await.unwrap_err().kind(), ErrorKind::BrokenPipe);
-    assert_eq!(readiness.load(Ordering::SeqCst), 1, "not polled again");
+    assert_eq!(broken.calls.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        broken.refusals.load(Ordering::SeqCst),
+        1,
+        "not polled again"
+    );
 }
 
 static LAYER_LIMIT: retry_runtime::ConcurrencyLimit =

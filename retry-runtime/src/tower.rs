@@ -1,7 +1,8 @@
 //! A `tower::Layer` from a built policy (feature `tower`, SPEC section 17).
 //!
 //! [`RobustLayer::new(policy)`](RobustLayer::new) wraps a service so that each request runs
-//! under the policy: the service is called once per attempt with a copy of the request; its
+//! under the policy: the service is called once per attempt, each with its own copy of the
+//! request (the first with the request itself when it is sent from `call`, below); its
 //! errors and its `Ok` responses are classified by the policy's rules (an
 //! [`OkIf`](crate::kind::OkIf) rule retries a 503 response), with the policy's timeout,
 //! deadline, hints, budget, breaker, callbacks and fallback. A policy that hedges (SPEC
@@ -13,6 +14,7 @@
 //! use retry_runtime::kind::{NoError, OkIf};
 //! use retry_runtime::tower::RobustLayer;
 //! use retry_runtime::{Constant, NoJitter, Policy};
+//! use tower::ServiceExt;
 //! use tower_layer::Layer;
 //! use tower_service::Service;
 //!
@@ -35,7 +37,8 @@
 //! });
 //!
 //! let mut client = RobustLayer::new(policy).layer(flaky);
-//! let response = client.call(Request::new("ping".to_owned())).await?;
+//! // `ready()` first, as tower's contract asks of every caller.
+//! let response = client.ready().await?.call(Request::new("ping".to_owned())).await?;
 //! assert_eq!(response.status(), StatusCode::OK);
 //! # Ok(()) }
 //! ```
@@ -53,12 +56,15 @@
 //! not wait for a slot past it, and one whose time is up when its slot comes is not sent.
 //!
 //! A request's first attempt is sent from `call` when nothing has to admit, queue or time it:
-//! a policy without breaker, throttle, concurrency limit, timeout or deadline, and without
-//! anything that needs the first attempt's start (a `max_delay`, a budget, `on_retry`, the
-//! `tracing` feature). The service was made ready, so it is called at once with the request
-//! itself, and a copy is kept for a retry, as tower's `Retry` does. Otherwise the first attempt
-//! is sent from the response future's first poll, once the guards admit it. A future dropped
-//! before it is polled has sent its request in the first case, and nothing in the second.
+//! a policy without breaker (its own or one per key), throttle, concurrency limit, timeout or
+//! deadline (a `NoTimeout` policy: a [`DynPolicy`](crate::DynPolicy) never is), and without
+//! anything that needs the first attempt's start (a `max_delay`, `on_retry`, the `tracing`
+//! feature); a retry budget does not stand in the way. The service was made ready by
+//! `poll_ready` (tower's contract: call `ready()` before `call`), so it is called at once with
+//! the request itself, and a copy is kept for the retries, which send copies of it, as tower's
+//! `Retry` does. Otherwise the first attempt is sent from the response future's first poll,
+//! once the guards admit it, and every attempt sends a copy of the request. A future dropped
+//! before it is polled has called the service in the first case, and not in the second.
 //!
 //! A request that must wait for a slot of the policy's concurrency limit first gives up what
 //! the service reserved for it when it was made ready: the service is dropped for a clone,
@@ -98,6 +104,9 @@ use crate::timeout::AttemptTimeout;
 /// A request the layer can send more than once: [`try_clone`](Self::try_clone) makes the copy
 /// for the next attempt, or returns `None` for a request that can be sent only once (it is
 /// then not retried).
+///
+/// A copy must answer as its original does: the layer may keep a copy and make the next
+/// attempts' copies from it (see the [module docs](self)).
 ///
 /// The answer must not change for a request: one that gives a copy, then `None`, leaves the
 /// retry or hedge it was asked for without a request; under [`RobustLayer::hedged`] that
@@ -917,8 +926,8 @@ pin_project_lite::pin_project! {
         inner: S,
         // The call's state, once one must be kept (`None`: a new call's).
         state: Option<CallState<Timed>>,
-        // The request: a copy of it is sent by each attempt (it is sent itself, once, when it
-        // cannot be copied).
+        // The request (or, when `call` sent the request itself, its copy): a copy of it is
+        // sent by each attempt (it is sent itself, once, when it cannot be copied).
         request: Option<Req>,
         phase: Phase,
         #[pin]
@@ -1375,11 +1384,30 @@ mod tests {
         }
     }
 
+    /// A request that counts the copies it descends from (0: the request the caller made).
+    #[derive(Debug)]
+    struct Tagged(u32);
+
+    impl super::RetryRequest for Tagged {
+        fn try_clone(&self) -> Option<Self> {
+            Some(Tagged(self.0 + 1))
+        }
+    }
+
+    /// Awaits `future` for at most a minute of tokio's (paused) time: a future that would
+    /// never answer fails the test instead of hanging it.
+    async fn within_a_minute<F: std::future::Future>(future: F) -> F::Output {
+        tokio::time::timeout(Duration::from_secs(60), future)
+            .await
+            .expect("answered within a minute")
+    }
+
     /// Without a guard, timeout or start instant to wait for (and without `tracing`, which
     /// the workspace's tests enable: CI runs this crate's tests without it too), `call` sends
-    /// the first attempt itself, with the request, and keeps a copy; the retries go through
-    /// the future's loop with that copy, after their backoffs. A request that cannot be copied
-    /// is sent once. With `tracing` the first attempt waits for the first poll.
+    /// the first attempt itself, with the request the caller made, and keeps a copy; the
+    /// retries go through the future's loop with copies of that copy, after their backoffs. A
+    /// request that cannot be copied is sent once. With `tracing` the first attempt waits for
+    /// the first poll, and every attempt sends a copy of the request.
     #[tokio::test(start_paused = true)]
     async fn an_unguarded_policy_sends_the_first_attempt_from_call() {
         let policy = || {
@@ -1395,27 +1423,32 @@ mod tests {
             RetryPolicy::<u32, std::io::Error>::needs_start(&policy()),
             !eager
         );
-        let calls = Arc::new(AtomicU32::new(0));
-        let counter = Arc::clone(&calls);
-        let svc = tower::service_fn(move |req: u32| {
-            let n = counter.fetch_add(1, Ordering::SeqCst);
+        let sent = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log = Arc::clone(&sent);
+        let svc = tower::service_fn(move |req: Tagged| {
+            let mut log = log.lock().unwrap();
+            log.push(req.0);
+            let n = log.len();
             async move {
-                if n < 2 {
+                if n < 3 {
                     return Err(std::io::Error::other("not yet"));
                 }
-                Ok::<_, std::io::Error>(req + n)
+                Ok::<_, std::io::Error>(n)
             }
         });
         let mut svc = RobustLayer::new(policy()).layer(svc);
-        let future = svc.ready().await.unwrap().call(40);
-        assert_eq!(calls.load(Ordering::SeqCst), u32::from(eager));
+        let future = svc.ready().await.unwrap().call(Tagged(0));
+        let first: &[u32] = if eager { &[0] } else { &[] };
+        assert_eq!(*sent.lock().unwrap(), first);
         let start = tokio::time::Instant::now();
-        assert_eq!(future.await.unwrap(), 42);
-        assert_eq!(calls.load(Ordering::SeqCst), 3);
+        assert_eq!(within_a_minute(future).await.unwrap(), 3);
         assert_eq!(start.elapsed(), Duration::from_millis(200));
+        // The request itself and copies of the copy kept, or a copy of the request each time.
+        let each: &[u32] = if eager { &[0, 2, 2] } else { &[1, 1, 1] };
+        assert_eq!(*sent.lock().unwrap(), each);
         // Made and dropped unpolled: sent (by `call`) or not.
-        drop(svc.ready().await.unwrap().call(0));
-        assert_eq!(calls.load(Ordering::SeqCst), 3 + u32::from(eager));
+        drop(svc.ready().await.unwrap().call(Tagged(0)));
+        assert_eq!(sent.lock().unwrap().len(), 3 + usize::from(eager));
 
         let calls = Arc::new(AtomicU32::new(0));
         let counter = Arc::clone(&calls);
@@ -1426,8 +1459,69 @@ mod tests {
         let mut once = RobustLayer::new(policy()).layer(once);
         let future = once.ready().await.unwrap().call(Once);
         assert_eq!(calls.load(Ordering::SeqCst), u32::from(eager));
-        assert_eq!(future.await.unwrap_err().to_string(), "refused");
+        let error = within_a_minute(future).await.unwrap_err();
+        assert_eq!(error.to_string(), "refused");
         assert_eq!(calls.load(Ordering::SeqCst), 1);
+    }
+
+    /// A policy with something to admit, queue or time the first attempt (its own breaker, a
+    /// breaker per key, a throttle, a concurrency limit, a timeout) sends nothing from `call`:
+    /// the attempt goes out at the first poll, once admitted, with or without `tracing`.
+    #[tokio::test(start_paused = true)]
+    async fn a_guarded_policy_sends_the_first_attempt_at_the_first_poll() {
+        static BREAKER: crate::CircuitBreaker =
+            match crate::CircuitBreaker::new(10, 10, 0.5, Duration::from_secs(30), 1) {
+                Ok(b) => b,
+                Err(_) => panic!("invalid breaker"),
+            };
+        static THROTTLE: crate::AdaptiveThrottle =
+            match crate::AdaptiveThrottle::new(2.0, Duration::from_secs(10)) {
+                Ok(t) => t,
+                Err(_) => panic!("invalid throttle"),
+            };
+        static LIMIT: crate::ConcurrencyLimit = match crate::ConcurrencyLimit::new(4, 4) {
+            Ok(l) => l,
+            Err(_) => panic!("invalid limit"),
+        };
+        static KEYED: std::sync::LazyLock<crate::guard::KeyedBreaker<u32>> =
+            std::sync::LazyLock::new(|| {
+                let template =
+                    crate::CircuitBreaker::new(10, 10, 0.5, Duration::from_secs(30), 1).unwrap();
+                crate::guard::Keyed::new(8, template).unwrap()
+            });
+        let builder = || {
+            Policy::builder()
+                .retries(1)
+                .backoff(Constant::new(Duration::from_millis(10)))
+                .jitter(NoJitter)
+        };
+        let calls = Arc::new(AtomicU32::new(0));
+        let counter = Arc::clone(&calls);
+        let svc = tower::service_fn(move |req: u32| {
+            counter.fetch_add(1, Ordering::SeqCst);
+            async move { Ok::<_, std::io::Error>(req) }
+        });
+        /// `call` sends nothing; the first poll does.
+        async fn first_poll_sends<S>(mut svc: S, calls: &AtomicU32)
+        where
+            S: tower::Service<u32, Response = u32, Error = std::io::Error>,
+        {
+            let before = calls.load(Ordering::SeqCst);
+            let future = svc.ready().await.unwrap().call(7);
+            assert_eq!(calls.load(Ordering::SeqCst), before);
+            assert_eq!(within_a_minute(future).await.unwrap(), 7);
+            assert_eq!(calls.load(Ordering::SeqCst), before + 1);
+        }
+        let own = builder().breaker(&BREAKER).build().unwrap();
+        first_poll_sends(RobustLayer::new(own).layer(svc.clone()), &calls).await;
+        let keyed = RobustLayer::new(builder().build().unwrap()).breaker_per(&*KEYED, |r: &u32| *r);
+        first_poll_sends(keyed.layer(svc.clone()), &calls).await;
+        let throttled = builder().throttle(&THROTTLE).build().unwrap();
+        first_poll_sends(RobustLayer::new(throttled).layer(svc.clone()), &calls).await;
+        let limited = builder().limit(&LIMIT).build().unwrap();
+        first_poll_sends(RobustLayer::new(limited).layer(svc.clone()), &calls).await;
+        let timed = builder().timeout(Duration::from_secs(1)).build().unwrap();
+        first_poll_sends(RobustLayer::new(timed).layer(svc), &calls).await;
     }
 
     /// Without `max_delay`, deadline, `on_retry` or tracing, the layer reads no clock on its
@@ -1532,6 +1626,7 @@ impl<P> RobustLayer<P> {
     /// use retry_runtime::Policy;
     /// use retry_runtime::hedge::Hedge;
     /// use retry_runtime::tower::RobustLayer;
+    /// use tower::ServiceExt;
     /// use tower_layer::Layer;
     /// use tower_service::Service;
     ///
@@ -1551,7 +1646,7 @@ impl<P> RobustLayer<P> {
     /// });
     /// let mut client = RobustLayer::hedged(policy).layer(service);
     /// let start = tokio::time::Instant::now();
-    /// assert_eq!(client.call("ping".to_owned()).await?, "ping 1");
+    /// assert_eq!(client.ready().await?.call("ping".to_owned()).await?, "ping 1");
     /// assert_eq!(start.elapsed(), Duration::from_millis(50));
     /// # Ok(()) }
     /// ```
