@@ -172,3 +172,44 @@ async fn a_slower_service_raises_the_timeout_instead_of_being_cut_for_ever() {
         shifting(60).await.unwrap();
     }
 }
+
+/// The attribute's helpers in `retry_runtime::checks` are public (so that their messages name a
+/// path): called by hand with values the attribute would refuse, they neither panic nor send
+/// more than ten hedges a round.
+#[test]
+fn the_public_helpers_do_not_panic_on_values_the_attribute_refuses() {
+    use retry_runtime::timeout::AttemptTimeout;
+    static MEASURED: Latencies = Latencies::new();
+    // `min` above `max`: the limit is `max` (a `clamp` would panic once samples exist).
+    let upside_down =
+        retry_runtime::checks::adaptive_timeout(&MEASURED, 99.0, 2.0, ms(900), ms(100));
+    assert_eq!(upside_down.limit(), Some(ms(100)));
+    for _ in 0..200 {
+        MEASURED.record(ms(300));
+    }
+    assert_eq!(upside_down.limit(), Some(ms(100)));
+    // Out-of-range factors and percentiles fall back to a bound.
+    for (p, factor) in [
+        (f64::NAN, 2.0),
+        (99.0, f64::NAN),
+        (99.0, -1.0),
+        (250.0, f64::INFINITY),
+    ] {
+        let odd = retry_runtime::checks::adaptive_timeout(&MEASURED, p, factor, ms(10), ms(2000));
+        let limit = odd.limit().unwrap();
+        assert!(
+            (ms(10)..=ms(2000)).contains(&limit),
+            "{p} {factor}: {limit:?}"
+        );
+    }
+    // A hedge count outside 1..=10 is brought into it.
+    assert_eq!(
+        retry_runtime::checks::hedge_after(Duration::ZERO, u32::MAX).max(),
+        10
+    );
+    assert_eq!(retry_runtime::checks::hedge_after(ms(5), 0).max(), 1);
+    assert_eq!(
+        retry_runtime::checks::hedge_percentile(&MEASURED, 95.0, 99).max(),
+        10
+    );
+}

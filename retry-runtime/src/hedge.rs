@@ -96,8 +96,17 @@ impl<'a> Hedge<'a> {
         Self::checked(After::Percentile(Quantile::new(p)?, latencies), max)
     }
 
-    /// A setting the attribute has validated.
+    /// A setting the attribute has validated. (Reached through the public
+    /// [`checks`](crate::checks) helpers, so a `max` outside 1..=[`MAX_HEDGES`] is brought
+    /// into it rather than trusted: a round never sends more than ten hedges.)
     pub(crate) const fn from_parts(after: After<'a>, max: u32) -> Self {
+        let max = if max == 0 {
+            1
+        } else if max > MAX_HEDGES {
+            MAX_HEDGES
+        } else {
+            max
+        };
         Hedge { after, max }
     }
 

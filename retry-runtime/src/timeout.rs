@@ -718,9 +718,12 @@ impl AttemptTimeout for Adaptive<'_> {
     fn limit(&self) -> Option<Duration> {
         Some(match self.latencies.percentile(self.quantile) {
             None => self.max,
+            // (`max(min).min(max)`, not `clamp`, which panics on `min > max`: a setting made
+            // through the public `checks` helpers is not validated.)
             Some(p) => Duration::try_from_secs_f64(p.as_secs_f64() * self.factor)
                 .unwrap_or(self.max)
-                .clamp(self.min, self.max),
+                .max(self.min)
+                .min(self.max),
         })
     }
     const MEASURED: bool = true;
