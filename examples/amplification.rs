@@ -3,7 +3,7 @@
 //!
 //! 100 clients each send requests at Poisson times, 10 per second, for 60 s. The server fails
 //! each request with probability p (p in 0.05, 0.1, 0.2, 0.5, 0.75, 1.0) and answers in 10 ms.
-//! Five client policies:
+//! Six client policies:
 //! - no retries;
 //! - 3 retries (exponential backoff 10 ms .. 1 s, full jitter);
 //! - 3 retries under a shared retry budget (capacity 5, 0.1 token earned per call, 1 per retry);

@@ -209,11 +209,16 @@ async fn the_layer_gives_each_request_the_budget_of_its_tenant_beside_a_breaker_
     );
     assert!(get("b").await.is_err());
     assert_eq!(calls.load(Ordering::SeqCst), 7, "tenant b has its own");
-    // The host's breaker saw every attempt (100-attempt window: still closed).
-    assert_eq!(
-        LAYER_BREAKERS.get("api.example").state(),
-        BreakerState::Closed
-    );
+    // The host's breaker saw every attempt: its window (100 attempts, all failed to open it)
+    // holds the layer's 7 failures, so 93 more open it (92 would not).
+    let breaker = LAYER_BREAKERS.get("api.example");
+    let now = std::time::Instant::now();
+    for _ in 0..92 {
+        breaker.record(now, false);
+    }
+    assert_eq!(breaker.state(), BreakerState::Closed);
+    breaker.record(now, false);
+    assert_eq!(breaker.state(), BreakerState::Open);
 }
 
 static HEDGE_BREAKERS: LazyLock<KeyedBreaker<String>> = LazyLock::new(|| {

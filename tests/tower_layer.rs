@@ -104,6 +104,42 @@ async fn unavailable_responses_are_retried_after_the_delay_the_server_asks_for()
     assert_eq!(start.elapsed(), secs(6));
 }
 
+/// A `DynPolicy` (one type for policies built at run time) drives the layer as the policy it
+/// holds: its value rule, hint, backoff and timeout.
+#[tokio::test(start_paused = true)]
+async fn a_dyn_policy_drives_the_layer_as_its_policy_does() {
+    let policy = Policy::builder()
+        .retries(5)
+        .timeout(secs(2))
+        .backoff(Constant::new(secs(1)))
+        .jitter(NoJitter)
+        .when_ok(
+            OkIf(|r: &Resp| r.status() == StatusCode::SERVICE_UNAVAILABLE).hint(retry_after_of),
+            |s| s,
+        )
+        .build()
+        .unwrap();
+    let dynamic: retry_runtime::DynPolicy<Resp, io::Error> = retry_runtime::DynPolicy::new(policy);
+    let (svc, calls) = scripted(vec![
+        Ok(retry_after(3)),
+        Err(ErrorKind::ConnectionReset.into()),
+        Ok(status(StatusCode::OK)),
+    ]);
+    let mut client = RobustLayer::new(dynamic).layer(svc);
+    let start = Instant::now();
+    let r = client
+        .ready()
+        .await
+        .unwrap()
+        .call(Request::new("ping".to_owned()))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+    // 3 s (Retry-After), then 1 s (backoff).
+    assert_eq!(start.elapsed(), secs(4));
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_last_response_is_returned_when_the_retries_are_used_up() {
     let policy = Policy::builder()
