@@ -389,6 +389,20 @@ mod guards {
         Ok(6)
     }
 
+    /// Waits (tokio's paused clock) before answering, under the `after` delay: the round is
+    /// set up (its timer armed, its clock read) and no hedge is sent.
+    #[robust(retries = 3, hedge(after = 50ms, max = 2))]
+    async fn hedged_slow_async() -> io::Result<u32> {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        Ok(7)
+    }
+
+    #[robust(retries = 3, hedge(after = p95), timeout = adaptive(p = 99, min = 1ms, max = 1s))]
+    async fn hedged_adaptive_slow_async() -> io::Result<u32> {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        Ok(8)
+    }
+
     #[test]
     fn a_hedged_async_success_without_a_hedge_does_not_allocate() {
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -403,6 +417,17 @@ mod guards {
                 assert_eq!(hedged_adaptive_async().await.unwrap(), 6);
                 let n = counting_alloc::allocated() - before;
                 assert_eq!(n, 0, "hedged success, no hedge sent");
+            }
+            // The same when the attempt waits first (the warm-up lets tokio's timer wheel
+            // grow once).
+            let _ = hedged_slow_async().await;
+            let _ = hedged_adaptive_slow_async().await;
+            for _ in 0..100 {
+                let before = counting_alloc::allocated();
+                assert_eq!(hedged_slow_async().await.unwrap(), 7);
+                assert_eq!(hedged_adaptive_slow_async().await.unwrap(), 8);
+                let n = counting_alloc::allocated() - before;
+                assert_eq!(n, 0, "hedged success after a wait, no hedge sent");
             }
         });
     }
