@@ -227,15 +227,23 @@ impl Latencies {
                 return upper_micros(i).saturating_mul(1000);
             }
         }
-        // Samples lost to a concurrent clear: the largest latency seen.
-        (0..BUCKETS)
-            .rev()
-            .find(|i| {
-                self.halves[0][*i].load(Ordering::Relaxed)
-                    + self.halves[1][*i].load(Ordering::Relaxed)
-                    > 0
-            })
-            .map_or(NONE, |i| upper_micros(i).saturating_mul(1000))
+        // Samples lost to a concurrent clear (the buckets hold fewer than the count says): the
+        // percentile of the samples the buckets do hold, in a second pass (rare), rather than
+        // the largest latency seen, which would put p99.9 at the window's slowest sample.
+        if seen == 0 {
+            return NONE;
+        }
+        let rank = ((q.0 * seen as f64).ceil() as u64).clamp(1, seen);
+        let mut held = 0u64;
+        for i in 0..BUCKETS {
+            held += u64::from(self.halves[0][i].load(Ordering::Relaxed))
+                + u64::from(self.halves[1][i].load(Ordering::Relaxed));
+            if held >= rank {
+                return upper_micros(i).saturating_mul(1000);
+            }
+        }
+        // (Cleared again between the passes.)
+        NONE
     }
 }
 
@@ -305,6 +313,40 @@ mod tests {
         };
         within(h.percentile(p50).unwrap(), 50.0);
         within(h.percentile(p99).unwrap(), 99.0);
+    }
+
+    /// Samples lost to a concurrent clear (the buckets hold fewer than the count says) do not
+    /// turn a high percentile into the window's slowest sample: it is the percentile of the
+    /// samples the buckets hold.
+    #[test]
+    fn lost_samples_leave_the_percentile_of_those_held() {
+        let h = Latencies::new();
+        let p999 = Quantile::new(99.9).unwrap();
+        // A whole half of the window (p99.9 needs as many samples).
+        for _ in 0..WINDOW - 3 {
+            h.record(Duration::from_millis(1));
+        }
+        for _ in 0..3 {
+            h.record(Duration::from_secs(5));
+        }
+        let fast = h.compute(p999);
+        assert_eq!(
+            nanos(fast),
+            Some(Duration::from_micros(upper_micros(bucket(
+                Duration::from_millis(1)
+            ))))
+        );
+        // Five fast samples lost: 4091 held, of which the 4087th (99.9%) is still fast (the
+        // count's rank, 4092, is past them).
+        h.halves[0][bucket(Duration::from_millis(1))].fetch_sub(5, Ordering::Relaxed);
+        assert_eq!(h.compute(p999), fast);
+        // All lost: no percentile.
+        for half in &h.halves {
+            for b in half {
+                b.store(0, Ordering::Relaxed);
+            }
+        }
+        assert_eq!(h.compute(p999), NONE);
     }
 
     #[test]
