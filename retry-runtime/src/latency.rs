@@ -206,7 +206,7 @@ impl Latencies {
     /// The `q` percentile over both halves in nanoseconds, `NONE` without enough samples.
     /// One pass over the buckets, stopping at the percentile's: the window's size is known
     /// from the sample count (the current half holds the samples since it became current,
-    /// the older one a whole half).
+    /// the older one a whole half); a second when samples were lost.
     fn compute(&self, q: Quantile) -> u64 {
         let samples = self.samples.load(Ordering::Relaxed);
         let total = match samples {
@@ -217,34 +217,36 @@ impl Latencies {
         if total < q.min_samples() {
             return NONE;
         }
-        // The smallest bucket at or below which at least q of the samples lie.
-        let rank = ((q.0 * total as f64).ceil() as u64).clamp(1, total);
+        // The smallest bucket at or below which at least q of the samples lie. Samples lost
+        // to a concurrent clear (the buckets hold fewer than the count says) give the
+        // percentile of the samples the buckets do hold, in a second pass (rare), rather than
+        // the largest latency seen, which would put p99.9 at the window's slowest sample.
+        match self.end_of_rank(rank_of(q, total)) {
+            Ok(end) => end,
+            Err(0) => NONE,
+            Err(held) => self.end_of_rank(rank_of(q, held)).unwrap_or(NONE),
+        }
+    }
+
+    /// The end (in nanoseconds) of the first bucket by which `rank` samples have been seen,
+    /// counting both halves, or `Err` with the samples the buckets hold when they are fewer.
+    fn end_of_rank(&self, rank: u64) -> Result<u64, u64> {
         let mut seen = 0u64;
         for i in 0..BUCKETS {
             seen += u64::from(self.halves[0][i].load(Ordering::Relaxed))
                 + u64::from(self.halves[1][i].load(Ordering::Relaxed));
             if seen >= rank {
-                return upper_micros(i).saturating_mul(1000);
+                return Ok(upper_micros(i).saturating_mul(1000));
             }
         }
-        // Samples lost to a concurrent clear (the buckets hold fewer than the count says): the
-        // percentile of the samples the buckets do hold, in a second pass (rare), rather than
-        // the largest latency seen, which would put p99.9 at the window's slowest sample.
-        if seen == 0 {
-            return NONE;
-        }
-        let rank = ((q.0 * seen as f64).ceil() as u64).clamp(1, seen);
-        let mut held = 0u64;
-        for i in 0..BUCKETS {
-            held += u64::from(self.halves[0][i].load(Ordering::Relaxed))
-                + u64::from(self.halves[1][i].load(Ordering::Relaxed));
-            if held >= rank {
-                return upper_micros(i).saturating_mul(1000);
-            }
-        }
-        // (Cleared again between the passes.)
-        NONE
+        Err(seen)
     }
+}
+
+/// The rank of the `q` percentile among `total` samples (`total` at least 1): at least 1, at
+/// most `total`.
+fn rank_of(q: Quantile, total: u64) -> u64 {
+    ((q.0 * total as f64).ceil() as u64).clamp(1, total)
 }
 
 fn nanos(v: u64) -> Option<Duration> {
