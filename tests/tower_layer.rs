@@ -118,7 +118,7 @@ async fn unavailable_responses_are_retried_after_the_delay_the_server_asks_for()
         .build()
         .unwrap();
     let (svc, calls) = scripted(unavailable_twice());
-    retries_after_the_delays_asked(RobustLayer::new(policy.clone()), svc, &calls).await;
+    retries_after_the_delays_asked(RobustLayer::new(policy), svc, &calls).await;
     let dynamic = retry_runtime::DynPolicy::<Resp, io::Error>::new(policy);
     let (svc, calls) = scripted(unavailable_twice());
     retries_after_the_delays_asked(RobustLayer::new(dynamic), svc, &calls).await;
