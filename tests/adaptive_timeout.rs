@@ -184,9 +184,16 @@ fn the_public_helpers_do_not_panic_on_values_the_attribute_refuses() {
     let upside_down =
         retry_runtime::checks::adaptive_timeout(&MEASURED, 99.0, 2.0, ms(900), ms(100));
     assert_eq!(upside_down.limit(), Some(ms(100)));
-    for _ in 0..200 {
+    // (p99 needs 500 samples, known at the refresh after them.)
+    for _ in 0..512 {
         MEASURED.record(ms(300));
     }
+    assert_eq!(
+        MEASURED
+            .percentile(retry_runtime::latency::Quantile::new(99.0).unwrap())
+            .map(|p| p >= ms(300)),
+        Some(true)
+    );
     assert_eq!(upside_down.limit(), Some(ms(100)));
     // Out-of-range factors and percentiles fall back to a bound.
     for (p, factor) in [

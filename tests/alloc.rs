@@ -419,9 +419,12 @@ mod guards {
                 assert_eq!(n, 0, "hedged success, no hedge sent");
             }
             // The same when the attempt waits first (the warm-up lets tokio's timer wheel
-            // grow once).
+            // grow once, and gives the percentile its 100 samples: it is known from the
+            // refresh at 128, about 10.24 ms, so its hedge is armed and does not fire).
             let _ = hedged_slow_async().await;
-            let _ = hedged_adaptive_slow_async().await;
+            for _ in 0..128 {
+                let _ = hedged_adaptive_slow_async().await;
+            }
             for _ in 0..100 {
                 let before = counting_alloc::allocated();
                 assert_eq!(hedged_slow_async().await.unwrap(), 7);

@@ -218,7 +218,8 @@ impl Latencies {
             return NONE;
         }
         // The smallest bucket at or below which at least q of the samples lie. Samples lost
-        // to a concurrent clear (the buckets hold fewer than the count says) give the
+        // to a concurrent clear, or counted and not yet in their bucket (a record in
+        // progress), so that the buckets hold fewer than the count says, give the
         // percentile of the samples the buckets do hold, in a second pass (rare), rather than
         // the largest latency seen, which would put p99.9 at the window's slowest sample.
         match self.end_of_rank(rank_of(q, total)) {

@@ -841,7 +841,7 @@ where
         debug_assert!(!G::HEDGED);
         // The service that was made ready goes with this request; this one keeps a clone.
         let clone = self.inner.clone();
-        let inner = std::mem::replace(&mut self.inner, clone);
+        let mut inner = std::mem::replace(&mut self.inner, clone);
         let policy = Arc::clone(&self.policy);
         let chosen = self.guards.choose(&req);
         // When nothing admits, queues or times the first attempt (known when the code is
@@ -862,7 +862,6 @@ where
         if eager {
             let copy = req.try_clone();
             let single = copy.is_none();
-            let mut inner = inner;
             let attempt = inner.call(req);
             return ResponseFuture {
                 policy,
@@ -1462,6 +1461,48 @@ mod tests {
         let error = within_a_minute(future).await.unwrap_err();
         assert_eq!(error.to_string(), "refused");
         assert_eq!(calls.load(Ordering::SeqCst), 1);
+    }
+
+    /// A readiness error on a retry (the first attempt sent from `call` without `tracing`) is
+    /// the call's error: not retried, the service neither called nor asked again.
+    #[tokio::test(start_paused = true)]
+    async fn a_retrys_readiness_error_ends_the_call() {
+        #[derive(Clone)]
+        struct Broken {
+            calls: Arc<AtomicU32>,
+            refusals: Arc<AtomicU32>,
+        }
+        impl tower::Service<u32> for Broken {
+            type Response = u32;
+            type Error = std::io::Error;
+            type Future = std::future::Ready<std::io::Result<u32>>;
+            fn poll_ready(
+                &mut self,
+                _: &mut std::task::Context<'_>,
+            ) -> std::task::Poll<std::io::Result<()>> {
+                if self.calls.load(Ordering::SeqCst) == 0 {
+                    std::task::Poll::Ready(Ok(()))
+                } else {
+                    self.refusals.fetch_add(1, Ordering::SeqCst);
+                    std::task::Poll::Ready(Err(std::io::ErrorKind::BrokenPipe.into()))
+                }
+            }
+            fn call(&mut self, _: u32) -> Self::Future {
+                self.calls.fetch_add(1, Ordering::SeqCst);
+                std::future::ready(Err(std::io::ErrorKind::ConnectionReset.into()))
+            }
+        }
+        let broken = Broken {
+            calls: Arc::new(AtomicU32::new(0)),
+            refusals: Arc::new(AtomicU32::new(0)),
+        };
+        let policy = Policy::builder().retries(5).build().unwrap();
+        let mut svc = RobustLayer::new(policy).layer(broken.clone());
+        let future = svc.ready().await.unwrap().call(1);
+        let error = within_a_minute(future).await.unwrap_err();
+        assert_eq!(error.kind(), std::io::ErrorKind::BrokenPipe);
+        assert_eq!(broken.calls.load(Ordering::SeqCst), 1);
+        assert_eq!(broken.refusals.load(Ordering::SeqCst), 1);
     }
 
     /// A policy with something to admit, queue or time the first attempt (its own breaker, a
