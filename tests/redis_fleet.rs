@@ -846,12 +846,13 @@ fn a_round_longer_than_stale_after_falls_back() {
     };
     events();
     let proxy = SlowProxy::start(s.port());
-    // Each read waits 5 ms (timeout 100 ms), but a round's reply (a few dozen bytes) takes
-    // longer than stale_after (100 ms) to arrive: its answers are too old to follow.
+    // Each read waits 5 ms (timeout 80 ms), but a round's reply (a few dozen bytes) takes
+    // longer than stale_after (100 ms, the least for a 20 ms interval and that timeout) to
+    // arrive: its answers are too old to follow.
     let o = FleetOptions::new()
         .namespace("overrun")
-        .interval(Duration::from_millis(50))
-        .timeout(Duration::from_millis(100))
+        .interval(Duration::from_millis(20))
+        .timeout(Duration::from_millis(80))
         .stale_after(Duration::from_millis(100))
         .max_reconnect_delay(Duration::from_millis(100));
     let fleet = Fleet::connect(&format!("redis://127.0.0.1:{}/", proxy.port), o).unwrap();

@@ -141,8 +141,8 @@ use store::{Backend, BreakerSync, BudgetSync, MemoryBackend, RedisBackend, ms};
 /// `stale_after` = 2 × interval + 2 × timeout, key TTL 60 s, reconnect backoff up to 5 s.
 ///
 /// The rules, checked when the fleet is made (a [`ConfigError`] names the option): `interval`
-/// and `timeout` longer than 0; `interval ≤ stale_after`; `timeout ≤ stale_after`;
-/// `2 × stale_after ≤ ttl ≤ 30 days`; `interval ≤ max_reconnect_delay ≤ 5 minutes`. Each
+/// and `timeout` longer than 0; `interval + timeout ≤ stale_after` (two rounds on schedule
+/// can end that far apart); `2 × stale_after ≤ ttl ≤ 30 days`; `interval ≤ max_reconnect_delay ≤ 5 minutes`. Each
 /// breaker also needs its window plus its break duration within `ttl`
 /// ([`Fleet::breaker`]).
 #[derive(Debug, Clone)]
@@ -196,7 +196,10 @@ impl FleetOptions {
     /// How long the fleet's view is trusted from the end of a successful round when no other
     /// round ends (a stuck or starved sync thread); past that the guards decide locally (a
     /// failed round makes them do so at once, and so does a round that took longer than
-    /// this). At least `interval` and `timeout`.
+    /// this). At least `interval + timeout`: two rounds on schedule can end that far apart
+    /// (each starts `interval` after the last one started and may take up to `timeout`), and a
+    /// shorter bound would let the guards stop following the fleet between them, for no fault
+    /// (what they record meanwhile is never pushed).
     pub fn stale_after(mut self, stale_after: Duration) -> Self {
         self.stale_after = Some(stale_after);
         self
@@ -245,6 +248,12 @@ impl FleetOptions {
             return Err(ConfigError::new(
                 "timeout",
                 "must not be longer than stale_after (a round that long falls back anyway)",
+            ));
+        }
+        if stale < self.interval.saturating_add(self.timeout) {
+            return Err(ConfigError::new(
+                "stale_after",
+                "must be at least interval + timeout (two rounds on schedule can end that far apart: a shorter bound lets the guards stop following the fleet between them, and what they record meanwhile is never pushed)",
             ));
         }
         if self.ttl < Duration::from_millis(1) || self.ttl > MAX_TTL {
@@ -776,6 +785,12 @@ mod tests {
             ),
             (
                 options().stale_after(Duration::from_millis(40)),
+                "stale_after",
+            ),
+            // At least the interval and the timeout, but less than both together (100 + 50
+            // ms): the guards would stop following between two rounds on schedule.
+            (
+                options().stale_after(Duration::from_millis(149)),
                 "stale_after",
             ),
             (
