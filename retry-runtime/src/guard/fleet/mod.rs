@@ -142,9 +142,9 @@ use store::{Backend, BreakerSync, BudgetSync, MemoryBackend, RedisBackend, ms};
 ///
 /// The rules, checked when the fleet is made (a [`ConfigError`] names the option): `interval`
 /// and `timeout` longer than 0; `interval + timeout ≤ stale_after` (two rounds on schedule
-/// can end that far apart); `2 × stale_after ≤ ttl ≤ 30 days`; `interval ≤ max_reconnect_delay ≤ 5 minutes`. Each
-/// breaker also needs its window plus its break duration within `ttl`
-/// ([`Fleet::breaker`]).
+/// can end that far apart); `2 × stale_after ≤ ttl ≤ 30 days`; `interval ≤
+/// max_reconnect_delay ≤ 5 minutes`. Each breaker also needs its window plus its break
+/// duration within `ttl` ([`Fleet::breaker`]).
 #[derive(Debug, Clone)]
 pub struct FleetOptions {
     namespace: String,
