@@ -533,8 +533,10 @@ enum Sharing<'e> {
     /// A value made by the call (a call, a method call, a block): dereferenced this many more
     /// times (through the `&`s written before it, or an `Arc::new(..)` / `Rc::new(..)` made
     /// here), it must not be a guard itself; a reference or an `Arc` to one made elsewhere
-    /// (a keyed map's `BREAKERS.get(host)`) is fine.
-    Value(&'e syn::Expr, usize),
+    /// (a keyed map's `BREAKERS.get(host)`) is fine. When it is taken from a path that is no
+    /// parameter (the map of `BREAKERS.get(host)`), that path must name a `static` too: a
+    /// `const` map makes a new map, and so new guards, each time it is named.
+    Value(&'e syn::Expr, usize, Option<&'e syn::ExprPath>),
 }
 
 fn sharing<'e>(e: &'e syn::Expr, params: &[String]) -> Sharing<'e> {
@@ -544,7 +546,7 @@ fn sharing<'e>(e: &'e syn::Expr, params: &[String]) -> Sharing<'e> {
             _ => Sharing::Static(path),
         },
         syn::Expr::Reference(r) => match sharing(&r.expr, params) {
-            Sharing::Value(value, refs) => Sharing::Value(value, refs + 1),
+            Sharing::Value(value, refs, root) => Sharing::Value(value, refs + 1, root),
             other => other,
         },
         syn::Expr::Paren(p) => sharing(&p.expr, params),
@@ -553,8 +555,9 @@ fn sharing<'e>(e: &'e syn::Expr, params: &[String]) -> Sharing<'e> {
             match sharing(&u.expr, params) {
                 // `*LAZY` dereferences a `static`; `*value` is what the value points to (a
                 // keyed map's guard), unless that was made here too (`*Arc::new(..)`).
-                Sharing::Value(_, 0) => Sharing::Place,
-                Sharing::Value(value, refs) => Sharing::Value(value, refs - 1),
+                Sharing::Value(_, 0, None) => Sharing::Place,
+                Sharing::Value(_, 0, Some(root)) => Sharing::Static(root),
+                Sharing::Value(value, refs, root) => Sharing::Value(value, refs - 1, root),
                 other => other,
             }
         }
@@ -564,13 +567,23 @@ fn sharing<'e>(e: &'e syn::Expr, params: &[String]) -> Sharing<'e> {
         // both are refused, and a fn returning the guard's reference is the way to name it).
         syn::Expr::Field(syn::ExprField { base: of, .. })
         | syn::Expr::Index(syn::ExprIndex { expr: of, .. }) => match sharing(of, params) {
-            Sharing::Value(..) => Sharing::Value(e, 0),
+            Sharing::Value(_, _, root) => Sharing::Value(e, 0, root),
             other => other,
         },
         syn::Expr::Macro(_) => Sharing::Place,
+        // A method's receiver is checked as the guard's root: `BREAKERS.get(host)` needs a
+        // `static` map.
+        syn::Expr::MethodCall(call) => {
+            let root = match sharing(&call.receiver, params) {
+                Sharing::Static(path) => Some(path),
+                Sharing::Value(_, _, root) => root,
+                Sharing::Place => None,
+            };
+            Sharing::Value(e, 0, root)
+        }
         // A pointer made here points to a guard made here.
-        syn::Expr::Call(call) if pointer_made_here(&call.func) => Sharing::Value(e, 1),
-        _ => Sharing::Value(e, 0),
+        syn::Expr::Call(call) if pointer_made_here(&call.func) => Sharing::Value(e, 1, None),
+        _ => Sharing::Value(e, 0, None),
     }
 }
 
@@ -824,7 +837,7 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
                 let ps = respan(&p, path.span());
                 quote_spanned!(path.span()=> let #owner = &#e; #ps::static_guard(&#path);)
             }
-            Sharing::Value(value, refs) => {
+            Sharing::Value(value, refs, root) => {
                 // The value is checked under the `&`s written before it (`&Guard::new()` as
                 // `Guard::new()`), through a method named at the expression, so that an error
                 // points there (the binding's own name would point at the whole attribute).
@@ -838,8 +851,13 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
                     at,
                 );
                 let method = Ident::new("robust_shared_guard", at);
+                let root = root.map(|path| {
+                    let ps = respan(&p, path.span());
+                    quote_spanned!(path.span()=> #ps::static_guard(&#path);)
+                });
                 quote_spanned!(e.span()=>
                     let #owner = &#e;
+                    #root
                     {
                         #[allow(unused_imports)]
                         use #ps::{AnyValueCheck as _, OwnedGuardCheck as _};

@@ -51,6 +51,16 @@ fn make_guards() -> Made {
 #[robust(breaker = make_guards().breaker)]
 fn field_of_a_new_struct() -> io::Result<()> { Ok(()) }
 
+// A keyed map that is a `const`: each call names a new map, whose guards are all new.
+const CONST_BREAKERS: LazyLock<KeyedBreaker<String>> = LazyLock::new(|| {
+    Keyed::new(10, CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(30), 1).unwrap()).unwrap()
+});
+#[robust(breaker = CONST_BREAKERS.get(host))]
+fn keyed_by_a_const(host: &str) -> io::Result<()> { let _ = host; Ok(()) }
+
+#[robust(breaker = &*CONST_BREAKERS.get(host))]
+fn keyed_by_a_const_behind_a_reference(host: &str) -> io::Result<()> { let _ = host; Ok(()) }
+
 // What is fine: a `static`, a `LazyLock` behind `&*`, a keyed map's guard, a parameter, a
 // macro that names a static.
 static SHARED: ConcurrencyLimit = match ConcurrencyLimit::new(4, 4) {
@@ -68,6 +78,9 @@ fn fine(host: &str) -> io::Result<()> { let _ = host; Ok(()) }
 
 #[robust(breaker = BREAKERS.get(host))]
 fn keyed(host: &str) -> io::Result<()> { let _ = host; Ok(()) }
+
+#[robust(breaker = &*BREAKERS.get(host))]
+fn keyed_behind_a_reference(host: &str) -> io::Result<()> { let _ = host; Ok(()) }
 
 #[robust(budget = budget)]
 fn given(budget: &RetryBudget) -> io::Result<()> { let _ = budget; Ok(()) }
