@@ -1124,11 +1124,24 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
                 let ended = quote_spanned! {ret_span=>
                     ::core::result::Result::Err(#returned) => break #returned,
                 };
+                // The call's timer, made before the loop for the first attempt, starts again
+                // after a wait: the attempt starts when it holds the slot. (A fn reading each
+                // attempt's start arms its timer from it; a retry's is reset anyway.)
+                let restart = if timed && !needs_clock {
+                    quote!(if #call.retries() == 0 {
+                        #p::timer_restart(#timer.as_mut(), #policy.timeout());
+                    })
+                } else {
+                    quote!()
+                };
                 quote! {
                     match #p::limit_try(&#policy) {
                         ::core::option::Option::Some(__robust_s) => ::core::option::Option::Some(__robust_s),
                         ::core::option::Option::None => match #p::limit_slot::<#ret, _, _>(&mut #call).await {
-                            ::core::result::Result::Ok(__robust_s) => __robust_s,
+                            ::core::result::Result::Ok(__robust_s) => {
+                                #restart
+                                __robust_s
+                            }
                             #ended
                         },
                     }

@@ -378,6 +378,20 @@ pub fn timer_for<T: AttemptTimeout>(timeout: &T) -> tokio::time::Sleep {
     tokio::time::sleep(timeout.limit().unwrap_or(Duration::ZERO))
 }
 
+/// Sets the call's timer (see [`timer_for`]) to end the timeout from now: for a first attempt
+/// that waited for a concurrency limit's slot after the timer was made (the attempt starts
+/// when it holds the slot, and the wait is not its time).
+#[cfg(feature = "tokio")]
+#[inline]
+pub fn timer_restart<T: AttemptTimeout>(
+    timer: std::pin::Pin<&mut tokio::time::Sleep>,
+    timeout: &T,
+) {
+    if let Some(limit) = timeout.limit() {
+        timer.reset(deadline_in(limit));
+    }
+}
+
 /// The timer of an async call whose attempts' starts are read (an adaptive timeout, a deadline,
 /// an attempt context...): none until [`race_from`] makes it for the first attempt, from the
 /// attempt's start; reset after that.

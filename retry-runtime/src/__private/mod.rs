@@ -16,7 +16,8 @@ pub use crate::time::DefaultEnv;
 pub use crate::timeout::{NoTimeout, sync_deadline, sync_timeout};
 #[cfg(feature = "tokio")]
 pub use crate::timeout::{
-    backoff_boxed, backoff_from, backoff_on, boxed_timer, race, race_from, timer_for, timer_unarmed,
+    backoff_boxed, backoff_from, backoff_on, boxed_timer, race, race_from, timer_for,
+    timer_restart, timer_unarmed,
 };
 pub use crate::{
     AwsDecorrelated, Constant, Decorrelated, EqualJitter, Exponential, Fibonacci, FullJitter,
