@@ -25,7 +25,9 @@
 //!
 //! With `after` a percentile (`Hedge::percentile`), the delay is that percentile of the
 //! function's recent latencies (a [`Latencies`] histogram: the time from the start of a round
-//! to its winning success); until the histogram holds enough samples, no hedge is sent.
+//! to its winning success, and the time an attempt cut by its timeout ran); until the
+//! histogram holds enough samples, no hedge is sent. When more than (100 − NN)% of attempts
+//! are cut, the pNN is at least the timeout, and hedges go out no sooner than it.
 
 use std::time::Duration;
 

@@ -631,9 +631,15 @@ pub fn backoff_boxed(timer: &mut BoxedTimer, d: Duration) -> impl Future<Output 
 }
 
 /// A per-attempt timeout set from measured latency (SPEC section 15b): `factor` × the `p`-th
-/// percentile of the function's recent successful attempt latencies, clamped to
-/// `[min, max]`; `max` until the histogram holds enough samples
+/// percentile of the function's recent attempt latencies, clamped to `[min, max]`; `max` until
+/// the histogram holds enough samples
 /// ([`Quantile::min_samples`](crate::latency::Quantile::min_samples)).
+///
+/// The retry loop records each success and each attempt cut by this timeout (as the time it
+/// ran, a lower bound of its latency), so that a service slower than the current limit raises
+/// it instead of being cut for ever. When more than (100 − `p`)% of attempts are cut, the
+/// percentile is at least the limit, and the limit rises by `factor` at each recomputation up
+/// to `max`.
 ///
 /// ```
 /// use std::time::Duration;
