@@ -1,7 +1,8 @@
 //! Client-side throttling (SPEC section 16): `throttle = MY_THROTTLE` and
 //! `PolicyBuilder::throttle`. Before each attempt the call is rejected locally with the
 //! throttle's probability; a rejected first attempt fails with `E::from(Rejected)`, a rejected
-//! retry returns the last failure. Draws come from the call's seed (a seeded `VirtualTime`).
+//! retry returns the last failure. Draws come from the call's seed (a seeded `VirtualTime`) and
+//! the count of throttle draws made on the thread.
 
 use std::cell::Cell;
 use std::io::{self, ErrorKind};
@@ -188,4 +189,46 @@ async fn tasks_on_many_threads_are_all_counted() {
     let expected =
         ((f64::from(calls) - 2.0 * f64::from(ok)) / (f64::from(calls) + 1.0)).clamp(0.0, 1.0);
     assert_eq!(SHARED.reject_probability(Instant::now()), expected);
+}
+
+/// With one seed for every call (`VirtualTime::seeded`, `PolicyBuilder::seed`), each call's
+/// decision still draws its own number: a throttle held near probability 1/2 rejects about
+/// half of 2,000 calls (the same draw for every call, as before, rejected all or none).
+/// The state is 400,000 requests with 100,000 accepted (k = 2: p = 200,000 / 400,001); the
+/// 2,000 calls move p by at most 0.3%, so the expected count is 1,000 ± 6, and the bound
+/// 900..1100 is more than four standard deviations (22.4) away on each side.
+#[test]
+fn one_seed_for_every_call_still_draws_each_decision() {
+    for seeded in [true, false] {
+        let throttle = AdaptiveThrottle::new(2.0, Duration::from_secs(60)).unwrap();
+        let time = if seeded {
+            VirtualTime::seeded(11)
+        } else {
+            VirtualTime::new()
+        };
+        let now = time.now();
+        for i in 0..400_000 {
+            throttle.record(now, i % 4 == 0);
+        }
+        let builder = Policy::builder()
+            .retries(0)
+            .throttle(&throttle)
+            .env(time.clone());
+        let policy = if seeded {
+            builder.build().unwrap()
+        } else {
+            builder.seed(11).build().unwrap()
+        };
+        let mut rejected = 0;
+        for _ in 0..2000 {
+            let r: io::Result<()> = policy.call(|_| Ok(()));
+            if r.is_err_and(|e| is_rejected(&e)) {
+                rejected += 1;
+            }
+        }
+        assert!(
+            (900..=1100).contains(&rejected),
+            "seeded env {seeded}: {rejected} of 2000 rejected"
+        );
+    }
 }

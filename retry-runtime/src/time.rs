@@ -283,7 +283,8 @@ impl VirtualTime {
     }
 
     /// A new virtual clock that also fixes the seed of every call's random generator, so
-    /// jitter is reproducible.
+    /// jitter is reproducible (a throttle's decisions draw from the seed and the thread's count
+    /// of them: see [`PolicyBuilder::seed`](crate::PolicyBuilder::seed)).
     pub fn seeded(seed: u64) -> Self {
         let t = Self::new();
         t.state().seed = Some(seed);

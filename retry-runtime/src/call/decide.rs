@@ -94,7 +94,7 @@ impl<Tm: Times> PlanVisitor for Decide<'_, '_, Tm> {
         let mut rng = RetryRng {
             seed: self.seed,
             env: self.env,
-            retries: self.retries,
+            stream: u64::from(self.retries),
             rng: None,
         };
         let delay = match value_hint.or(self.hinted) {
@@ -129,12 +129,24 @@ impl CallSeed {
 }
 
 /// A uniform draw in [0, 1) for the throttle's decision before attempt `retries`: from the
-/// call's seed, on a stream of its own (distinct from the jitter's).
+/// call's seed, on a stream of its own (distinct from the jitter's), which is also that of the
+/// thread's draw count: with a seed fixed for every call (`PolicyBuilder::seed`,
+/// `VirtualTime::seeded`) each call's decision would otherwise draw the same number, and the
+/// throttle would reject every call or none instead of each with its probability. Calls on
+/// one thread stay reproducible: the count goes on in the order they draw.
 pub(crate) fn throttle_draw(seed: &mut CallSeed, env: &dyn Clock, retries: u32) -> f64 {
+    thread_local! {
+        static DRAWS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+    }
+    let drawn = DRAWS.with(|d| {
+        let n = d.get();
+        d.set(n.wrapping_add(1));
+        n
+    });
     let mut rng = RetryRng {
         seed,
         env,
-        retries: retries ^ 0x8000_0000,
+        stream: u64::from(retries ^ 0x8000_0000) | u64::from(drawn) << 32,
         rng: None,
     };
     rand::RngExt::random::<f64>(&mut rng)
@@ -144,13 +156,14 @@ pub(crate) fn throttle_draw(seed: &mut CallSeed, env: &dyn Clock, retries: u32) 
 pub(crate) struct RetryRng<'a> {
     seed: &'a mut CallSeed,
     env: &'a dyn Clock,
-    retries: u32,
+    /// The retry count (jitter) or the throttle's stream.
+    stream: u64,
     rng: Option<SmallRng>,
 }
 
 impl RetryRng<'_> {
     fn get(&mut self) -> &mut SmallRng {
-        let (seed, env, retries) = (&mut *self.seed, self.env, self.retries);
+        let (seed, env, stream) = (&mut *self.seed, self.env, self.stream);
         self.rng.get_or_insert_with(|| {
             let call = match seed.0 {
                 Some(s) => s.get(),
@@ -163,7 +176,7 @@ impl RetryRng<'_> {
                 }
             };
             // `seed_from_u64` scrambles its input: consecutive retries get unrelated streams.
-            let mixed = call.wrapping_add(u64::from(retries).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            let mixed = call.wrapping_add(stream.wrapping_mul(0x9E37_79B9_7F4A_7C15));
             SmallRng::seed_from_u64(mixed)
         })
     }

@@ -211,7 +211,9 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
 
     /// Seeds the per-call random number generator: every call then draws the same jitter
     /// sequence. For tests and simulations; by default each call is seeded from the thread's
-    /// random generator.
+    /// random generator. A throttle's decisions still draw anew for each call (from the seed
+    /// and the count of throttle draws made on the thread, so a single-threaded run is
+    /// reproducible): one draw for all would reject every call or none.
     pub fn seed(mut self, seed: u64) -> Self {
         self.seed = Some(seed);
         self
