@@ -184,8 +184,9 @@ async fn the_layer_gives_each_request_the_budget_of_its_tenant_beside_a_breaker_
             .unwrap_or_default()
             .to_owned()
     };
+    // A closure with no type written takes the request's type from the fn it calls.
     let client = retry_runtime::tower::RobustLayer::new(policy)
-        .breaker_per(&*LAYER_BREAKERS, host)
+        .breaker_per(&*LAYER_BREAKERS, |req| host(req).to_ascii_lowercase())
         .budget_per(&*TENANT_BUDGETS, tenant)
         .layer(svc);
     let get = |t: &str| {

@@ -305,9 +305,14 @@ impl<P, Bu> RobustLayer<P, PerKey<(), Bu>> {
     /// # let _ = layer;
     /// # Ok::<(), retry_runtime::ConfigError>(())
     /// ```
-    pub fn breaker_per<M, F>(self, breakers: M, key: F) -> RobustLayer<P, PerKey<ByKey<M, F>, Bu>>
+    pub fn breaker_per<M, F, Req, K>(
+        self,
+        breakers: M,
+        key: F,
+    ) -> RobustLayer<P, PerKey<ByKey<M, F>, Bu>>
     where
         P: PolicyCore<Breaker: NoOwnBreaker>,
+        F: Fn(&Req) -> K,
     {
         RobustLayer {
             policy: self.policy,
@@ -340,9 +345,14 @@ impl<P, Br> RobustLayer<P, PerKey<Br, ()>> {
     /// # let _ = layer;
     /// # Ok::<(), retry_runtime::ConfigError>(())
     /// ```
-    pub fn budget_per<M, F>(self, budgets: M, key: F) -> RobustLayer<P, PerKey<Br, ByKey<M, F>>>
+    pub fn budget_per<M, F, Req, K>(
+        self,
+        budgets: M,
+        key: F,
+    ) -> RobustLayer<P, PerKey<Br, ByKey<M, F>>>
     where
         P: PolicyCore<Budget: NoOwnBudget>,
+        F: Fn(&Req) -> K,
     {
         RobustLayer {
             policy: self.policy,
@@ -1621,9 +1631,14 @@ impl<P, G: Clone> Clone for HedgedLayer<P, G> {
 impl<P, Bu> HedgedLayer<P, PerKey<(), Bu>> {
     /// Each request (its hedges and its retries) uses the circuit breaker of its key,
     /// `key(&request)`, taken from `breakers`: as [`RobustLayer::breaker_per`].
-    pub fn breaker_per<M, F>(self, breakers: M, key: F) -> HedgedLayer<P, PerKey<ByKey<M, F>, Bu>>
+    pub fn breaker_per<M, F, Req, K>(
+        self,
+        breakers: M,
+        key: F,
+    ) -> HedgedLayer<P, PerKey<ByKey<M, F>, Bu>>
     where
         P: PolicyCore<Breaker: NoOwnBreaker>,
+        F: Fn(&Req) -> K,
     {
         HedgedLayer {
             policy: self.policy,
@@ -1635,9 +1650,14 @@ impl<P, Bu> HedgedLayer<P, PerKey<(), Bu>> {
 impl<P, Br> HedgedLayer<P, PerKey<Br, ()>> {
     /// Each request (its hedges and its retries) spends the retry budget of its key,
     /// `key(&request)`, taken from `budgets`: as [`RobustLayer::budget_per`].
-    pub fn budget_per<M, F>(self, budgets: M, key: F) -> HedgedLayer<P, PerKey<Br, ByKey<M, F>>>
+    pub fn budget_per<M, F, Req, K>(
+        self,
+        budgets: M,
+        key: F,
+    ) -> HedgedLayer<P, PerKey<Br, ByKey<M, F>>>
     where
         P: PolicyCore<Budget: NoOwnBudget>,
+        F: Fn(&Req) -> K,
     {
         HedgedLayer {
             policy: self.policy,
