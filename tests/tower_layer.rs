@@ -505,38 +505,9 @@ async fn a_boxed_streaming_body_is_sent_once_and_a_readiness_error_is_not_retrie
     assert_eq!(r.unwrap_err().kind(), ErrorKind::ConnectionReset);
     assert_eq!(calls.load(Ordering::SeqCst), 1);
 
-    /// A service whose call fails with a retryable error, and which fails to be ready once it
-    /// was called: the retry's readiness error is the call's, and the service is neither called
-    /// nor asked again.
-    #[derive(Clone)]
-    struct Broken {
-        calls: Arc<AtomicU32>,
-        refusals: Arc<AtomicU32>,
-    }
-    impl Service<Request<String>> for Broken {
-        type Response = Resp;
-        type Error = io::Error;
-        type Future = std::future::Ready<io::Result<Resp>>;
-        fn poll_ready(
-            &mut self,
-            _: &mut std::task::Context<'_>,
-        ) -> std::task::Poll<io::Result<()>> {
-            if self.calls.load(Ordering::SeqCst) == 0 {
-                std::task::Poll::Ready(Ok(()))
-            } else {
-                self.refusals.fetch_add(1, Ordering::SeqCst);
-                std::task::Poll::Ready(Err(ErrorKind::BrokenPipe.into()))
-            }
-        }
-        fn call(&mut self, _: Request<String>) -> Self::Future {
-            self.calls.fetch_add(1, Ordering::SeqCst);
-            std::future::ready(Err(ErrorKind::ConnectionReset.into()))
-        }
-    }
-    let broken = Broken {
-        calls: Arc::new(AtomicU32::new(0)),
-        refusals: Arc::new(AtomicU32::new(0)),
-    };
+    // The retry's readiness error is the call's, and the service is neither called nor asked
+    // again.
+    let broken = Broken::default();
     let mut svc = RobustLayer::new(policy).layer(broken.clone());
     let fut = svc.ready().await.unwrap().call(Request::new(String::new()));
     assert_eq!(fut.await.unwrap_err().kind(), ErrorKind::BrokenPipe);
@@ -975,6 +946,205 @@ async fn a_dropped_request_gives_its_probe_back() {
     let r = client.oneshot(Request::new(String::new())).await;
     assert_eq!(r.unwrap().status(), StatusCode::OK);
     assert_eq!(breaker.state(), BreakerState::Closed);
+}
+
+/// A service whose call fails with a retryable error, and which fails to be ready once it was
+/// called (its clones too).
+#[derive(Clone, Default)]
+struct Broken {
+    calls: Arc<AtomicU32>,
+    refusals: Arc<AtomicU32>,
+}
+
+impl Service<Request<String>> for Broken {
+    type Response = Resp;
+    type Error = io::Error;
+    type Future = std::future::Ready<io::Result<Resp>>;
+    fn poll_ready(&mut self, _: &mut std::task::Context<'_>) -> std::task::Poll<io::Result<()>> {
+        if self.calls.load(Ordering::SeqCst) == 0 {
+            std::task::Poll::Ready(Ok(()))
+        } else {
+            self.refusals.fetch_add(1, Ordering::SeqCst);
+            std::task::Poll::Ready(Err(ErrorKind::BrokenPipe.into()))
+        }
+    }
+    fn call(&mut self, _: Request<String>) -> Self::Future {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        std::future::ready(Err(ErrorKind::ConnectionReset.into()))
+    }
+}
+
+/// A readiness error is no attempt, under both layers: the request was not sent, so the
+/// breaker does not count it (at most one failure recorded, of the two its minimum needs:
+/// still closed; counted, the readiness error would have made two), `on_error` does not see
+/// it, and it ends the call, not retried (under the hedged layer, the hedge sent at once after
+/// the first failure meets it, and the call ends there instead of retrying).
+#[tokio::test(start_paused = true)]
+async fn a_readiness_error_is_no_attempt() {
+    use retry_runtime::BreakerState;
+
+    for hedged in [false, true] {
+        let breaker = Box::leak(Box::new(
+            CircuitBreaker::new(10, 2, 0.5, secs(10), 1).unwrap(),
+        ));
+        let errors = Arc::new(AtomicU32::new(0));
+        let seen = Arc::clone(&errors);
+        let builder = Policy::builder()
+            .retries(5)
+            .backoff(NoBackoff)
+            .breaker(&*breaker)
+            .on_error(move |_: &io::Error, _| {
+                seen.fetch_add(1, Ordering::SeqCst);
+            });
+        let broken = Broken::default();
+        let request = Request::new(String::new());
+        let r = if hedged {
+            let policy = builder
+                .hedge(retry_runtime::hedge::Hedge::after(ms(500), 1).unwrap())
+                .build()
+                .unwrap();
+            let mut svc = RobustLayer::hedged(policy).layer(broken.clone());
+            svc.ready().await.unwrap().call(request).await
+        } else {
+            let mut svc = RobustLayer::new(builder.build().unwrap()).layer(broken.clone());
+            svc.ready().await.unwrap().call(request).await
+        };
+        assert_eq!(
+            r.unwrap_err().kind(),
+            ErrorKind::BrokenPipe,
+            "hedged {hedged}"
+        );
+        assert_eq!(broken.calls.load(Ordering::SeqCst), 1, "hedged {hedged}");
+        assert_eq!(broken.refusals.load(Ordering::SeqCst), 1, "hedged {hedged}");
+        assert_eq!(breaker.state(), BreakerState::Closed, "hedged {hedged}");
+        // The failures the breaker counted, and `on_error` saw: the first attempt's under the
+        // plain layer; none under the hedged one, whose round the error abandoned undecided
+        // (the failure it kept is given back, as when a caller drops a call mid-round).
+        let counted = if hedged { 0 } else { 1 };
+        for _ in counted..1 {
+            breaker.record(Instant::now().into_std(), false);
+            assert_eq!(breaker.state(), BreakerState::Closed, "hedged {hedged}");
+        }
+        breaker.record(Instant::now().into_std(), false);
+        assert_eq!(breaker.state(), BreakerState::Open, "hedged {hedged}");
+        assert_eq!(errors.load(Ordering::SeqCst), counted, "hedged {hedged}");
+    }
+}
+
+/// A service ready until it is first called; never again after (its clones too).
+#[derive(Clone, Default)]
+struct ReadyOnce {
+    calls: Arc<AtomicU32>,
+}
+
+impl<B> Service<Request<B>> for ReadyOnce {
+    type Response = Resp;
+    type Error = io::Error;
+    type Future = std::pin::Pin<Box<dyn std::future::Future<Output = io::Result<Resp>> + Send>>;
+    fn poll_ready(&mut self, _: &mut std::task::Context<'_>) -> std::task::Poll<io::Result<()>> {
+        if self.calls.load(Ordering::SeqCst) == 0 {
+            std::task::Poll::Ready(Ok(()))
+        } else {
+            std::task::Poll::Pending
+        }
+    }
+    fn call(&mut self, _: Request<B>) -> Self::Future {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        Box::pin(async {
+            tokio::time::sleep(ms(50)).await;
+            Ok(status(StatusCode::OK))
+        })
+    }
+}
+
+/// Under the hedged layer, a request that cannot be copied and waited for a slot makes its
+/// service ready within its attempt's time: the service that never becomes ready again is cut
+/// by the 100 ms timeout, 100 ms after the slot came (at 50 ms). (Before, the readiness wait
+/// had no timer, and the request waited for ever.)
+#[tokio::test(start_paused = true)]
+async fn a_request_sent_once_is_made_ready_within_its_timeout() {
+    type Boxed = http_body_util::combinators::BoxBody<bytes::Bytes, std::convert::Infallible>;
+    use http_body_util::BodyExt;
+
+    let limit = Box::leak(Box::new(
+        retry_runtime::ConcurrencyLimit::new(1, 4).unwrap(),
+    ));
+    let policy = Policy::builder()
+        .retries(1)
+        .timeout(ms(100))
+        .limit(limit)
+        .hedge(retry_runtime::hedge::Hedge::after(ms(80), 1).unwrap())
+        .build()
+        .unwrap();
+    let inner = ReadyOnce::default();
+    let svc = RobustLayer::hedged(policy).layer(inner.clone());
+    let body = || -> Boxed { http_body_util::Full::new(bytes::Bytes::from_static(b"x")).boxed() };
+    let start = Instant::now();
+    // Both are made ready before either is called.
+    let mut a = svc.clone();
+    let mut b = svc;
+    ServiceExt::<Request<Boxed>>::ready(&mut a).await.unwrap();
+    ServiceExt::<Request<Boxed>>::ready(&mut b).await.unwrap();
+    let a = a.call(Request::new(body()));
+    let b = b.call(Request::new(body()));
+    let timed = |f| async move {
+        let r: io::Result<Resp> = f.await;
+        (r.map(|r| r.status()).map_err(|e| e.kind()), start.elapsed())
+    };
+    let (a, b) = tokio::time::timeout(secs(10), async { tokio::join!(timed(a), timed(b)) })
+        .await
+        .expect("the readiness wait ended");
+    assert_eq!(a, (Ok(StatusCode::OK), ms(50)));
+    assert_eq!(b, (Err(ErrorKind::TimedOut), ms(150)));
+    assert_eq!(inner.calls.load(Ordering::SeqCst), 1);
+    assert_eq!((limit.in_flight(), limit.queued()), (0, 0));
+}
+
+/// A request whose `on_success` panics after its probe's success was recorded does not give
+/// that probe back as it unwinds (it would count twice): with two probes, one still running and
+/// one recorded, a third request is rejected. (Before, the dropped future gave the recorded
+/// probe back, and a third probe went out while the first still ran.)
+#[tokio::test(start_paused = true)]
+async fn a_panicking_callback_gives_no_recorded_probe_back() {
+    use retry_runtime::{BreakerState, Open};
+    use std::sync::atomic::AtomicBool;
+
+    let breaker = Box::leak(Box::new(
+        CircuitBreaker::new(10, 1, 0.5, secs(10), 2).unwrap(),
+    ));
+    breaker.record(Instant::now().into_std(), false);
+    assert_eq!(breaker.state(), BreakerState::Open);
+    tokio::time::advance(secs(11)).await;
+    static PANIC: AtomicBool = AtomicBool::new(false);
+    let policy = Policy::builder()
+        .retries(0)
+        .breaker(&*breaker)
+        .on_success(|| {
+            if PANIC.swap(false, Ordering::SeqCst) {
+                panic!("on_success panics");
+            }
+        })
+        .build()
+        .unwrap();
+    // The first call hangs; the next ones answer at once.
+    let (svc, calls, _) = slow::<String>(vec![(60_000, StatusCode::OK), (0, StatusCode::OK)]);
+    let client = RobustLayer::new(policy).layer(svc);
+    // The first probe: still running.
+    let hung = tokio::spawn(client.clone().oneshot(Request::new(String::new())));
+    tokio::task::yield_now().await;
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    // The second probe: its success is recorded, then `on_success` panics.
+    PANIC.store(true, Ordering::SeqCst);
+    let panicked = tokio::spawn(client.clone().oneshot(Request::new(String::new()))).await;
+    assert!(panicked.unwrap_err().is_panic());
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    assert_eq!(breaker.state(), BreakerState::HalfOpen);
+    // Both probes are taken: the third request is rejected without a call.
+    let r = client.clone().oneshot(Request::new(String::new())).await;
+    let e = r.unwrap_err();
+    assert!(e.get_ref().is_some_and(|i| i.is::<Open>()), "{e:?}");
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    hung.abort();
 }
 
 /// A request that cannot be copied.

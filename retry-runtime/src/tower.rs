@@ -51,7 +51,9 @@
 //! .map_err(BoxError::from).service(client)`, a boxed error has `From<Elapsed>`). The attempt
 //! ends with the response head: a body read later by the caller is outside it. An error from
 //! the service's `poll_ready` is the call's error and is not retried (tower's contract: such a
-//! service is to be dropped). The deadline counts from the first attempt's start (when it is
+//! service is to be dropped). No request was sent, so it is no attempt: the breaker and the
+//! throttle do not count it and no callback sees it (a fallback still answers it); under
+//! [`RobustLayer::hedged`] it ends the call, whichever attempt met it. The deadline counts from the first attempt's start (when it is
 //! sent, after any wait for a slot of the concurrency limit), not from `call`; a retry does
 //! not wait for a slot past it, and one whose time is up when its slot comes is not sent.
 //!
@@ -1163,8 +1165,18 @@ where
                         to!(Phase::Calling { single });
                     }
                     // A service that fails to be ready is not called again (tower's contract:
-                    // it is to be discarded): its error is the call's, not retried.
-                    Poll::Ready(Err(e)) => outcome = Some((Err(e), false, true)),
+                    // it is to be discarded): its error is the call's, not retried. The request
+                    // was not sent: no attempt for the breaker (its permit goes back), the
+                    // throttle, the histogram or the callbacks.
+                    Poll::Ready(Err(e)) => {
+                        *this.slot = None;
+                        *this.started = None;
+                        to!(Phase::Done);
+                        if breaker {
+                            resumed(this.state, policy).release();
+                        }
+                        break Poll::Ready(crate::call::finish(policy, Err(e)));
+                    }
                     Poll::Pending => {
                         match expired::<_, S::Response, S::Error>(policy, this.timer, cx) {
                             Some(e) => outcome = Some((Err(e), true, false)),
@@ -1195,8 +1207,10 @@ where
                                 &r,
                                 false,
                             );
-                            call.success::<S::Response, S::Error>();
+                            // Settled from here: a callback that panics leaves a future whose
+                            // drop gives back no permit (it is recorded).
                             to!(Phase::Done);
+                            call.success::<S::Response, S::Error>();
                             break Poll::Ready(r);
                         }
                         // An error returned when the attempt's time is up counts as a
@@ -1229,14 +1243,15 @@ where
                 &result,
                 fired,
             );
+            // Settled from here (the permit is recorded whatever the outcome): a rule or a
+            // callback that panics leaves a future whose drop gives back no permit.
+            to!(Phase::Done);
             if single {
                 let r = call.settle_once(result, fired);
-                to!(Phase::Done);
                 break Poll::Ready(crate::call::finish(policy, r));
             }
             match call.settle(result, fired) {
                 Step::Return(r) => {
-                    to!(Phase::Done);
                     break Poll::Ready(crate::call::finish(policy, r));
                 }
                 Step::Retry(delay) => {
@@ -1809,7 +1824,13 @@ where
             // in this future: no request is moved with the maker) and owns the template
             // service (so that `S` need not be `Sync`).
             let (first, original) = (&mut first, &mut original);
-            let result = crate::call::hedged_loop_blind(policy, move || {
+            // A service that fails to be ready ends the call with its error (no request was
+            // sent: the attempt is not one, see `RobustLayer`): the attempt that met it leaves
+            // the error here and never answers, and the loop, checked after each poll, is
+            // dropped with its other attempts.
+            let not_ready = std::sync::Mutex::new(None);
+            let not_ready = &not_ready;
+            let looped = crate::call::hedged_loop_blind(policy, move || {
                 let (service, copy, made_ready) = match first.take() {
                     Some((Some(s), copy)) => (s, Some(copy), true),
                     Some((None, copy)) => (template.clone(), Some(copy), false),
@@ -1824,8 +1845,11 @@ where
                 };
                 async move {
                     let mut service = service;
-                    if !made_ready {
-                        std::future::poll_fn(|cx| service.poll_ready(cx)).await?;
+                    if !made_ready
+                        && let Err(e) = std::future::poll_fn(|cx| service.poll_ready(cx)).await
+                    {
+                        *not_ready.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                        return std::future::pending().await;
                     }
                     match copy {
                         Some(request) => service.call(request).await,
@@ -1833,6 +1857,16 @@ where
                         // is decided by the others (or by its timeout).
                         None => std::future::pending().await,
                     }
+                }
+            });
+            let mut looped = std::pin::pin!(looped);
+            let result = std::future::poll_fn(|cx| {
+                if let Poll::Ready(r) = looped.as_mut().poll(cx) {
+                    return Poll::Ready(r);
+                }
+                match not_ready.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                    Some(e) => Poll::Ready(Err(e)),
+                    None => Poll::Pending,
                 }
             })
             .await;
@@ -1856,33 +1890,36 @@ where
     if let Some(rejected) = call.admit() {
         return crate::call::finish(policy, rejected);
     }
-    let slot = match crate::guard::Limit::try_slot(policy.limit()) {
-        Some(slot) => Some(slot),
+    let (slot, waited) = match crate::guard::Limit::try_slot(policy.limit()) {
+        Some(slot) => (Some(slot), false),
         None => {
             // No slot is waited for while the service keeps what it reserved when it was made
             // ready (as in `RobustLayer`): the request waits with a clone, made ready once the
-            // slot is its own.
+            // slot is its own, within the attempt's time.
             service = service.clone();
-            let slot = match crate::call::slot_for(&mut call).await {
-                Ok(slot) => slot,
+            match crate::call::slot_for(&mut call).await {
+                Ok(slot) => (slot, true),
                 Err(r) => return crate::call::finish(policy, r),
-            };
-            if let Err(e) = std::future::poll_fn(|cx| service.poll_ready(cx)).await {
-                // (Not sent: the breaker's permit goes back; the error is the call's.)
-                call.release();
-                return crate::call::finish(policy, Err(e));
             }
-            slot
         }
     };
     let attempt = call.attempt();
-    let (result, fired) = crate::timeout::run_attempt(
-        policy.timeout_setting(),
-        attempt.limit(),
-        service.call(request),
-    )
-    .await;
+    let mut not_ready = false;
+    let (result, fired) =
+        crate::timeout::run_attempt(policy.timeout_setting(), attempt.limit(), async {
+            if waited && let Err(e) = std::future::poll_fn(|cx| service.poll_ready(cx)).await {
+                not_ready = true;
+                return Err(e);
+            }
+            service.call(request).await
+        })
+        .await;
     drop(slot);
+    if not_ready {
+        // Not sent: no attempt (the breaker's permit goes back); the error is the call's.
+        call.release();
+        return crate::call::finish(policy, result);
+    }
     let result = call.settle_once(result, fired);
     crate::call::finish(policy, result)
 }
