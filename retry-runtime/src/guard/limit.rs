@@ -602,6 +602,9 @@ impl<'a> Future for Acquire<'a> {
             }
             AcquireState::Queued(ticket) => {
                 let key = limit.key();
+                // Cloned before the lock is taken (a waiter polled again, off the fast path),
+                // so that no waker code runs under it.
+                let waker = cx.waker().clone();
                 let mut shard = limit.shard();
                 if shard.granted(key, ticket) {
                     drop(shard);
@@ -609,15 +612,13 @@ impl<'a> Future for Acquire<'a> {
                     return Poll::Ready(Ok(limit.permit()));
                 }
                 // Polled by another task, or with a new waker: the hand-over wakes the last.
-                // The old waker is dropped once the lock is released.
+                // The old waker (or the unused clone) is dropped once the lock is released.
                 let old = match shard.waiter(key, ticket) {
                     Some(Waiter {
                         wake: Wake::Task(w),
                         ..
-                    }) if !w.will_wake(cx.waker()) => {
-                        Some(std::mem::replace(w, cx.waker().clone()))
-                    }
-                    _ => None,
+                    }) if !w.will_wake(&waker) => std::mem::replace(w, waker),
+                    _ => waker,
                 };
                 drop(shard);
                 drop(old);
@@ -740,6 +741,23 @@ mod tests {
         let c = LIMIT.acquire_blocking().unwrap();
         drop((b, c));
         assert_eq!((LIMIT.in_flight(), LIMIT.queued()), (0, 0));
+    }
+
+    /// A waiter polled again with another waker (its task moved) is woken through the last
+    /// one; polled again with the same, the waker it has is kept.
+    #[test]
+    fn a_waiter_polled_with_a_new_waker_is_woken_through_it() {
+        let l = limit(1, 10);
+        let held = l.try_acquire().unwrap();
+        let mut p = Probe::new(&l);
+        assert!(p.poll().is_pending());
+        assert!(p.poll().is_pending(), "the same waker again");
+        let first = std::mem::take(&mut p.wakes);
+        assert!(p.poll().is_pending(), "a new waker");
+        drop(held);
+        assert_eq!((first.0.load(Ordering::SeqCst), p.woken()), (0, 1));
+        assert!(matches!(p.poll(), Poll::Ready(Ok(_))));
+        assert_eq!((l.in_flight(), l.queued()), (0, 0));
     }
 
     #[test]
