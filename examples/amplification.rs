@@ -19,8 +19,8 @@
 //! Every retry decision, budget withdrawal, breaker transition, throttle rejection and limit
 //! slot is `retry_runtime`'s own: each request is a [`retry_runtime::Call`] of a real policy on
 //! a virtual clock, and an attempt holds a slot of the policy's limit
-//! ([`retry_runtime::guard::Limit::try_slot`], which is what waiting for a slot does when the
-//! limit has no queue) until its answer arrives.
+//! ([`retry_runtime::Call::try_slot`], which is what waiting for a slot does when the limit has
+//! no queue: a call that finds none free ends with `Rejected`) until its answer arrives.
 //!
 //! `cargo run --release --example amplification` prints the table and writes
 //! `docs/amplification.svg`; `-- --check` verifies the committed picture instead.
@@ -36,7 +36,6 @@ mod support;
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 use rand_distr::{Distribution, Exp};
-use retry_runtime::guard::Limit;
 use retry_runtime::policy::PolicyCore;
 use retry_runtime::time::{Clock, VirtualTime};
 use retry_runtime::{
@@ -193,10 +192,10 @@ where
                     // Rejected by the open breaker or the throttle: the call has failed.
                     continue;
                 }
-                match policy.limit().try_slot() {
-                    Some(slot) => slots[call] = Some(slot),
-                    // No free slot and no queue: rejected at once, not retried.
-                    None => continue,
+                match calls[call].try_slot::<(), Failure>() {
+                    Ok(slot) => slots[call] = slot,
+                    // No free slot and no queue: the call has failed (`Rejected`, not retried).
+                    Err(_) => continue,
                 }
                 sent += 1;
                 let ok = rng.random::<f64>() >= p;

@@ -643,6 +643,43 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
         self.policy.reject().map(Err)
     }
 
+    /// Takes a slot of the policy's concurrency limit for the next attempt, without waiting
+    /// (a loop of your own that does not wait, or a limit without a queue), after
+    /// [`admit`](Self::admit): `Ok` with the slot to hold while the attempt runs (`Some(())`
+    /// without a limit; `None` when the limit refused and the policy has no error for it); when
+    /// no slot is free, `Err` with the call's result, `Err(E::from(Rejected))`: the call ends
+    /// there, not retried (SPEC section 16), and the attempt's breaker permit is given back.
+    ///
+    /// ```
+    /// use retry_runtime::{ConcurrencyLimit, Policy, Rejected};
+    ///
+    /// let limit = ConcurrencyLimit::new(1, 0)?;
+    /// let policy = Policy::builder().retries(2).limit(&limit).build()?;
+    /// let held = limit.try_acquire(); // every slot taken
+    /// let mut call = policy.start();
+    /// assert!(call.admit::<(), std::io::Error>().is_none());
+    /// let refused = call.try_slot::<(), std::io::Error>().unwrap_err().unwrap_err();
+    /// assert!(refused.get_ref().is_some_and(|e| e.is::<Rejected>()));
+    /// drop(held);
+    /// let mut call = policy.start();
+    /// assert!(call.admit::<(), std::io::Error>().is_none());
+    /// let slot = call.try_slot::<(), std::io::Error>().ok().flatten();
+    /// assert_eq!((slot.is_some(), limit.in_flight()), (true, 1));
+    /// # Ok::<(), retry_runtime::ConfigError>(())
+    /// ```
+    pub fn try_slot<R, E>(&mut self) -> Result<Option<<P::Limit as Limit>::Slot>, Result<R, E>>
+    where
+        P: RetryPolicy<R, E>,
+    {
+        match Limit::try_slot(self.policy.limit()) {
+            Some(slot) => Ok(Some(slot)),
+            None => match refused(self) {
+                Some(result) => Err(result),
+                None => Ok(None),
+            },
+        }
+    }
+
     /// Marks the start of an attempt and returns its context.
     pub fn attempt(&mut self) -> Attempt<'p> {
         let started = self.now();
