@@ -336,6 +336,38 @@ async fn a_dropped_call_gives_its_probe_back() {
     assert_eq!(breaker.state(), BreakerState::Closed);
 }
 
+static RULE_BREAKER: std::sync::LazyLock<&'static CircuitBreaker> =
+    std::sync::LazyLock::new(half_open);
+static RULE_PANICS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+fn busy(v: u32) -> bool {
+    if RULE_PANICS.swap(false, Ordering::SeqCst) {
+        panic!("the rule panics");
+    }
+    v == 0
+}
+
+#[robust(retries = 0, breaker = *RULE_BREAKER, on = [Ok(|v: &u32| busy(*v))])]
+async fn ruled() -> io::Result<u32> {
+    Ok(1)
+}
+
+/// A call whose value rule panics before the breaker recorded its probe's outcome gives the
+/// probe back as it unwinds: the next call probes and closes the breaker. (The call had let
+/// the probe go at the start of settling, and kept it taken until it went stale.)
+#[tokio::test(start_paused = true)]
+async fn a_call_whose_rule_panics_gives_its_probe_back() {
+    use retry_runtime::BreakerState;
+
+    let breaker = *RULE_BREAKER;
+    tokio::time::advance(Duration::from_secs(11)).await;
+    RULE_PANICS.store(true, Ordering::SeqCst);
+    assert!(tokio::spawn(ruled()).await.unwrap_err().is_panic());
+    assert_eq!(breaker.state(), BreakerState::HalfOpen);
+    assert_eq!(ruled().await.unwrap(), 1);
+    assert_eq!(breaker.state(), BreakerState::Closed);
+}
+
 static MANY_BREAKER: std::sync::LazyLock<&'static CircuitBreaker> =
     std::sync::LazyLock::new(|| {
         let b = Box::leak(Box::new(

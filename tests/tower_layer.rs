@@ -1147,6 +1147,44 @@ async fn a_panicking_callback_gives_no_recorded_probe_back() {
     hung.abort();
 }
 
+/// A request whose value rule panics, before its probe's outcome was recorded, gives the probe
+/// back as it unwinds: the next request probes, and closes the breaker. (Marking the future
+/// settled before the rules ran, without the call holding the permit, kept the probe taken
+/// until it went stale.)
+#[tokio::test(start_paused = true)]
+async fn a_panicking_value_rule_gives_its_probe_back() {
+    use retry_runtime::BreakerState;
+    use std::sync::atomic::AtomicBool;
+
+    let breaker = Box::leak(Box::new(
+        CircuitBreaker::new(10, 1, 0.5, secs(10), 1).unwrap(),
+    ));
+    breaker.record(Instant::now().into_std(), false);
+    tokio::time::advance(secs(11)).await;
+    static PANIC: AtomicBool = AtomicBool::new(false);
+    let policy = Policy::builder()
+        .retries(0)
+        .breaker(&*breaker)
+        .on_ok(OkIf(|r: &Resp| {
+            if PANIC.swap(false, Ordering::SeqCst) {
+                panic!("the rule panics");
+            }
+            r.status() == StatusCode::SERVICE_UNAVAILABLE
+        }))
+        .build()
+        .unwrap();
+    let (svc, calls) = scripted(vec![Ok(status(StatusCode::OK))]);
+    let client = RobustLayer::new(policy).layer(svc);
+    PANIC.store(true, Ordering::SeqCst);
+    let panicked = tokio::spawn(client.clone().oneshot(Request::new(String::new()))).await;
+    assert!(panicked.unwrap_err().is_panic());
+    assert_eq!(breaker.state(), BreakerState::HalfOpen);
+    let r = client.oneshot(Request::new(String::new())).await;
+    assert_eq!(r.unwrap().status(), StatusCode::OK);
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    assert_eq!(breaker.state(), BreakerState::Closed);
+}
+
 /// A request that cannot be copied.
 struct Once;
 

@@ -1207,8 +1207,8 @@ where
                                 &r,
                                 false,
                             );
-                            // Settled from here: a callback that panics leaves a future whose
-                            // drop gives back no permit (it is recorded).
+                            // Settled from here: the call holds the permit until it records
+                            // it (see `attempt_over`).
                             to!(Phase::Done);
                             call.success::<S::Response, S::Error>();
                             break Poll::Ready(r);
@@ -1243,8 +1243,8 @@ where
                 &result,
                 fired,
             );
-            // Settled from here (the permit is recorded whatever the outcome): a rule or a
-            // callback that panics leaves a future whose drop gives back no permit.
+            // Settled from here: the call holds the permit until it records it (see
+            // `attempt_over`).
             to!(Phase::Done);
             if single {
                 let r = call.settle_once(result, fired);
@@ -1297,7 +1297,10 @@ fn arm_in(timer: &mut Option<Pin<Box<tokio::time::Sleep>>>, after: std::time::Du
 }
 
 /// An attempt is over with `result`: its slot of the concurrency limit is freed, its latency
-/// measured (for an adaptive timeout, from `started`), and its call resumed from `state`.
+/// measured (for an adaptive timeout, from `started`), and its call resumed from `state`,
+/// holding the attempt's breaker permit until it records it (the future, marked done before
+/// the call settles, no longer gives it back: a call dropped by a panic in a rule or callback
+/// gives it back if it was not recorded, and only then).
 #[inline(always)]
 fn attempt_over<'p, P, R, E, S>(
     policy: &'p P,
@@ -1311,7 +1314,8 @@ where
     P: RetryPolicy<R, E>,
 {
     *slot = None;
-    let call = Call::resume(policy, state);
+    let mut call = Call::resume(policy, state);
+    call.owns_permit();
     if let Some(started) = started.take() {
         call.measure(started, result, fired);
     }

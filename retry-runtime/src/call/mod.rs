@@ -416,6 +416,13 @@ impl<'p, P: PolicyCore, Tm: Copy> Call<'p, P, Tm> {
         self.state()
     }
 
+    /// The call (resumed from a state) holds its attempt's breaker permit until it records it:
+    /// dropped before that (a rule or callback of the user's panicked), it gives it back.
+    #[inline]
+    pub(crate) fn owns_permit(&mut self) {
+        self.pending.set(true);
+    }
+
     /// The call's state, to keep while the policy is not borrowed.
     #[inline]
     pub(crate) fn state(&self) -> CallState<Tm> {
@@ -795,8 +802,8 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
     where
         P: RetryPolicy<R, E>,
     {
-        // The attempt's permit is recorded here, whatever the outcome.
-        self.pending.set(false);
+        // The attempt's permit is recorded below, whatever the outcome (until it is, a call
+        // dropped by a panic, in a rule of the user's, gives it back).
         // A success no value rule can match, the common case, is settled in line: the outcome
         // is not moved into a call and back out of it.
         if !P::VALUES && result.is_ok() {
@@ -818,7 +825,6 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
     where
         P: RetryPolicy<R, E>,
     {
-        self.pending.set(false);
         self.settle_any(result, timed_out)
     }
 
@@ -851,9 +857,16 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
     where
         P: RetryPolicy<R, E>,
     {
-        self.pending.set(false);
         let mut now = self.lazy_now();
         self.record_success::<R, E>(&mut now);
+    }
+
+    /// The breaker records the current attempt's outcome with its permit, which the call then
+    /// no longer gives back when dropped.
+    #[inline(always)]
+    fn record_permit(&mut self, now: Instant, success: bool) {
+        self.pending.set(false);
+        self.policy.breaker().record(now, self.permit, success);
     }
 
     #[inline(always)]
@@ -862,7 +875,7 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
         P: RetryPolicy<R, E>,
     {
         if <P::Breaker as Breaker>::ACTIVE {
-            self.policy.breaker().record(now.get(), self.permit, true);
+            self.record_permit(now.get(), true);
         }
         // (The attempt's admission asked the throttle, which moved its latest bucket up to
         // then: recording there needs no clock reading.)
@@ -904,7 +917,7 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
             return Settled::Return(result);
         }
         if <P::Breaker as Breaker>::ACTIVE {
-            self.policy.breaker().record(now.get(), self.permit, false);
+            self.record_permit(now.get(), false);
         }
         let decided = self.retry_delay(&result, timed_out, &mut now);
         if <P::Throttle as Throttle>::ACTIVE {
@@ -934,7 +947,6 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
     where
         P: RetryPolicy<R, E>,
     {
-        self.pending.set(false);
         // A value an `Ok(..)` kind matches is a failed attempt here too.
         let failed = match &result {
             Err(_) => true,
@@ -942,9 +954,7 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
         };
         let mut now = self.lazy_now();
         if <P::Breaker as Breaker>::ACTIVE {
-            self.policy
-                .breaker()
-                .record(now.get(), self.permit, !failed);
+            self.record_permit(now.get(), !failed);
         }
         if <P::Throttle as Throttle>::ACTIVE {
             // Accepted unless it failed with an error (or a value) a rule retries, as in
@@ -1069,7 +1079,7 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
             Some(decision) => {
                 // A matched value is a failed attempt for the breaker too.
                 if outcome.is_ok() && <P::Breaker as Breaker>::ACTIVE {
-                    p.breaker().record(now.get(), self.permit, false);
+                    self.record_permit(now.get(), false);
                 }
                 let (delay, rule, value_hint) = decision?;
                 (delay, rule, hinted.is_some() || value_hint)
