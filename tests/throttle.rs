@@ -194,9 +194,10 @@ async fn tasks_on_many_threads_are_all_counted() {
 /// With one seed for every call (`VirtualTime::seeded`, `PolicyBuilder::seed`), each call's
 /// decision still draws its own number: a throttle held near probability 1/2 rejects about
 /// half of 2,000 calls (the same draw for every call, as before, rejected all or none).
-/// The state is 400,000 requests with 100,000 accepted (k = 2: p = 200,000 / 400,001); the
-/// 2,000 calls move p by at most 0.3%, so the expected count is 1,000 ± 6, and the bound
-/// 900..1100 is more than four standard deviations (22.4) away on each side.
+/// The state is 400,000 requests with 100,000 accepted (k = 2: p = 200,000 / 400,001); after
+/// n calls of which r were rejected, p = (200,000 + 2r − n) / (400,001 + n), between 0.4925
+/// and 0.5025 over the 2,000 calls (about 0.4975 with half rejected), so the expected count is
+/// about 995, and the bounds 900..1100 are more than four standard deviations (22.4) away.
 #[test]
 fn one_seed_for_every_call_still_draws_each_decision() {
     for seeded in [true, false] {

@@ -638,8 +638,9 @@ pub fn backoff_boxed(timer: &mut BoxedTimer, d: Duration) -> impl Future<Output 
 /// The retry loop records each success and each attempt cut by this timeout (as the time it
 /// ran, a lower bound of its latency), so that a service slower than the current limit raises
 /// it instead of being cut for ever. When more than (100 − `p`)% of attempts are cut, the
-/// percentile is at least the limit, and the limit rises by `factor` at each recomputation up
-/// to `max`.
+/// percentile is at least the limit, and each recomputation sets the limit to at least
+/// `factor` times it (with `factor` 1, the histogram's rounding up still raises it), up to
+/// `max`.
 ///
 /// ```
 /// use std::time::Duration;

@@ -53,7 +53,9 @@
 //! the service's `poll_ready` is the call's error and is not retried (tower's contract: such a
 //! service is to be dropped). No request was sent, so it is no attempt: the breaker and the
 //! throttle do not count it and no callback sees it (a fallback still answers it); under
-//! [`RobustLayer::hedged`] it ends the call, whichever attempt met it. The deadline counts from the first attempt's start (when it is
+//! [`RobustLayer::hedged`] it ends the call, whichever attempt met it, and the round's other
+//! attempts are dropped as a dropped call's are (their permits given back, a failure the round
+//! kept uncounted). The deadline counts from the first attempt's start (when it is
 //! sent, after any wait for a slot of the concurrency limit), not from `call`; a retry does
 //! not wait for a slot past it, and one whose time is up when its slot comes is not sent.
 //!
