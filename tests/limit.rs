@@ -530,43 +530,42 @@ async fn timed_holder_with_a_deadline(runs: Duration) -> io::Result<Duration> {
     Ok(runs)
 }
 
+/// Runs `holder` and, once it holds the slot, `waiter`: their results, and when the waiter
+/// ended.
+async fn in_line<A, B>(
+    holder: impl std::future::Future<Output = A>,
+    waiter: impl std::future::Future<Output = B>,
+) -> (A, B, Duration) {
+    let start = Instant::now();
+    let (a, (b, took)) = tokio::join!(holder, async {
+        tokio::task::yield_now().await;
+        let b = waiter.await;
+        (b, start.elapsed())
+    });
+    (a, b, took)
+}
+
 /// An attempt's timeout counts from when it holds its slot, not from the call's start: a call
 /// that waits 80 ms in line and then runs 50 ms under a 100 ms timeout succeeds at 130 ms (its
 /// timer, made before the wait, was once not started again after it, and cut the attempt at
 /// 100 ms).
 #[tokio::test(start_paused = true)]
 async fn the_wait_for_a_slot_is_not_the_attempts_time() {
-    let start = Instant::now();
-    let (first, second) = tokio::join!(timed_holder_with_a_deadline(ms(80)), async {
-        tokio::task::yield_now().await;
-        let r = timed_holder_with_a_deadline(ms(50)).await;
-        (r, start.elapsed())
-    });
-    assert_eq!(first.unwrap(), ms(80));
-    let (second, took) = second;
-    assert_eq!(second.unwrap(), ms(50));
-    assert!(took >= ms(130) && took < ms(135), "{took:?}");
-
-    let start = Instant::now();
-    let (first, second) = tokio::join!(timed_holder(ms(80)), async {
-        tokio::task::yield_now().await;
-        let r = timed_holder(ms(50)).await;
-        (r, start.elapsed())
-    });
-    assert_eq!(first.unwrap(), ms(80));
-    let (second, took) = second;
-    assert_eq!(second.unwrap(), ms(50));
-    assert!(took >= ms(130) && took < ms(135), "{took:?}");
-
+    for (first, second, took) in [
+        in_line(timed_holder(ms(80)), timed_holder(ms(50))).await,
+        in_line(
+            timed_holder_with_a_deadline(ms(80)),
+            timed_holder_with_a_deadline(ms(50)),
+        )
+        .await,
+    ] {
+        assert_eq!(first.unwrap(), ms(80));
+        assert_eq!(second.unwrap(), ms(50));
+        assert!(took >= ms(130) && took < ms(135), "{took:?}");
+    }
     // The slot is still one: a call that runs past its timeout after the same wait is cut 100
     // ms after it got the slot.
-    let start = Instant::now();
-    let (_, second) = tokio::join!(timed_holder(ms(80)), async {
-        tokio::task::yield_now().await;
-        let r = timed_holder(ms(150)).await;
-        (r, start.elapsed())
-    });
-    let (second, took) = second;
+    let (_, second, took) = in_line(timed_holder(ms(80)), timed_holder(ms(150))).await;
     assert_eq!(second.unwrap_err().kind(), ErrorKind::TimedOut);
     assert!(took >= ms(180) && took < ms(185), "{took:?}");
 }
