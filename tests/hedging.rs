@@ -748,3 +748,89 @@ async fn a_cancelled_hedge_gives_back_its_probe() {
     assert_eq!(r.unwrap(), 2);
     assert_eq!(breaker.state(), BreakerState::Closed);
 }
+
+/// A hedge that fails frees its slot of the concurrency limit before the next hedge asks for
+/// one: with one slot, a first attempt and two hedges that each fail after 10 ms run one after
+/// the other (at 0, 10 and 20 ms), and the call ends at 30 ms after three attempts. (The
+/// failed hedge kept its slot until after the next was refused it: two attempts.) A hedge cut
+/// by its timeout frees it too: attempts of 60 ms under a 15 ms timeout, hedged after 12 ms
+/// (the hedge due at 12 ms finds no slot; each cut starts the next) run at 0, 15 and 30 ms.
+#[tokio::test(start_paused = true)]
+async fn a_failed_hedge_frees_its_slot_for_the_next() {
+    use retry_runtime::ConcurrencyLimit;
+    for (runs, timeout, after) in [(ms(10), None, ms(50)), (ms(60), Some(ms(15)), ms(12))] {
+        let one = ConcurrencyLimit::new(1, 4).unwrap();
+        let builder = Policy::builder()
+            .retries(0)
+            .hedge(Hedge::after(after, 2).unwrap())
+            .limit(&one);
+        let starts = Mutex::new(Vec::new());
+        let t0 = Instant::now();
+        let attempt = |_| async {
+            starts.lock().unwrap().push(t0.elapsed());
+            tokio::time::sleep(runs).await;
+            Err::<u32, _>(io::Error::from(ErrorKind::ConnectionReset))
+        };
+        let r = match timeout {
+            None => builder.build().unwrap().call_async(attempt).await,
+            Some(t) => {
+                builder
+                    .timeout(t)
+                    .build()
+                    .unwrap()
+                    .call_async(attempt)
+                    .await
+            }
+        };
+        let step = timeout.unwrap_or(runs);
+        assert!(r.is_err());
+        assert_eq!(
+            *starts.lock().unwrap(),
+            [Duration::ZERO, step, step * 2],
+            "timeout {timeout:?}"
+        );
+        assert_eq!(t0.elapsed(), step * 3, "timeout {timeout:?}");
+        assert_eq!(one.in_flight(), 0);
+    }
+}
+
+/// A rule of the user's that panics while a hedged round classifies an outcome gives that
+/// attempt's breaker probe back as the call unwinds: the next call probes and closes the
+/// breaker. (The permit was a local of the round then, and stayed taken until it went stale.)
+#[tokio::test(start_paused = true)]
+async fn a_panicking_rule_in_a_hedged_round_gives_its_probe_back() {
+    use retry_runtime::BreakerState;
+    use retry_runtime::kind::OkIf;
+    use std::sync::atomic::AtomicBool;
+
+    static PANIC: AtomicBool = AtomicBool::new(false);
+    let breaker: &'static CircuitBreaker = Box::leak(Box::new(
+        CircuitBreaker::new(10, 1, 0.5, secs(10), 1).unwrap(),
+    ));
+    breaker.record(Instant::now().into_std(), false);
+    tokio::time::advance(secs(11)).await;
+    let policy: &'static _ = Box::leak(Box::new(
+        Policy::builder()
+            .retries(0)
+            .hedge(Hedge::after(ms(50), 1).unwrap())
+            .breaker(breaker)
+            .on_ok(OkIf(|v: &u32| {
+                if PANIC.swap(false, Ordering::SeqCst) {
+                    panic!("the rule panics");
+                }
+                *v == 0
+            }))
+            .build()
+            .unwrap(),
+    ));
+    let answer = || async {
+        tokio::time::sleep(ms(5)).await;
+        Ok::<u32, io::Error>(1)
+    };
+    PANIC.store(true, Ordering::SeqCst);
+    let panicked = tokio::spawn(policy.call_async(move |_| answer())).await;
+    assert!(panicked.unwrap_err().is_panic());
+    assert_eq!(breaker.state(), BreakerState::HalfOpen);
+    assert_eq!(policy.call_async(move |_| answer()).await.unwrap(), 1);
+    assert_eq!(breaker.state(), BreakerState::Closed);
+}

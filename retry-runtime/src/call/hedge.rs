@@ -9,7 +9,7 @@ use super::decide::{LazyNow, Matched};
 use super::{Call, Step, Timed, finish, start};
 use crate::Elapsed;
 use crate::checks::IsResult;
-use crate::guard::{Breaker, Budget, Limit, Permit, Stamp, Throttle};
+use crate::guard::{Breaker, Budget, Limit, PendingFlag, Permit, Stamp, Throttle};
 use crate::kind::Failure;
 use crate::policy::{AsyncRetryPolicy, PolicyCore, RetryPolicy};
 use crate::time::{AsyncSleep, Clock};
@@ -202,6 +202,7 @@ where
                         next: None,
                         sent: 0,
                         last: None,
+                        held: None,
                     };
                     move |cx| round.poll(cx)
                 })
@@ -246,9 +247,11 @@ fn measured<P: PolicyCore>(policy: &P) -> bool {
 }
 
 impl<P: PolicyCore> Call<'_, P, Timed> {
-    /// The call goes on with the permit and deadline of the attempt that decided a round.
+    /// The call goes on with the permit and deadline of the attempt that decided a round, and
+    /// holds the permit until it records it (dropped before that, it gives it back).
     fn adopt(&mut self, permit: Permit, deadline: Option<Instant>) {
         self.permit = permit;
+        self.pending.set(<P::Breaker as Breaker>::ACTIVE);
         crate::call::Times::set_deadline(&mut self.times, deadline);
     }
 }
@@ -292,6 +295,10 @@ struct Round<'c, 'p, P: PolicyCore, G, Fut, R, E> {
     sent: u32,
     /// The latest retryable failure while other attempts still run.
     last: Option<Failed<R, E>>,
+    /// The permit of an attempt the round is handling outside its attempts: one that ended,
+    /// while the rules (code of the user's) classify its outcome, or a hedge whose future is
+    /// being made. Given back if the round is dropped then (a panic).
+    held: Option<Permit>,
 }
 
 /// A round ends (decided, or its call dropped) with attempts still running, which are then
@@ -307,7 +314,7 @@ impl<P: PolicyCore, G, Fut, R, E> Drop for Round<'_, '_, P, G, Fut, R, E> {
         let running = self.primary_meta.iter().map(|m| m.permit);
         let hedges = self.hedges.iter().map(|h| h.meta.permit);
         let kept = self.last.iter().map(|f| f.permit);
-        for permit in running.chain(hedges).chain(kept) {
+        for permit in running.chain(hedges).chain(kept).chain(self.held) {
             breaker.release(permit);
         }
     }
@@ -352,8 +359,11 @@ where
                 })
             {
                 let (i, out) = i;
-                let h = self.hedges.swap_remove(i);
-                if let Some(done) = self.hedge_ended(h.meta, out.into_result(), false) {
+                // The finished future goes first, and the hedge's slot in `hedge_ended`: the
+                // next hedge a failure starts may need it.
+                let Running { fut, meta } = self.hedges.swap_remove(i);
+                drop(fut);
+                if let Some(done) = self.hedge_ended(meta, out.into_result(), false) {
                     return Poll::Ready(done);
                 }
                 continue;
@@ -397,8 +407,10 @@ where
                 .position(|h| h.meta.cut.is_some_and(|c| c <= now))
                 && let Some(e) = timeout.elapsed(Elapsed::new())
             {
-                let h = self.hedges.swap_remove(i);
-                if let Some(done) = self.hedge_ended(h.meta, Err(e), true) {
+                // Cut: its future is dropped (cancelled) before a next hedge is made.
+                let Running { fut, meta } = self.hedges.swap_remove(i);
+                drop(fut);
+                if let Some(done) = self.hedge_ended(meta, Err(e), true) {
                     return Poll::Ready(done);
                 }
                 continue;
@@ -465,8 +477,10 @@ where
             deadline,
             started,
             permit,
+            _slot: slot,
             ..
         } = meta;
+        drop(slot);
         self.finished(result, timed_out, deadline, started, permit)
     }
 
@@ -491,12 +505,14 @@ where
         };
         // An error after the attempt's deadline counts as a timeout, as in `settle`.
         let timed_out = timed_out || (result.is_err() && deadline.is_some_and(|d| now.get() >= d));
+        self.held = Some(permit);
         let retryable = match &result {
             Ok(v) => P::VALUES && policy.select_value(v, Matched).is_some(),
             Err(e) => policy
                 .select(&Failure::new(e, timed_out), Matched)
                 .is_some(),
         };
+        self.held = None;
         if !retryable {
             // The winner: the round's last failure, if any, is recorded as such.
             self.drop_last(&mut now);
@@ -636,7 +652,9 @@ where
             permit,
             _slot: Some(slot),
         };
+        self.held = Some(permit);
         let fut = Box::pin((self.make)(attempt));
+        self.held = None;
         self.hedges.push(Running { fut, meta });
         true
     }
