@@ -437,22 +437,27 @@ async fn methods_and_owned_arguments_are_hedged() {
     assert_eq!(c.calls.load(Ordering::SeqCst), 2);
 }
 
-#[robust(hedge(after = 50ms), retries = 0, attempt = ctx)]
+#[robust(hedge(after = 50ms), retries = 1, backoff = none, timeout = 500ms, attempt = ctx)]
 async fn sees_its_attempt(log: &Mutex<Vec<(u32, Duration)>>) -> io::Result<()> {
     log.lock()
         .unwrap()
         .push((ctx.retries(), ctx.timeout().unwrap_or_default()));
     tokio::time::sleep(ms(100)).await;
+    if ctx.retries() == 0 {
+        return Err(ErrorKind::ConnectionReset.into());
+    }
     Ok(())
 }
 
+/// Every attempt of a round sees the round's retry count and its own timeout: the first round
+/// (an attempt and its hedge at 50 ms) fails, and both attempts of the second see 1.
 #[tokio::test(start_paused = true)]
 async fn hedges_share_the_rounds_retry_count() {
     let log = Mutex::new(Vec::new());
     sees_its_attempt(&log).await.unwrap();
     assert_eq!(
         *log.lock().unwrap(),
-        vec![(0, Duration::ZERO), (0, Duration::ZERO)]
+        vec![(0, ms(500)), (0, ms(500)), (1, ms(500)), (1, ms(500))]
     );
 }
 
