@@ -79,7 +79,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
         for client in ["reqwest", "hyper"] {
             let id = format!("{fault}-{client}");
             let url = if fault == "refused" {
-                format!("http://127.0.0.1:{refused}/ok?id={id}")
+                format!("http://127.0.0.1:{}/ok?id={id}", refused.port)
             } else {
                 server.url(&format!("{path}id={id}"))
             };

@@ -322,7 +322,8 @@ async fn a_reset_connection_is_retried() {
 
 #[tokio::test]
 async fn a_refused_connection_is_retried_once() {
-    let port = refused_port().expect("a free port");
+    let refused_at = refused_port().expect("a free port");
+    let port = refused_at.port;
     let runs = both(None, |id| format!("http://127.0.0.1:{port}/ok?id={id}")).await;
     for run in runs {
         assert!(refused(run.error()), "{}: {}", run.client, run.error());

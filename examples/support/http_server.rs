@@ -92,12 +92,23 @@ impl FaultServer {
     }
 }
 
-/// A port on 127.0.0.1 with no listener: bound by the OS, then released. A connection to it
-/// is refused (unless something else binds it in between, which the OS makes unlikely by
-/// not handing out a port just released).
-pub fn refused_port() -> io::Result<u16> {
-    let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
-    Ok(listener.local_addr()?.port())
+/// A port on 127.0.0.1 that refuses connections: a socket bound to it and not listening,
+/// held as long as this is, so that nothing else (another test's server) takes the port.
+pub struct RefusedPort {
+    _socket: tokio::net::TcpSocket,
+    /// The port.
+    pub port: u16,
+}
+
+/// A [`RefusedPort`] the OS chose.
+pub fn refused_port() -> io::Result<RefusedPort> {
+    let socket = tokio::net::TcpSocket::new_v4()?;
+    socket.bind((Ipv4Addr::LOCALHOST, 0).into())?;
+    let port = socket.local_addr()?.port();
+    Ok(RefusedPort {
+        _socket: socket,
+        port,
+    })
 }
 
 async fn serve(listener: TcpListener, hits: Arc<Hits>, mut stopped: oneshot::Receiver<()>) {

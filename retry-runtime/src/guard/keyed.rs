@@ -34,7 +34,10 @@ impl Template for RetryBudget {
 
 /// One guard `G` per key `K`, made from a template the first time a key is seen; at most
 /// `capacity` keys are kept, the least recently used evicted first (an evicted key starts
-/// again from a fresh guard). Calls that hold a guard keep it alive while they run.
+/// again from a fresh guard). Calls that hold a guard keep it alive while they run: a key
+/// evicted while calls still use its guard has two for a while, the old one counting those
+/// calls' outcomes, the fresh one the new calls'. Give the map room for more keys than are in
+/// use at once.
 ///
 /// Key on what you control (the host you call, an authenticated tenant), not on raw client
 /// input: a client that sends ever new keys gets a fresh guard (a full budget) each time, and
