@@ -242,7 +242,10 @@ async fn throttled_without_retry_after_waits_for_the_backoff() {
             run.time
         );
     }
-    // Throttled every time: the 429 comes back after 1 + 3 attempts.
+    // Throttled every time: the 429 comes back after 1 + 3 attempts. The retries wait for the
+    // backoff's full-jitter draws, uniform in [0, 50], [0, 100] and [0, 200] ms: together at
+    // least 5 ms but with probability 5³ / (6 · 50 · 100 · 200) = 2·10⁻⁵ (retries sent at once,
+    // with no wait, arrive well within that on loopback).
     for run in against_server("/throttled?n=100&").await {
         assert_eq!(
             run.status(),
@@ -251,6 +254,8 @@ async fn throttled_without_retry_after_waits_for_the_backoff() {
             run.client
         );
         assert_eq!(run.attempts, 4, "{}", run.client);
+        let waited: Duration = run.gaps().iter().sum();
+        assert!(waited >= ms(5), "{}: retried after {waited:?} in all", run.client);
         assert!(
             run.time < ALL_BACKOFFS + SLACK,
             "{}: {:?}",
