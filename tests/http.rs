@@ -255,7 +255,11 @@ async fn throttled_without_retry_after_waits_for_the_backoff() {
         );
         assert_eq!(run.attempts, 4, "{}", run.client);
         let waited: Duration = run.gaps().iter().sum();
-        assert!(waited >= ms(5), "{}: retried after {waited:?} in all", run.client);
+        assert!(
+            waited >= ms(5),
+            "{}: retried after {waited:?} in all",
+            run.client
+        );
         assert!(
             run.time < ALL_BACKOFFS + SLACK,
             "{}: {:?}",

@@ -71,8 +71,8 @@ static HOST_BREAKERS: LazyLock<KeyedBreaker<String>> = LazyLock::new(|| {
     Keyed::new(100, template).expect("capacity")
 });
 
-/// A service that refuses the requests to `down.example` (after `delay`) and answers the
-/// others at once, and the count of its calls.
+/// A service that refuses the requests to `down.example` (and other hosts named `down...`)
+/// after `delay` and answers the others at once, and the count of its calls.
 fn hosts(
     delay: Duration,
 ) -> (
@@ -92,7 +92,7 @@ fn hosts(
     let counter = Arc::clone(&calls);
     let svc = tower::service_fn(move |req: http::Request<String>| {
         counter.fetch_add(1, Ordering::SeqCst);
-        let down = req.uri().host() == Some("down.example");
+        let down = req.uri().host().is_some_and(|h| h.starts_with("down"));
         async move {
             if down {
                 tokio::time::sleep(delay).await;
@@ -257,6 +257,9 @@ async fn the_hedged_layer_gives_each_request_the_guards_of_its_host() {
     // Its budget is spent: the second call sends no hedge. A third failure opens the breaker.
     assert!(get("down.example").await.is_err());
     assert_eq!(calls.load(Ordering::SeqCst), 3);
+    // Another failing host pays its hedge from a budget of its own (two attempts).
+    assert!(get("down2.example").await.is_err());
+    assert_eq!(calls.load(Ordering::SeqCst), 5);
     assert_eq!(
         HEDGE_BREAKERS.get("down.example").state(),
         BreakerState::Open
@@ -266,10 +269,10 @@ async fn the_hedged_layer_gives_each_request_the_guards_of_its_host() {
         ErrorKind::Other,
         "E::from(Open), no call"
     );
-    assert_eq!(calls.load(Ordering::SeqCst), 3);
-    // Another host: its own breaker and budget.
+    assert_eq!(calls.load(Ordering::SeqCst), 5);
+    // Another host: its own breaker.
     assert!(get("up.example").await.is_ok());
-    assert_eq!(calls.load(Ordering::SeqCst), 4);
+    assert_eq!(calls.load(Ordering::SeqCst), 6);
     assert_eq!(
         HEDGE_BREAKERS.get("up.example").state(),
         BreakerState::Closed
