@@ -146,6 +146,49 @@ async fn the_deadline_still_bounds_the_call() {
     assert_eq!(t0.elapsed(), ms(1500));
 }
 
+/// An attempt the call's deadline cuts before its own timeout is not a latency: the first
+/// attempt is cut by its timeout at 1 s (`max`: no samples yet) and counts as 1 s; the second
+/// is cut by the 1.5 s deadline after 500 ms, which says nothing of the service's latency
+/// (it was counted before, and pulled the percentile down). The same in a hedged round.
+#[tokio::test(start_paused = true)]
+async fn an_attempt_cut_by_the_calls_deadline_is_not_recorded() {
+    static PLAIN: Latencies = Latencies::new();
+    static HEDGED: Latencies = Latencies::new();
+    let adaptive = |l| Adaptive::new(l, 99.0, 2.0, ms(10), secs(1)).unwrap();
+    let base = || Policy::builder().retries(5).backoff(NoBackoff);
+    let hang = |_| async {
+        tokio::time::sleep(secs(10)).await;
+        io::Result::Ok(())
+    };
+    let plain = base()
+        .adaptive_timeout(adaptive(&PLAIN))
+        .deadline(ms(1500))
+        .build()
+        .unwrap();
+    let t0 = Instant::now();
+    let r = plain.call_async(hang).await;
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::TimedOut);
+    assert_eq!(t0.elapsed(), ms(1500));
+    assert_eq!(PLAIN.samples(), 1, "only the attempt its own timeout cut");
+    let hedged = base()
+        .adaptive_timeout(adaptive(&HEDGED))
+        .hedge(retry_runtime::hedge::Hedge::after(ms(100), 1).unwrap())
+        .deadline(ms(1500))
+        .build()
+        .unwrap();
+    let t0 = Instant::now();
+    let r = hedged.call_async(hang).await;
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::TimedOut);
+    assert_eq!(t0.elapsed(), ms(1500));
+    // Round 1: the first attempt (0 to 1 s) and its hedge (100 ms to 1.1 s) are cut by their
+    // timeouts; round 2 (1.1 s) is cut by the deadline at 1.5 s, hedge and all.
+    assert_eq!(
+        HEDGED.samples(),
+        2,
+        "only the attempts their own timeouts cut"
+    );
+}
+
 #[robust(timeout = adaptive(p = 99, factor = 2, min = 5ms, max = 5s), retries = 0)]
 async fn shifting(wait: u64) -> io::Result<()> {
     tokio::time::sleep(ms(wait)).await;

@@ -398,6 +398,12 @@ fn blocking_retry_ends_at_the_deadline(
         "no retry once the deadline passed"
     );
     assert!(took < secs(5), "the call waited for the holder: {took:?}");
+    // The retry waited for the slot until the deadline (90 ms of the system's clock, for the
+    // 90 ms left on the call's), rather than giving up at once.
+    assert!(
+        took >= ms(90),
+        "the retry did not wait for a slot: {took:?}"
+    );
     assert_eq!((limit.in_flight(), limit.queued()), (0, 0));
 }
 
@@ -433,6 +439,68 @@ fn a_blocking_retry_of_the_builder_does_not_wait_for_a_slot_past_the_deadline() 
         .build()
         .unwrap();
     blocking_retry_ends_at_the_deadline(&LIMIT, |body| policy.call(|_| body()));
+}
+
+// --- a retry with no time left is not made, even when the queue is full -----------------------
+
+/// A policy on a virtual clock with a 100 ms deadline and a 10 ms backoff, whose `on_retry`
+/// takes the limit's only slot (it has no queue) and moves the clock 200 ms on: the retry,
+/// decided in time, finds no time left when its backoff ends, and the queue full. Before, the
+/// retry asked the full queue and the call ended with `Rejected`; it now ends as when the
+/// deadline passes during a wait: the blocking call returns the failure the retry follows,
+/// the async one `Elapsed`, and no second attempt is made.
+#[tokio::test(start_paused = true)]
+async fn a_retry_with_no_time_left_is_not_rejected_by_a_full_queue() {
+    use retry_runtime::time::VirtualTime;
+
+    for blocking in [true, false] {
+        let time = VirtualTime::new();
+        let limit = ConcurrencyLimit::new(1, 0).unwrap();
+        let taken = std::sync::Mutex::new(None);
+        let policy = Policy::builder()
+            .retries(5)
+            .backoff(retry_runtime::Constant::new(ms(10)))
+            .jitter(retry_runtime::NoJitter)
+            .deadline(ms(100))
+            .limit(&limit)
+            .env(time.clone())
+            .on_retry(|_: &io::Result<()>, _: &retry_runtime::RetryInfo| {
+                *taken.lock().unwrap() = limit.acquire_blocking_timeout(Duration::ZERO).unwrap();
+                assert!(taken.lock().unwrap().is_some(), "the slot was free");
+                time.advance(ms(200));
+            })
+            .build()
+            .unwrap();
+        let attempts = AtomicU32::new(0);
+        let r: io::Result<()> = if blocking {
+            policy.call(|_| {
+                attempts.fetch_add(1, Ordering::SeqCst);
+                Err(ErrorKind::ConnectionReset.into())
+            })
+        } else {
+            policy
+                .call_async(|_| async {
+                    attempts.fetch_add(1, Ordering::SeqCst);
+                    Err(ErrorKind::ConnectionReset.into())
+                })
+                .await
+        };
+        let e = r.unwrap_err();
+        assert!(!is_rejected(&e), "blocking: {blocking}: {e}");
+        let expected = if blocking {
+            ErrorKind::ConnectionReset
+        } else {
+            ErrorKind::TimedOut
+        };
+        assert_eq!(e.kind(), expected, "blocking: {blocking}");
+        assert_eq!(attempts.load(Ordering::SeqCst), 1, "blocking: {blocking}");
+        // The retry was decided (and announced) before it found no time left.
+        assert!(
+            taken.lock().unwrap().take().is_some(),
+            "on_retry was called"
+        );
+        assert_eq!((limit.in_flight(), limit.queued()), (0, 0));
+    }
 }
 
 // --- a retry whose slot comes as the deadline passes is not sent ------------------------------

@@ -809,6 +809,51 @@ async fn a_retry_does_not_wait_for_a_slot_past_the_deadline() {
     assert_eq!((limit.in_flight(), limit.queued()), (0, 0));
 }
 
+/// A retry that finds no time left before the call's deadline when its backoff ends ends the
+/// call with `Elapsed`, even when the limit's queue is full (it ended with `Rejected` before):
+/// the policy's clock is virtual, and `on_retry` takes the only slot (the limit has no queue)
+/// and moves the clock past the deadline after the retry was decided.
+#[tokio::test(start_paused = true)]
+async fn a_retry_with_no_time_left_is_not_rejected_by_a_full_queue() {
+    use std::sync::Mutex;
+
+    static LIMIT: retry_runtime::ConcurrencyLimit = match retry_runtime::ConcurrencyLimit::new(1, 0)
+    {
+        Ok(l) => l,
+        Err(_) => panic!(),
+    };
+    static TAKEN: Mutex<Option<retry_runtime::guard::LimitPermit<'static>>> = Mutex::new(None);
+    let time = retry_runtime::time::VirtualTime::new();
+    let clock = time.clone();
+    let policy = Policy::builder()
+        .retries(5)
+        .backoff(Constant::new(ms(10)))
+        .jitter(NoJitter)
+        .deadline(ms(100))
+        .limit(&LIMIT)
+        .env(time)
+        .on_retry(
+            move |_: &Result<Resp, io::Error>, _: &retry_runtime::RetryInfo| {
+                *TAKEN.lock().unwrap() = LIMIT.acquire_blocking_timeout(Duration::ZERO).unwrap();
+                clock.advance(ms(200));
+            },
+        )
+        .build()
+        .unwrap();
+    let (svc, calls) = scripted::<String>(vec![Err(ErrorKind::ConnectionReset.into())]);
+    let r = RobustLayer::new(policy)
+        .layer(svc)
+        .oneshot(Request::new(String::new()))
+        .await;
+    assert!(
+        TAKEN.lock().unwrap().take().is_some(),
+        "on_retry took the slot"
+    );
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::TimedOut);
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    assert_eq!((LIMIT.in_flight(), LIMIT.queued()), (0, 0));
+}
+
 /// A service that fails its first `failures` calls at once and answers every later one after
 /// 20 ms, behind tower's own `ConcurrencyLimit` of one (which takes its permit when made ready
 /// and keeps it until the call's response), and the number of calls.

@@ -112,6 +112,10 @@ pub struct RetryInfo {
 /// Called before each retry's sleep with the outcome that is retried and a [`RetryInfo`]:
 /// `Err(e)` for an error, `Ok(v)` for a value an `Ok(..)` kind matched. Implemented for every
 /// `Fn(&Result<T, E>, &RetryInfo)`.
+///
+/// It is called when the retry is decided (its budget token already spent): a retry that is
+/// then not made (the breaker opened during the backoff, the call's deadline passed while it
+/// waited for a slot of the concurrency limit) has been reported all the same.
 #[diagnostic::on_unimplemented(
     message = "`on_retry` must be a `Fn(&Result<{T}, {E}>, &retry_runtime::RetryInfo)` callback",
     label = "expected a closure or fn taking the retried outcome and the retry's details"

@@ -637,7 +637,8 @@ pub fn backoff_boxed(timer: &mut BoxedTimer, d: Duration) -> impl Future<Output 
 ///
 /// The retry loop records each success and each attempt cut by this timeout (as the time it
 /// ran, a lower bound of its latency), so that a service slower than the current limit raises
-/// it instead of being cut for ever. When more than (100 − `p`)% of attempts are cut, the
+/// it instead of being cut for ever. An attempt the call's deadline cuts first is not
+/// recorded: it ran out of time, which says nothing of the service's latency. When more than (100 − `p`)% of attempts are cut, the
 /// percentile is at least the limit, and each recomputation sets the limit to at least
 /// `factor` times it (with `factor` 1, the histogram's rounding up still raises it), up to
 /// `max`.

@@ -1055,13 +1055,18 @@ where
                     // slot): the request holding our slot may need it to be ready, and the two
                     // would wait for each other. The ready service is dropped for a clone,
                     // made ready once a slot is ours.
+                    // A retry does not wait past the call's deadline (before the first
+                    // attempt has started, the deadline has not begun), and one with no time
+                    // left is not made, whether or not the queue has room.
+                    let left = resumed(this.state, policy).deadline_left();
+                    if let Some(e) = resumed(this.state, policy).out_of_time(left) {
+                        to!(Phase::Done);
+                        break Poll::Ready(crate::call::finish(policy, Err(e)));
+                    }
                     let fresh = this.inner.clone();
                     *this.inner = fresh;
                     this.wait
                         .set(Some(crate::guard::Limit::wait(policy.limit())));
-                    // A retry does not wait past the call's deadline (before the first
-                    // attempt has started, the deadline has not begun).
-                    let left = resumed(this.state, policy).deadline_left();
                     if let Some(left) = left {
                         arm_in(this.timer, left);
                     }

@@ -523,11 +523,11 @@ where
                     .map_or(Duration::ZERO, |s| now.get().saturating_duration_since(s));
                 setting.record(latency);
             } else {
-                self.record_cut(timed_out, started, &mut now);
+                self.record_cut(timed_out, started, deadline, &mut now);
             }
             return Some(self.decide(result, timed_out, deadline, permit));
         }
-        self.record_cut(timed_out, started, &mut now);
+        self.record_cut(timed_out, started, deadline, &mut now);
         // A retryable failure starts the next hedge at once, if one is left, whatever else
         // still runs; one not sent leaves the next due time as it was.
         self.drop_last(&mut now);
@@ -549,10 +549,17 @@ where
     }
 
     /// Records an attempt cut by its timeout as its time so far (see `Call::measure`), for a
-    /// setting that learns from latencies.
-    fn record_cut(&self, timed_out: bool, started: Option<Instant>, now: &mut LazyNow<'_>) {
+    /// setting that learns from latencies; not one the call's deadline (its `deadline`) cut.
+    fn record_cut(
+        &self,
+        timed_out: bool,
+        started: Option<Instant>,
+        deadline: Option<Instant>,
+        now: &mut LazyNow<'_>,
+    ) {
         if timed_out
             && measured(self.call.policy)
+            && !self.call.cut_by_the_call(deadline)
             && let Some(started) = started
         {
             let latency = now.get().saturating_duration_since(started);

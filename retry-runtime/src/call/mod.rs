@@ -276,15 +276,24 @@ where
     // runs twice.)
     loop {
         let left = last.as_ref().and_then(|_| call.deadline_left());
-        let slot = match call.policy.limit().wait_blocking_for(left) {
-            Ok(slot) => slot,
-            Err(_) => return refused(call).map_or(Ok(None), Err),
+        // A retry with no time left is not made, whether or not the queue has room.
+        let slot = if left.is_some_and(|l| l.is_zero()) {
+            None
+        } else {
+            match call.policy.limit().wait_blocking_for(left) {
+                Ok(slot) => slot,
+                Err(_) => return refused(call).map_or(Ok(None), Err),
+            }
         };
         // A slot that came as the deadline passed leaves the retry no time either: it is not
         // made, as in the async loops.
         let in_time = left.is_none() || call.deadline_left().is_some_and(|l| !l.is_zero());
         match slot {
-            Some(slot) if in_time => return Ok(Some(slot)),
+            Some(slot) if in_time => {
+                // The failure is not kept while the retry runs.
+                *last = None;
+                return Ok(Some(slot));
+            }
             _ => {
                 if let Some(failure) = last.take() {
                     call.release();
@@ -338,6 +347,10 @@ where
         return Ok(Some(slot));
     }
     let mut left = call.deadline_left();
+    // A retry with no time left is not made, whether or not the queue has room.
+    if let Some(e) = call.out_of_time(left) {
+        return Err(Err(e));
+    }
     loop {
         let waited = match left {
             // Armed on tokio's timer for the time left on the call's clock, as attempts are.
@@ -753,6 +766,9 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
         let now = match result {
             Ok(v) if P::VALUES && self.policy.select_value(v, decide::Matched).is_some() => return,
             Ok(_) => self.now(),
+            // An attempt the call's deadline cut before its own timeout was cut for want of
+            // time, not for being slow: its time so far would pull the percentile down.
+            Err(_) if self.cut_by_the_call(self.times.deadline()) => return,
             Err(_) if timed_out => self.now(),
             Err(_) => match self.times.deadline() {
                 Some(deadline) => {
@@ -768,6 +784,18 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
         self.policy
             .timeout_setting()
             .record(now.saturating_duration_since(started));
+    }
+
+    /// Whether an attempt whose deadline was `deadline` ended at the call's deadline (the
+    /// earlier of its own timeout's end and the call's): an error it returned then is not a
+    /// measure of its latency.
+    #[inline]
+    pub(crate) fn cut_by_the_call(&self, deadline: Option<Instant>) -> bool {
+        deadline.is_some()
+            && self
+                .times
+                .first()
+                .is_some_and(|first| self.call_deadline(first) == deadline)
     }
 
     /// When the call must end, for a call whose first attempt started at `first`.
