@@ -717,6 +717,36 @@ async fn a_hedge_the_budget_refuses_gives_back_its_probe() {
     assert_eq!(breaker.state(), BreakerState::Closed);
 }
 
+/// A round dropped while a failure is kept (its first attempt failed at 20 ms while its hedge,
+/// sent at 10 ms, still ran) records that failure with the breaker: a breaker that opens on one
+/// failure is open after the call is dropped at 30 ms. (The failure's permit was given back
+/// instead, as if the attempt had never ended: the breaker stayed closed.)
+#[tokio::test(start_paused = true)]
+async fn a_dropped_round_records_the_failure_it_kept() {
+    use retry_runtime::BreakerState;
+
+    let breaker = CircuitBreaker::new(1, 1, 1.0, Duration::from_secs(10), 1).unwrap();
+    let policy = Policy::builder()
+        .retries(0)
+        .breaker(&breaker)
+        .hedge(Hedge::after(ms(10), 1).unwrap())
+        .build()
+        .unwrap();
+    let sent = AtomicU32::new(0);
+    let call = policy.call_async(|_| async {
+        if sent.fetch_add(1, Ordering::SeqCst) == 0 {
+            tokio::time::sleep(ms(20)).await;
+            Err::<u32, io::Error>(ErrorKind::ConnectionReset.into())
+        } else {
+            tokio::time::sleep(secs(10)).await;
+            Ok(1)
+        }
+    });
+    assert!(tokio::time::timeout(ms(30), call).await.is_err(), "dropped");
+    assert_eq!(sent.load(Ordering::SeqCst), 2, "the hedge was sent");
+    assert_eq!(breaker.state(), BreakerState::Open);
+}
+
 /// A half-open breaker with two probes: a call's first attempt and its hedge each take one.
 /// The first attempt wins and the hedge is cancelled: its probe goes back, so the next call
 /// probes (and closes the breaker) instead of being rejected until the probes go stale.

@@ -304,18 +304,27 @@ struct Round<'c, 'p, P: PolicyCore, G, Fut, R, E> {
 /// A round ends (decided, or its call dropped) with attempts still running, which are then
 /// cancelled: their breaker permits go back (a half-open breaker's probes would otherwise stay
 /// taken, with no outcome ever recorded, and every call be rejected until the probes go
-/// stale), and so does the one of a kept failure whose outcome was never recorded.
+/// stale). A failure the round kept while they ran happened: the breaker and the throttle
+/// record it, as the round would have, had it gone on.
 impl<P: PolicyCore, G, Fut, R, E> Drop for Round<'_, '_, P, G, Fut, R, E> {
     fn drop(&mut self) {
-        if !<P::Breaker as Breaker>::ACTIVE {
-            return;
+        let policy = self.call.policy;
+        if <P::Breaker as Breaker>::ACTIVE {
+            let breaker = policy.breaker();
+            let running = self.primary_meta.iter().map(|m| m.permit);
+            let hedges = self.hedges.iter().map(|h| h.meta.permit);
+            for permit in running.chain(hedges).chain(self.held) {
+                breaker.release(permit);
+            }
         }
-        let breaker = self.call.policy.breaker();
-        let running = self.primary_meta.iter().map(|m| m.permit);
-        let hedges = self.hedges.iter().map(|h| h.meta.permit);
-        let kept = self.last.iter().map(|f| f.permit);
-        for permit in running.chain(hedges).chain(kept).chain(self.held) {
-            breaker.release(permit);
+        if let Some(failed) = &self.last {
+            let now = policy.env().now();
+            if <P::Breaker as Breaker>::ACTIVE {
+                policy.breaker().record(now, failed.permit, false);
+            }
+            if <P::Throttle as Throttle>::ACTIVE {
+                policy.throttle().record(Stamp::of(now), false);
+            }
         }
     }
 }
