@@ -189,6 +189,28 @@ async fn an_attempt_cut_by_the_calls_deadline_is_not_recorded() {
     );
 }
 
+/// A blocking attempt's timeout is cooperative: one that fails after 3 s, past both the call's
+/// 1 s deadline and its own 2 s limit, ran that long, and is recorded (a slow service's
+/// evidence), though the call's deadline was its deadline.
+#[test]
+fn a_blocking_attempt_that_overran_both_deadlines_is_recorded() {
+    static BLOCKING: Latencies = Latencies::new();
+    let time = VirtualTime::new();
+    let policy = Policy::builder()
+        .retries(0)
+        .adaptive_timeout(Adaptive::new(&BLOCKING, 99.0, 2.0, ms(10), secs(2)).unwrap())
+        .deadline(secs(1))
+        .env(time.clone())
+        .build()
+        .unwrap();
+    let r: io::Result<()> = policy.call(|_| {
+        time.advance(secs(3));
+        Err(ErrorKind::ConnectionReset.into())
+    });
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::ConnectionReset);
+    assert_eq!(BLOCKING.samples(), 1);
+}
+
 #[robust(timeout = adaptive(p = 99, factor = 2, min = 5ms, max = 5s), retries = 0)]
 async fn shifting(wait: u64) -> io::Result<()> {
     tokio::time::sleep(ms(wait)).await;

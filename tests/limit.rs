@@ -135,10 +135,37 @@ fn blocking_calls_on_many_threads_never_exceed_the_limit() {
             "the queue (64) holds every waiting thread"
         );
     }
-    // Two at most, and two at once at some point (a limit that let one run at a time, or
-    // none wait, would show here).
-    assert_eq!(B_MOST.load(Ordering::SeqCst), 2);
+    assert!(B_MOST.load(Ordering::SeqCst) <= 2);
     assert_eq!(BLOCKING.in_flight(), 0);
+}
+
+static PAIR: ConcurrencyLimit = match ConcurrencyLimit::new(2, 2) {
+    Ok(l) => l,
+    Err(_) => panic!("invalid limit"),
+};
+static PAIR_INSIDE: AtomicUsize = AtomicUsize::new(0);
+
+/// Enters, and waits (5 s at most) until another attempt is inside too: whether two ran at once.
+#[robust(retries = 0, limit = PAIR)]
+fn meet() -> io::Result<bool> {
+    PAIR_INSIDE.fetch_add(1, Ordering::SeqCst);
+    let start = std::time::Instant::now();
+    while PAIR_INSIDE.load(Ordering::SeqCst) < 2 && start.elapsed() < secs(5) {
+        std::thread::yield_now();
+    }
+    Ok(PAIR_INSIDE.load(Ordering::SeqCst) >= 2)
+}
+
+/// The limit lets as many attempts run at once as it has slots: two blocking calls on two
+/// threads meet inside a limit of two (one that let one run at a time would keep the second
+/// out for the first's 5 s, and neither would see the other).
+#[test]
+fn two_slots_let_two_blocking_attempts_run_at_once() {
+    let threads: Vec<_> = (0..2).map(|_| std::thread::spawn(meet)).collect();
+    for t in threads {
+        assert!(t.join().unwrap().unwrap(), "the two attempts met");
+    }
+    assert_eq!(PAIR.in_flight(), 0);
 }
 
 #[tokio::test(start_paused = true)]
@@ -459,7 +486,9 @@ async fn a_retry_with_no_time_left_is_not_rejected_by_a_full_queue() {
         let time = VirtualTime::new();
         let limit = ConcurrencyLimit::new(1, 0).unwrap();
         let taken = std::sync::Mutex::new(None);
+        let budget = retry_runtime::RetryBudget::new(1.0, 0.0, 1.0).unwrap();
         let policy = Policy::builder()
+            .budget(&budget)
             .retries(5)
             .backoff(retry_runtime::Constant::new(ms(10)))
             .jitter(retry_runtime::NoJitter)
@@ -496,11 +525,13 @@ async fn a_retry_with_no_time_left_is_not_rejected_by_a_full_queue() {
         };
         assert_eq!(e.kind(), expected, "blocking: {blocking}");
         assert_eq!(attempts.load(Ordering::SeqCst), 1, "blocking: {blocking}");
-        // The retry was decided (and announced) before it found no time left.
+        // The retry was decided (announced, and paid: the budget's only token) before it
+        // found no time left.
         assert!(
             taken.lock().unwrap().take().is_some(),
             "on_retry was called"
         );
+        assert_eq!(budget.tokens(), 0.0, "blocking: {blocking}");
         assert_eq!((limit.in_flight(), limit.queued()), (0, 0));
     }
 }

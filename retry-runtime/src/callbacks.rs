@@ -115,7 +115,8 @@ pub struct RetryInfo {
 ///
 /// It is called when the retry is decided (its budget token already spent): a retry that is
 /// then not made (the breaker opened during the backoff, the call's deadline passed while it
-/// waited for a slot of the concurrency limit) has been reported all the same.
+/// waited for a slot of the concurrency limit or left it no time when its backoff ended, the
+/// limit's queue was full) has been reported all the same.
 #[diagnostic::on_unimplemented(
     message = "`on_retry` must be a `Fn(&Result<{T}, {E}>, &retry_runtime::RetryInfo)` callback",
     label = "expected a closure or fn taking the retried outcome and the retry's details"

@@ -317,7 +317,9 @@ impl<P: PolicyCore, G, Fut, R, E> Drop for Round<'_, '_, P, G, Fut, R, E> {
                 breaker.release(permit);
             }
         }
-        if let Some(failed) = &self.last {
+        if let Some(failed) = &self.last
+            && (<P::Breaker as Breaker>::ACTIVE || <P::Throttle as Throttle>::ACTIVE)
+        {
             let now = policy.env().now();
             if <P::Breaker as Breaker>::ACTIVE {
                 policy.breaker().record(now, failed.permit, false);
@@ -568,8 +570,8 @@ where
     ) {
         if timed_out
             && measured(self.call.policy)
-            && !self.call.cut_by_the_call(deadline)
             && let Some(started) = started
+            && !self.call.cut_by_the_call(deadline, started, now.get())
         {
             let latency = now.get().saturating_duration_since(started);
             self.call.policy.timeout_setting().record(latency);

@@ -260,10 +260,11 @@ where
 
 /// A slot of the concurrency limit for `call`'s next attempt, blocking the thread (`None`: the
 /// limit refused it, and the policy has no error for that), or the call's result when it ends
-/// here: the queue was full, or the call's deadline passed while a retry waited (the retry is
-/// not made: `last`, the failure it follows, is returned, as when the deadline leaves no time
-/// for a retry's backoff). Either way the attempt's breaker permit is given back. Without
-/// `last` the wait has no end.
+/// here: the queue was full, or the call's deadline passed before a retry's slot came (the
+/// retry is not made, whether it waited or found no time left when its backoff ended: `last`,
+/// the failure it follows, is returned, as when the deadline leaves no time for a retry's
+/// backoff). Either way the attempt's breaker permit is given back. Without `last` the wait
+/// has no end; `last` is cleared when the attempt goes ahead.
 pub(crate) fn slot_blocking<P, R, E, Tm>(
     call: &mut Call<'_, P, Tm>,
     last: &mut Option<Result<R, E>>,
@@ -282,7 +283,14 @@ where
         } else {
             match call.policy.limit().wait_blocking_for(left) {
                 Ok(slot) => slot,
-                Err(_) => return refused(call).map_or(Ok(None), Err),
+                Err(_) => {
+                    let refused = refused(call);
+                    if refused.is_none() {
+                        // (The attempt runs without a slot: the failure is not kept.)
+                        *last = None;
+                    }
+                    return refused.map_or(Ok(None), Err);
+                }
             }
         };
         // A slot that came as the deadline passed leaves the retry no time either: it is not
@@ -746,8 +754,8 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
     /// so is an attempt cut by its timeout (`timed_out`, or an error at or after its deadline),
     /// as its time so far, a lower bound of its latency: a service that slows down then raises
     /// the percentile instead of being cut for ever. Other failures (a value an `Ok(..)` kind
-    /// matches, an error before the deadline) say nothing about the latency of a success and
-    /// are not recorded.
+    /// matches, an error before the deadline, an attempt the call's deadline cut before its
+    /// own timeout) say nothing about the latency of a success and are not recorded.
     #[inline(always)]
     pub fn measure<R, E>(&self, started: Instant, result: &Result<R, E>, timed_out: bool)
     where
@@ -766,36 +774,51 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
         let now = match result {
             Ok(v) if P::VALUES && self.policy.select_value(v, decide::Matched).is_some() => return,
             Ok(_) => self.now(),
-            // An attempt the call's deadline cut before its own timeout was cut for want of
-            // time, not for being slow: its time so far would pull the percentile down.
-            Err(_) if self.cut_by_the_call(self.times.deadline()) => return,
-            Err(_) if timed_out => self.now(),
-            Err(_) => match self.times.deadline() {
-                Some(deadline) => {
-                    let now = self.now();
-                    if now < deadline {
-                        return;
-                    }
-                    now
+            Err(_) => {
+                let deadline = self.times.deadline();
+                if !timed_out && deadline.is_none() {
+                    return;
                 }
-                None => return,
-            },
+                let now = self.now();
+                // An error before the attempt's deadline says nothing of its latency; nor does
+                // one the call's deadline cut before the attempt's own timeout (cut for want of
+                // time, not for being slow: its time so far would pull the percentile down).
+                if !timed_out && deadline.is_some_and(|d| now < d)
+                    || self.cut_by_the_call(deadline, started, now)
+                {
+                    return;
+                }
+                now
+            }
         };
         self.policy
             .timeout_setting()
             .record(now.saturating_duration_since(started));
     }
 
-    /// Whether an attempt whose deadline was `deadline` ended at the call's deadline (the
-    /// earlier of its own timeout's end and the call's): an error it returned then is not a
-    /// measure of its latency.
+    /// Whether an attempt started at `started`, whose deadline was `deadline`, and over at
+    /// `now` was cut by the call's deadline: that deadline was the attempt's (it came before
+    /// the attempt's own timeout's end), and the attempt ended before its own timeout would
+    /// have cut it (a blocking attempt, whose timeout is cooperative, may run past both: its
+    /// time is then a measure of its latency).
     #[inline]
-    pub(crate) fn cut_by_the_call(&self, deadline: Option<Instant>) -> bool {
+    pub(crate) fn cut_by_the_call(
+        &self,
+        deadline: Option<Instant>,
+        started: Instant,
+        now: Instant,
+    ) -> bool {
         deadline.is_some()
             && self
                 .times
                 .first()
                 .is_some_and(|first| self.call_deadline(first) == deadline)
+            && self
+                .policy
+                .timeout_setting()
+                .limit()
+                .and_then(|own| started.checked_add(own))
+                .is_none_or(|own_end| now < own_end)
     }
 
     /// When the call must end, for a call whose first attempt started at `first`.
