@@ -110,6 +110,40 @@ fn an_installed_virtual_time_is_the_throttles_clock() {
     assert_eq!(AHEAD.reject_probability(time.now()), 0.0);
 }
 
+/// A retry is decided before its backoff, and counted in the bucket it starts in: with a 10 s
+/// window (1 s buckets), a retry that starts 9.5 s after its decision and fails is still in
+/// the window at 10.2 s, where the first attempt's bucket has left it. (It was counted in the
+/// bucket of its decision, the latest the throttle had seen, and forgotten with it.) Ten
+/// accepted requests at the start keep the probability at 0 when the retry is decided.
+#[test]
+fn a_retry_is_counted_in_the_bucket_it_starts_in() {
+    let throttle = AdaptiveThrottle::new(2.0, Duration::from_secs(10)).unwrap();
+    let time = VirtualTime::new();
+    let t0 = time.now();
+    for _ in 0..10 {
+        throttle.record(t0, true);
+    }
+    let policy = Policy::builder()
+        .retries(1)
+        .backoff(retry_runtime::Constant::new(Duration::from_millis(9500)))
+        .jitter(retry_runtime::NoJitter)
+        .throttle(&throttle)
+        .env(time.clone())
+        .build()
+        .unwrap();
+    let ran = Cell::new(0);
+    let r: io::Result<()> = policy.call(|_| {
+        ran.set(ran.get() + 1);
+        Err(ErrorKind::ConnectionReset.into())
+    });
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::ConnectionReset);
+    assert_eq!(ran.get(), 2, "the retry was made");
+    assert_eq!(time.now() - t0, Duration::from_millis(9500));
+    // At 10.2 s the window holds the retry's bucket (9 s) only: one request, not accepted.
+    let later = t0 + Duration::from_millis(10_200);
+    assert_eq!(throttle.reject_probability(later), 0.5);
+}
+
 static QUIET: AdaptiveThrottle = match AdaptiveThrottle::new(2.0, Duration::from_secs(60)) {
     Ok(t) => t,
     Err(_) => panic!("invalid throttle"),

@@ -55,7 +55,9 @@
 //! throttle do not count it and no callback sees it (a fallback still answers it); under
 //! [`RobustLayer::hedged`] it ends the call, whichever attempt met it, and the round's other
 //! attempts are dropped as a dropped call's are (their permits given back, a failure the round
-//! kept uncounted). The deadline counts from the first attempt's start (when it is
+//! kept recorded). The attempt's timeout covers the wait for the service to be ready: a
+//! service not ready in time makes a timed-out attempt (counted and retried as one). The
+//! deadline counts from the first attempt's start (when it is
 //! sent, after any wait for a slot of the concurrency limit), not from `call`; a retry does
 //! not wait for a slot past it, and one whose time is up when its slot comes is not sent.
 //!

@@ -106,6 +106,18 @@ impl<P: PolicyCore, Tm> Drop for Call<'_, P, Tm> {
     }
 }
 
+/// A hedged policy cannot start a call driven by hand (a compile error where it is asked to).
+macro_rules! refuse_hedged {
+    () => {
+        const {
+            assert!(
+                !T::HEDGED,
+                "a hedged policy runs a round's attempts concurrently: call it with `call_async` (a call driven by hand makes one attempt at a time and would never hedge)"
+            )
+        }
+    };
+}
+
 impl<W, K, P, T, S, F, C, Bu, Br, H, Rt, N, V, Fb, Th, L>
     Policy<W, K, P, T, S, F, C, Extras<Bu, Br, H, Rt, N, V, Fb, Th, L>>
 where
@@ -119,36 +131,42 @@ where
     /// See [`PolicyCore::start`].
     #[inline]
     pub fn start(&self) -> Call<'_, Self> {
+        refuse_hedged!();
         PolicyCore::start(self)
     }
 
     /// See [`PolicyCore::start_lazy`].
     #[inline]
     pub fn start_lazy(&self) -> Call<'_, Self, LazyTimes> {
+        refuse_hedged!();
         PolicyCore::start_lazy(self)
     }
 
     /// See [`PolicyCore::start_blocking`].
     #[inline]
     pub fn start_blocking(&self) -> Call<'_, Self, Blocking> {
+        refuse_hedged!();
         PolicyCore::start_blocking(self)
     }
 
     /// See [`PolicyCore::start_lazy_blocking`].
     #[inline]
     pub fn start_lazy_blocking(&self) -> Call<'_, Self, Blocking<LazyTimes>> {
+        refuse_hedged!();
         PolicyCore::start_lazy_blocking(self)
     }
 
     /// See [`PolicyCore::start_untimed`].
     #[inline]
     pub fn start_untimed(&self) -> Call<'_, Self, Untimed> {
+        refuse_hedged!();
         PolicyCore::start_untimed(self)
     }
 
     /// See [`PolicyCore::start_seeded`].
     #[inline]
     pub fn start_seeded(&self, seed: u64) -> Call<'_, Self> {
+        refuse_hedged!();
         PolicyCore::start_seeded(self, seed)
     }
 
@@ -622,8 +640,10 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
     where
         P: RetryPolicy<R, E>,
     {
-        // The throttle decides the first attempt here (a retry's when it is decided).
-        if <P::Throttle as Throttle>::ACTIVE && self.retries == 0 {
+        // The throttle decides the first attempt here (a retry's when it is decided, before
+        // its backoff: asked again here, it moves its latest bucket up to the retry's start,
+        // where the retry's outcome is then counted).
+        if <P::Throttle as Throttle>::ACTIVE {
             let throttle = self.policy.throttle();
             // A blocking call on the system's clock lets the throttle read it coarsely.
             let system = Tm::BLOCKING && self.policy.env().blocking_is_system();
@@ -633,7 +653,9 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
             };
             // The draw (and the generator's seeding) only when a rejection is possible.
             let chance = throttle.reject_probability(now);
-            if chance > 0.0 && decide::throttle_draw(&mut self.seed, self.policy.env(), 0) < chance
+            if self.retries == 0
+                && chance > 0.0
+                && decide::throttle_draw(&mut self.seed, self.policy.env(), 0) < chance
             {
                 throttle.record(now, false);
                 #[cfg(feature = "tracing")]

@@ -282,8 +282,8 @@ pub trait Throttle {
 
 /// Builds the error of an attempt the throttle rejects: `E::from(Rejected)`.
 #[diagnostic::on_unimplemented(
-    message = "`throttle` needs the error type `{E}` to implement `From<retry_runtime::Rejected>`",
-    label = "an attempt the throttle rejects fails with `{E}::from(retry_runtime::Rejected)`",
+    message = "a `throttle` or a `limit` needs the error type `{E}` to implement `From<retry_runtime::Rejected>`",
+    label = "an attempt the throttle or the limit rejects fails with `{E}::from(retry_runtime::Rejected)`",
     note = "implement `From<retry_runtime::Rejected>` for `{E}`; `std::io::Error`, boxed errors and `anyhow::Error` have it"
 )]
 pub trait Refuse<E> {
