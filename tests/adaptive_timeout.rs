@@ -116,6 +116,7 @@ fn the_builder_validates_the_adaptive_timeout() {
         (100.0, 2.0, ms(1), secs(1), "p"),
         (0.99, 2.0, ms(1), secs(1), "p"), // a fraction: the 0.99th percentile
         (49.9, 2.0, ms(1), secs(1), "p"),
+        (99.95, 2.0, ms(1), secs(1), "p"), // above what the window can tell
         (99.0, 0.5, ms(1), secs(1), "factor"),
         (99.0, f64::NAN, ms(1), secs(1), "factor"),
         (99.0, 2.0, Duration::ZERO, secs(1), "min"),

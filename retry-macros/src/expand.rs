@@ -583,11 +583,85 @@ fn sharing<'e>(e: &'e syn::Expr, params: &[String]) -> Sharing<'e> {
         }
         // A pointer made here points to a guard made here.
         syn::Expr::Call(call) if pointer_made_here(&call.func) => Sharing::Value(e, 1, None),
+        // A method called by its path (`Keyed::get(&BREAKERS, host)`) is checked as the method
+        // call it is: its first argument as the root.
+        syn::Expr::Call(call) if matches!(&*call.func, syn::Expr::Path(p) if p.path.segments.len() >= 2) =>
+        {
+            let root = match call.args.first().map(|first| sharing(first, params)) {
+                Some(Sharing::Static(path)) => Some(path),
+                Some(Sharing::Value(_, _, root)) => root,
+                _ => None,
+            };
+            Sharing::Value(e, 0, root)
+        }
         _ => Sharing::Value(e, 0, None),
     }
 }
 
-/// `Arc::new`, `Rc::new` or `Box::new` (a pointer to a value made by the call).
+/// Every name a pattern inside `e` binds (`let`, `match` arms, closures' parameters, ...).
+fn bound_names(e: &syn::Expr) -> Vec<String> {
+    struct Bound(Vec<String>);
+    impl<'ast> syn::visit::Visit<'ast> for Bound {
+        fn visit_pat_ident(&mut self, p: &'ast syn::PatIdent) {
+            self.0.push(p.ident.to_string());
+            syn::visit::visit_pat_ident(self, p);
+        }
+    }
+    let mut bound = Bound(Vec::new());
+    syn::visit::Visit::visit_expr(&mut bound, e);
+    bound.0
+}
+
+/// The `static`s a guard's expression may give through one of its branches (the tail of a
+/// block, each branch of an `if` or a `match`): each must be a `static`, as a guard named
+/// directly must (`limit = if fast { &FAST } else { &SLOW }` with `const` guards would make a
+/// new guard for each call).
+fn branch_roots<'e>(e: &'e syn::Expr, params: &[String], roots: &mut Vec<&'e syn::ExprPath>) {
+    let tail = |b: &'e syn::Block| match b.stmts.last() {
+        Some(syn::Stmt::Expr(tail, None)) => Some(tail),
+        _ => None,
+    };
+    let branches: Vec<&'e syn::Expr> = match e {
+        // (A path under these is checked by `sharing`, not here.)
+        syn::Expr::Paren(p) => return branch_roots(&p.expr, params, roots),
+        syn::Expr::Group(g) => return branch_roots(&g.expr, params, roots),
+        syn::Expr::Reference(r) => return branch_roots(&r.expr, params, roots),
+        syn::Expr::Block(b) => tail(&b.block).into_iter().collect(),
+        syn::Expr::Unsafe(b) => tail(&b.block).into_iter().collect(),
+        syn::Expr::If(i) => {
+            let mut v: Vec<&'e syn::Expr> = tail(&i.then_branch).into_iter().collect();
+            if let Some((_, other)) = &i.else_branch {
+                v.push(other);
+            }
+            v
+        }
+        syn::Expr::Match(m) => m.arms.iter().map(|arm| &*arm.body).collect(),
+        _ => return,
+    };
+    for branch in branches {
+        let mut inner = branch;
+        while let syn::Expr::Paren(syn::ExprParen { expr, .. })
+        | syn::Expr::Group(syn::ExprGroup { expr, .. })
+        | syn::Expr::Reference(syn::ExprReference { expr, .. }) = inner
+        {
+            inner = expr;
+        }
+        if matches!(
+            inner,
+            syn::Expr::Block(_) | syn::Expr::Unsafe(_) | syn::Expr::If(_) | syn::Expr::Match(_)
+        ) {
+            branch_roots(inner, params, roots);
+            continue;
+        }
+        match sharing(branch, params) {
+            Sharing::Static(path) | Sharing::Value(_, _, Some(path)) => roots.push(path),
+            _ => {}
+        }
+    }
+}
+
+/// `Arc::new`, `Rc::new` or `Box::new` (or `from`, `pin`, `new_cyclic`): a pointer to a value
+/// made by the call.
 fn pointer_made_here(func: &syn::Expr) -> bool {
     let syn::Expr::Path(p) = func else {
         return false;
@@ -598,7 +672,9 @@ fn pointer_made_here(func: &syn::Expr) -> bool {
         .iter()
         .map(|s| s.ident.to_string())
         .collect();
-    matches!(names.as_slice(), [.., ptr, new] if ["Arc", "Rc", "Box"].contains(&ptr.as_str()) && new == "new")
+    matches!(names.as_slice(), [.., ptr, new]
+        if ["Arc", "Rc", "Box"].contains(&ptr.as_str())
+            && ["new", "from", "pin", "new_cyclic"].contains(&new.as_str()))
 }
 
 /// The function under the attribute, expanded. `valid::check_fn` has accepted its shape.
@@ -619,7 +695,11 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
     let has_deadline = finite_limit(&config.deadline).is_some();
     let timed =
         finite_limit(&config.timeout).is_some() || has_deadline || config.adaptive.is_some();
-    let names = Names::new(timed);
+    // `Timeout` matches a timed-out attempt without looking into the error only when an
+    // attempt's own timeout can cut it and a retry follow: an attempt the call's deadline cuts
+    // is never retried (no time is left), so with a deadline alone `Timeout` must find a
+    // timeout in the error itself.
+    let names = Names::new(finite_limit(&config.timeout).is_some() || config.adaptive.is_some());
     let Names {
         policy,
         call,
@@ -866,8 +946,22 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
                 )
             }
         };
+        // The `static`s its branches may give (an `if`, a `match`, a block), but no name the
+        // expression binds itself (`{ let t = ..; t.unwrap() }`, a `match` arm's binding).
+        let mut roots = Vec::new();
+        branch_roots(e, &param_names, &mut roots);
+        let bound = bound_names(e);
+        let roots = roots.into_iter().filter(|path| {
+            path.path
+                .get_ident()
+                .is_none_or(|name| !bound.contains(&name.to_string()))
+        });
+        let roots = roots.map(|path| {
+            let ps = respan(&p, path.span());
+            quote_spanned!(path.span()=> #ps::static_guard(&#path);)
+        });
         (
-            bind,
+            quote!(#bind #(#roots)*),
             quote_spanned!(e.span()=> #ps::#check::<#params>(#owner)),
         )
     };

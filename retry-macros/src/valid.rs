@@ -796,6 +796,22 @@ fn hedge(call: &Call, errors: &mut Errors) -> Option<HedgeSpec> {
             );
             None
         }
+        // `after = 95` could be the 95th percentile as well as 95 seconds: a unit (or `p`)
+        // says which. (Zero needs none: it is refused below as zero.)
+        Value::Number(n) if n.suffix.is_empty() && !n.is_negative() && n.as_f64() != 0.0 => {
+            let digits = &n.digits;
+            let message = if (50.0..=99.9).contains(&n.as_f64()) {
+                format!(
+                    "`after = {digits}` needs a unit or a `p`: write `p{digits}` for the {digits}th percentile of the fn's recent latencies, or `{digits}s` for {digits} seconds"
+                )
+            } else {
+                format!(
+                    "`after = {digits}` needs a unit (a bare number here could be read as a percentile): write `{digits}s` for {digits} seconds, or `{digits}ms`"
+                )
+            };
+            errors.at(n.sp, message);
+            None
+        }
         v => match limit(v, "after", false, errors) {
             Some(Limit::Finite(d)) if d.is_zero() => {
                 errors.at(
@@ -1185,7 +1201,7 @@ fn adaptive(call: &Call, errors: &mut Errors) -> Option<AdaptiveSpec> {
     let def = &table::ADAPTIVE;
     let params = Params::read(list, def, errors);
     params.check_required(def, call.paren, errors);
-    const P: &str = "the percentile of recent successful latencies, from 50 up to (not including) 100, like 99.9";
+    const P: &str = "the percentile of recent successful latencies, from 50 to 99.9, like 99";
     let p = params.get("p").and_then(|v| {
         let n = number(v, "p", P, errors)?;
         let p = finite(&n, "p", P, errors)?;
@@ -1194,8 +1210,8 @@ fn adaptive(call: &Call, errors: &mut Errors) -> Option<AdaptiveSpec> {
         let as_percent = (p > 0.0 && p < 1.0)
             .then(|| fraction_as_percent(&n.digits))
             .flatten()
-            .filter(|text| text.parse::<f64>().is_ok_and(|v| (50.0..100.0).contains(&v)));
-        if (50.0..100.0).contains(&p) {
+            .filter(|text| text.parse::<f64>().is_ok_and(|v| (50.0..=99.9).contains(&v)));
+        if (50.0..=99.9).contains(&p) {
             Some(p)
         } else if let Some(percent) = as_percent {
             errors.at(
@@ -1211,8 +1227,14 @@ fn adaptive(call: &Call, errors: &mut Errors) -> Option<AdaptiveSpec> {
                 format!("`p` must be at least 50 (a percentile, not a fraction): a timeout from a percentile under the median follows the fast attempts, not the slow ones; take p50 or above, and `factor` for the margin; expected {P}"),
             );
             None
+        } else if p > 99.9 && p < 100.0 {
+            errors.at(
+                n.sp,
+                format!("`p` must be at most 99.9: the histogram's window holds too few samples above it (the result would be its slowest sample, not the percentile asked for); expected {P}"),
+            );
+            None
         } else {
-            errors.at(n.sp, format!("`p` must be from 50 to below 100: expected {P}"));
+            errors.at(n.sp, format!("`p` must be from 50 to 99.9: expected {P}"));
             None
         }
     });
@@ -1241,6 +1263,17 @@ fn adaptive(call: &Call, errors: &mut Errors) -> Option<AdaptiveSpec> {
         errors.at(
             v.sp(),
             "`min` must be > 0: an attempt with no time can never succeed",
+        );
+        return None;
+    }
+    if let (Some(lo), Some(hi)) = (min, max)
+        && lo == hi
+    {
+        errors.at(
+            params.later("min", "max", call.paren),
+            format!(
+                "`min` and `max` are both {lo:?}: the timeout would be fixed, whatever the latencies (`p` and `factor` would do nothing); write `timeout = {lo:?}`, or widen the range"
+            ),
         );
         return None;
     }

@@ -263,11 +263,12 @@ impl<E> IoView<E> for View<E> {
 }
 
 /// A `Timeout` kind without a `timeout` needs a view of the error: it can then only match an
-/// `std::io::Error` of kind `TimedOut` in the error's `source()` chain.
+/// `std::io::Error` of kind `TimedOut` in the error's `source()` chain. (A `deadline` alone
+/// does not help: an attempt it cuts leaves no time for a retry.)
 #[diagnostic::on_unimplemented(
-    message = "`Timeout` can never match: no `timeout` is set and the error type `{E}` gives no `std::error::Error` view",
+    message = "`Timeout` can never be retried: no `timeout` is set and the error type `{E}` gives no `std::error::Error` view",
     label = "without a `timeout`, `Timeout` only matches an `std::io::Error` of kind `TimedOut` in the error's `source()` chain",
-    note = "set a `timeout`, implement `std::error::Error` for `{E}` (or `retry_runtime::Inspect`), or match its variants with a pattern such as `MyError::TimedOut`"
+    note = "set a `timeout` (an attempt the `deadline` cuts is never retried: no time is left), implement `std::error::Error` for `{E}` (or `retry_runtime::Inspect`), or match its variants with a pattern such as `MyError::TimedOut`"
 )]
 pub trait TimeoutView<E> {
     /// The inspector.

@@ -668,10 +668,12 @@ pub struct Adaptive<'a> {
 }
 
 impl<'a> Adaptive<'a> {
-    /// An adaptive timeout over `latencies`. Errors: `p` not in [50, 100) (a timeout from a
+    /// An adaptive timeout over `latencies`. Errors: `p` not in [50, 99.9] (a timeout from a
     /// percentile under the median follows the fast attempts, not the slow ones, and `p` is a
-    /// percentile, not a fraction: `0.99` would be the 0.99th); `factor` below 1 or not
-    /// finite; `min` zero; `min` above `max`.
+    /// percentile, not a fraction: `0.99` would be the 0.99th; above 99.9 the histogram's
+    /// window holds too few samples, as for [`Hedge::percentile`](crate::hedge::Hedge::percentile));
+    /// `factor` below 1 or not finite; `min` zero; `min` above `max`. (The attribute also
+    /// refuses `min` equal to `max`, a fixed timeout written as an adaptive one.)
     pub fn new(
         latencies: &'a Latencies,
         p: f64,
@@ -684,6 +686,12 @@ impl<'a> Adaptive<'a> {
             return Err(ConfigError::new(
                 "p",
                 "must be at least 50 (a percentile, not a fraction: 99 for the 99th): a timeout from a percentile under the median follows the fast attempts, not the slow ones (take p50 or above, and `factor` for the margin)",
+            ));
+        }
+        if p > 99.9 {
+            return Err(ConfigError::new(
+                "p",
+                "must be at most 99.9: the histogram's window holds too few samples above it (the result would be its slowest sample, not the percentile asked for)",
             ));
         }
         if !(factor.is_finite() && factor >= 1.0) {

@@ -29,6 +29,12 @@ async fn misspelled() -> std::io::Result<()> { Ok(()) }
 #[robust(timeout = 2s, timeout = adaptive(p = 99, min = 50ms, max = 5s))]
 async fn twice() -> std::io::Result<()> { Ok(()) }
 
+// A range of one value is a fixed timeout; a percentile above what the window can tell.
+#[robust(timeout = adaptive(p = 99, factor = 2, min = 1s, max = 1000ms))]
+async fn min_equals_max() -> std::io::Result<()> { Ok(()) }
+#[robust(timeout = adaptive(p = 99.95, min = 50ms, max = 5s))]
+async fn p_above_the_window() -> std::io::Result<()> { Ok(()) }
+
 // An error type without `From<Elapsed>`.
 #[robust(timeout = adaptive(p = 99, min = 50ms, max = 5s))]
 async fn no_conversion() -> Result<(), String> { Ok(()) }

@@ -61,8 +61,30 @@ fn keyed_by_a_const(host: &str) -> io::Result<()> { let _ = host; Ok(()) }
 #[robust(breaker = &*CONST_BREAKERS.get(host))]
 fn keyed_by_a_const_behind_a_reference(host: &str) -> io::Result<()> { let _ = host; Ok(()) }
 
+// The same map's method called by its path.
+#[robust(breaker = KeyedBreaker::get(&CONST_BREAKERS, host))]
+fn keyed_by_a_const_through_the_path(host: &str) -> io::Result<()> { let _ = host; Ok(()) }
+
+// A `const` given by a branch of an `if`, a `match` or a block.
+const OTHER_LIMIT: ConcurrencyLimit = match ConcurrencyLimit::new(2, 2) {
+    Ok(l) => l,
+    Err(_) => panic!(),
+};
+#[robust(limit = if fast { &LIMIT } else { &OTHER_LIMIT })]
+async fn const_in_a_branch(fast: bool) -> io::Result<()> { let _ = fast; Ok(()) }
+
+#[robust(limit = { &LIMIT })]
+async fn const_in_a_block() -> io::Result<()> { Ok(()) }
+
+#[robust(limit = match n { 0 => &SHARED, _ => &OTHER_LIMIT })]
+async fn const_in_a_match_arm(n: u32) -> io::Result<()> { let _ = n; Ok(()) }
+
+// An `Arc` made by `from` holds a guard made by the call as `Arc::new`'s does.
+#[robust(breaker = std::sync::Arc::from(CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(30), 1).unwrap()))]
+fn new_arc_from() -> io::Result<()> { Ok(()) }
+
 // What is fine: a `static`, a `LazyLock` behind `&*`, a keyed map's guard, a parameter, a
-// macro that names a static.
+// macro that names a static, a choice between `static`s.
 static SHARED: ConcurrencyLimit = match ConcurrencyLimit::new(4, 4) {
     Ok(l) => l,
     Err(_) => panic!(),
@@ -97,6 +119,19 @@ fn registry_breaker() -> &'static CircuitBreaker {
 }
 #[robust(breaker = registry_breaker())]
 fn from_a_registry() -> io::Result<()> { Ok(()) }
+
+static SLOW: ConcurrencyLimit = match ConcurrencyLimit::new(1, 4) {
+    Ok(l) => l,
+    Err(_) => panic!(),
+};
+#[robust(limit = if fast { &SHARED } else { &SLOW })]
+async fn a_choice_of_statics(fast: bool) -> io::Result<()> { let _ = fast; Ok(()) }
+
+#[robust(breaker = KeyedBreaker::get(&BREAKERS, host))]
+fn keyed_through_the_path(host: &str) -> io::Result<()> { let _ = host; Ok(()) }
+
+#[robust(limit = { let chosen = &SLOW; chosen })]
+async fn a_static_bound_in_a_block() -> io::Result<()> { Ok(()) }
 
 macro_rules! shared {
     () => {

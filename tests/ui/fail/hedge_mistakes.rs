@@ -52,6 +52,12 @@ async fn at_the_timeout() -> std::io::Result<()> { Ok(()) }
 async fn after_the_adaptive_max() -> std::io::Result<()> { Ok(()) }
 #[robust(hedge(after = 500ms), deadline = 300ms)]
 async fn after_the_deadline() -> std::io::Result<()> { Ok(()) }
+// A bare number could be a percentile as well as seconds: a unit (or `p`) says which.
+#[robust(hedge(after = 95))]
+async fn after_a_bare_number() -> std::io::Result<()> { Ok(()) }
+#[robust(hedge(after = 0.5))]
+async fn after_a_bare_fraction() -> std::io::Result<()> { Ok(()) }
+
 #[robust(hedge(after = p99), timeout = adaptive(p = 95, factor = 1, min = 1s, max = 5s))]
 async fn fine_a_percentile_under_an_adaptive_min() -> std::io::Result<()> { Ok(()) }
 
