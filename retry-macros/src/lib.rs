@@ -92,6 +92,7 @@ fn robust2(
     if let Some(f) = &func {
         valid::check_fn(f, &mut errors);
         valid::check_hedge(&config, f, &mut errors);
+        valid::check_blocking_timeout(&config, f, &mut errors);
         valid::check_dead_whens(&config, f, &mut errors);
     }
     match (errors.finish(), func) {

@@ -1761,6 +1761,32 @@ pub fn check_fn(f: &crate::ast::Func, errors: &mut Errors) {
     }
 }
 
+/// A blocking fn's timeout is cooperative (a running thread cannot be cancelled): it acts only
+/// through the attempt's context, which the body reads (`attempt = NAME`), and through the
+/// `Timeout` kind, which an error returned after it matches. With neither, it does nothing.
+pub fn check_blocking_timeout(config: &Config, f: &crate::ast::Func, errors: &mut Errors) {
+    if f.sig.asyncness.is_some() || config.attempt.is_some() {
+        return;
+    }
+    let span = match (&config.timeout, &config.adaptive) {
+        (Some(t), _) if matches!(t.value, Limit::Finite(_)) => t.span,
+        (_, Some(a)) => a.span,
+        _ => return,
+    };
+    let timeout_kind = |k: &Kind| matches!(k, Kind::Timeout(_));
+    let named = config
+        .on
+        .as_ref()
+        .is_some_and(|on| on.value.iter().any(timeout_kind))
+        || config.whens.iter().any(|w| timeout_kind(&w.kind));
+    if !named {
+        errors.at(
+            span,
+            "this `timeout` does nothing: a blocking fn's timeout is cooperative (a running thread cannot be cancelled), and nothing here reads it; name the attempt (`attempt = ctx`) and stop when `ctx.is_expired()`, add a rule on `Timeout` (an error returned after the timeout is one), or leave it out",
+        );
+    }
+}
+
 /// `hedge` runs attempts concurrently (SPEC section 15): an async fn, with no `&mut` receiver
 /// or argument (each attempt would borrow it mutably at the same time).
 pub fn check_hedge(config: &Config, f: &crate::ast::Func, errors: &mut Errors) {

@@ -21,8 +21,8 @@ impl std::error::Error for MyError {}
 #[robust]
 fn defaults() -> Result<(), String> { Ok(()) }
 
-#[robust(timeout = "1m 30s", retries = 1, max_delay = 2.5, scale = 2, jitter = none)]
-fn durations() -> io::Result<()> { Ok(()) }
+#[robust(timeout = "1m 30s", retries = 1, max_delay = 2.5, scale = 2, jitter = none, attempt = ctx)]
+fn durations() -> io::Result<()> { let _ = ctx.remaining(); Ok(()) }
 
 #[robust(timeout = -1, max_delay = -1, retries = -1, backoff = none)]
 fn infinite() -> io::Result<()> { Ok(()) }
@@ -78,7 +78,7 @@ async fn async_with_crate() -> io::Result<()> { Ok(()) }
 fn main() {}
 
 // Durations with a unit suffix, and `-0` read as zero.
-#[robust(timeout = 150ms, max_delay = 1m, backoff = exponential(base = 100ms, max = 1.5s, m = 2))]
+#[robust(timeout = 150ms, max_delay = 1m, backoff = exponential(base = 100ms, max = 1.5s, m = 2), on = [Timeout, Io])]
 fn unit_suffixes() -> io::Result<()> { Ok(()) }
 
 #[robust(backoff = linear(base = 500us, max = 1h, interval = 10ns))]
@@ -141,8 +141,8 @@ impl Holder {
 }
 
 // A deadline for the whole call: a duration, or none.
-#[robust(deadline = "1m 30s", timeout = 2s)]
-fn deadline_sync() -> io::Result<()> { Ok(()) }
+#[robust(deadline = "1m 30s", timeout = 2s, attempt = ctx)]
+fn deadline_sync() -> io::Result<()> { let _ = ctx.is_expired(); Ok(()) }
 
 #[robust(deadline = none)]
 async fn deadline_none() -> io::Result<()> { Ok(()) }
@@ -236,7 +236,7 @@ async fn hedged_everything(owned: String, (a, b): (u32, u32), r: &str, _: u8) ->
 async fn hedged_adaptive(mut n: u32) -> io::Result<u32> { n += 1; Ok(n) }
 
 // Timeouts from measured latency, blocking and async.
-#[robust(timeout = adaptive(p = 99.9, factor = 2, min = "50ms", max = "5s"), retries = 2)]
+#[robust(timeout = adaptive(p = 99.9, factor = 2, min = "50ms", max = "5s"), retries = 2, when(Timeout, retries = 1))]
 fn adaptive_sync() -> io::Result<()> { Ok(()) }
 
 #[robust(timeout = adaptive(p = 90, min = 1ms, max = 1s), deadline = 2s, on = [Timeout])]

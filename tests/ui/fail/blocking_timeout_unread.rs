@@ -1,0 +1,28 @@
+// A blocking fn's timeout is cooperative: with no attempt context to read it and no rule on
+// `Timeout` (which an error returned after it matches), it does nothing.
+use retry_runtime::robust;
+
+#[robust(timeout = 2s)]
+fn fixed() -> std::io::Result<()> { Ok(()) }
+
+#[robust(timeout = adaptive(p = 99, min = 10ms, max = 1s), retries = 2)]
+fn adaptive() -> std::io::Result<()> { Ok(()) }
+
+// What is fine: the attempt's context read by the body, a rule on `Timeout`, an async fn
+// (whose attempts the timeout cancels).
+#[robust(timeout = 2s, attempt = ctx)]
+fn read(deadline_seen: &mut bool) -> std::io::Result<()> {
+    *deadline_seen = ctx.deadline().is_some();
+    Ok(())
+}
+
+#[robust(timeout = 2s, on = [Timeout])]
+fn timeout_rule() -> std::io::Result<()> { Ok(()) }
+
+#[robust(timeout = 2s, when(Timeout, retries = 1))]
+fn timeout_when() -> std::io::Result<()> { Ok(()) }
+
+#[robust(timeout = 2s)]
+async fn cancelled() -> std::io::Result<()> { Ok(()) }
+
+fn main() {}
