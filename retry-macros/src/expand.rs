@@ -584,8 +584,10 @@ fn sharing<'e>(e: &'e syn::Expr, params: &[String]) -> Sharing<'e> {
         // A pointer made here points to a guard made here.
         syn::Expr::Call(call) if pointer_made_here(&call.func) => Sharing::Value(e, 1, None),
         // A method called by its path (`Keyed::get(&BREAKERS, host)`) is checked as the method
-        // call it is: its first argument as the root.
-        syn::Expr::Call(call) if matches!(&*call.func, syn::Expr::Path(p) if p.path.segments.len() >= 2) =>
+        // call it is: its first argument, written as a reference, as the root.
+        syn::Expr::Call(call)
+            if matches!(&*call.func, syn::Expr::Path(p) if p.path.segments.len() >= 2)
+                && matches!(call.args.first(), Some(syn::Expr::Reference(_))) =>
         {
             let root = match call.args.first().map(|first| sharing(first, params)) {
                 Some(Sharing::Static(path)) => Some(path),
@@ -617,8 +619,15 @@ fn bound_names(e: &syn::Expr) -> Vec<String> {
 /// directly must (`limit = if fast { &FAST } else { &SLOW }` with `const` guards would make a
 /// new guard for each call).
 fn branch_roots<'e>(e: &'e syn::Expr, params: &[String], roots: &mut Vec<&'e syn::ExprPath>) {
+    // (A block that declares items or imports of its own is not looked into: its names are
+    // not in scope where the checks go. Nor is an `unsafe` block, whose `static mut` could
+    // not be named outside it.)
     let tail = |b: &'e syn::Block| match b.stmts.last() {
-        Some(syn::Stmt::Expr(tail, None)) => Some(tail),
+        Some(syn::Stmt::Expr(tail, None))
+            if !b.stmts.iter().any(|s| matches!(s, syn::Stmt::Item(_))) =>
+        {
+            Some(tail)
+        }
         _ => None,
     };
     let branches: Vec<&'e syn::Expr> = match e {
@@ -627,7 +636,6 @@ fn branch_roots<'e>(e: &'e syn::Expr, params: &[String], roots: &mut Vec<&'e syn
         syn::Expr::Group(g) => return branch_roots(&g.expr, params, roots),
         syn::Expr::Reference(r) => return branch_roots(&r.expr, params, roots),
         syn::Expr::Block(b) => tail(&b.block).into_iter().collect(),
-        syn::Expr::Unsafe(b) => tail(&b.block).into_iter().collect(),
         syn::Expr::If(i) => {
             let mut v: Vec<&'e syn::Expr> = tail(&i.then_branch).into_iter().collect();
             if let Some((_, other)) = &i.else_branch {
@@ -648,7 +656,7 @@ fn branch_roots<'e>(e: &'e syn::Expr, params: &[String], roots: &mut Vec<&'e syn
         }
         if matches!(
             inner,
-            syn::Expr::Block(_) | syn::Expr::Unsafe(_) | syn::Expr::If(_) | syn::Expr::Match(_)
+            syn::Expr::Block(_) | syn::Expr::If(_) | syn::Expr::Match(_)
         ) {
             branch_roots(inner, params, roots);
             continue;
@@ -660,8 +668,8 @@ fn branch_roots<'e>(e: &'e syn::Expr, params: &[String], roots: &mut Vec<&'e syn
     }
 }
 
-/// `Arc::new`, `Rc::new` or `Box::new` (or `from`, `pin`, `new_cyclic`): a pointer to a value
-/// made by the call.
+/// `Arc::new`, `Rc::new` or `Box::new` (or `pin`, `new_cyclic`): a pointer to a value made by
+/// the call. (Not `from`, which may convert a pointer into itself: `Arc::from(arc)`.)
 fn pointer_made_here(func: &syn::Expr) -> bool {
     let syn::Expr::Path(p) = func else {
         return false;
@@ -674,7 +682,7 @@ fn pointer_made_here(func: &syn::Expr) -> bool {
         .collect();
     matches!(names.as_slice(), [.., ptr, new]
         if ["Arc", "Rc", "Box"].contains(&ptr.as_str())
-            && ["new", "from", "pin", "new_cyclic"].contains(&new.as_str()))
+            && ["new", "pin", "new_cyclic"].contains(&new.as_str()))
 }
 
 /// The function under the attribute, expanded. `valid::check_fn` has accepted its shape.
@@ -699,7 +707,13 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
     // attempt's own timeout can cut it and a retry follow: an attempt the call's deadline cuts
     // is never retried (no time is left), so with a deadline alone `Timeout` must find a
     // timeout in the error itself.
-    let names = Names::new(finite_limit(&config.timeout).is_some() || config.adaptive.is_some());
+    // (Beside a throttle, a deadline alone is enough: an attempt it cuts is then counted as
+    // not accepted when a rule on `Timeout` takes it, as accepted otherwise.)
+    let names = Names::new(
+        finite_limit(&config.timeout).is_some()
+            || config.adaptive.is_some()
+            || has_deadline && config.throttle.is_some(),
+    );
     let Names {
         policy,
         call,

@@ -796,20 +796,34 @@ fn hedge(call: &Call, errors: &mut Errors) -> Option<HedgeSpec> {
             );
             None
         }
-        // `after = 95` could be the 95th percentile as well as 95 seconds: a unit (or `p`)
-        // says which. (Zero needs none: it is refused below as zero.)
-        Value::Number(n) if n.suffix.is_empty() && !n.is_negative() && n.as_f64() != 0.0 => {
+        // `after = 95` could be the 95th percentile as well as 95 seconds (a bare number is
+        // seconds): from 50 to 99.9, a unit (or `p`) must say which.
+        Value::Number(n)
+            if n.suffix.is_empty() && !n.is_negative() && (50.0..=99.9).contains(&n.as_f64()) =>
+        {
             let digits = &n.digits;
-            let message = if (50.0..=99.9).contains(&n.as_f64()) {
+            errors.at(
+                n.sp,
                 format!(
                     "`after = {digits}` needs a unit or a `p`: write `p{digits}` for the {digits}th percentile of the fn's recent latencies, or `{digits}s` for {digits} seconds"
-                )
-            } else {
+                ),
+            );
+            None
+        }
+        Value::Str(text)
+            if text
+                .value()
+                .trim()
+                .parse::<f64>()
+                .is_ok_and(|v| (50.0..=99.9).contains(&v)) =>
+        {
+            let digits = text.value().trim().to_owned();
+            errors.at(
+                text.span(),
                 format!(
-                    "`after = {digits}` needs a unit (a bare number here could be read as a percentile): write `{digits}s` for {digits} seconds, or `{digits}ms`"
-                )
-            };
-            errors.at(n.sp, message);
+                    "`after = \"{digits}\"` needs a unit or a `p`: write `p{digits}` for the {digits}th percentile of the fn's recent latencies, or `\"{digits}s\"` for {digits} seconds"
+                ),
+            );
             None
         }
         v => match limit(v, "after", false, errors) {

@@ -79,9 +79,9 @@ async fn const_in_a_block() -> io::Result<()> { Ok(()) }
 #[robust(limit = match n { 0 => &SHARED, _ => &OTHER_LIMIT })]
 async fn const_in_a_match_arm(n: u32) -> io::Result<()> { let _ = n; Ok(()) }
 
-// An `Arc` made by `from` holds a guard made by the call as `Arc::new`'s does.
-#[robust(breaker = std::sync::Arc::from(CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(30), 1).unwrap()))]
-fn new_arc_from() -> io::Result<()> { Ok(()) }
+// A pinned `Box` made by the call holds a guard made by the call as `Box::new`'s does.
+#[robust(breaker = &*Box::pin(CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(30), 1).unwrap()))]
+fn new_pinned_box() -> io::Result<()> { Ok(()) }
 
 // What is fine: a `static`, a `LazyLock` behind `&*`, a keyed map's guard, a parameter, a
 // macro that names a static, a choice between `static`s.
@@ -132,6 +132,13 @@ fn keyed_through_the_path(host: &str) -> io::Result<()> { let _ = host; Ok(()) }
 
 #[robust(limit = { let chosen = &SLOW; chosen })]
 async fn a_static_bound_in_a_block() -> io::Result<()> { Ok(()) }
+
+#[robust(limit = { static OWN: ConcurrencyLimit = match ConcurrencyLimit::new(1, 1) { Ok(l) => l, Err(_) => panic!() }; &OWN })]
+async fn a_static_declared_in_the_block() -> io::Result<()> { Ok(()) }
+
+// An `Arc` converted into itself is the same shared guard.
+#[robust(breaker = std::sync::Arc::<CircuitBreaker>::from(BREAKERS.get(host)))]
+fn keyed_converted(host: &str) -> io::Result<()> { let _ = host; Ok(()) }
 
 macro_rules! shared {
     () => {
