@@ -938,6 +938,72 @@ pub fn check_under_deadline(config: &Config, errors: &mut Errors) {
             );
         }
     }
+    // A retry is made only if its backoff ends before the deadline, which counts from the
+    // first attempt's start: a rule whose shortest delay is not below the deadline never
+    // retries. Known only for the strategies and jitters whose shortest delay is (not a
+    // `full` or custom jitter, nor a custom, Fibonacci or polynomial strategy), and not
+    // where a `hint` may choose the delay instead.
+    let top = &config.settings;
+    let shortest = |o: &Overrides| -> Option<(Duration, Duration, Sp, bool)> {
+        let own = o.backoff.is_some();
+        let strategy = o.backoff.as_ref().or(top.backoff.as_ref())?;
+        let jitter = o.jitter.as_ref().or(top.jitter.as_ref())?;
+        let scale = o
+            .scale
+            .as_ref()
+            .or(top.scale.as_ref())
+            .map_or(1.0, |s| s.value);
+        let first = match strategy.value {
+            Strategy::Constant { base }
+            | Strategy::Exponential { base, .. }
+            | Strategy::Random { base, .. } => base,
+            Strategy::Linear { base, max, .. } => base.min(max),
+            _ => return None,
+        };
+        let jittered = match jitter.value {
+            // (Decorrelated jitter may reset the exponent to 0, never below; AWS's draws from
+            // `base` up.)
+            JitterSpec::None | JitterSpec::Decorrelated | JitterSpec::AwsDecorrelated => first,
+            JitterSpec::Equal => first / 2,
+            _ => return None,
+        };
+        // Compared a little under the product, so that rounding never makes a delay that can
+        // fit look as if it could not; shown as the product.
+        let nanos = jittered.as_nanos() as f64 * scale;
+        let at = |n: f64| Duration::try_from_secs_f64(n / 1e9).unwrap_or(Duration::MAX);
+        Some((
+            at(nanos * (1.0 - 1e-9)),
+            at(nanos.round()),
+            strategy.span,
+            own,
+        ))
+    };
+    let retries = |o: &Overrides| o.retries.as_ref().or(top.retries.as_ref()).map(|r| r.value);
+    let mut rules: Vec<(&Overrides, bool)> = vec![(top, config.hint.is_some())];
+    for w in &config.whens {
+        let hinted = match &w.kind {
+            Kind::Ok { .. } => w.hint.is_some(),
+            _ => config.hint.is_some(),
+        };
+        rules.push((&w.overrides, hinted));
+    }
+    let mut top_reported = false;
+    for (o, hinted) in rules {
+        if hinted || retries(o) == Some(0) {
+            continue;
+        }
+        if let Some((least, shown, sp, own)) = shortest(o)
+            && least >= deadline
+            && (own || !std::mem::replace(&mut top_reported, true))
+        {
+            errors.at(
+                sp,
+                format!(
+                    "no retry can be made: the shortest delay this backoff gives ({shown:?}, with its jitter and scale) is not below `deadline` ({deadline:?}), and a retry whose backoff would end at or after the deadline is not made; shorten the backoff, or lengthen the deadline"
+                ),
+            );
+        }
+    }
 }
 
 /// Keys that shape retries have no effect where no retry is ever made: `retries = 0` at the

@@ -24,4 +24,19 @@ async fn adaptive_min_at_the_deadline() -> std::io::Result<()> { Ok(()) }
 #[robust(deadline = 2s, max_delay = 10s, when(Io, max_delay = 2s))]
 async fn max_delay_past_the_deadline() -> std::io::Result<()> { Ok(()) }
 
+// A backoff whose shortest delay is not below the deadline: no retry can ever be made (a
+// retry whose backoff would end at or after the deadline is not).
+#[robust(deadline = 200ms, retries = 5, backoff = constant(base = 500ms), jitter = none)]
+async fn backoff_past_the_deadline() -> std::io::Result<()> { Ok(()) }
+#[robust(deadline = 1s, backoff = exponential(base = 3s, max = 10s), jitter = equal)]
+async fn equal_jitter_past_the_deadline() -> std::io::Result<()> { Ok(()) }
+#[robust(deadline = 1s, when(Io, backoff = constant(base = 600ms), jitter = none, scale = 2))]
+async fn scaled_past_the_deadline_in_a_when() -> std::io::Result<()> { Ok(()) }
+// (Fine: a full jitter can draw less, and a hint may choose the delay.)
+#[robust(deadline = 200ms, backoff = constant(base = 500ms), jitter = full)]
+async fn fine_full_jitter() -> std::io::Result<()> { Ok(()) }
+#[robust(deadline = 200ms, backoff = constant(base = 500ms), jitter = none, max_delay = -1,
+         hint = |_e: &std::io::Error| Some(std::time::Duration::from_millis(10)))]
+async fn fine_hinted() -> std::io::Result<()> { Ok(()) }
+
 fn main() {}
