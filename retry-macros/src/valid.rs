@@ -1543,6 +1543,28 @@ pub fn validate(items: Vec<Item>, params: &[String], errors: &mut Errors) -> Con
                     });
                 }
             }
+            // A guard is a value shared by every call, never a literal (`limit = 4` meant as
+            // the number of slots).
+            (guard @ ("budget" | "breaker" | "throttle" | "limit"), Value::Expr(e))
+                if is_literal(&e) =>
+            {
+                let (ty, example) = match guard {
+                    "budget" => ("RetryBudget", "RetryBudget::new(10.0, 0.1, 1.0)"),
+                    "breaker" => (
+                        "CircuitBreaker",
+                        "CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(30), 1)",
+                    ),
+                    "throttle" => ("AdaptiveThrottle", "AdaptiveThrottle::new(2.0, Duration::from_secs(60))"),
+                    _ => ("ConcurrencyLimit", "ConcurrencyLimit::new(4, 16)"),
+                };
+                let name = guard.to_uppercase();
+                errors.at(
+                    Sp::of(&e),
+                    format!(
+                        "`{guard}` names a guard shared by every call, not a literal: declare `static {name}: {ty} = match {example} {{ Ok(g) => g, Err(_) => panic!() }};` and write `{guard} = {name}`"
+                    ),
+                );
+            }
             ("on_success", Value::Expr(e)) => errors.set_once(&mut c.on_success, &key, Some(e)),
             ("on_error", Value::Expr(e)) => errors.set_once(&mut c.on_error, &key, Some(e)),
             ("on_retry", Value::Expr(e)) => errors.set_once(&mut c.on_retry, &key, Some(e)),
@@ -1864,6 +1886,17 @@ pub fn check_blocking_timeout(config: &Config, f: &crate::ast::Func, errors: &mu
             span,
             "this `timeout` does nothing: a blocking fn's timeout is cooperative (a running thread cannot be cancelled), and nothing here reads it; name the attempt (`attempt = ctx`) and stop when `ctx.is_expired()`, add a rule on `Timeout` (an error returned after the timeout is one), or leave it out",
         );
+    }
+}
+
+/// A literal, or a negated one (`4`, `-1`, `"x"`, `true`).
+fn is_literal(e: &Expr) -> bool {
+    match e {
+        Expr::Lit(_) => true,
+        Expr::Unary(u) => matches!(u.op, syn::UnOp::Neg(_)) && is_literal(&u.expr),
+        Expr::Paren(p) => is_literal(&p.expr),
+        Expr::Group(g) => is_literal(&g.expr),
+        _ => false,
     }
 }
 
