@@ -317,15 +317,26 @@ impl<P: PolicyCore, G, Fut, R, E> Drop for Round<'_, '_, P, G, Fut, R, E> {
                 breaker.release(permit);
             }
         }
-        if let Some(failed) = &self.last
-            && (<P::Breaker as Breaker>::ACTIVE || <P::Throttle as Throttle>::ACTIVE)
-        {
-            let now = policy.env().now();
+        let mut now = LazyNow {
+            clock: policy.env(),
+            blocking: false,
+            at: None,
+        };
+        self.drop_last(&mut now);
+    }
+}
+
+impl<P: PolicyCore, G, Fut, R, E> Round<'_, '_, P, G, Fut, R, E> {
+    /// Records the kept failure (superseded by a later outcome, or left when the round is
+    /// dropped) with the breaker and throttle.
+    fn drop_last(&mut self, now: &mut LazyNow<'_>) {
+        if let Some(failed) = self.last.take() {
+            let policy = self.call.policy;
             if <P::Breaker as Breaker>::ACTIVE {
-                policy.breaker().record(now, failed.permit, false);
+                policy.breaker().record(now.get(), failed.permit, false);
             }
             if <P::Throttle as Throttle>::ACTIVE {
-                policy.throttle().record(Stamp::of(now), false);
+                policy.throttle().record(Stamp::of(now.get()), false);
             }
         }
     }
@@ -588,19 +599,6 @@ where
     ) -> (Result<R, E>, bool) {
         self.call.adopt(permit, deadline);
         (result, timed_out)
-    }
-
-    /// Records the kept failure (superseded by a later outcome) with the breaker and throttle.
-    fn drop_last(&mut self, now: &mut LazyNow<'_>) {
-        if let Some(failed) = self.last.take() {
-            let policy = self.call.policy;
-            if <P::Breaker as Breaker>::ACTIVE {
-                policy.breaker().record(now.get(), failed.permit, false);
-            }
-            if <P::Throttle as Throttle>::ACTIVE {
-                policy.throttle().record(Stamp::of(now.get()), false);
-            }
-        }
     }
 
     /// Starts a hedge if one is left and the guards allow it; schedules the one after.
