@@ -285,6 +285,164 @@ fn the_builder_refuses_bounds_the_deadline_makes_dead() {
     assert!(top().when(io, |s| s.max_delay(ms(999))).build().is_ok());
 }
 
+/// A backoff whose shortest delay (with its jitter and scale) is not below the deadline would
+/// never let a retry be made: the builder refuses it, for the `on` rule and for a `when` rule,
+/// unless the jitter can draw less, the rule never retries, or a hint may choose the delay.
+#[test]
+fn the_builder_refuses_a_backoff_the_deadline_leaves_no_retry_for() {
+    use retry_runtime::kind::Io;
+    use retry_runtime::{Decorrelated, EqualJitter, Fibonacci, FullJitter, Polynomial};
+    let fib = |base| Fibonacci::new(base, secs(10)).unwrap();
+    let refused = [
+        Policy::builder()
+            .backoff(Constant::new(ms(500)))
+            .jitter(NoJitter)
+            .deadline(ms(500))
+            .build()
+            .err(),
+        // Equal jitter halves at most: 2 s gives at least 1 s.
+        Policy::builder()
+            .deadline(secs(1))
+            .backoff(Constant::new(secs(2)))
+            .jitter(EqualJitter)
+            .build()
+            .err(),
+        Policy::builder()
+            .backoff(fib(secs(1)))
+            .jitter(Decorrelated)
+            .deadline(secs(1))
+            .build()
+            .err(),
+        Policy::builder()
+            .backoff(Polynomial::new(secs(1), secs(10), [2.0]).unwrap())
+            .jitter(NoJitter)
+            .scale(1.5)
+            .deadline(ms(1400))
+            .build()
+            .err(),
+        // A `when` rule's own, the `on` rule's being fine.
+        Policy::builder()
+            .backoff(Constant::new(ms(10)))
+            .jitter(NoJitter)
+            .when(Io::ANY, |s| s.backoff(Constant::new(secs(2))))
+            .deadline(secs(1))
+            .build()
+            .err(),
+    ];
+    for (i, e) in refused.into_iter().enumerate() {
+        let e = e.unwrap_or_else(|| panic!("case {i} was accepted"));
+        assert_eq!((i, e.parameter()), (i, "backoff"));
+    }
+    let accepted = [
+        // Just below the deadline.
+        Policy::builder()
+            .backoff(Constant::new(ms(499)))
+            .jitter(NoJitter)
+            .deadline(ms(500))
+            .build()
+            .err(),
+        // Full jitter can draw less.
+        Policy::builder()
+            .backoff(Constant::new(secs(2)))
+            .jitter(FullJitter)
+            .deadline(secs(1))
+            .build()
+            .err(),
+        // The rule never retries.
+        Policy::builder()
+            .retries(0)
+            .backoff(Constant::new(secs(2)))
+            .jitter(NoJitter)
+            .deadline(secs(1))
+            .build()
+            .err(),
+        Policy::builder()
+            .when(Io::ANY, |s| s.retries(0).backoff(Constant::new(secs(2))))
+            .deadline(secs(1))
+            .build()
+            .err(),
+        // A hint may choose the delay.
+        Policy::builder()
+            .backoff(Constant::new(secs(2)))
+            .jitter(NoJitter)
+            .hint(|_: &std::io::Error| Some(ms(10)))
+            .deadline(secs(1))
+            .build()
+            .err(),
+        // A custom strategy that does not say its smallest delay.
+        Policy::builder()
+            .backoff(Twice)
+            .jitter(NoJitter)
+            .deadline(secs(1))
+            .build()
+            .err(),
+    ];
+    for (i, e) in accepted.into_iter().enumerate() {
+        assert!(e.is_none(), "case {i} was refused: {e:?}");
+    }
+}
+
+/// The same with `max_delay`: a retry is made only if it can start before the rule's
+/// `max_delay` is spent, so a backoff whose shortest delay is not below it would never retry.
+#[test]
+fn the_builder_refuses_a_backoff_its_max_delay_leaves_no_retry_for() {
+    use retry_runtime::kind::Io;
+    let refused = [
+        Policy::builder()
+            .max_delay(secs(1))
+            .backoff(Constant::new(secs(2)))
+            .jitter(NoJitter)
+            .build()
+            .err(),
+        // A `when` rule's own `max_delay`, below the backoff it inherits.
+        Policy::builder()
+            .backoff(Constant::new(secs(1)))
+            .jitter(NoJitter)
+            .when(Io::ANY, |s| s.max_delay(ms(500)))
+            .build()
+            .err(),
+    ];
+    for (i, e) in refused.into_iter().enumerate() {
+        let e = e.unwrap_or_else(|| panic!("case {i} was accepted"));
+        assert_eq!((i, e.parameter()), (i, "max_delay"));
+    }
+    for (i, e) in [
+        Policy::builder()
+            .max_delay(secs(1))
+            .backoff(Constant::new(ms(999)))
+            .jitter(NoJitter)
+            .build()
+            .err(),
+        Policy::builder()
+            .max_delay(secs(1))
+            .backoff(Constant::new(secs(2)))
+            .hint(|_: &std::io::Error| Some(ms(10)))
+            .jitter(NoJitter)
+            .build()
+            .err(),
+        // `max_delay(0)` says "never retry" plainly.
+        Policy::builder()
+            .max_delay(Duration::ZERO)
+            .backoff(Constant::new(secs(2)))
+            .jitter(NoJitter)
+            .build()
+            .err(),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        assert!(e.is_none(), "case {i} was refused: {e:?}");
+    }
+}
+
+/// Two seconds, always; its smallest delay left at the trait's default (zero).
+struct Twice;
+impl retry_runtime::Backoff for Twice {
+    fn delay(&self, _: u32, _: &mut dyn rand::Rng) -> Duration {
+        secs(2)
+    }
+}
+
 #[test]
 fn a_dyn_policy_keeps_the_deadline() {
     let time = VirtualTime::new();

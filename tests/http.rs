@@ -194,6 +194,53 @@ async fn unavailable_is_retried_after_the_retry_after_ms_delay() {
     }
 }
 
+/// `Retry-After` as an HTTP date (RFC 9110 allows either form) is the time until that date:
+/// a date 30 s ahead asks for up to 30 s (the header has whole seconds, and time passes while
+/// this runs), one already past for no wait; seconds and `retry-after-ms` are read as they
+/// are, and a value neither form reads leaves the delay to the backoff.
+#[test]
+fn retry_after_reads_seconds_milliseconds_and_http_dates() {
+    use std::time::SystemTime;
+    let headers = |pairs: &[(&'static str, String)]| {
+        let mut h = http::HeaderMap::new();
+        for (name, value) in pairs {
+            h.insert(*name, value.parse().unwrap());
+        }
+        h
+    };
+    let date = |at: SystemTime| httpdate::fmt_http_date(at);
+    let ahead = date(SystemTime::now() + Duration::from_secs(30));
+    let hint = http_clients::retry_after(&headers(&[("retry-after", ahead)])).unwrap();
+    assert!(
+        hint > Duration::from_secs(28) && hint <= Duration::from_secs(30),
+        "{hint:?}"
+    );
+    let past = date(SystemTime::now() - Duration::from_secs(30));
+    assert_eq!(
+        http_clients::retry_after(&headers(&[("retry-after", past)])),
+        Some(Duration::ZERO)
+    );
+    assert_eq!(
+        http_clients::retry_after(&headers(&[("retry-after", " 7 ".into())])),
+        Some(Duration::from_secs(7))
+    );
+    assert_eq!(
+        http_clients::retry_after(&headers(&[
+            ("retry-after", "7".into()),
+            ("retry-after-ms", "150".into())
+        ])),
+        Some(ms(150))
+    );
+    for unread in ["soon", "-1", "Wed, 32 Oct 2026 07:28:00 GMT"] {
+        assert_eq!(
+            http_clients::retry_after(&headers(&[("retry-after", unread.into())])),
+            None,
+            "{unread}"
+        );
+    }
+    assert_eq!(http_clients::retry_after(&http::HeaderMap::new()), None);
+}
+
 #[tokio::test]
 async fn unavailable_is_retried_after_the_standard_retry_after_seconds() {
     for run in against_server("/unavailable?n=1&retry_after=1&").await {

@@ -734,6 +734,30 @@ async fn a_success_closes_a_half_open_breaker_calls_on_success_and_is_measured()
     );
 }
 
+/// Under the hedged layer, a request that cannot be copied (sent once, outside the rounds) is
+/// measured as any attempt is: its latency goes into the histogram that `hedge(after = pNN)`
+/// and the adaptive timeout read. (Before, such requests never fed it.)
+#[tokio::test(start_paused = true)]
+async fn a_hedged_request_sent_once_is_measured() {
+    use retry_runtime::hedge::Hedge;
+    static LATENCIES: retry_runtime::latency::Latencies = retry_runtime::latency::Latencies::new();
+    let policy = Policy::builder()
+        .retries(1)
+        .hedge(Hedge::percentile(&LATENCIES, 95.0, 1).unwrap())
+        .build()
+        .unwrap();
+    let svc = tower::service_fn(|_req: Request<Stream>| async {
+        tokio::time::sleep(Duration::from_millis(7)).await;
+        Ok::<_, io::Error>(status(StatusCode::OK))
+    });
+    let client = RobustLayer::hedged(policy).layer(svc);
+    for n in 1..=3 {
+        let r = client.clone().oneshot(Request::new(Stream)).await;
+        assert_eq!(r.unwrap().status(), StatusCode::OK);
+        assert_eq!(LATENCIES.samples(), n);
+    }
+}
+
 static FULL_LIMIT: retry_runtime::ConcurrencyLimit =
     match retry_runtime::ConcurrencyLimit::new(1, 0) {
         Ok(l) => l,
@@ -961,6 +985,66 @@ async fn a_hedged_request_waiting_for_a_slot_gives_up_what_the_service_reserved_
     assert_eq!((limit.in_flight(), limit.queued()), (0, 0));
 }
 
+/// A retry whose attempt timed out waiting for the service to be ready gives up what it was
+/// waiting for. Behind tower's `ConcurrencyLimit` of one: A's first call fails at once; B (a
+/// call made around the layer) holds the permit from 5 to 305 ms; A's retry, due at 10 ms,
+/// waits for it and is cut at 110 ms (its next retry, after a timeout, is due at 1110 ms); C
+/// comes at 200 ms. When B's call ends, the permit goes to C, whose call answers at 315 ms,
+/// and A's last retry answers at 1120 ms. (Before, A's queued wait stayed with the service A
+/// kept: the permit went to A, asleep in its backoff, and C waited for A until 1130 ms.)
+#[tokio::test(start_paused = true)]
+async fn a_readiness_wait_cut_by_the_timeout_is_given_up_for_the_backoff() {
+    let policy = Policy::builder()
+        .retries(2)
+        .timeout(ms(100))
+        .backoff(Constant::new(ms(10)))
+        .jitter(NoJitter)
+        .when(retry_runtime::kind::Timeout, |s| {
+            s.backoff(Constant::new(secs(1)))
+        })
+        .build()
+        .unwrap();
+    let calls = Arc::new(AtomicU32::new(0));
+    let counter = Arc::clone(&calls);
+    let svc = tower::service_fn(move |_r: Request<String>| {
+        let n = counter.fetch_add(1, Ordering::SeqCst);
+        async move {
+            match n {
+                0 => return Err(io::Error::from(ErrorKind::ConnectionReset)),
+                1 => tokio::time::sleep(ms(300)).await,
+                _ => tokio::time::sleep(ms(10)).await,
+            }
+            Ok(status(StatusCode::OK))
+        }
+    });
+    let inner = tower::limit::ConcurrencyLimit::new(svc, 1);
+    let client = RobustLayer::new(policy).layer(inner.clone());
+    let start = Instant::now();
+    let timed = |svc, after: Duration| async move {
+        tokio::time::sleep(after).await;
+        let r: io::Result<Resp> =
+            ServiceExt::<Request<String>>::oneshot(svc, Request::new(String::new())).await;
+        (r.map(|r| r.status()).map_err(|e| e.kind()), start.elapsed())
+    };
+    let (a, b, c) = tokio::time::timeout(secs(10), async {
+        tokio::join!(
+            timed(client.clone(), Duration::ZERO),
+            async {
+                tokio::time::sleep(ms(5)).await;
+                let r = inner.oneshot(Request::new(String::new())).await;
+                (r.map(|r| r.status()).map_err(|e| e.kind()), start.elapsed())
+            },
+            timed(client.clone(), ms(200)),
+        )
+    })
+    .await
+    .expect("the requests ended");
+    assert_eq!(b, (Ok(StatusCode::OK), ms(305)));
+    assert_eq!(c, (Ok(StatusCode::OK), ms(315)));
+    assert_eq!(a, (Ok(StatusCode::OK), ms(1120)));
+    assert_eq!(calls.load(Ordering::SeqCst), 4);
+}
+
 /// A half-open breaker's probe taken by a request whose future is dropped while its attempt
 /// runs (a caller's own timeout) goes back: the next request probes, and closes the breaker.
 /// (Before, every request was rejected until the probe went stale, a break later.)
@@ -1099,47 +1183,64 @@ impl<B> Service<Request<B>> for ReadyOnce {
     }
 }
 
-/// Under the hedged layer, a request that cannot be copied and waited for a slot makes its
-/// service ready within its attempt's time: the service that never becomes ready again is cut
-/// by the 100 ms timeout, 100 ms after the slot came (at 50 ms). (Before, the readiness wait
-/// had no timer, and the request waited for ever.)
+/// A request that cannot be copied and waited for a slot makes its service ready within its
+/// attempt's time: the service that never becomes ready again is cut by the 100 ms timeout,
+/// 100 ms after the slot came (at 50 ms), and the request, which was never sent, is not
+/// retried either (it is sent once, whatever the policy says), under both layers. (Before,
+/// the hedged layer's readiness wait had no timer, and the request waited for ever; the plain
+/// layer retried it.)
 #[tokio::test(start_paused = true)]
 async fn a_request_sent_once_is_made_ready_within_its_timeout() {
     type Boxed = http_body_util::combinators::BoxBody<bytes::Bytes, std::convert::Infallible>;
     use http_body_util::BodyExt;
 
+    async fn check<S>(make: impl FnOnce(ReadyOnce) -> S, limit: &retry_runtime::ConcurrencyLimit)
+    where
+        S: Service<Request<Boxed>, Response = Resp, Error = io::Error> + Clone,
+    {
+        let inner = ReadyOnce::default();
+        let svc = make(inner.clone());
+        let body =
+            || -> Boxed { http_body_util::Full::new(bytes::Bytes::from_static(b"x")).boxed() };
+        let start = Instant::now();
+        // Both are made ready before either is called.
+        let mut a = svc.clone();
+        let mut b = svc;
+        ServiceExt::<Request<Boxed>>::ready(&mut a).await.unwrap();
+        ServiceExt::<Request<Boxed>>::ready(&mut b).await.unwrap();
+        let a = a.call(Request::new(body()));
+        let b = b.call(Request::new(body()));
+        let timed = |f| async move {
+            let r: io::Result<Resp> = f.await;
+            (r.map(|r| r.status()).map_err(|e| e.kind()), start.elapsed())
+        };
+        let (a, b) = tokio::time::timeout(secs(10), async { tokio::join!(timed(a), timed(b)) })
+            .await
+            .expect("the readiness wait ended");
+        assert_eq!(a, (Ok(StatusCode::OK), ms(50)));
+        assert_eq!(b, (Err(ErrorKind::TimedOut), ms(150)));
+        assert_eq!(inner.calls.load(Ordering::SeqCst), 1);
+        assert_eq!((limit.in_flight(), limit.queued()), (0, 0));
+    }
+
     let limit = Box::leak(Box::new(
         retry_runtime::ConcurrencyLimit::new(1, 4).unwrap(),
     ));
-    let policy = Policy::builder()
-        .retries(1)
-        .timeout(ms(100))
-        .limit(limit)
+    let builder = || {
+        Policy::builder()
+            .retries(1)
+            .backoff(Constant::new(ms(10)))
+            .jitter(NoJitter)
+            .timeout(ms(100))
+            .limit(&*limit)
+    };
+    let plain = builder().build().unwrap();
+    check(|inner| RobustLayer::new(plain).layer(inner), limit).await;
+    let hedged = builder()
         .hedge(retry_runtime::hedge::Hedge::after(ms(80), 1).unwrap())
         .build()
         .unwrap();
-    let inner = ReadyOnce::default();
-    let svc = RobustLayer::hedged(policy).layer(inner.clone());
-    let body = || -> Boxed { http_body_util::Full::new(bytes::Bytes::from_static(b"x")).boxed() };
-    let start = Instant::now();
-    // Both are made ready before either is called.
-    let mut a = svc.clone();
-    let mut b = svc;
-    ServiceExt::<Request<Boxed>>::ready(&mut a).await.unwrap();
-    ServiceExt::<Request<Boxed>>::ready(&mut b).await.unwrap();
-    let a = a.call(Request::new(body()));
-    let b = b.call(Request::new(body()));
-    let timed = |f| async move {
-        let r: io::Result<Resp> = f.await;
-        (r.map(|r| r.status()).map_err(|e| e.kind()), start.elapsed())
-    };
-    let (a, b) = tokio::time::timeout(secs(10), async { tokio::join!(timed(a), timed(b)) })
-        .await
-        .expect("the readiness wait ended");
-    assert_eq!(a, (Ok(StatusCode::OK), ms(50)));
-    assert_eq!(b, (Err(ErrorKind::TimedOut), ms(150)));
-    assert_eq!(inner.calls.load(Ordering::SeqCst), 1);
-    assert_eq!((limit.in_flight(), limit.queued()), (0, 0));
+    check(|inner| RobustLayer::hedged(hedged).layer(inner), limit).await;
 }
 
 /// A request whose `on_success` panics after its probe's success was recorded does not give

@@ -12,7 +12,7 @@
 //!   retried, except that a refused connection is retried only once: nobody is listening, and
 //!   hammering the port will not change that;
 //! - a 503 or 429 response is retried after the delay its `retry-after-ms` (milliseconds) or
-//!   `Retry-After` (seconds) header asks for, or after the backoff when it asks for none; when
+//!   `Retry-After` (seconds, or an HTTP date) header asks for, or after the backoff when it asks for none; when
 //!   the retries are used up, the last response is returned as it is (`Ok(503)`);
 //! - at most 3 retries, exponential backoff from 50 ms (capped at 1 s) with full jitter.
 
@@ -42,13 +42,25 @@ pub fn retry_later(status: StatusCode) -> bool {
 }
 
 /// The delay a response asks for: `retry-after-ms` (milliseconds, as some APIs send next to
-/// the standard header) or `Retry-After` in seconds; `None` for neither (or an HTTP date,
-/// which this example does not parse): the backoff decides then.
+/// the standard header) or `Retry-After`, in seconds or as an HTTP date (the time until then,
+/// zero for a date already past); `None` for neither, or a value neither form reads: the
+/// backoff decides then.
 pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
-    let number = |name: &str| headers.get(name)?.to_str().ok()?.trim().parse::<u64>().ok();
-    number("retry-after-ms")
-        .map(Duration::from_millis)
-        .or_else(|| number("retry-after").map(Duration::from_secs))
+    let text = |name: &str| Some(headers.get(name)?.to_str().ok()?.trim());
+    if let Some(ms) = text("retry-after-ms").and_then(|v| v.parse::<u64>().ok()) {
+        return Some(Duration::from_millis(ms));
+    }
+    let value = text("retry-after")?;
+    match value.parse::<u64>() {
+        Ok(seconds) => Some(Duration::from_secs(seconds)),
+        Err(_) => {
+            let at = httpdate::parse_http_date(value).ok()?;
+            Some(
+                at.duration_since(std::time::SystemTime::now())
+                    .unwrap_or_default(),
+            )
+        }
+    }
 }
 
 /// Why [`get`] failed.

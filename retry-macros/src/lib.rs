@@ -89,6 +89,8 @@ fn robust2(
     let config = valid::validate(args.items, &params, &mut errors);
     valid::check_never_retries(&config, &mut errors);
     valid::check_under_deadline(&config, &mut errors);
+    valid::check_backoff_under_max_delay(&config, &mut errors);
+    valid::check_jitter_reads_strategy(&config, &mut errors);
     if let Some(f) = &func {
         valid::check_fn(f, &mut errors);
         valid::check_hedge(&config, f, &mut errors);

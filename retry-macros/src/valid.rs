@@ -756,6 +756,33 @@ fn positive_limit(
 const MAX_HEDGES: i128 = 10;
 
 /// `hedge(after = DURATION | pNN, max = N)` (SPEC section 15).
+/// The error for `hedge(after = N)` with a bare number from 0.5 up (`quoted`: written as a
+/// string): which readings it has, and how to write each.
+fn bare_after(digits: &str, quoted: bool) -> String {
+    let q = if quoted { "\"" } else { "" };
+    let v: f64 = digits.parse().unwrap_or(0.0);
+    let mut readings = vec![format!("`{q}{digits}s{q}` for {digits} seconds")];
+    if (50.0..=99.9).contains(&v) {
+        readings.insert(
+            0,
+            format!("`p{digits}` for the {digits}th percentile of the fn's recent latencies"),
+        );
+    } else if (0.5..1.0).contains(&v) {
+        let p = format!("{}", (v * 1000.0).round() / 10.0);
+        readings.insert(
+            0,
+            format!("`p{p}` for the {p}th percentile of the fn's recent latencies"),
+        );
+        readings.push(format!("`{q}{}ms{q}`", (v * 1000.0).round()));
+    } else if v >= 1.0 {
+        readings.insert(0, format!("`{q}{digits}ms{q}` for {digits} milliseconds"));
+    }
+    format!(
+        "`after = {q}{digits}{q}` needs a unit or a `p` (a bare number from 0.5 up is read too easily as a percentile or as milliseconds): write {}",
+        readings.join(", or ")
+    )
+}
+
 fn hedge(call: &Call, errors: &mut Errors) -> Option<HedgeSpec> {
     let CallArgs::Params(list) = &call.args else {
         return None;
@@ -796,34 +823,15 @@ fn hedge(call: &Call, errors: &mut Errors) -> Option<HedgeSpec> {
             );
             None
         }
-        // `after = 95` could be the 95th percentile as well as 95 seconds (a bare number is
-        // seconds): from 50 to 99.9, a unit (or `p`) must say which.
-        Value::Number(n)
-            if n.suffix.is_empty() && !n.is_negative() && (50.0..=99.9).contains(&n.as_f64()) =>
-        {
-            let digits = &n.digits;
-            errors.at(
-                n.sp,
-                format!(
-                    "`after = {digits}` needs a unit or a `p`: write `p{digits}` for the {digits}th percentile of the fn's recent latencies, or `{digits}s` for {digits} seconds"
-                ),
-            );
+        // A bare number is seconds, but here one from 0.5 up is read too easily as something
+        // else: `after = 95` or `after = 0.95` as the 95th percentile, `after = 100` as 100 ms
+        // (hedges wait milliseconds): from 0.5 up, a unit (or `p`) must say which.
+        Value::Number(n) if n.suffix.is_empty() && !n.is_negative() && n.as_f64() >= 0.5 => {
+            errors.at(n.sp, bare_after(&n.digits, false));
             None
         }
-        Value::Str(text)
-            if text
-                .value()
-                .trim()
-                .parse::<f64>()
-                .is_ok_and(|v| (50.0..=99.9).contains(&v)) =>
-        {
-            let digits = text.value().trim().to_owned();
-            errors.at(
-                text.span(),
-                format!(
-                    "`after = \"{digits}\"` needs a unit or a `p`: write `p{digits}` for the {digits}th percentile of the fn's recent latencies, or `\"{digits}s\"` for {digits} seconds"
-                ),
-            );
+        Value::Str(text) if text.value().trim().parse::<f64>().is_ok_and(|v| v >= 0.5) => {
+            errors.at(text.span(), bare_after(text.value().trim(), true));
             None
         }
         v => match limit(v, "after", false, errors) {
@@ -941,43 +949,32 @@ pub fn check_under_deadline(config: &Config, errors: &mut Errors) {
     // A retry is made only if its backoff ends before the deadline, which counts from the
     // first attempt's start: a rule whose shortest delay is not below the deadline never
     // retries. Known only for the strategies and jitters whose shortest delay is (not a
-    // `full` or custom jitter, nor a custom, Fibonacci or polynomial strategy), and not
-    // where a `hint` may choose the delay instead.
+    // `full` or custom jitter, nor a custom strategy), and not where a `hint` may choose the
+    // delay instead.
     let top = &config.settings;
-    let shortest = |o: &Overrides| -> Option<(Duration, Duration, Sp, bool)> {
-        let own = o.backoff.is_some();
-        let strategy = o.backoff.as_ref().or(top.backoff.as_ref())?;
-        let jitter = o.jitter.as_ref().or(top.jitter.as_ref())?;
-        let scale = o
-            .scale
-            .as_ref()
-            .or(top.scale.as_ref())
-            .map_or(1.0, |s| s.value);
-        let first = match strategy.value {
-            Strategy::Constant { base }
-            | Strategy::Exponential { base, .. }
-            | Strategy::Random { base, .. } => base,
-            Strategy::Linear { base, max, .. } => base.min(max),
-            _ => return None,
-        };
-        let jittered = match jitter.value {
-            // (Decorrelated jitter may reset the exponent to 0, never below; AWS's draws from
-            // `base` up.)
-            JitterSpec::None | JitterSpec::Decorrelated | JitterSpec::AwsDecorrelated => first,
-            JitterSpec::Equal => first / 2,
-            _ => return None,
-        };
-        // Compared a little under the product, so that rounding never makes a delay that can
-        // fit look as if it could not; shown as the product.
-        let nanos = jittered.as_nanos() as f64 * scale;
-        let at = |n: f64| Duration::try_from_secs_f64(n / 1e9).unwrap_or(Duration::MAX);
-        Some((
-            at(nanos * (1.0 - 1e-9)),
-            at(nanos.round()),
-            strategy.span,
-            own,
-        ))
-    };
+    let mut top_reported = false;
+    for (o, hinted) in retrying_rules(config) {
+        if hinted {
+            continue;
+        }
+        if let Some((least, shown, sp, own)) = shortest_delay(top, o)
+            && least >= deadline
+            && (own || !std::mem::replace(&mut top_reported, true))
+        {
+            errors.at(
+                sp,
+                format!(
+                    "no retry can be made: the shortest delay this backoff gives ({shown:?}, with its jitter and scale) is not below `deadline` ({deadline:?}), and a retry whose backoff would end at or after the deadline is not made; shorten the backoff, or lengthen the deadline"
+                ),
+            );
+        }
+    }
+}
+
+/// The rules that may retry (not `retries = 0`, their own or the top level's), the top level
+/// first, each with whether a `hint` may choose its delay instead of its backoff.
+fn retrying_rules(config: &Config) -> Vec<(&Overrides, bool)> {
+    let top = &config.settings;
     let retries = |o: &Overrides| o.retries.as_ref().or(top.retries.as_ref()).map(|r| r.value);
     let mut rules: Vec<(&Overrides, bool)> = vec![(top, config.hint.is_some())];
     for w in &config.whens {
@@ -987,20 +984,216 @@ pub fn check_under_deadline(config: &Config, errors: &mut Errors) {
         };
         rules.push((&w.overrides, hinted));
     }
+    rules.retain(|(o, _)| retries(o) != Some(0));
+    rules
+}
+
+/// The shortest delay (with jitter and scale) a rule ever waits before a retry, when it is
+/// known: a little under it (so that rounding never makes a delay that can fit look as if it
+/// could not), the value to show, the span of the strategy, and whether the rule wrote that
+/// strategy itself. Known for the strategies and jitters whose shortest delay is (not a
+/// `full` or custom jitter, nor a custom strategy).
+fn shortest_delay(top: &Overrides, o: &Overrides) -> Option<(Duration, Duration, Sp, bool)> {
+    let own = o.backoff.is_some();
+    let strategy = o.backoff.as_ref().or(top.backoff.as_ref())?;
+    let jitter = o.jitter.as_ref().or(top.jitter.as_ref())?;
+    let scale = o
+        .scale
+        .as_ref()
+        .or(top.scale.as_ref())
+        .map_or(1.0, |s| s.value);
+    let first = match strategy.value {
+        Strategy::Constant { base }
+        | Strategy::Exponential { base, .. }
+        | Strategy::Random { base, .. } => base,
+        // (Every term added to `base` is at least zero.)
+        Strategy::Linear { base, max, .. }
+        | Strategy::Fibonacci { base, max, .. }
+        | Strategy::Polynomial { base, max, .. } => base.min(max),
+        _ => return None,
+    };
+    let jittered = match jitter.value {
+        // (Decorrelated jitter may reset the exponent to 0, never below; AWS's draws from
+        // `base` up.)
+        JitterSpec::None | JitterSpec::Decorrelated | JitterSpec::AwsDecorrelated => first,
+        JitterSpec::Equal => first / 2,
+        _ => return None,
+    };
+    // Unscaled, the delay is exact; scaled, it is compared a little under the product and
+    // shown as the product.
+    let nanos = jittered.as_nanos() as f64 * scale;
+    let at = |n: f64| Duration::try_from_secs_f64(n / 1e9).unwrap_or(Duration::MAX);
+    let least = if scale == 1.0 {
+        jittered
+    } else {
+        at(nanos * (1.0 - 1e-9))
+    };
+    Some((least, at(nanos.round()), strategy.span, own))
+}
+
+/// A retry is made only if it can start before its rule's `max_delay` is spent: a rule whose
+/// shortest delay is not below its `max_delay` never retries (unless a `hint` may choose the
+/// delay instead).
+pub fn check_backoff_under_max_delay(config: &Config, errors: &mut Errors) {
+    let top = &config.settings;
     let mut top_reported = false;
-    for (o, hinted) in rules {
-        if hinted || retries(o) == Some(0) {
+    for (o, hinted) in retrying_rules(config) {
+        let own_max = o.max_delay.is_some();
+        let Some(&Spanned {
+            value: Limit::Finite(max_delay),
+            span,
+        }) = o.max_delay.as_ref().or(top.max_delay.as_ref())
+        else {
+            continue;
+        };
+        if hinted || max_delay.is_zero() {
             continue;
         }
-        if let Some((least, shown, sp, own)) = shortest(o)
-            && least >= deadline
-            && (own || !std::mem::replace(&mut top_reported, true))
+        if let Some((least, shown, strategy, own)) = shortest_delay(top, o)
+            && least >= max_delay
+            && (own || own_max || !std::mem::replace(&mut top_reported, true))
         {
+            // At what the rule wrote: its `max_delay`, or else its strategy.
+            let span = if own && !own_max { strategy } else { span };
+            errors.at(
+                span,
+                format!(
+                    "no retry can be made: the shortest delay this rule's backoff gives ({shown:?}, with its jitter and scale) is not below `max_delay` ({max_delay:?}), and a retry is made only if its backoff ends before `max_delay` is spent; lengthen `max_delay`, or shorten the backoff"
+                ),
+            );
+        }
+    }
+}
+
+/// A jitter that does not read what the strategy says, or a strategy that leaves a jitter
+/// nothing to do, is a setting with no effect: `aws_decorrelated` reads only the strategy's
+/// `base` and `max` (an exponential's `m`, a linear `interval`, a Fibonacci or polynomial
+/// `unit` and `p` are never used); `decorrelated` only moves the backoff exponent, which a
+/// strategy that gives every retry the same delay ignores (`constant`, `random`, `none`, or a
+/// growth of zero written out); and with `backoff = none` every delay is zero, whatever the
+/// jitter or the scale. Each is an error at what the rule wrote.
+pub fn check_jitter_reads_strategy(config: &Config, errors: &mut Errors) {
+    let top = &config.settings;
+    for (o, _) in retrying_rules(config) {
+        let is_top = std::ptr::eq(o, top);
+        let (Some(strategy), Some(jitter)) = (
+            o.backoff.as_ref().or(top.backoff.as_ref()),
+            o.jitter.as_ref().or(top.jitter.as_ref()),
+        ) else {
+            // (The defaults, exponential with full jitter, read each other.)
+            if let (Some(s), Some(scale)) = (
+                o.backoff.as_ref().or(top.backoff.as_ref()),
+                o.scale.as_ref().or(top.scale.as_ref()),
+            ) && matches!(s.value, Strategy::None)
+                && (is_top || o.scale.is_some())
+            {
+                errors.at(
+                    scale.span,
+                    "`scale` has no effect: with `backoff = none` every delay is zero; leave it out, or choose a strategy",
+                );
+            }
+            continue;
+        };
+        // An error is shown at what the rule wrote (the strategy if it wrote both); one a
+        // `when` inherits unchanged is the top level's.
+        let at = |preferred: Sp, other: Sp, wrote_preferred: bool, wrote_other: bool| {
+            if is_top || wrote_preferred {
+                Some(preferred)
+            } else if wrote_other {
+                Some(other)
+            } else {
+                None
+            }
+        };
+        let (wrote_s, wrote_j) = (o.backoff.is_some(), o.jitter.is_some());
+        let unused = match (&jitter.value, &strategy.value) {
+            (JitterSpec::AwsDecorrelated, Strategy::Exponential { m: Some(_), .. }) => Some("`m`"),
+            (JitterSpec::AwsDecorrelated, Strategy::Linear { base, interval, .. })
+                if interval != base =>
+            {
+                Some("`interval`")
+            }
+            (JitterSpec::AwsDecorrelated, Strategy::Fibonacci { unit: Some(_), .. }) => {
+                Some("`unit`")
+            }
+            (JitterSpec::AwsDecorrelated, Strategy::Polynomial { p, unit, .. })
+                if p.is_some() || unit.is_some() =>
+            {
+                Some(if p.is_some() { "`p`" } else { "`unit`" })
+            }
+            _ => None,
+        };
+        if let Some(param) = unused {
+            let Some(sp) = at(strategy.span, jitter.span, wrote_s, wrote_j) else {
+                continue;
+            };
             errors.at(
                 sp,
                 format!(
-                    "no retry can be made: the shortest delay this backoff gives ({shown:?}, with its jitter and scale) is not below `deadline` ({deadline:?}), and a retry whose backoff would end at or after the deadline is not made; shorten the backoff, or lengthen the deadline"
+                    "{param} has no effect: `jitter = aws_decorrelated` draws each delay from the strategy's `base` and `max` and the previous delay, and reads nothing else of it; leave {param} out, or choose another jitter"
                 ),
+            );
+            continue;
+        }
+        // A strategy whose delay is the same for every exponent.
+        let flat = match &strategy.value {
+            Strategy::Constant { .. } | Strategy::Random { .. } | Strategy::None => true,
+            Strategy::Exponential { base, max, .. }
+            | Strategy::Linear { base, max, .. }
+            | Strategy::Fibonacci { base, max, .. }
+            | Strategy::Polynomial { base, max, .. }
+                if base >= max =>
+            {
+                true
+            }
+            Strategy::Exponential { m: Some(m), .. } => *m == 1.0,
+            Strategy::Linear { interval, .. } => interval.is_zero(),
+            Strategy::Fibonacci { unit, .. } | Strategy::Polynomial { unit, .. } => {
+                unit.is_some_and(|u| u.is_zero())
+            }
+            _ => false,
+        };
+        let zero = matches!(strategy.value, Strategy::None);
+        let what = match jitter.value {
+            JitterSpec::Decorrelated if flat => Some((
+                "decorrelated",
+                "it only moves the backoff exponent, and this strategy gives every retry the same delay",
+            )),
+            JitterSpec::AwsDecorrelated if zero => Some((
+                "aws_decorrelated",
+                "with `backoff = none` every delay is zero",
+            )),
+            JitterSpec::AwsDecorrelated if matches!(strategy.value, Strategy::Constant { .. }) => {
+                Some((
+                    "aws_decorrelated",
+                    "it draws between the strategy's `base` and `max`, which a constant strategy makes the same",
+                ))
+            }
+            JitterSpec::Full | JitterSpec::Equal if zero => Some((
+                if matches!(jitter.value, JitterSpec::Full) {
+                    "full"
+                } else {
+                    "equal"
+                },
+                "with `backoff = none` every delay is zero",
+            )),
+            _ => None,
+        };
+        if let Some((name, why)) = what
+            && let Some(sp) = at(jitter.span, strategy.span, wrote_j, wrote_s)
+        {
+            errors.at(
+                sp,
+                format!("`jitter = {name}` has no effect: {why}; leave it out, or choose another strategy"),
+            );
+        }
+        if zero
+            && let Some(scale) = o.scale.as_ref().or(top.scale.as_ref())
+            && (is_top || o.scale.is_some())
+        {
+            errors.at(
+                scale.span,
+                "`scale` has no effect: with `backoff = none` every delay is zero; leave it out, or choose a strategy",
             );
         }
     }
@@ -1060,6 +1253,12 @@ pub fn check_never_retries(config: &Config, errors: &mut Errors) {
     };
     let top = why(top_retries, top_delay);
     let mut any_retries = top.is_none();
+    // Whether an error (not a value) may be retried: the top-level `hint` reads errors only.
+    let on_errors = config
+        .on
+        .as_ref()
+        .is_none_or(|on| on.value.iter().any(|k| !k.is_ok()));
+    let mut errors_retried = any_retries && on_errors;
     for w in &config.whens {
         // A `when` takes the top level's settings it does not set.
         let retries = zero_retries(&w.overrides.retries).unwrap_or(top_retries);
@@ -1072,8 +1271,20 @@ pub fn check_never_retries(config: &Config, errors: &mut Errors) {
                     no_effect(errors, Sp::of(h), "hint", &subject);
                 }
             }
-            None => any_retries = true,
+            None => {
+                any_retries = true;
+                errors_retried |= !w.kind.is_ok();
+            }
         }
+    }
+    if any_retries
+        && !errors_retried
+        && let Some(h) = &config.hint
+    {
+        errors.at(
+            Sp::of(h),
+            "`hint` has no effect: it reads the errors a rule retries, and here only values are retried (`on` lists only `Ok(..)` kinds, and no `when` on an error retries); a value's delay is read by its own `when(Ok(..), hint = ..)`",
+        );
     }
     let Some(reason) = top.filter(|_| !any_retries) else {
         return;
@@ -1870,6 +2081,21 @@ pub fn check_blocking_timeout(config: &Config, f: &crate::ast::Func, errors: &mu
     if f.sig.asyncness.is_some() || config.attempt.is_some() {
         return;
     }
+    // With no retry to stop, a deadline (and a rule on `Timeout`) has nothing to act on
+    // (unless a guard counts what it makes a timeout).
+    let never_retries =
+        retrying_rules(config).is_empty() && config.throttle.is_none() && config.breaker.is_none();
+    if never_retries
+        && let Some(Spanned {
+            value: Limit::Finite(_),
+            span,
+        }) = config.deadline
+    {
+        errors.at(
+            span,
+            "this `deadline` does nothing: a blocking fn's deadline is cooperative (a running thread cannot be cancelled): it stops retries, and no retry is ever made here, and nothing reads it; name the attempt (`attempt = ctx`) and stop when `ctx.is_expired()`, or leave it out",
+        );
+    }
     let span = match (&config.timeout, &config.adaptive) {
         (Some(t), _) if matches!(t.value, Limit::Finite(_)) => t.span,
         (_, Some(a)) => a.span,
@@ -1885,6 +2111,11 @@ pub fn check_blocking_timeout(config: &Config, f: &crate::ast::Func, errors: &mu
         errors.at(
             span,
             "this `timeout` does nothing: a blocking fn's timeout is cooperative (a running thread cannot be cancelled), and nothing here reads it; name the attempt (`attempt = ctx`) and stop when `ctx.is_expired()`, add a rule on `Timeout` (an error returned after the timeout is one), or leave it out",
+        );
+    } else if never_retries {
+        errors.at(
+            span,
+            "this `timeout` does nothing: a blocking fn's timeout is cooperative (a running thread cannot be cancelled): it makes a late error a `Timeout`, which no rule here retries, as no rule retries at all, and nothing reads it; name the attempt (`attempt = ctx`) and stop when `ctx.is_expired()`, or leave it out",
         );
     }
 }

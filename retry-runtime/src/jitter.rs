@@ -48,12 +48,27 @@ pub trait Jitter {
     /// The jittered delay for `state.exponent` under `backoff`.
     fn jitter(&self, backoff: &dyn Backoff, state: &mut JitterState, rng: &mut dyn Rng)
     -> Duration;
+
+    /// A delay no jittered delay under `backoff` is ever shorter than, if the algorithm knows
+    /// one (from the strategy's [`base`](Backoff::base), its smallest delay); `None` (the
+    /// default) if it does not. [`PolicyBuilder::build`](crate::PolicyBuilder::build) reads it
+    /// to refuse a backoff that could never end before the call's deadline.
+    #[inline]
+    fn shortest(&self, backoff: &dyn Backoff) -> Option<Duration> {
+        let _ = backoff;
+        None
+    }
 }
 
 impl<J: Jitter + ?Sized> Jitter for &J {
     #[inline]
     fn jitter(&self, b: &dyn Backoff, s: &mut JitterState, rng: &mut dyn Rng) -> Duration {
         (**self).jitter(b, s, rng)
+    }
+
+    #[inline]
+    fn shortest(&self, b: &dyn Backoff) -> Option<Duration> {
+        (**self).shortest(b)
     }
 }
 
@@ -62,6 +77,11 @@ impl<J: Jitter + ?Sized> Jitter for Box<J> {
     fn jitter(&self, b: &dyn Backoff, s: &mut JitterState, rng: &mut dyn Rng) -> Duration {
         (**self).jitter(b, s, rng)
     }
+
+    #[inline]
+    fn shortest(&self, b: &dyn Backoff) -> Option<Duration> {
+        (**self).shortest(b)
+    }
 }
 
 impl<J: Jitter + ?Sized> Jitter for std::sync::Arc<J> {
@@ -69,6 +89,16 @@ impl<J: Jitter + ?Sized> Jitter for std::sync::Arc<J> {
     fn jitter(&self, b: &dyn Backoff, s: &mut JitterState, rng: &mut dyn Rng) -> Duration {
         (**self).jitter(b, s, rng)
     }
+
+    #[inline]
+    fn shortest(&self, b: &dyn Backoff) -> Option<Duration> {
+        (**self).shortest(b)
+    }
+}
+
+/// The strategy's smallest delay (its `base`, never above its `max`).
+fn least(b: &dyn Backoff) -> Duration {
+    b.base().min(b.max())
 }
 
 /// No jitter: the backoff value `v_x` unchanged.
@@ -79,6 +109,11 @@ impl Jitter for NoJitter {
     #[inline]
     fn jitter(&self, b: &dyn Backoff, s: &mut JitterState, rng: &mut dyn Rng) -> Duration {
         b.delay(s.exponent, rng)
+    }
+
+    #[inline]
+    fn shortest(&self, b: &dyn Backoff) -> Option<Duration> {
+        Some(least(b))
     }
 }
 
@@ -95,6 +130,11 @@ impl Jitter for FullJitter {
         }
         from_nanos(rng.random_range(0..=v))
     }
+
+    #[inline]
+    fn shortest(&self, _: &dyn Backoff) -> Option<Duration> {
+        Some(Duration::ZERO)
+    }
 }
 
 /// Equal jitter: `v_x / 2 + uniform in [0, v_x / 2]`, so always within `[v_x / 2, v_x]`.
@@ -110,6 +150,11 @@ impl Jitter for EqualJitter {
         }
         let half = v / 2;
         from_nanos(half + rng.random_range(0..=v - half))
+    }
+
+    #[inline]
+    fn shortest(&self, b: &dyn Backoff) -> Option<Duration> {
+        Some(from_nanos(least(b).as_nanos() / 2))
     }
 }
 
@@ -128,6 +173,11 @@ impl Jitter for Decorrelated {
         }
         b.delay(s.exponent, rng)
     }
+
+    #[inline]
+    fn shortest(&self, b: &dyn Backoff) -> Option<Duration> {
+        Some(least(b))
+    }
 }
 
 /// AWS "decorrelated jitter": `min(max, uniform in [base, 3 * previous])`, the previous delay
@@ -142,6 +192,11 @@ impl Jitter for AwsDecorrelated {
         let previous = s.previous.map_or(base, |d| d.as_nanos());
         let high = previous.saturating_mul(3).max(base);
         from_nanos(rng.random_range(base..=high)).min(b.max())
+    }
+
+    #[inline]
+    fn shortest(&self, b: &dyn Backoff) -> Option<Duration> {
+        Some(least(b))
     }
 }
 

@@ -1150,7 +1150,12 @@ where
                     // An attempt whose time is already over (a deadline passed) is not sent.
                     Poll::Ready(Ok(())) if this.timer.as_ref().is_some_and(|t| t.is_elapsed()) => {
                         match expired::<_, S::Response, S::Error>(policy, this.timer, cx) {
-                            Some(e) => outcome = Some((Err(e), true, false)),
+                            Some(e) => {
+                                // What the ready service reserved is not kept through the
+                                // backoff (see `Phase::Queued`).
+                                *this.inner = this.inner.clone();
+                                outcome = Some((Err(e), true, cannot_copy(this.request)));
+                            }
                             None => break Poll::Pending,
                         }
                     }
@@ -1188,7 +1193,14 @@ where
                     }
                     Poll::Pending => {
                         match expired::<_, S::Response, S::Error>(policy, this.timer, cx) {
-                            Some(e) => outcome = Some((Err(e), true, false)),
+                            Some(e) => {
+                                // The readiness wait the attempt gave up (a queued permit of an
+                                // inner `ConcurrencyLimit`, which would be handed to it and
+                                // held, unused, through its backoff) is dropped with the
+                                // service; the next attempt makes a clone ready.
+                                *this.inner = this.inner.clone();
+                                outcome = Some((Err(e), true, cannot_copy(this.request)));
+                            }
                             None => break Poll::Pending,
                         }
                     }
@@ -1329,6 +1341,14 @@ where
         call.measure(started, result, fired);
     }
     call
+}
+
+/// Whether the request kept for the attempts cannot be copied: it is sent once, and never
+/// retried, even when its only attempt timed out before the service was ready (and it was not
+/// sent), as under the hedged layer. Asked only then (it makes a copy, dropped at once).
+#[cold]
+fn cannot_copy<Req: RetryRequest>(request: &Option<Req>) -> bool {
+    request.as_ref().is_some_and(|r| r.try_clone().is_none())
 }
 
 /// The error of an attempt whose timer fired, if it did (and the attempt has a limit).
@@ -1917,6 +1937,7 @@ where
         }
     };
     let attempt = call.attempt();
+    let started = attempt.started();
     let mut not_ready = false;
     let (result, fired) =
         crate::timeout::run_attempt(policy.timeout_setting(), attempt.limit(), async {
@@ -1933,6 +1954,8 @@ where
         call.release();
         return crate::call::finish(policy, result);
     }
+    // Its latency counts for an adaptive timeout and `hedge(after = pNN)` as any attempt's.
+    call.measure(started, &result, fired);
     let result = call.settle_once(result, fired);
     crate::call::finish(policy, result)
 }

@@ -6,13 +6,13 @@
 use std::time::Duration;
 
 use super::{Extras, Policy};
-use crate::backoff::Exponential;
+use crate::backoff::{Backoff, Exponential};
 use crate::callbacks::Noop;
 use crate::guard::{AsBreaker, AsBudget};
 #[cfg(doc)]
 use crate::guard::{CircuitBreaker, RetryBudget};
 use crate::hedge::{Hedge, Hedged};
-use crate::jitter::FullJitter;
+use crate::jitter::{FullJitter, Jitter};
 use crate::kind::AnyError;
 use crate::policy::rules::{OkRule, Rule};
 use crate::policy::settings::{Retries, RuleSettings, Settings};
@@ -49,7 +49,7 @@ macro_rules! map_part {
         map_part!(@ $b, extras, $f, [whens, on, settings, timeout, on_success, on_error, env])
     };
     (@ $b:expr, $part:ident, $f:expr, [$($kept:ident),*]) => {{
-        let PolicyBuilder { policy, error, seed, rule_max_delay } = $b;
+        let PolicyBuilder { policy, error, seed, checks } = $b;
         PolicyBuilder {
             policy: Policy {
                 $part: ($f)(policy.$part),
@@ -57,7 +57,7 @@ macro_rules! map_part {
             },
             error,
             seed,
-            rule_max_delay,
+            checks,
         }
     }};
 }
@@ -80,7 +80,7 @@ impl Policy {
             },
             error: None,
             seed: None,
-            rule_max_delay: None,
+            checks: Checks::NONE,
         }
     }
 }
@@ -123,8 +123,37 @@ pub struct PolicyBuilder<
     policy: Policy<W, K, Settings<B, J>, T, S, F, C, X>,
     error: Option<ConfigError>,
     seed: Option<u64>,
-    /// The longest `max_delay` of a `when` rule, checked against the deadline by `build`.
+    /// What `build` checks against the deadline of the rules added so far.
+    checks: Checks,
+}
+
+/// Whether a rule's shortest delay is not below its `max_delay` (a `max_delay` of zero, which
+/// says "never retry" plainly, is not counted).
+fn past(shortest: Option<Duration>, max_delay: Option<Duration>) -> bool {
+    matches!((shortest, max_delay), (Some(d), Some(m)) if !m.is_zero() && d >= m)
+}
+
+/// What [`PolicyBuilder::build`] checks against the deadline, gathered as the rules are added.
+#[derive(Debug, Clone, Copy)]
+struct Checks {
+    /// The longest `max_delay` of a `when` rule.
     rule_max_delay: Option<Duration>,
+    /// The longest of the `when` (error) rules' shortest delays, of those that retry and whose
+    /// jitter knows its shortest delay ([`Jitter::shortest`]).
+    rule_shortest: Option<Duration>,
+    /// Whether a `when` (error) rule's shortest delay is not below its own `max_delay`.
+    rule_past_max_delay: bool,
+    /// Whether a [`hint`](PolicyBuilder::hint) may choose an error's delay instead.
+    hinted: bool,
+}
+
+impl Checks {
+    const NONE: Self = Checks {
+        rule_max_delay: None,
+        rule_shortest: None,
+        rule_past_max_delay: false,
+        hinted: false,
+    };
 }
 
 /// The rules a builder holds before its first [`when`](PolicyBuilder::when) or
@@ -241,11 +270,16 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
     where
         B: Clone,
         J: Clone,
+        B2: Backoff,
+        J2: Jitter,
     {
         let settings = f(self.policy.settings.clone());
         let max_delay = settings.rule.max_delay;
+        let shortest = settings.rule.shortest_delay();
         let mut b = map_part!(self, whens, |whens| (whens, Rule::new(kind, settings.rule)));
-        b.rule_max_delay = b.rule_max_delay.max(max_delay);
+        b.checks.rule_max_delay = b.checks.rule_max_delay.max(max_delay);
+        b.checks.rule_shortest = b.checks.rule_shortest.max(shortest);
+        b.checks.rule_past_max_delay |= past(shortest, max_delay);
         match settings.error {
             Some(e) => b.fail(e),
             None => b,
@@ -284,7 +318,7 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
             whens,
             OkRule::new(kind, settings.rule)
         ));
-        b.rule_max_delay = b.rule_max_delay.max(max_delay);
+        b.checks.rule_max_delay = b.checks.rule_max_delay.max(max_delay);
         match settings.error {
             Some(e) => b.fail(e),
             None => b,
@@ -494,6 +528,8 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
     ) -> Result<Policy<W, K, RuleSettings<B, J>, T, S, F, Seeded<C>, X>, ConfigError>
     where
         T: crate::timeout::AttemptTimeout,
+        B: Backoff,
+        J: Jitter,
     {
         if let Some(e) = self.error {
             return Err(e);
@@ -512,6 +548,22 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
                 "must be due before the attempt's timeout (an adaptive timeout's `max`) and the deadline: every attempt would be cut first, and no hedge would ever run beside it",
             ));
         }
+        // A retry is made only if it can start before its rule's `max_delay` is spent: a rule
+        // whose shortest delay is not below it never retries (unless a hint chooses the delay).
+        if !self.checks.hinted {
+            if past(p.settings.rule.shortest_delay(), p.settings.rule.max_delay) {
+                return Err(ConfigError::new(
+                    "max_delay",
+                    "must be above the shortest delay the backoff gives (with its jitter and scale): a retry is made only if its backoff ends before `max_delay` is spent, so no retry ever would be; lengthen it, or shorten the backoff",
+                ));
+            }
+            if self.checks.rule_past_max_delay {
+                return Err(ConfigError::new(
+                    "max_delay",
+                    "of a `when` rule must be above the shortest delay its backoff gives (with its jitter and scale): a retry is made only if its backoff ends before `max_delay` is spent, so the rule would never retry; lengthen it, or shorten the backoff",
+                ));
+            }
+        }
         // Bounds the deadline makes dead (as the attribute refuses them).
         if let Some(deadline) = p.timeout.deadline() {
             if p.timeout.shortest().is_some_and(|t| t >= deadline) {
@@ -526,11 +578,31 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
                     "must be below the deadline: no retry starts after the deadline, which comes first, so it would never apply",
                 ));
             }
-            if self.rule_max_delay.is_some_and(|m| m >= deadline) {
+            if self.checks.rule_max_delay.is_some_and(|m| m >= deadline) {
                 return Err(ConfigError::new(
                     "max_delay",
                     "of a `when` rule must be below the deadline: no retry starts after the deadline, which comes first, so it would never apply (`no_max_delay()` bounds the rule by the deadline alone)",
                 ));
+            }
+            // A retry is made only if its backoff ends before the deadline: a rule whose
+            // shortest delay is not below it never retries (unless a hint chooses the delay).
+            if !self.checks.hinted {
+                if p.settings
+                    .rule
+                    .shortest_delay()
+                    .is_some_and(|d| d >= deadline)
+                {
+                    return Err(ConfigError::new(
+                        "backoff",
+                        "must be able to give a delay below the deadline (with its jitter and scale): a retry whose backoff would end at or after the deadline is not made, so no retry ever would be; shorten the backoff, or lengthen the deadline",
+                    ));
+                }
+                if self.checks.rule_shortest.is_some_and(|d| d >= deadline) {
+                    return Err(ConfigError::new(
+                        "backoff",
+                        "of a `when` rule must be able to give a delay below the deadline (with its jitter and scale): a retry whose backoff would end at or after the deadline is not made, so the rule would never retry; shorten its backoff, or lengthen the deadline",
+                    ));
+                }
             }
         }
         Ok(Policy {
@@ -626,7 +698,7 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb, Th, L>
         self,
         hint: H2,
     ) -> PolicyBuilder<W, K, B, J, T, S, F, C, Extras<Bu, Br, H2, R, N, V, Fb, Th, L>> {
-        self.map_extras(|x| Extras {
+        let mut b = self.map_extras(|x| Extras {
             budget: x.budget,
             breaker: x.breaker,
             hint,
@@ -636,7 +708,9 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb, Th, L>
             fallback: x.fallback,
             throttle: x.throttle,
             limit: x.limit,
-        })
+        });
+        b.checks.hinted = true;
+        b
     }
 
     /// Called before each retry's sleep with the outcome retried (`Err(e)`, or `Ok(v)` for a

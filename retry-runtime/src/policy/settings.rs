@@ -99,6 +99,18 @@ impl RuleSettings {
     };
 }
 
+impl<B: Backoff, J: Jitter> RuleSettings<B, J> {
+    /// A delay (with jitter and scale) this rule never waits less than before a retry, if its
+    /// jitter knows one ([`Jitter::shortest`]); `None` also for a rule that never retries.
+    pub(crate) fn shortest_delay(&self) -> Option<Duration> {
+        if self.retries == Retries::Limited(0) {
+            return None;
+        }
+        let least = self.jitter.shortest(&self.backoff)?;
+        Some(scale(least, self.scale))
+    }
+}
+
 impl<B, J> RuleSettings<B, J> {
     /// The retry limit.
     pub const fn retries(&self) -> Retries {

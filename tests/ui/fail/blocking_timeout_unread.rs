@@ -8,6 +8,13 @@ fn fixed() -> std::io::Result<()> { Ok(()) }
 #[robust(timeout = adaptive(p = 99, min = 10ms, max = 1s), retries = 2)]
 fn adaptive() -> std::io::Result<()> { Ok(()) }
 
+// With no retry made, a deadline stops nothing, and a rule on `Timeout` changes nothing.
+#[robust(retries = 0, deadline = 2s)]
+fn deadline_without_retries() -> std::io::Result<()> { Ok(()) }
+
+#[robust(timeout = 1s, on = [Timeout], retries = 0)]
+fn timeout_rule_without_retries() -> std::io::Result<()> { Ok(()) }
+
 // What is fine: the attempt's context read by the body, a rule on `Timeout`, an async fn
 // (whose attempts the timeout cancels).
 #[robust(timeout = 2s, attempt = ctx)]
@@ -21,6 +28,12 @@ fn timeout_rule() -> std::io::Result<()> { Ok(()) }
 
 #[robust(timeout = 2s, when(Timeout, retries = 1))]
 fn timeout_when() -> std::io::Result<()> { Ok(()) }
+
+#[robust(retries = 0, deadline = 2s, attempt = ctx)]
+fn deadline_read() -> std::io::Result<()> { let _ = ctx.remaining(); Ok(()) }
+
+#[robust(retries = 1, deadline = 2s)]
+fn deadline_stops_retries() -> std::io::Result<()> { Ok(()) }
 
 #[robust(timeout = 2s)]
 async fn cancelled() -> std::io::Result<()> { Ok(()) }

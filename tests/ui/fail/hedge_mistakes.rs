@@ -52,13 +52,19 @@ async fn at_the_timeout() -> std::io::Result<()> { Ok(()) }
 async fn after_the_adaptive_max() -> std::io::Result<()> { Ok(()) }
 #[robust(hedge(after = 500ms), deadline = 300ms)]
 async fn after_the_deadline() -> std::io::Result<()> { Ok(()) }
-// A bare number from 50 to 99.9 could be a percentile as well as seconds: a unit (or `p`)
-// says which.
+// A bare number from 0.5 up is read too easily as a percentile (95, 0.95) or as milliseconds
+// (100): a unit (or `p`) says which.
 #[robust(hedge(after = 95))]
 async fn after_a_bare_number() -> std::io::Result<()> { Ok(()) }
 #[robust(hedge(after = "99.9"))]
 async fn after_a_bare_number_in_quotes() -> std::io::Result<()> { Ok(()) }
-// (Outside 50..=99.9 a bare number is seconds, as everywhere: fine.)
+#[robust(hedge(after = 0.95))]
+async fn after_a_fraction() -> std::io::Result<()> { Ok(()) }
+#[robust(hedge(after = 100))]
+async fn after_milliseconds_without_a_unit() -> std::io::Result<()> { Ok(()) }
+#[robust(hedge(after = "2"))]
+async fn after_seconds_in_quotes_without_a_unit() -> std::io::Result<()> { Ok(()) }
+// (Below 0.5 a bare number is seconds, as everywhere: fine.)
 #[robust(hedge(after = 0.05))]
 async fn fine_after_seconds() -> std::io::Result<()> { Ok(()) }
 

@@ -17,6 +17,20 @@ fn in_a_when() -> io::Result<()> { Ok(()) }
 #[robust(max_delay = 0, retries = 5, backoff = constant(base = 1s))]
 fn no_delay() -> io::Result<()> { Ok(()) }
 
+// The top-level `hint` reads errors: where only values are retried (`on` lists only `Ok(..)`
+// kinds, and no `when` on an error retries), it is never called.
+#[robust(on = [Ok(|v: &u16| *v == 503)], hint = |_e: &io::Error| Some(std::time::Duration::from_secs(1)))]
+fn hint_where_only_values_retry() -> io::Result<u16> { Ok(200) }
+#[robust(retries = 0, when(Ok(|v: &u16| *v == 503), retries = 3),
+         hint = |_e: &io::Error| Some(std::time::Duration::from_secs(1)))]
+fn hint_where_only_a_value_when_retries() -> io::Result<u16> { Ok(200) }
+// (Fine: an error rule retries too.)
+#[robust(on = [Ok(|v: &u16| *v == 503), Io], hint = |_e: &io::Error| Some(std::time::Duration::from_secs(1)))]
+fn fine_hint_beside_an_error_kind() -> io::Result<u16> { Ok(200) }
+#[robust(on = [Ok(|v: &u16| *v == 503)], when(Io, retries = 2),
+         hint = |_e: &io::Error| Some(std::time::Duration::from_secs(1)))]
+fn fine_hint_with_an_error_when() -> io::Result<u16> { Ok(200) }
+
 static BUDGET: retry_runtime::RetryBudget = match retry_runtime::RetryBudget::new(5.0, 0.1, 1.0) {
     Ok(b) => b,
     Err(_) => panic!(),

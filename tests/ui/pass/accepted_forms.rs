@@ -39,7 +39,7 @@ fn exp_any_order() -> io::Result<()> { Ok(()) }
 #[robust(backoff = linear(base = 1, max = 10), jitter = decorrelated)]
 fn linear_default() -> io::Result<()> { Ok(()) }
 
-#[robust(backoff = linear(base = 1, max = 10, interval = 0), jitter = aws_decorrelated)]
+#[robust(backoff = linear(base = 1, max = 10, interval = 0), jitter = equal)]
 fn linear_zero_interval() -> io::Result<()> { Ok(()) }
 
 #[robust(backoff = fibonacci(base = 0, max = "1h", unit = "250ms"))]

@@ -1,0 +1,45 @@
+// A jitter that does not read what the strategy says, or a strategy that leaves the jitter
+// nothing to do, is a setting with no effect.
+use retry_runtime::robust;
+
+// `aws_decorrelated` draws from the strategy's `base` and `max` (and the previous delay) only.
+#[robust(backoff = exponential(base = 100ms, max = 10s, m = 4), jitter = aws_decorrelated)]
+fn aws_ignores_m() -> std::io::Result<()> { Ok(()) }
+#[robust(backoff = linear(base = 100ms, max = 10s, interval = 1s), jitter = aws_decorrelated)]
+fn aws_ignores_interval() -> std::io::Result<()> { Ok(()) }
+#[robust(backoff = polynomial(base = 0, max = 10s, p = 3), jitter = aws_decorrelated)]
+fn aws_ignores_p() -> std::io::Result<()> { Ok(()) }
+// (In a `when` that sets the jitter only: at the jitter.)
+#[robust(backoff = fibonacci(base = 0, max = 10s, unit = 100ms), when(Io, jitter = aws_decorrelated))]
+fn aws_in_a_when() -> std::io::Result<()> { Ok(()) }
+
+// `decorrelated` only moves the exponent, which these strategies do not read.
+#[robust(backoff = constant(base = 1s), jitter = decorrelated)]
+fn decorrelated_constant() -> std::io::Result<()> { Ok(()) }
+#[robust(backoff = random(base = 1s, max = 2s), jitter = decorrelated)]
+fn decorrelated_random() -> std::io::Result<()> { Ok(()) }
+#[robust(backoff = exponential(base = 1s, max = 10s, m = 1), jitter = decorrelated)]
+fn decorrelated_flat_exponential() -> std::io::Result<()> { Ok(()) }
+
+// `aws_decorrelated` between a constant's `base` and `max`, the same.
+#[robust(backoff = constant(base = 1s), jitter = aws_decorrelated)]
+fn aws_constant() -> std::io::Result<()> { Ok(()) }
+
+// With `backoff = none` every delay is zero.
+#[robust(backoff = none, jitter = equal, scale = 3)]
+fn none_jittered_and_scaled() -> std::io::Result<()> { Ok(()) }
+
+// Fine: the defaults; `aws_decorrelated` with `base` and `max` only; `decorrelated` with a
+// growing strategy; a `when` that changes the strategy away from the conflict.
+#[robust(backoff = exponential(base = 100ms, max = 10s), jitter = aws_decorrelated)]
+fn fine_aws() -> std::io::Result<()> { Ok(()) }
+#[robust(backoff = random(base = 100ms, max = 10s), jitter = aws_decorrelated)]
+fn fine_aws_random() -> std::io::Result<()> { Ok(()) }
+#[robust(backoff = fibonacci(base = 0, max = 10s), jitter = decorrelated)]
+fn fine_decorrelated() -> std::io::Result<()> { Ok(()) }
+#[robust(backoff = constant(base = 1s), when(Io, backoff = exponential(base = 1s, max = 9s), jitter = decorrelated))]
+fn fine_when() -> std::io::Result<()> { Ok(()) }
+#[robust(backoff = none)]
+fn fine_none() -> std::io::Result<()> { Ok(()) }
+
+fn main() {}
