@@ -191,6 +191,75 @@ async fn a_retryable_failure_starts_the_next_hedge_at_once_beside_a_running_atte
     );
 }
 
+/// The attempts' latencies and outcomes, by attempt number (the last one repeats): `None`
+/// succeeds, `Some(kind)` fails with an error of that kind.
+async fn attempt_of(
+    log: &'static Log,
+    t0: Instant,
+    plan: &[(u64, Option<ErrorKind>)],
+) -> io::Result<u32> {
+    let probe = log.start(t0);
+    let (wait, fail) = plan[(probe.n as usize).min(plan.len() - 1)];
+    tokio::time::sleep(ms(wait)).await;
+    match fail {
+        Some(kind) => {
+            probe.end("err");
+            Err(kind.into())
+        }
+        None => Ok(probe.end("ok")),
+    }
+}
+
+static ASKED: Log = Log::new();
+
+/// A refused connection asks for a second (as a `Retry-After` would); other errors do not.
+#[robust(hedge(after = 50ms, max = 2), retries = 1, backoff = constant(base = 10ms), jitter = none,
+         hint = |e: &io::Error| (e.kind() == ErrorKind::ConnectionRefused).then(|| ms(1000)))]
+async fn asks_for_a_delay(t0: Instant, plan: &[(u64, Option<ErrorKind>)]) -> io::Result<u32> {
+    attempt_of(&ASKED, t0, plan).await
+}
+
+/// A failure that asks for its own delay (a hint: the server's `Retry-After`) sends no hedge:
+/// not at once, nor when the next one is due; the round waits for what still runs, and that
+/// failure decides its backoff, over a later failure that asks for nothing. (Before, the next
+/// hedge went out at once, and the round's last failure chose the backoff.)
+#[tokio::test(start_paused = true)]
+async fn a_failure_that_asks_for_a_delay_stops_the_rounds_hedges() {
+    use ErrorKind::{ConnectionRefused, ConnectionReset};
+    let starts = |log: &Log| -> Vec<u64> {
+        log.take()
+            .into_iter()
+            .filter(|e| e.2 == "start")
+            .map(|e| e.1)
+            .collect()
+    };
+    // Alone: it fails at 10 ms; no hedge at 10 or 50 ms; the retry's round starts at 1010.
+    let t0 = Instant::now();
+    let r = asks_for_a_delay(t0, &[(10, Some(ConnectionRefused)), (10, None)]).await;
+    assert_eq!(r.unwrap(), 1);
+    assert_eq!(starts(&ASKED), vec![0, 1010]);
+    assert_eq!(t0.elapsed(), ms(1020));
+
+    // Beside a slow attempt: the hedge sent at 50 ms is refused at 60 (no second hedge); the
+    // first attempt fails at 200 ms without asking; the refusal's second decides: 1200 ms.
+    let t0 = Instant::now();
+    let plan = [
+        (200, Some(ConnectionReset)),
+        (10, Some(ConnectionRefused)),
+        (10, None),
+    ];
+    let r = asks_for_a_delay(t0, &plan).await;
+    assert_eq!(r.unwrap(), 2);
+    assert_eq!(starts(&ASKED), vec![0, 50, 1200]);
+    assert_eq!(t0.elapsed(), ms(1210));
+
+    // A failure that asks for nothing still starts the next hedge at once.
+    let t0 = Instant::now();
+    let r = asks_for_a_delay(t0, &[(10, Some(ConnectionReset)), (10, None)]).await;
+    assert_eq!(r.unwrap(), 1);
+    assert_eq!(starts(&ASKED), vec![0, 10]);
+}
+
 static CUT: Log = Log::new();
 
 #[robust(hedge(after = 200ms, max = 3), deadline = 500ms, retries = 0)]

@@ -124,6 +124,36 @@ async fn unavailable_responses_are_retried_after_the_delay_the_server_asks_for()
     retries_after_the_delays_asked(RobustLayer::new(dynamic), svc, &calls).await;
 }
 
+/// Under the hedged layer, an answer that asks for a delay sends no hedge (the server asked to
+/// be left alone) and decides its round's backoff: the 503 at 0 s waits its 3 s; the 429 at
+/// 3 s asks nothing and starts a hedge at once, whose 503 asks for 2 s; the 200 comes at 5 s.
+/// (Before, each 503 was followed by a hedge at once: the answers came in one second.)
+#[tokio::test(start_paused = true)]
+async fn a_hedged_request_waits_the_delay_the_server_asks_for() {
+    let policy = Policy::builder()
+        .retries(5)
+        .backoff(Constant::new(secs(1)))
+        .jitter(NoJitter)
+        .when_ok(
+            OkIf(|r: &Resp| r.status() == StatusCode::SERVICE_UNAVAILABLE).hint(retry_after_of),
+            |s| s,
+        )
+        .on_ok(OkIf(|r: &Resp| r.status() == StatusCode::TOO_MANY_REQUESTS))
+        .hedge(retry_runtime::hedge::Hedge::after(ms(500), 1).unwrap())
+        .build()
+        .unwrap();
+    let (svc, calls) = scripted(unavailable_twice());
+    let start = Instant::now();
+    let r = RobustLayer::hedged(policy)
+        .layer(svc)
+        .oneshot(Request::new("ping".to_owned()))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(calls.load(Ordering::SeqCst), 4);
+    assert_eq!(start.elapsed(), secs(5));
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_last_response_is_returned_when_the_retries_are_used_up() {
     let policy = Policy::builder()

@@ -1157,7 +1157,7 @@ pub fn check_jitter_reads_strategy(config: &Config, errors: &mut Errors) {
         let what = match jitter.value {
             JitterSpec::Decorrelated if flat => Some((
                 "decorrelated",
-                "it only moves the backoff exponent, and this strategy gives every retry the same delay",
+                "it only moves the backoff exponent, which this strategy's delay does not depend on",
             )),
             JitterSpec::AwsDecorrelated if zero => Some((
                 "aws_decorrelated",

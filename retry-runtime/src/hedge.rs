@@ -10,9 +10,10 @@
 //! - the first success (a value no `Ok(..)` kind matches) wins, and so does an error no rule
 //!   retries; every other attempt of the round is dropped (cancelled);
 //! - a retryable failure (an error a rule matches, a matched value, a timeout) starts the next
-//!   hedge at once if one is left; when every attempt of the round has failed this way, the
-//!   round is one failed attempt for the retry loop (its last failure decides), which backs
-//!   off as usual and starts a new round;
+//!   hedge at once if one is left, unless it asks for its own delay (a hint: a `Retry-After`),
+//!   which stops the round's hedges; when every attempt of the round has failed, the round is
+//!   one failed attempt for the retry loop (its last failure decides, or the last that asked
+//!   for a delay, whose delay is then the backoff), which backs off and starts a new round;
 //! - each hedge withdraws from the retry budget like a retry, asks the circuit breaker for a
 //!   permit and reports its outcome to it, and takes a slot of the concurrency limit without
 //!   waiting: a hedge that finds the budget empty, the breaker open or no free slot is not

@@ -45,6 +45,22 @@ struct Failed<R, E> {
     permit: Permit,
 }
 
+/// Whether a value rule that matches asks for a delay of the value's own.
+struct AsksForDelay;
+
+impl crate::policy::rules::PlanVisitor for AsksForDelay {
+    type Out = bool;
+    #[inline]
+    fn visit<Pl: crate::policy::settings::Plan>(
+        self,
+        _: &Pl,
+        _: crate::RuleId,
+        hint: Option<Duration>,
+    ) -> bool {
+        hint.is_some()
+    }
+}
+
 /// The hedged loop of an async call: what [`Policy::call_async`](crate::Policy::call_async) runs for a hedged policy, and
 /// `#[robust(hedge(..))]`. The fallback is not applied here: the caller applies it.
 ///
@@ -202,6 +218,7 @@ where
                         next: None,
                         sent: 0,
                         last: None,
+                        asked: false,
                         held: None,
                     };
                     move |cx| round.poll(cx)
@@ -293,8 +310,12 @@ struct Round<'c, 'p, P: PolicyCore, G, Fut, R, E> {
     next: Option<tokio::time::Instant>,
     /// Hedges sent in this round.
     sent: u32,
-    /// The latest retryable failure while other attempts still run.
+    /// The latest retryable failure while other attempts still run (the latest that asked
+    /// for its own delay, once one has).
     last: Option<Failed<R, E>>,
+    /// A failure of this round asked for its own delay: no more hedges are sent (the server
+    /// asked to be left alone for that long), and that failure decides the round's backoff.
+    asked: bool,
     /// The permit of an attempt the round is handling outside its attempts: one that ended,
     /// while the rules (code of the user's) classify its outcome, or a hedge whose future is
     /// being made. Given back if the round is dropped then (a panic).
@@ -528,14 +549,21 @@ where
         // An error after the attempt's deadline counts as a timeout, as in `settle`.
         let timed_out = timed_out || (result.is_err() && deadline.is_some_and(|d| now.get() >= d));
         self.held = Some(permit);
+        // Whether a rule retries it, and whether it asks for its own delay.
         let retryable = match &result {
-            Ok(v) => P::VALUES && policy.select_value(v, Matched).is_some(),
+            Ok(v) => {
+                if P::VALUES {
+                    policy.select_value(v, AsksForDelay)
+                } else {
+                    None
+                }
+            }
             Err(e) => policy
                 .select(&Failure::new(e, timed_out), Matched)
-                .is_some(),
+                .map(|()| policy.hint(e).is_some()),
         };
         self.held = None;
-        if !retryable {
+        let Some(asks) = retryable else {
             // The winner: the round's last failure, if any, is recorded as such.
             self.drop_last(&mut now);
             if result.is_ok() && measured {
@@ -548,17 +576,27 @@ where
                 self.record_cut(timed_out, started, deadline, &mut now);
             }
             return Some(self.decide(result, timed_out, deadline, permit));
-        }
+        };
         self.record_cut(timed_out, started, deadline, &mut now);
         // A retryable failure starts the next hedge at once, if one is left, whatever else
-        // still runs; one not sent leaves the next due time as it was.
-        self.drop_last(&mut now);
-        self.last = Some(Failed {
+        // still runs; one not sent leaves the next due time as it was. One that asks for its
+        // own delay stops the round's hedges, and is kept over later failures that do not ask
+        // (which are recorded as they come), so that the round's backoff is the one asked for.
+        let failed = Failed {
             result,
             timed_out,
             deadline,
             permit,
-        });
+        };
+        if self.asked && !asks {
+            let kept = self.last.replace(failed);
+            self.drop_last(&mut now);
+            self.last = kept;
+        } else {
+            self.drop_last(&mut now);
+            self.last = Some(failed);
+        }
+        self.asked |= asks;
         let next = self.next;
         if !self.send_hedge() {
             self.next = next;
@@ -603,6 +641,9 @@ where
 
     /// Starts a hedge if one is left and the guards allow it; schedules the one after.
     fn send_hedge(&mut self) -> bool {
+        if self.asked {
+            return false;
+        }
         let policy = self.call.policy;
         let Some(hedge) = policy.timeout_setting().hedge() else {
             return false;
