@@ -756,7 +756,14 @@ fn positive_limit(
 const MAX_HEDGES: i128 = 10;
 
 /// `hedge(after = DURATION | pNN, max = N)` (SPEC section 15).
-/// The error for `hedge(after = N)` with a bare number from 0.5 up (`quoted`: written as a
+/// Whether a bare number in `hedge(after = N)` is read too easily as something else than
+/// seconds: a fraction above 0.5 (`0.95`: a percentile), 50 up to 99.9 (`95`: a percentile),
+/// or 100 and above (`100`: milliseconds).
+fn misread(v: f64) -> bool {
+    (v > 0.5 && v < 1.0) || v >= 50.0
+}
+
+/// The error for `hedge(after = N)` with a bare number [`misread`] (`quoted`: written as a
 /// string): which readings it has, and how to write each.
 fn bare_after(digits: &str, quoted: bool) -> String {
     let q = if quoted { "\"" } else { "" };
@@ -778,7 +785,7 @@ fn bare_after(digits: &str, quoted: bool) -> String {
         readings.insert(0, format!("`{q}{digits}ms{q}` for {digits} milliseconds"));
     }
     format!(
-        "`after = {q}{digits}{q}` needs a unit or a `p` (a bare number from 0.5 up is read too easily as a percentile or as milliseconds): write {}",
+        "`after = {q}{digits}{q}` needs a unit or a `p` (a bare number is seconds, but this one is read too easily as a percentile or as milliseconds): write {}",
         readings.join(", or ")
     )
 }
@@ -823,14 +830,14 @@ fn hedge(call: &Call, errors: &mut Errors) -> Option<HedgeSpec> {
             );
             None
         }
-        // A bare number is seconds, but here one from 0.5 up is read too easily as something
-        // else: `after = 95` or `after = 0.95` as the 95th percentile, `after = 100` as 100 ms
-        // (hedges wait milliseconds): from 0.5 up, a unit (or `p`) must say which.
-        Value::Number(n) if n.suffix.is_empty() && !n.is_negative() && n.as_f64() >= 0.5 => {
+        // A bare number is seconds (`2`, `0.5`), but some are read too easily as something
+        // else: `after = 95` or `after = 0.95` as the 95th percentile, `after = 100` as
+        // 100 ms (hedges wait milliseconds): for those, a unit (or `p`) must say which.
+        Value::Number(n) if n.suffix.is_empty() && !n.is_negative() && misread(n.as_f64()) => {
             errors.at(n.sp, bare_after(&n.digits, false));
             None
         }
-        Value::Str(text) if text.value().trim().parse::<f64>().is_ok_and(|v| v >= 0.5) => {
+        Value::Str(text) if text.value().trim().parse::<f64>().is_ok_and(misread) => {
             errors.at(text.span(), bare_after(text.value().trim(), true));
             None
         }
@@ -1074,38 +1081,38 @@ pub fn check_backoff_under_max_delay(config: &Config, errors: &mut Errors) {
 /// jitter or the scale. Each is an error at what the rule wrote.
 pub fn check_jitter_reads_strategy(config: &Config, errors: &mut Errors) {
     let top = &config.settings;
-    for (o, _) in retrying_rules(config) {
-        let is_top = std::ptr::eq(o, top);
-        let (Some(strategy), Some(jitter)) = (
-            o.backoff.as_ref().or(top.backoff.as_ref()),
-            o.jitter.as_ref().or(top.jitter.as_ref()),
-        ) else {
-            // (The defaults, exponential with full jitter, read each other.)
-            if let (Some(s), Some(scale)) = (
-                o.backoff.as_ref().or(top.backoff.as_ref()),
-                o.scale.as_ref().or(top.scale.as_ref()),
-            ) && matches!(s.value, Strategy::None)
-                && (is_top || o.scale.is_some())
-            {
-                errors.at(
-                    scale.span,
-                    "`scale` has no effect: with `backoff = none` every delay is zero; leave it out, or choose a strategy",
-                );
-            }
+    let rules = retrying_rules(config);
+    // The top level's settings reach every `when` that does not set its own: a setting of the
+    // top level is judged only where no `when` sets a backoff, jitter or scale (every rule
+    // then has the same); a `when`'s pair, only where it wrote both. And `decorrelated` moves
+    // the call's one exponent, which every rule reads: judged only where one rule retries.
+    let whens_shape = config.whens.iter().any(|w| {
+        w.overrides.backoff.is_some() || w.overrides.jitter.is_some() || w.overrides.scale.is_some()
+    });
+    let single = rules.len() == 1;
+    for (o, _) in &rules {
+        let is_top = std::ptr::eq(*o, top);
+        if is_top && whens_shape {
+            continue;
+        }
+        let strategy = o.backoff.as_ref().or(top.backoff.as_ref());
+        let jitter = o.jitter.as_ref().or(top.jitter.as_ref());
+        if let (Some(s), Some(scale)) = (strategy, o.scale.as_ref().or(top.scale.as_ref()))
+            && matches!(s.value, Strategy::None)
+            && (is_top || o.scale.is_some())
+            && !matches!(jitter.map(|j| &j.value), Some(JitterSpec::Custom(_)))
+        {
+            errors.at(
+                scale.span,
+                "`scale` has no effect: with `backoff = none` every delay is zero; leave it out, or choose a strategy",
+            );
+        }
+        let (Some(strategy), Some(jitter)) = (strategy, jitter) else {
             continue;
         };
-        // An error is shown at what the rule wrote (the strategy if it wrote both); one a
-        // `when` inherits unchanged is the top level's.
-        let at = |preferred: Sp, other: Sp, wrote_preferred: bool, wrote_other: bool| {
-            if is_top || wrote_preferred {
-                Some(preferred)
-            } else if wrote_other {
-                Some(other)
-            } else {
-                None
-            }
-        };
-        let (wrote_s, wrote_j) = (o.backoff.is_some(), o.jitter.is_some());
+        if !is_top && (o.backoff.is_none() || o.jitter.is_none()) {
+            continue;
+        }
         let unused = match (&jitter.value, &strategy.value) {
             (JitterSpec::AwsDecorrelated, Strategy::Exponential { m: Some(_), .. }) => Some("`m`"),
             (JitterSpec::AwsDecorrelated, Strategy::Linear { base, interval, .. })
@@ -1124,11 +1131,8 @@ pub fn check_jitter_reads_strategy(config: &Config, errors: &mut Errors) {
             _ => None,
         };
         if let Some(param) = unused {
-            let Some(sp) = at(strategy.span, jitter.span, wrote_s, wrote_j) else {
-                continue;
-            };
             errors.at(
-                sp,
+                strategy.span,
                 format!(
                     "{param} has no effect: `jitter = aws_decorrelated` draws each delay from the strategy's `base` and `max` and the previous delay, and reads nothing else of it; leave {param} out, or choose another jitter"
                 ),
@@ -1155,7 +1159,7 @@ pub fn check_jitter_reads_strategy(config: &Config, errors: &mut Errors) {
         };
         let zero = matches!(strategy.value, Strategy::None);
         let what = match jitter.value {
-            JitterSpec::Decorrelated if flat => Some((
+            JitterSpec::Decorrelated if flat && single => Some((
                 "decorrelated",
                 "it only moves the backoff exponent, which this strategy's delay does not depend on",
             )),
@@ -1179,21 +1183,10 @@ pub fn check_jitter_reads_strategy(config: &Config, errors: &mut Errors) {
             )),
             _ => None,
         };
-        if let Some((name, why)) = what
-            && let Some(sp) = at(jitter.span, strategy.span, wrote_j, wrote_s)
-        {
+        if let Some((name, why)) = what {
             errors.at(
-                sp,
+                jitter.span,
                 format!("`jitter = {name}` has no effect: {why}; leave it out, or choose another strategy"),
-            );
-        }
-        if zero
-            && let Some(scale) = o.scale.as_ref().or(top.scale.as_ref())
-            && (is_top || o.scale.is_some())
-        {
-            errors.at(
-                scale.span,
-                "`scale` has no effect: with `backoff = none` every delay is zero; leave it out, or choose a strategy",
             );
         }
     }

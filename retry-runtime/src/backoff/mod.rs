@@ -32,8 +32,11 @@ use crate::ConfigError;
 ///
 /// Implement it for a custom strategy (`backoff = custom(EXPR)` in the attribute,
 /// [`PolicyBuilder::backoff`](crate::PolicyBuilder::backoff) in the builder). `base` and `max`
-/// are read by jitter algorithms that need them (`aws_decorrelated`); their defaults are zero and
-/// [`Duration::MAX`].
+/// are read by jitter algorithms that need them (`aws_decorrelated`), and `base`, as a bound
+/// no delay is below, by [`PolicyBuilder::build`](crate::PolicyBuilder::build) (a backoff whose
+/// shortest delay leaves no retry before the deadline or `max_delay` is refused); their
+/// defaults are zero and [`Duration::MAX`]: leave `base` at zero unless no delay is ever below
+/// it.
 ///
 /// ```
 /// use std::time::Duration;

@@ -45,7 +45,8 @@ struct Failed<R, E> {
     permit: Permit,
 }
 
-/// Whether a value rule that matches asks for a delay of the value's own.
+/// Whether a value rule that matches asks for a delay of the value's own (more than none: a
+/// `Retry-After: 0` asks for nothing a hedge would disturb).
 struct AsksForDelay;
 
 impl crate::policy::rules::PlanVisitor for AsksForDelay {
@@ -57,7 +58,7 @@ impl crate::policy::rules::PlanVisitor for AsksForDelay {
         _: crate::RuleId,
         hint: Option<Duration>,
     ) -> bool {
-        hint.is_some()
+        hint.is_some_and(|d| !d.is_zero())
     }
 }
 
@@ -560,7 +561,7 @@ where
             }
             Err(e) => policy
                 .select(&Failure::new(e, timed_out), Matched)
-                .map(|()| policy.hint(e).is_some()),
+                .map(|()| policy.hint(e).is_some_and(|d| !d.is_zero())),
         };
         self.held = None;
         let Some(asks) = retryable else {

@@ -52,8 +52,8 @@ async fn at_the_timeout() -> std::io::Result<()> { Ok(()) }
 async fn after_the_adaptive_max() -> std::io::Result<()> { Ok(()) }
 #[robust(hedge(after = 500ms), deadline = 300ms)]
 async fn after_the_deadline() -> std::io::Result<()> { Ok(()) }
-// A bare number from 0.5 up is read too easily as a percentile (95, 0.95) or as milliseconds
-// (100): a unit (or `p`) says which.
+// A bare number is seconds, but some are read too easily as a percentile (95, 0.95) or as
+// milliseconds (100): a unit (or `p`) says which.
 #[robust(hedge(after = 95))]
 async fn after_a_bare_number() -> std::io::Result<()> { Ok(()) }
 #[robust(hedge(after = "99.9"))]
@@ -62,11 +62,15 @@ async fn after_a_bare_number_in_quotes() -> std::io::Result<()> { Ok(()) }
 async fn after_a_fraction() -> std::io::Result<()> { Ok(()) }
 #[robust(hedge(after = 100))]
 async fn after_milliseconds_without_a_unit() -> std::io::Result<()> { Ok(()) }
-#[robust(hedge(after = "2"))]
-async fn after_seconds_in_quotes_without_a_unit() -> std::io::Result<()> { Ok(()) }
-// (Below 0.5 a bare number is seconds, as everywhere: fine.)
+#[robust(hedge(after = "250"))]
+async fn after_milliseconds_in_quotes_without_a_unit() -> std::io::Result<()> { Ok(()) }
+// (Otherwise a bare number is seconds, as everywhere: fine.)
 #[robust(hedge(after = 0.05))]
 async fn fine_after_seconds() -> std::io::Result<()> { Ok(()) }
+#[robust(hedge(after = 0.5))]
+async fn fine_after_half_a_second() -> std::io::Result<()> { Ok(()) }
+#[robust(hedge(after = "2"))]
+async fn fine_after_seconds_in_quotes() -> std::io::Result<()> { Ok(()) }
 
 #[robust(hedge(after = p99), timeout = adaptive(p = 95, factor = 1, min = 1s, max = 5s))]
 async fn fine_a_percentile_under_an_adaptive_min() -> std::io::Result<()> { Ok(()) }

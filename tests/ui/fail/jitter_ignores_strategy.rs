@@ -9,8 +9,8 @@ fn aws_ignores_m() -> std::io::Result<()> { Ok(()) }
 fn aws_ignores_interval() -> std::io::Result<()> { Ok(()) }
 #[robust(backoff = polynomial(base = 0, max = 10s, p = 3), jitter = aws_decorrelated)]
 fn aws_ignores_p() -> std::io::Result<()> { Ok(()) }
-// (In a `when` that sets the jitter only: at the jitter.)
-#[robust(backoff = fibonacci(base = 0, max = 10s, unit = 100ms), when(Io, jitter = aws_decorrelated))]
+// (A `when` that writes both.)
+#[robust(when(Io, backoff = fibonacci(base = 0, max = 10s, unit = 100ms), jitter = aws_decorrelated))]
 fn aws_in_a_when() -> std::io::Result<()> { Ok(()) }
 
 // `decorrelated` only moves the exponent, which these strategies do not read.
@@ -41,5 +41,25 @@ fn fine_decorrelated() -> std::io::Result<()> { Ok(()) }
 fn fine_when() -> std::io::Result<()> { Ok(()) }
 #[robust(backoff = none)]
 fn fine_none() -> std::io::Result<()> { Ok(()) }
+// (Fine: a setting of the top level that another rule reads: the `when`'s full jitter reads
+// `m`; the `when`'s exponential reads `decorrelated`; and its backoff, the `scale`.)
+#[robust(backoff = exponential(base = 100ms, max = 5s, m = 3), jitter = aws_decorrelated,
+         when(Timeout, jitter = full))]
+fn fine_m_read_by_a_when() -> std::io::Result<()> { Ok(()) }
+#[robust(backoff = constant(base = 1s), jitter = decorrelated,
+         when(Io, backoff = exponential(base = 1s, max = 9s)))]
+fn fine_decorrelated_read_by_a_when() -> std::io::Result<()> { Ok(()) }
+#[robust(backoff = none, scale = 2, when(Io, backoff = exponential(base = 1s, max = 9s)))]
+fn fine_scale_read_by_a_when() -> std::io::Result<()> { Ok(()) }
+// (Fine: a custom jitter may add to a zero delay, which the scale then scales.)
+struct Pad;
+impl retry_runtime::Jitter for Pad {
+    fn jitter(&self, _: &dyn retry_runtime::Backoff, _: &mut retry_runtime::JitterState,
+              _: &mut dyn rand::Rng) -> std::time::Duration {
+        std::time::Duration::from_millis(5)
+    }
+}
+#[robust(backoff = none, jitter = custom(Pad), scale = 2)]
+fn fine_custom_jitter_scaled() -> std::io::Result<()> { Ok(()) }
 
 fn main() {}
