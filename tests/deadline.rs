@@ -361,6 +361,14 @@ fn the_builder_refuses_a_backoff_the_deadline_leaves_no_retry_for() {
             .deadline(secs(1))
             .build()
             .err(),
+        // `max_delay(0)` says "never retry" plainly.
+        Policy::builder()
+            .max_delay(Duration::ZERO)
+            .backoff(Constant::new(secs(2)))
+            .jitter(NoJitter)
+            .deadline(secs(1))
+            .build()
+            .err(),
         // A hint may choose the delay.
         Policy::builder()
             .backoff(Constant::new(secs(2)))

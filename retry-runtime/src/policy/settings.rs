@@ -101,9 +101,10 @@ impl RuleSettings {
 
 impl<B: Backoff, J: Jitter> RuleSettings<B, J> {
     /// A delay (with jitter and scale) this rule never waits less than before a retry, if its
-    /// jitter knows one ([`Jitter::shortest`]); `None` also for a rule that never retries.
+    /// jitter knows one ([`Jitter::shortest`]); `None` also for a rule that never retries
+    /// (`retries = 0`, or a `max_delay` of zero).
     pub(crate) fn shortest_delay(&self) -> Option<Duration> {
-        if self.retries == Retries::Limited(0) {
+        if self.retries == Retries::Limited(0) || self.max_delay == Some(Duration::ZERO) {
             return None;
         }
         let least = self.jitter.shortest(&self.backoff)?;
