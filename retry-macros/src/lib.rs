@@ -89,7 +89,7 @@ fn robust2(
     let config = valid::validate(args.items, &params, &mut errors);
     valid::check_never_retries(&config, &mut errors);
     valid::check_under_deadline(&config, &mut errors);
-    valid::check_backoff_under_max_delay(&config, &mut errors);
+    valid::check_backoff_fits(&config, &mut errors);
     valid::check_jitter_reads_strategy(&config, &mut errors);
     if let Some(f) = &func {
         valid::check_fn(f, &mut errors);

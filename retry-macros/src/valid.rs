@@ -953,29 +953,6 @@ pub fn check_under_deadline(config: &Config, errors: &mut Errors) {
             );
         }
     }
-    // A retry is made only if its backoff ends before the deadline, which counts from the
-    // first attempt's start: a rule whose shortest delay is not below the deadline never
-    // retries. Known only for the strategies and jitters whose shortest delay is (not a
-    // `full` or custom jitter, nor a custom strategy), and not where a `hint` may choose the
-    // delay instead.
-    let top = &config.settings;
-    let mut top_reported = false;
-    for (o, hinted) in retrying_rules(config) {
-        if hinted {
-            continue;
-        }
-        if let Some((least, shown, sp, own)) = shortest_delay(top, o)
-            && least >= deadline
-            && (own || !std::mem::replace(&mut top_reported, true))
-        {
-            errors.at(
-                sp,
-                format!(
-                    "no retry can be made: the shortest delay this backoff gives ({shown:?}, with its jitter and scale) is not below `deadline` ({deadline:?}), and a retry whose backoff would end at or after the deadline is not made; shorten the backoff, or lengthen the deadline"
-                ),
-            );
-        }
-    }
 }
 
 /// The rules that may retry (not `retries = 0`, their own or the top level's), the top level
@@ -1038,27 +1015,45 @@ fn shortest_delay(top: &Overrides, o: &Overrides) -> Option<(Duration, Duration,
     Some((least, at(nanos.round()), strategy.span, own))
 }
 
-/// A retry is made only if it can start before its rule's `max_delay` is spent: a rule whose
-/// shortest delay is not below its `max_delay` never retries (unless a `hint` may choose the
-/// delay instead).
-pub fn check_backoff_under_max_delay(config: &Config, errors: &mut Errors) {
+/// A retry is made only if its backoff ends before the call's deadline (which counts from the
+/// first attempt's start) and before its rule's `max_delay` is spent: a rule whose shortest
+/// delay is not below either never retries. Known only for the strategies and jitters whose
+/// shortest delay is (not a `full` or custom jitter, nor a custom strategy), and not where a
+/// `hint` may choose the delay instead.
+pub fn check_backoff_fits(config: &Config, errors: &mut Errors) {
     let top = &config.settings;
-    let mut top_reported = false;
+    let deadline = match config.deadline {
+        Some(Spanned {
+            value: Limit::Finite(d),
+            ..
+        }) => Some(d),
+        _ => None,
+    };
+    // A setting of the top level that a `when` inherits is reported once, at the top level.
+    let (mut deadline_reported, mut max_delay_reported) = (false, false);
     for (o, hinted) in retrying_rules(config) {
+        let Some((least, shown, strategy, own)) = shortest_delay(top, o).filter(|_| !hinted) else {
+            continue;
+        };
+        if let Some(deadline) = deadline
+            && least >= deadline
+            && (own || !std::mem::replace(&mut deadline_reported, true))
+        {
+            errors.at(
+                strategy,
+                format!(
+                    "no retry can be made: the shortest delay this backoff gives ({shown:?}, with its jitter and scale) is not below `deadline` ({deadline:?}), and a retry whose backoff would end at or after the deadline is not made; shorten the backoff, or lengthen the deadline"
+                ),
+            );
+        }
         let own_max = o.max_delay.is_some();
-        let Some(&Spanned {
+        if let Some(&Spanned {
             value: Limit::Finite(max_delay),
             span,
         }) = o.max_delay.as_ref().or(top.max_delay.as_ref())
-        else {
-            continue;
-        };
-        if hinted || max_delay.is_zero() {
-            continue;
-        }
-        if let Some((least, shown, strategy, own)) = shortest_delay(top, o)
+            && !max_delay.is_zero()
             && least >= max_delay
-            && (own || own_max || !std::mem::replace(&mut top_reported, true))
+            && (own || own_max || !std::mem::replace(&mut max_delay_reported, true))
         {
             // At what the rule wrote: its `max_delay`, or else its strategy.
             let span = if own && !own_max { strategy } else { span };

@@ -1147,19 +1147,9 @@ where
             let mut outcome = None;
             if phase == Phase::Ready {
                 match this.inner.poll_ready(cx) {
-                    // An attempt whose time is already over (a deadline passed) is not sent.
-                    Poll::Ready(Ok(())) if this.timer.as_ref().is_some_and(|t| t.is_elapsed()) => {
-                        match expired::<_, S::Response, S::Error>(policy, this.timer, cx) {
-                            Some(e) => {
-                                // What the ready service reserved is not kept through the
-                                // backoff (see `Phase::Queued`).
-                                *this.inner = this.inner.clone();
-                                outcome = Some((Err(e), true, cannot_copy(this.request)));
-                            }
-                            None => break Poll::Pending,
-                        }
-                    }
-                    Poll::Ready(Ok(())) => {
+                    // (An attempt whose time is already over, a deadline passed, is not sent:
+                    // below.)
+                    Poll::Ready(Ok(())) if !this.timer.as_ref().is_some_and(|t| t.is_elapsed()) => {
                         // A copy is sent and the request kept for the next attempt; a request
                         // that cannot be copied is sent itself, once: its only attempt.
                         let copy = match this.request.as_ref() {
@@ -1191,13 +1181,15 @@ where
                         }
                         break Poll::Ready(crate::call::finish(policy, Err(e)));
                     }
-                    Poll::Pending => {
+                    // Not ready yet, or ready when the attempt's time was already over.
+                    Poll::Ready(Ok(())) | Poll::Pending => {
                         match expired::<_, S::Response, S::Error>(policy, this.timer, cx) {
                             Some(e) => {
-                                // The readiness wait the attempt gave up (a queued permit of an
-                                // inner `ConcurrencyLimit`, which would be handed to it and
-                                // held, unused, through its backoff) is dropped with the
-                                // service; the next attempt makes a clone ready.
+                                // What the service reserved, or the readiness wait the attempt
+                                // gave up (a queued permit of an inner `ConcurrencyLimit`,
+                                // which would be handed to it and held, unused, through its
+                                // backoff), is dropped with the service; the next attempt
+                                // makes a clone ready.
                                 *this.inner = this.inner.clone();
                                 outcome = Some((Err(e), true, cannot_copy(this.request)));
                             }

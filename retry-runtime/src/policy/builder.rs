@@ -548,10 +548,16 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
                 "must be due before the attempt's timeout (an adaptive timeout's `max`) and the deadline: every attempt would be cut first, and no hedge would ever run beside it",
             ));
         }
+        // The `on` rule's shortest delay, unless a hint may choose the delay instead.
+        let shortest = if self.checks.hinted {
+            None
+        } else {
+            p.settings.rule.shortest_delay()
+        };
         // A retry is made only if it can start before its rule's `max_delay` is spent: a rule
         // whose shortest delay is not below it never retries (unless a hint chooses the delay).
         if !self.checks.hinted {
-            if past(p.settings.rule.shortest_delay(), p.settings.rule.max_delay) {
+            if past(shortest, p.settings.rule.max_delay) {
                 return Err(ConfigError::new(
                     "max_delay",
                     "must be above the shortest delay the backoff gives (with its jitter and scale): a retry is made only if its backoff ends before `max_delay` is spent, so no retry ever would be; lengthen it, or shorten the backoff",
@@ -587,11 +593,7 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
             // A retry is made only if its backoff ends before the deadline: a rule whose
             // shortest delay is not below it never retries (unless a hint chooses the delay).
             if !self.checks.hinted {
-                if p.settings
-                    .rule
-                    .shortest_delay()
-                    .is_some_and(|d| d >= deadline)
-                {
+                if shortest.is_some_and(|d| d >= deadline) {
                     return Err(ConfigError::new(
                         "backoff",
                         "must be able to give a delay below the deadline (with its jitter and scale): a retry whose backoff would end at or after the deadline is not made, so no retry ever would be; shorten the backoff, or lengthen the deadline",
