@@ -66,6 +66,102 @@ async fn each_tenant_spends_its_own_budget() {
     assert_eq!(calls.get(), 7, "tenant 2 has its own");
 }
 
+static PAIR_BREAKERS: LazyLock<KeyedBreaker<String>> = LazyLock::new(|| {
+    let template = CircuitBreaker::new(2, 2, 0.5, Duration::from_secs(30), 1).expect("valid");
+    Keyed::new(100, template).expect("capacity")
+});
+
+thread_local! {
+    /// What `on_retry` of `fetch_pair` printed, one line per retry.
+    static RETRIED: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+// Names bound by a parameter's pattern are read by the attribute's expressions, a `Copy` one
+// (`host: &str`, `port: u16`) as the body sees it, in a format string too.
+#[robust(
+    retries = 1,
+    backoff = none,
+    breaker = PAIR_BREAKERS.get(host),
+    on_retry = |_, _| RETRIED.with(|r| r.borrow_mut().push(format!("{host}:{port}")))
+)]
+fn fetch_pair((host, port): (&str, u16), calls: &Cell<u32>) -> io::Result<u16> {
+    calls.set(calls.get() + 1);
+    if host == "down.example" {
+        Err(ErrorKind::ConnectionRefused.into())
+    } else {
+        Ok(port)
+    }
+}
+
+#[test]
+fn a_name_bound_by_a_parameters_pattern_keys_the_guard() {
+    let _t = VirtualTime::new().install();
+    let calls = Cell::new(0);
+    assert!(fetch_pair(("down.example", 80), &calls).is_err());
+    assert_eq!(calls.get(), 2);
+    assert_eq!(
+        RETRIED.with(|r| r.borrow().clone()),
+        ["down.example:80"],
+        "on_retry read both names"
+    );
+    assert_eq!(
+        PAIR_BREAKERS.get("down.example").state(),
+        BreakerState::Open
+    );
+    assert_eq!(fetch_pair(("up.example", 443), &calls).unwrap(), 443);
+    assert_eq!(calls.get(), 3);
+    assert_eq!(
+        PAIR_BREAKERS.get("up.example").state(),
+        BreakerState::Closed
+    );
+}
+
+/// An axum-style extractor: the fn takes it apart in its parameter (`State(app)`).
+#[derive(Clone)]
+struct State<S>(S);
+
+#[derive(Clone)]
+struct App {
+    tenant: u32,
+    budgets: &'static KeyedBudget<u32>,
+}
+
+static APP_BUDGETS: LazyLock<KeyedBudget<u32>> = LazyLock::new(|| {
+    Keyed::new(16, RetryBudget::new(1.0, 0.0, 1.0).expect("valid")).expect("capacity")
+});
+
+// A name of a type that is not `Copy` is read by reference (`app: &App`); a `&` pattern of a
+// parameter taken by reference, and a `mut` binding, work too.
+#[robust(retries = 10, backoff = none, budget = app.budgets.get(&app.tenant))]
+async fn for_app(
+    State(app): State<App>,
+    &(ref label, mut tries): &(String, u32),
+    calls: &Cell<u32>,
+) -> io::Result<()> {
+    tries += 1;
+    let _ = (label, tries, &app.tenant);
+    calls.set(calls.get() + 1);
+    Err(ErrorKind::ConnectionReset.into())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_name_bound_by_an_extractor_pattern_keys_the_guard() {
+    let calls = Cell::new(0);
+    let app = |tenant| {
+        State(App {
+            tenant,
+            budgets: &APP_BUDGETS,
+        })
+    };
+    let label = ("x".to_owned(), 0);
+    assert!(for_app(app(1), &label, &calls).await.is_err());
+    assert_eq!(calls.get(), 2, "one token: one retry");
+    assert!(for_app(app(1), &label, &calls).await.is_err());
+    assert_eq!(calls.get(), 3, "tenant 1's budget is empty");
+    assert!(for_app(app(2), &label, &calls).await.is_err());
+    assert_eq!(calls.get(), 5, "tenant 2 has its own");
+}
+
 static HOST_BREAKERS: LazyLock<KeyedBreaker<String>> = LazyLock::new(|| {
     let template = CircuitBreaker::new(2, 2, 0.5, Duration::from_secs(30), 1).expect("valid");
     Keyed::new(100, template).expect("capacity")

@@ -450,9 +450,23 @@ fn rule_settings(
 /// With `hedge`, attempts are `async move` blocks made by a closure, several alive at once:
 /// the closure first takes a reference to each owned parameter (the first list), which the
 /// block moves in and clones from.
-fn rebind_args(p: &TokenStream, f: &mut Func, hedge: bool) -> (Vec<TokenStream>, Vec<TokenStream>) {
+/// What [`rebind_args`] writes: the statements each hedge's closure starts with (`outer`), those
+/// each attempt starts with (`prelude`), and the views of the names a parameter's pattern binds
+/// (`views`: the names and a `let` that binds them by reference, for the attribute's
+/// expressions, which run before any attempt).
+struct Rebound {
+    outer: Vec<TokenStream>,
+    prelude: Vec<TokenStream>,
+    views: Vec<(Vec<String>, TokenStream)>,
+}
+
+/// The fn's parameters rebound for the attempts: each attempt gets a clone of an owned
+/// parameter (`clone_arg`), a reborrow of a `&mut` one; a pattern (`(host, port)`,
+/// `State(state)`) is replaced by a name and destructured in each attempt.
+fn rebind_args(p: &TokenStream, f: &mut Func, hedge: bool) -> Rebound {
     let mut outer = Vec::new();
     let mut prelude = Vec::new();
+    let mut views = Vec::new();
     for (i, arg) in f.sig.inputs.iter_mut().enumerate() {
         // The receiver is checked in `valid`: only `&self` and `&mut self` get here.
         let FnArg::Typed(pt) = arg else { continue };
@@ -503,6 +517,44 @@ fn rebind_args(p: &TokenStream, f: &mut Func, hedge: bool) -> (Vec<TokenStream>,
                         subpat: None,
                     }),
                 );
+                // The names the pattern binds, by reference, for the attribute's expressions
+                // (`breaker = BREAKERS.get(host)`, `on_retry = |r, i| log(&state, r)`): the
+                // pattern with every binding made `ref`, matched against the parameter, which
+                // it does not move. (Not for a `&mut` parameter: each attempt reborrows it.)
+                if !is_mut_ref {
+                    let mut view = original.clone();
+                    let scrutinee = if is_ref {
+                        // Matched against the referent, a `&` pattern without its `&`: a `ref`
+                        // binding is then in the default binding mode of every edition.
+                        if let Pat::Reference(r) = view {
+                            view = *r.pat;
+                        }
+                        quote!(*#name)
+                    } else {
+                        quote!(#name)
+                    };
+                    let names = ref_bindings(&mut view);
+                    // Each name then as the body sees it when its type is `Copy` (`host:
+                    // &str`, `port: u16`), by reference otherwise (`__private::View`).
+                    let shadows = names.iter().map(|n| {
+                        quote! {
+                            #(#attrs)*
+                            #[allow(unused_variables)]
+                            let #n = {
+                                #[allow(unused_imports)]
+                                use #p::{ViewCopy as _, ViewRef as _};
+                                (&#p::View(#n)).robust_view()
+                            };
+                        }
+                    });
+                    let view = quote! {
+                        #(#attrs)*
+                        #[allow(unused_variables, clippy::toplevel_ref_arg)]
+                        let #view = #scrutinee;
+                        #(#shadows)*
+                    };
+                    views.push((names.iter().map(Ident::to_string).collect(), view));
+                }
                 if is_mut_ref {
                     prelude.push(quote!(#(#attrs)* let #original = &mut *#name;));
                 } else if is_ref {
@@ -517,7 +569,67 @@ fn rebind_args(p: &TokenStream, f: &mut Func, hedge: bool) -> (Vec<TokenStream>,
             }
         }
     }
-    (outer, prelude)
+    Rebound {
+        outer,
+        prelude,
+        views,
+    }
+}
+
+/// Makes every binding of `pat` a `ref` binding without `mut`, and gives the names it binds.
+fn ref_bindings(pat: &mut Pat) -> Vec<Ident> {
+    let mut names = Vec::new();
+    let mut stack = vec![pat];
+    while let Some(p) = stack.pop() {
+        match p {
+            Pat::Ident(pi) => {
+                names.push(pi.ident.clone());
+                pi.by_ref = Some(syn::Token![ref](pi.ident.span()));
+                pi.mutability = None;
+                if let Some((_, sub)) = &mut pi.subpat {
+                    stack.push(sub);
+                }
+            }
+            Pat::Tuple(t) => stack.extend(t.elems.iter_mut()),
+            Pat::TupleStruct(t) => stack.extend(t.elems.iter_mut()),
+            Pat::Struct(s) => stack.extend(s.fields.iter_mut().map(|f| &mut *f.pat)),
+            Pat::Slice(s) => stack.extend(s.elems.iter_mut()),
+            Pat::Or(o) => stack.extend(o.cases.iter_mut()),
+            Pat::Reference(r) => stack.push(&mut r.pat),
+            Pat::Paren(p) => stack.push(&mut p.pat),
+            Pat::Type(t) => stack.push(&mut t.pat),
+            _ => {}
+        }
+    }
+    names
+}
+
+/// Every name written in the attribute, and every word inside its string literals (a format
+/// string's `{host}`): an over-estimate of the names its expressions read.
+pub fn names_in(tokens: TokenStream) -> std::collections::HashSet<String> {
+    let mut out = std::collections::HashSet::new();
+    let mut stack = vec![tokens.into_iter()];
+    while let Some(iter) = stack.last_mut() {
+        match iter.next() {
+            Some(TokenTree::Group(g)) => stack.push(g.stream().into_iter()),
+            Some(TokenTree::Ident(i)) => {
+                out.insert(i.to_string());
+            }
+            Some(TokenTree::Literal(l)) => {
+                let text = l.to_string();
+                out.extend(
+                    text.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                        .filter(|w| !w.is_empty())
+                        .map(str::to_owned),
+                );
+            }
+            Some(TokenTree::Punct(_)) => {}
+            None => {
+                stack.pop();
+            }
+        }
+    }
+    out
 }
 
 /// How a guard's expression (`budget`, `breaker`, `throttle`, `limit`) is checked to give one
@@ -686,7 +798,11 @@ fn pointer_made_here(func: &syn::Expr) -> bool {
 }
 
 /// The function under the attribute, expanded. `valid::check_fn` has accepted its shape.
-pub fn expand(config: Config, mut f: Func) -> TokenStream {
+pub fn expand(
+    config: Config,
+    mut f: Func,
+    attr_names: &std::collections::HashSet<String>,
+) -> TokenStream {
     let param_names = crate::valid::param_names(&f);
     let p = match &config.krate {
         Some(path) => quote!(#path::__private),
@@ -698,7 +814,17 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
     };
     let is_async = f.sig.asyncness.is_some();
     let latencies = Ident::new("__ROBUST_LATENCIES", Span::mixed_site());
-    let (outer, prelude) = rebind_args(&p, &mut f, config.hedge.is_some());
+    let Rebound {
+        outer,
+        prelude,
+        views,
+    } = rebind_args(&p, &mut f, config.hedge.is_some());
+    // The views the attribute's expressions may read.
+    let views = views
+        .into_iter()
+        .filter(|(names, _)| names.iter().any(|n| attr_names.contains(n)))
+        .map(|(_, view)| view)
+        .collect::<Vec<_>>();
     // Without a timeout or a deadline an async attempt is simply awaited: no timer, no race.
     let has_deadline = finite_limit(&config.deadline).is_some();
     let timed =
@@ -1447,5 +1573,9 @@ pub fn expand(config: Config, mut f: Func) -> TokenStream {
     let Func {
         attrs, vis, sig, ..
     } = &f;
-    quote!(#(#attrs)* #vis #sig #new_block)
+    if views.is_empty() {
+        quote!(#(#attrs)* #vis #sig #new_block)
+    } else {
+        quote!(#(#attrs)* #vis #sig { #(#views)* #new_block })
+    }
 }

@@ -71,6 +71,7 @@ fn robust2(
     item: proc_macro2::TokenStream,
 ) -> proc_macro2::TokenStream {
     let mut errors = valid::Errors::default();
+    let attr_names = expand::names_in(attr.clone());
     let args = ast::Args::read(attr);
     for e in args.errors {
         errors.push(e);
@@ -98,7 +99,7 @@ fn robust2(
         valid::check_dead_whens(&config, f, &mut errors);
     }
     match (errors.finish(), func) {
-        (None, Some(func)) => expand::expand(config, func),
+        (None, Some(func)) => expand::expand(config, func, &attr_names),
         (Some(e), _) => with_errors(item, e),
         (None, None) => item,
     }
