@@ -443,6 +443,76 @@ fn the_builder_refuses_a_backoff_its_max_delay_leaves_no_retry_for() {
     }
 }
 
+/// A `when_ok` rule whose kind asks for no delay of its own (an `OkIf` without a hint) is
+/// checked like an error rule; an `on(NoError)` rule, which takes no error, is not checked.
+#[test]
+fn the_builder_checks_the_value_rules_and_not_an_on_rule_that_takes_no_error() {
+    use retry_runtime::kind::{NoError, OkIf};
+    let busy = || OkIf(|v: &u16| *v == 503);
+    let hinted = || OkIf(|v: &u16| *v == 429).hint(|_: &u16| Some(ms(10)));
+    let refused = [
+        (
+            Policy::builder()
+                .backoff(Constant::new(secs(2)))
+                .jitter(NoJitter)
+                .on(NoError)
+                .when_ok(busy(), |s| s)
+                .deadline(secs(1))
+                .build()
+                .err(),
+            "backoff",
+        ),
+        (
+            Policy::builder()
+                .backoff(Constant::new(ms(10)))
+                .jitter(NoJitter)
+                .when_ok(busy(), |s| {
+                    s.backoff(Constant::new(secs(2))).max_delay(secs(1))
+                })
+                .build()
+                .err(),
+            "max_delay",
+        ),
+    ];
+    for (i, (e, parameter)) in refused.into_iter().enumerate() {
+        let e = e.unwrap_or_else(|| panic!("case {i} was accepted"));
+        assert_eq!((i, e.parameter()), (i, parameter));
+    }
+    for (i, e) in [
+        // The value asks for its own delay.
+        Policy::builder()
+            .backoff(Constant::new(secs(2)))
+            .jitter(NoJitter)
+            .on(NoError)
+            .when_ok(hinted(), |s| s)
+            .deadline(secs(1))
+            .build()
+            .err(),
+        // The `on` rule takes no error; the value rule has a backoff of its own.
+        Policy::builder()
+            .backoff(Constant::new(secs(2)))
+            .jitter(NoJitter)
+            .max_delay(secs(1))
+            .on(NoError)
+            .when_ok(busy(), |s| s.backoff(Constant::new(ms(10))))
+            .build()
+            .err(),
+        Policy::builder()
+            .backoff(Constant::new(secs(2)))
+            .jitter(NoJitter)
+            .on(NoError)
+            .when_ok(busy(), |s| s.backoff(Constant::new(ms(10))))
+            .deadline(secs(1))
+            .build()
+            .err(),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        assert!(e.is_none(), "case {i} was refused: {e:?}");
+    }
+}
+
 /// Two seconds, always; its smallest delay left at the trait's default (zero).
 struct Twice;
 impl retry_runtime::Backoff for Twice {

@@ -260,6 +260,39 @@ async fn a_failure_that_asks_for_a_delay_stops_the_rounds_hedges() {
     assert_eq!(starts(&ASKED), vec![0, 10]);
 }
 
+static SPENT: Log = Log::new();
+
+/// A refused connection asks for a second, but its rule has no retry: it cannot decide a
+/// backoff, so it is one more failure of the round.
+#[robust(hedge(after = 50ms, max = 2), retries = 3, backoff = constant(base = 10ms), jitter = none,
+         when(Io(ConnectionRefused), retries = 0),
+         hint = |e: &io::Error| (e.kind() == ErrorKind::ConnectionRefused).then(|| ms(1000)))]
+async fn asks_with_no_retry_left(
+    t0: Instant,
+    plan: &[(u64, Option<ErrorKind>)],
+) -> io::Result<u32> {
+    attempt_of(&SPENT, t0, plan).await
+}
+
+/// A failure that asks for a delay its rule has no retry left to wait does not stop the round's
+/// hedges: the next goes out at once and answers. (Before, it stopped them, and decided the
+/// round: the call ended with it at 10 ms.)
+#[tokio::test(start_paused = true)]
+async fn a_failure_that_asks_for_a_delay_it_cannot_wait_does_not_stop_the_hedges() {
+    let t0 = Instant::now();
+    let plan = [(10, Some(ErrorKind::ConnectionRefused)), (10, None)];
+    let r = asks_with_no_retry_left(t0, &plan).await;
+    assert_eq!(r.unwrap(), 1);
+    let starts: Vec<u64> = SPENT
+        .take()
+        .into_iter()
+        .filter(|e| e.2 == "start")
+        .map(|e| e.1)
+        .collect();
+    assert_eq!(starts, vec![0, 10]);
+    assert_eq!(t0.elapsed(), ms(20));
+}
+
 static CUT: Log = Log::new();
 
 #[robust(hedge(after = 200ms, max = 3), deadline = 500ms, retries = 0)]

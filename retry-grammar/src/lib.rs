@@ -32,6 +32,13 @@ pub const SUFFIXES: &[(&str, u64)] = &[
     ("h", 3_600_000_000_000),
 ];
 
+/// The default backoff's first delay (`exponential(base = "100ms", max = "20s", m = 2)`, with
+/// full jitter): the attribute's checks and the runtime's `Exponential::DEFAULT` read it here.
+pub const DEFAULT_BASE: Duration = Duration::from_millis(100);
+
+/// The default backoff's longest delay: see [`DEFAULT_BASE`].
+pub const DEFAULT_MAX: Duration = Duration::from_secs(20);
+
 /// The suffixes as the attribute's messages list them: "`ns`, `us`, `ms`, `s`, `m`, `h`".
 pub const SUFFIX_LIST: &str = "`ns`, `us`, `ms`, `s`, `m`, `h`";
 

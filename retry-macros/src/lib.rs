@@ -92,6 +92,7 @@ fn robust2(
     valid::check_under_deadline(&config, &mut errors);
     valid::check_backoff_fits(&config, &mut errors);
     valid::check_jitter_reads_strategy(&config, &mut errors);
+    valid::check_backoff_never_waits(&config, &mut errors);
     if let Some(f) = &func {
         valid::check_fn(f, &mut errors);
         valid::check_hedge(&config, f, &mut errors);

@@ -955,11 +955,18 @@ pub fn check_under_deadline(config: &Config, errors: &mut Errors) {
     }
 }
 
-/// The rules that may retry (not `retries = 0`, their own or the top level's), the top level
-/// first, each with whether a `hint` may choose its delay instead of its backoff.
+/// The rules that may retry (not `retries = 0` nor `max_delay = 0`, their own or the top
+/// level's), the top level first, each with whether a `hint` may choose its delay instead of
+/// its backoff.
 fn retrying_rules(config: &Config) -> Vec<(&Overrides, bool)> {
     let top = &config.settings;
     let retries = |o: &Overrides| o.retries.as_ref().or(top.retries.as_ref()).map(|r| r.value);
+    let no_time = |o: &Overrides| {
+        o.max_delay
+            .as_ref()
+            .or(top.max_delay.as_ref())
+            .is_some_and(|m| matches!(m.value, Limit::Finite(d) if d.is_zero()))
+    };
     let mut rules: Vec<(&Overrides, bool)> = vec![(top, config.hint.is_some())];
     for w in &config.whens {
         let hinted = match &w.kind {
@@ -968,7 +975,7 @@ fn retrying_rules(config: &Config) -> Vec<(&Overrides, bool)> {
         };
         rules.push((&w.overrides, hinted));
     }
-    rules.retain(|(o, _)| retries(o) != Some(0));
+    rules.retain(|(o, _)| retries(o) != Some(0) && !no_time(o));
     rules
 }
 
@@ -977,10 +984,24 @@ fn retrying_rules(config: &Config) -> Vec<(&Overrides, bool)> {
 /// could not), the value to show, the span of the strategy, and whether the rule wrote that
 /// strategy itself. Known for the strategies and jitters whose shortest delay is (not a
 /// `full` or custom jitter, nor a custom strategy).
-fn shortest_delay(top: &Overrides, o: &Overrides) -> Option<(Duration, Duration, Sp, bool)> {
+/// Unwritten, the strategy is the default (`exponential(base = "100ms", ..)`), and its span is
+/// the jitter's, whose choice made the delay known.
+fn shortest_delay(top: &Overrides, o: &Overrides) -> Option<Shortest> {
     let own = o.backoff.is_some();
-    let strategy = o.backoff.as_ref().or(top.backoff.as_ref())?;
     let jitter = o.jitter.as_ref().or(top.jitter.as_ref())?;
+    let default = Spanned {
+        value: Strategy::Exponential {
+            base: retry_grammar::DEFAULT_BASE,
+            max: retry_grammar::DEFAULT_MAX,
+            m: None,
+        },
+        span: jitter.span,
+    };
+    let strategy = o
+        .backoff
+        .as_ref()
+        .or(top.backoff.as_ref())
+        .unwrap_or(&default);
     let scale = o
         .scale
         .as_ref()
@@ -1012,7 +1033,47 @@ fn shortest_delay(top: &Overrides, o: &Overrides) -> Option<(Duration, Duration,
     } else {
         at(nanos * (1.0 - 1e-9))
     };
-    Some((least, at(nanos.round()), strategy.span, own))
+    Some(Shortest {
+        least,
+        shown: at(nanos.round()),
+        span: strategy.span,
+        // (The default strategy is shown at the jitter: the rule's own if it wrote one.)
+        own: if std::ptr::eq(strategy, &default) {
+            o.jitter.is_some()
+        } else {
+            own
+        },
+        default: std::ptr::eq(strategy, &default),
+    })
+}
+
+/// A rule's shortest delay before a retry: see [`shortest_delay`].
+struct Shortest {
+    /// A little under the delay (exact when unscaled).
+    least: Duration,
+    /// The delay as the messages show it.
+    shown: Duration,
+    /// The strategy's span, or the jitter's for the default strategy.
+    span: Sp,
+    /// Whether the rule wrote its strategy itself.
+    own: bool,
+    /// Whether the strategy is the default one (written nowhere).
+    default: bool,
+}
+
+impl Shortest {
+    /// The backoff, as a message names it.
+    fn name(&self, rule: &str) -> String {
+        if self.default {
+            format!(
+                "the default backoff (`exponential(base = \"{:?}\", max = \"{:?}\")`, with this jitter)",
+                retry_grammar::DEFAULT_BASE,
+                retry_grammar::DEFAULT_MAX
+            )
+        } else {
+            format!("{rule} backoff")
+        }
+    }
 }
 
 /// A retry is made only if its backoff ends before the call's deadline (which counts from the
@@ -1032,9 +1093,16 @@ pub fn check_backoff_fits(config: &Config, errors: &mut Errors) {
     // A setting of the top level that a `when` inherits is reported once, at the top level.
     let (mut deadline_reported, mut max_delay_reported) = (false, false);
     for (o, hinted) in retrying_rules(config) {
-        let Some((least, shown, strategy, own)) = shortest_delay(top, o).filter(|_| !hinted) else {
+        let Some(shortest) = shortest_delay(top, o).filter(|_| !hinted) else {
             continue;
         };
+        let Shortest {
+            least,
+            shown,
+            span: strategy,
+            own,
+            ..
+        } = shortest;
         if let Some(deadline) = deadline
             && least >= deadline
             && (own || !std::mem::replace(&mut deadline_reported, true))
@@ -1042,7 +1110,8 @@ pub fn check_backoff_fits(config: &Config, errors: &mut Errors) {
             errors.at(
                 strategy,
                 format!(
-                    "no retry can be made: the shortest delay this backoff gives ({shown:?}, with its jitter and scale) is not below `deadline` ({deadline:?}), and a retry whose backoff would end at or after the deadline is not made; shorten the backoff, or lengthen the deadline"
+                    "no retry can be made: the shortest delay {} gives ({shown:?}, with its jitter and scale) is not below `deadline` ({deadline:?}), and a retry whose backoff would end at or after the deadline is not made; shorten the backoff, or lengthen the deadline",
+                    shortest.name("this")
                 ),
             );
         }
@@ -1060,7 +1129,8 @@ pub fn check_backoff_fits(config: &Config, errors: &mut Errors) {
             errors.at(
                 span,
                 format!(
-                    "no retry can be made: the shortest delay this rule's backoff gives ({shown:?}, with its jitter and scale) is not below `max_delay` ({max_delay:?}), and a retry is made only if its backoff ends before `max_delay` is spent; lengthen `max_delay`, or shorten the backoff"
+                    "no retry can be made: the shortest delay {} gives ({shown:?}, with its jitter and scale) is not below `max_delay` ({max_delay:?}), and a retry is made only if its backoff ends before `max_delay` is spent; lengthen `max_delay`, or shorten the backoff",
+                    shortest.name("this rule's")
                 ),
             );
         }
@@ -1085,7 +1155,13 @@ pub fn check_jitter_reads_strategy(config: &Config, errors: &mut Errors) {
         w.overrides.backoff.is_some() || w.overrides.jitter.is_some() || w.overrides.scale.is_some()
     });
     let single = rules.len() == 1;
-    for (o, _) in &rules {
+    // The top level's settings are read by the `when`s that inherit them even when the top
+    // level itself never retries (`retries = 0`).
+    let mut judged: Vec<&Overrides> = rules.iter().map(|(o, _)| *o).collect();
+    if !judged.is_empty() && !judged.iter().any(|o| std::ptr::eq(*o, top)) {
+        judged.insert(0, top);
+    }
+    for o in &judged {
         let is_top = std::ptr::eq(*o, top);
         if is_top && whens_shape {
             continue;
@@ -1162,6 +1238,10 @@ pub fn check_jitter_reads_strategy(config: &Config, errors: &mut Errors) {
                 "aws_decorrelated",
                 "with `backoff = none` every delay is zero",
             )),
+            JitterSpec::AwsDecorrelated if !zero && starts_at_zero(&strategy.value) => Some((
+                "aws_decorrelated",
+                "it draws each delay between the strategy's `base` and three times the previous delay, starting from `base`, so from a `base` of 0 every delay is 0",
+            )),
             JitterSpec::AwsDecorrelated if matches!(strategy.value, Strategy::Constant { .. }) => {
                 Some((
                     "aws_decorrelated",
@@ -1184,6 +1264,58 @@ pub fn check_jitter_reads_strategy(config: &Config, errors: &mut Errors) {
                 format!("`jitter = {name}` has no effect: {why}; leave it out, or choose another strategy"),
             );
         }
+    }
+}
+
+/// Whether a strategy's `base` is 0.
+fn starts_at_zero(s: &Strategy) -> bool {
+    match s {
+        Strategy::Constant { base }
+        | Strategy::Exponential { base, .. }
+        | Strategy::Linear { base, .. }
+        | Strategy::Fibonacci { base, .. }
+        | Strategy::Polynomial { base, .. }
+        | Strategy::Random { base, .. } => base.is_zero(),
+        _ => false,
+    }
+}
+
+/// A strategy written with a growth that a `base` of 0 cancels waits zero before every retry,
+/// whatever its `max`: `exponential(base = 0, ..)` (0 · m^x) and `linear(base = 0, ..)` with no
+/// `interval` (which defaults to `base`) or one of 0. (`constant(base = 0)` says what it does;
+/// a Fibonacci, polynomial or random strategy grows from 0.) An error at the strategy, unless
+/// a custom jitter, which may make a delay of its own from 0, reads it.
+pub fn check_backoff_never_waits(config: &Config, errors: &mut Errors) {
+    let custom = std::iter::once(&config.settings)
+        .chain(config.whens.iter().map(|w| &w.overrides))
+        .any(|o| {
+            matches!(
+                o.jitter.as_ref().map(|j| &j.value),
+                Some(JitterSpec::Custom(_))
+            )
+        });
+    if custom {
+        return;
+    }
+    let strategies = std::iter::once(&config.settings)
+        .chain(config.whens.iter().map(|w| &w.overrides))
+        .filter_map(|o| o.backoff.as_ref());
+    for s in strategies {
+        let (what, fix) = match &s.value {
+            Strategy::Exponential { base, .. } if base.is_zero() => (
+                "an exponential backoff from a `base` of 0 waits 0 · m^x = 0 before every retry, and never reaches `max`",
+                "give `base` a value above 0",
+            ),
+            Strategy::Linear { base, interval, .. } if base.is_zero() && interval.is_zero() => (
+                "a linear backoff from a `base` of 0 with an `interval` of 0 (the default `interval` is `base`) waits 0 before every retry, and never reaches `max`",
+                "give `base` or `interval` a value above 0",
+            ),
+            _ => continue,
+        };
+        errors.at(
+            s.span,
+            format!("{what}; {fix}, or write `backoff = none` for retries without a wait"),
+        );
     }
 }
 
@@ -1329,7 +1461,9 @@ pub fn check_dead_whens(config: &Config, f: &crate::ast::Func, errors: &mut Erro
                     && (before.is_empty()
                         || !late_errors_time_out && before.iter().any(|k| k == "TimedOut")) =>
             {
-                Some("the errors of timeouts (`io::Error`s of kind `TimedOut`)")
+                Some(
+                    "the errors of timeouts (`io::Error`s of kind `TimedOut`, the error type the fn's `io::` return type names)",
+                )
             }
             _ => None,
         }
@@ -1371,12 +1505,17 @@ pub fn check_dead_whens(config: &Config, f: &crate::ast::Func, errors: &mut Erro
     }
 }
 
-/// Whether the fn returns `io::Result<_>` or `Result<_, io::Error>` (as written).
+/// Whether the fn returns `io::Result<_>` or `Result<_, io::Error>` (as written: `io::` or
+/// `std::io::`, not a path through a module of the crate's own, `crate::io::Result`, which may
+/// be an alias of another error type).
 fn returns_io_error(output: &syn::ReturnType) -> bool {
-    // The path's last name, and whether the one before it is `io`.
+    // `io::NAME` or `std::io::NAME`.
     let named = |path: &syn::Path, name: &str| {
         let names: Vec<String> = path.segments.iter().map(|s| s.ident.to_string()).collect();
-        names.len() >= 2 && names[names.len() - 2] == "io" && names[names.len() - 1] == name
+        matches!(
+            names.iter().map(String::as_str).collect::<Vec<_>>().as_slice(),
+            ["io", last] | ["std", "io", last] if *last == name
+        )
     };
     let syn::ReturnType::Type(_, ty) = output else {
         return false;

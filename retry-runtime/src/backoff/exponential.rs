@@ -39,8 +39,8 @@ impl Exponential {
     /// `base = 100 ms`, `max = 20 s`, `m = 2`: the default strategy of a policy and of
     /// `#[robust]`.
     pub const DEFAULT: Self = Self {
-        base: Duration::from_millis(100),
-        max: Duration::from_secs(20),
+        base: retry_grammar::DEFAULT_BASE,
+        max: retry_grammar::DEFAULT_MAX,
         m: Self::DEFAULT_M,
     };
 

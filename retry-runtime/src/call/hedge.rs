@@ -5,7 +5,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use super::decide::{LazyNow, Matched};
+use super::decide::LazyNow;
 use super::{Call, Step, Timed, finish, start};
 use crate::Elapsed;
 use crate::checks::IsResult;
@@ -45,20 +45,27 @@ struct Failed<R, E> {
     permit: Permit,
 }
 
-/// Whether a value rule that matches asks for a delay of the value's own (more than none: a
-/// `Retry-After: 0` asks for nothing a hedge would disturb).
-struct AsksForDelay;
+/// Whether a failure that a rule matches asks for a delay of its own (a value rule's hint, or
+/// for an error the policy's hint, `error_hint`, asked only once a rule matches): more than
+/// none (a `Retry-After: 0` asks for nothing a hedge would disturb), and only while the rule
+/// has a retry left (`retries`: the call's retries so far), since such a failure decides the
+/// round's backoff.
+struct AsksForDelay<H> {
+    retries: u32,
+    error_hint: H,
+}
 
-impl crate::policy::rules::PlanVisitor for AsksForDelay {
+impl<H: FnOnce() -> Option<Duration>> crate::policy::rules::PlanVisitor for AsksForDelay<H> {
     type Out = bool;
     #[inline]
     fn visit<Pl: crate::policy::settings::Plan>(
         self,
-        _: &Pl,
+        plan: &Pl,
         _: crate::RuleId,
         hint: Option<Duration>,
     ) -> bool {
-        hint.is_some_and(|d| !d.is_zero())
+        plan.retry_limit().allows(self.retries)
+            && hint.or_else(self.error_hint).is_some_and(|d| !d.is_zero())
     }
 }
 
@@ -551,17 +558,26 @@ where
         let timed_out = timed_out || (result.is_err() && deadline.is_some_and(|d| now.get() >= d));
         self.held = Some(permit);
         // Whether a rule retries it, and whether it asks for its own delay.
+        let retries = self.call.retries;
         let retryable = match &result {
             Ok(v) => {
                 if P::VALUES {
-                    policy.select_value(v, AsksForDelay)
+                    let asks = AsksForDelay {
+                        retries,
+                        error_hint: || None,
+                    };
+                    policy.select_value(v, asks)
                 } else {
                     None
                 }
             }
-            Err(e) => policy
-                .select(&Failure::new(e, timed_out), Matched)
-                .map(|()| policy.hint(e).is_some_and(|d| !d.is_zero())),
+            Err(e) => {
+                let asks = AsksForDelay {
+                    retries,
+                    error_hint: || policy.hint(e),
+                };
+                policy.select(&Failure::new(e, timed_out), asks)
+            }
         };
         self.held = None;
         let Some(asks) = retryable else {

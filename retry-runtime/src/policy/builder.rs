@@ -145,6 +145,14 @@ struct Checks {
     rule_past_max_delay: bool,
     /// Whether a [`hint`](PolicyBuilder::hint) may choose an error's delay instead.
     hinted: bool,
+    /// The longest of the `when_ok` rules' shortest delays, of those whose kind asks for no
+    /// delay of its own (an [`OkIf`](crate::kind::OkIf) without a hint) and that retry.
+    value_shortest: Option<Duration>,
+    /// Whether such a `when_ok` rule's shortest delay is not below its own `max_delay`.
+    value_past_max_delay: bool,
+    /// Whether the `on` kind is [`NoError`](crate::kind::NoError): the `on` rule then never
+    /// applies, and only the rules it passed its settings to are checked.
+    on_never: bool,
 }
 
 impl Checks {
@@ -153,7 +161,22 @@ impl Checks {
         rule_shortest: None,
         rule_past_max_delay: false,
         hinted: false,
+        value_shortest: None,
+        value_past_max_delay: false,
+        on_never: false,
     };
+}
+
+/// Whether `A` is `B` (`B` without its type parameters, if it has any: `OkIf<()>` stands for
+/// every `OkIf<F>`). By the types' names, which need no `'static` bound (an `OkIf` holds a
+/// closure that may borrow); a type's name is its crate's path to it, which no other type
+/// shares.
+fn same_type<A: ?Sized, B: ?Sized>() -> bool {
+    let (a, b) = (std::any::type_name::<A>(), std::any::type_name::<B>());
+    match b.find('<') {
+        Some(i) => a.starts_with(&b[..=i]),
+        None => a == b,
+    }
 }
 
 /// The rules a builder holds before its first [`when`](PolicyBuilder::when) or
@@ -252,7 +275,9 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
     /// [`ClassifyExt::or`](crate::kind::ClassifyExt::or): called again, `on` replaces the
     /// kind, as every setter replaces its value.
     pub fn on<K2>(self, kind: K2) -> PolicyBuilder<W, K2, B, J, T, S, F, C, X> {
-        map_part!(self, on, |_| kind)
+        let mut b = map_part!(self, on, |_| kind);
+        b.checks.on_never = same_type::<K2, crate::kind::NoError>();
+        b
     }
 
     /// Adds a rule: failures matching `kind` use the settings `f` makes from the current
@@ -311,14 +336,24 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
     where
         B: Clone,
         J: Clone,
+        B2: Backoff,
+        J2: Jitter,
     {
         let settings = f(self.policy.settings.clone());
         let max_delay = settings.rule.max_delay;
+        // A value that asks for no delay of its own waits the rule's backoff: checked like an
+        // error rule's. (Another kind may give a hint: not checked.)
+        let shortest = settings
+            .rule
+            .shortest_delay()
+            .filter(|_| same_type::<K2, crate::kind::OkIf<()>>());
         let mut b = map_part!(self, whens, |whens| (
             whens,
             OkRule::new(kind, settings.rule)
         ));
         b.checks.rule_max_delay = b.checks.rule_max_delay.max(max_delay);
+        b.checks.value_shortest = b.checks.value_shortest.max(shortest);
+        b.checks.value_past_max_delay |= past(shortest, max_delay);
         match settings.error {
             Some(e) => b.fail(e),
             None => b,
@@ -548,12 +583,19 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
                 "must be due before the attempt's timeout (an adaptive timeout's `max`) and the deadline: every attempt would be cut first, and no hedge would ever run beside it",
             ));
         }
-        // The `on` rule's shortest delay, unless a hint may choose the delay instead.
-        let shortest = if self.checks.hinted {
+        // The `on` rule's shortest delay, unless a hint may choose the delay instead (or the
+        // rule takes no error: `NoError`).
+        let shortest = if self.checks.hinted || self.checks.on_never {
             None
         } else {
             p.settings.rule.shortest_delay()
         };
+        if self.checks.value_past_max_delay {
+            return Err(ConfigError::new(
+                "max_delay",
+                "of a `when_ok` rule must be above the shortest delay its backoff gives (with its jitter and scale): a retry is made only if its backoff ends before `max_delay` is spent, so the rule would never retry; lengthen it, shorten the backoff, or read the delay from the value (`OkIf::hint`)",
+            ));
+        }
         // A retry is made only if it can start before its rule's `max_delay` is spent: a rule
         // whose shortest delay is not below it never retries (unless a hint chooses the delay).
         if !self.checks.hinted {
@@ -578,7 +620,7 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
                     "must be below the deadline (an adaptive timeout's `min` too): every attempt would be cut by the deadline first, and the timeout would never apply",
                 ));
             }
-            if p.settings.rule.max_delay.is_some_and(|m| m >= deadline) {
+            if !self.checks.on_never && p.settings.rule.max_delay.is_some_and(|m| m >= deadline) {
                 return Err(ConfigError::new(
                     "max_delay",
                     "must be below the deadline: no retry starts after the deadline, which comes first, so it would never apply",
@@ -605,6 +647,12 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
                         "of a `when` rule must be able to give a delay below the deadline (with its jitter and scale): a retry whose backoff would end at or after the deadline is not made, so the rule would never retry; shorten its backoff, or lengthen the deadline",
                     ));
                 }
+            }
+            if self.checks.value_shortest.is_some_and(|d| d >= deadline) {
+                return Err(ConfigError::new(
+                    "backoff",
+                    "of a `when_ok` rule must be able to give a delay below the deadline (with its jitter and scale): a retry whose backoff would end at or after the deadline is not made, so the rule would never retry; shorten its backoff, lengthen the deadline, or read the delay from the value (`OkIf::hint`)",
+                ));
             }
         }
         Ok(Policy {
@@ -695,7 +743,9 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb, Th, L>
     }
 
     /// A delay asked for by the failure itself (a `Retry-After` header, say): when the closure
-    /// returns one, it replaces the computed backoff, still bounded by `max_delay`.
+    /// returns one, it replaces the computed backoff, still bounded by `max_delay`. It is called
+    /// for every failed attempt, and in a hedged round twice for the failure that decides the
+    /// round: keep it a plain read of the error.
     pub fn hint<E, H2: Fn(&E) -> Option<Duration>>(
         self,
         hint: H2,

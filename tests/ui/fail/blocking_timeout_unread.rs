@@ -15,6 +15,10 @@ fn deadline_without_retries() -> std::io::Result<()> { Ok(()) }
 #[robust(timeout = 1s, on = [Timeout], retries = 0)]
 fn timeout_rule_without_retries() -> std::io::Result<()> { Ok(()) }
 
+// (`max_delay = 0`: no retry can start either.)
+#[robust(max_delay = 0, deadline = 2s)]
+fn deadline_without_time_to_retry() -> std::io::Result<()> { Ok(()) }
+
 // What is fine: the attempt's context read by the body, a rule on `Timeout`, an async fn
 // (whose attempts the timeout cancels).
 #[robust(timeout = 2s, attempt = ctx)]

@@ -36,11 +36,16 @@ async fn scaled_past_the_deadline_in_a_when() -> std::io::Result<()> { Ok(()) }
 async fn fibonacci_past_the_deadline() -> std::io::Result<()> { Ok(()) }
 #[robust(deadline = 1s, backoff = polynomial(base = 2s, max = 10s, p = 2), jitter = none)]
 async fn polynomial_past_the_deadline() -> std::io::Result<()> { Ok(()) }
+// The default backoff (exponential from 100 ms) with no jitter.
+#[robust(deadline = 80ms, jitter = none)]
+async fn default_backoff_past_the_deadline() -> std::io::Result<()> { Ok(()) }
 // (Fine: a full jitter can draw less, and a hint may choose the delay.)
 #[robust(deadline = 200ms, backoff = constant(base = 500ms), jitter = full)]
 async fn fine_full_jitter() -> std::io::Result<()> { Ok(()) }
 #[robust(deadline = 1s, backoff = fibonacci(base = 900ms, max = 10s), jitter = none)]
 async fn fine_fibonacci_below() -> std::io::Result<()> { Ok(()) }
+#[robust(deadline = 150ms, jitter = none)]
+async fn fine_default_backoff_below() -> std::io::Result<()> { Ok(()) }
 #[robust(deadline = 200ms, backoff = constant(base = 500ms), jitter = none, max_delay = -1,
          hint = |_e: &std::io::Error| Some(std::time::Duration::from_millis(10)))]
 async fn fine_hinted() -> std::io::Result<()> { Ok(()) }

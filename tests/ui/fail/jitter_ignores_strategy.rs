@@ -25,6 +25,14 @@ fn decorrelated_flat_exponential() -> std::io::Result<()> { Ok(()) }
 #[robust(backoff = constant(base = 1s), jitter = aws_decorrelated)]
 fn aws_constant() -> std::io::Result<()> { Ok(()) }
 
+// `aws_decorrelated` from a `base` of 0: [0, 3 x 0] is 0, for every retry.
+#[robust(backoff = random(base = 0, max = 10s), jitter = aws_decorrelated)]
+fn aws_from_zero() -> std::io::Result<()> { Ok(()) }
+
+// (A top level that never retries, read by a `when` that does.)
+#[robust(retries = 0, backoff = constant(base = 1s), jitter = aws_decorrelated, when(Io, retries = 2))]
+fn aws_constant_inherited() -> std::io::Result<()> { Ok(()) }
+
 // With `backoff = none` every delay is zero.
 #[robust(backoff = none, jitter = equal, scale = 3)]
 fn none_jittered_and_scaled() -> std::io::Result<()> { Ok(()) }

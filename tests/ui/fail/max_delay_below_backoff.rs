@@ -21,6 +21,13 @@ fn a_when_rules_backoff() -> std::io::Result<()> { Ok(()) }
 #[robust(max_delay = 1s, backoff = constant(base = 600ms), jitter = none, scale = 2)]
 fn scaled_past_max_delay() -> std::io::Result<()> { Ok(()) }
 
+// The default backoff (exponential from 100 ms) with no jitter, under a `max_delay` of 50 ms;
+// and with equal jitter (from 50 ms) under one of 50 ms.
+#[robust(max_delay = 50ms, jitter = none)]
+fn default_backoff_past_max_delay() -> std::io::Result<()> { Ok(()) }
+#[robust(max_delay = 50ms, when(Io, jitter = equal))]
+fn default_backoff_in_a_when() -> std::io::Result<()> { Ok(()) }
+
 // (Fine: full jitter can draw less; a hint may choose the delay; the delay is below.)
 #[robust(max_delay = 1s, backoff = constant(base = 2s), jitter = full)]
 fn fine_full_jitter() -> std::io::Result<()> { Ok(()) }
@@ -29,5 +36,9 @@ fn fine_full_jitter() -> std::io::Result<()> { Ok(()) }
 fn fine_hinted() -> std::io::Result<()> { Ok(()) }
 #[robust(max_delay = 1s, backoff = constant(base = 999ms), jitter = none)]
 fn fine_below() -> std::io::Result<()> { Ok(()) }
+#[robust(max_delay = 101ms, jitter = none)]
+fn fine_default_below() -> std::io::Result<()> { Ok(()) }
+#[robust(max_delay = 50ms)]
+fn fine_default_full_jitter() -> std::io::Result<()> { Ok(()) }
 
 fn main() {}

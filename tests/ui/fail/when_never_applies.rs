@@ -35,6 +35,23 @@ async fn narrow_first() -> io::Result<()> { Ok(()) }
 fn blocking_late_errors() -> io::Result<()> { Ok(()) }
 #[robust(timeout = 1s, when(Io, retries = 1), when(Timeout, retries = 5))]
 async fn boxed() -> Result<(), Box<dyn std::error::Error + Send + Sync>> { Ok(()) }
+// (A crate's own `io::Result`, through its path: it may name another error type.)
+mod mine {
+    pub mod io {
+        #[derive(Debug)]
+        pub struct Gone;
+        impl std::fmt::Display for Gone {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result { f.write_str("gone") }
+        }
+        impl std::error::Error for Gone {}
+        impl From<retry_runtime::Elapsed> for Gone {
+            fn from(_: retry_runtime::Elapsed) -> Self { Gone }
+        }
+        pub type Result<T> = std::result::Result<T, Gone>;
+    }
+}
+#[robust(timeout = 1s, when(Io, retries = 1), when(Timeout, retries = 5))]
+async fn own_alias() -> crate::mine::io::Result<()> { Ok(()) }
 // Fine: a kind both in `on` and in a `when` is retried, with the `when`'s settings.
 #[robust(timeout = 1s, on = [Timeout, Io], when(Timeout, retries = 10), when(Io(ConnectionReset), retries = 2), on_success = || {})]
 async fn listed_and_tuned() -> io::Result<()> { Ok(()) }

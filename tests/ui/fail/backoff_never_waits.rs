@@ -1,0 +1,25 @@
+// A growth that a `base` of 0 cancels: every delay is 0, and `max` is never reached.
+use retry_runtime::robust;
+
+#[robust(backoff = exponential(base = 0, max = 60, m = 3))]
+fn exponential_from_zero() -> std::io::Result<()> { Ok(()) }
+
+// A unit dropped the other way: `0` instead of `0.5`.
+#[robust(when(Io, backoff = exponential(base = 0, max = 10s), jitter = none))]
+fn exponential_from_zero_in_a_when() -> std::io::Result<()> { Ok(()) }
+
+// `interval` defaults to `base`.
+#[robust(backoff = linear(base = 0, max = 10s))]
+fn linear_from_zero() -> std::io::Result<()> { Ok(()) }
+
+// Fine: strategies that grow from 0, or a zero delay written as such.
+#[robust(backoff = linear(base = 0, max = 10s, interval = 1s))]
+fn fine_linear_interval() -> std::io::Result<()> { Ok(()) }
+#[robust(backoff = fibonacci(base = 0, max = 10s))]
+fn fine_fibonacci() -> std::io::Result<()> { Ok(()) }
+#[robust(backoff = random(base = 0, max = 10s))]
+fn fine_random() -> std::io::Result<()> { Ok(()) }
+#[robust(backoff = none)]
+fn fine_none() -> std::io::Result<()> { Ok(()) }
+
+fn main() {}
