@@ -293,6 +293,67 @@ async fn a_failure_that_asks_for_a_delay_it_cannot_wait_does_not_stop_the_hedges
     assert_eq!(t0.elapsed(), ms(20));
 }
 
+/// Breakers that show how many failures a round records: `KEPT_EXACT` opens at three failures
+/// of three or more calls (not at two failures and a success), `KEPT_TWO` at two failures.
+static KEPT_EXACT: CircuitBreaker =
+    match CircuitBreaker::new(10, 3, 0.7, Duration::from_secs(30), 1) {
+        Ok(b) => b,
+        Err(_) => panic!(),
+    };
+static KEPT_TWO: CircuitBreaker = match CircuitBreaker::new(10, 2, 0.5, Duration::from_secs(30), 1)
+{
+    Ok(b) => b,
+    Err(_) => panic!(),
+};
+static KEPT_EXACT_LOG: Log = Log::new();
+static KEPT_TWO_LOG: Log = Log::new();
+
+#[robust(hedge(after = 50ms, max = 2), retries = 1, backoff = constant(base = 10ms), jitter = none,
+         breaker = KEPT_EXACT,
+         hint = |e: &io::Error| (e.kind() == ErrorKind::ConnectionRefused).then(|| ms(1000)))]
+async fn kept_exact(t0: Instant, plan: &[(u64, Option<ErrorKind>)]) -> io::Result<u32> {
+    attempt_of(&KEPT_EXACT_LOG, t0, plan).await
+}
+
+#[robust(hedge(after = 50ms, max = 2), retries = 1, backoff = constant(base = 10ms), jitter = none,
+         breaker = KEPT_TWO,
+         hint = |e: &io::Error| (e.kind() == ErrorKind::ConnectionRefused).then(|| ms(1000)))]
+async fn kept_two(t0: Instant, plan: &[(u64, Option<ErrorKind>)]) -> io::Result<u32> {
+    attempt_of(&KEPT_TWO_LOG, t0, plan).await
+}
+
+/// A round that keeps a failure asking for a delay over a later one that does not records
+/// each once with the breaker: the later one when it comes, the kept one when the round is
+/// settled. The hedge sent at 50 ms is refused at 60 ms (asking for a second); the first
+/// attempt fails at 200 ms without asking; the retry, at 1200 ms, succeeds.
+#[tokio::test(start_paused = true)]
+async fn a_round_that_keeps_a_hinted_failure_records_each_failure_once() {
+    use ErrorKind::{ConnectionRefused, ConnectionReset};
+    let plan = [
+        (200, Some(ConnectionReset)),
+        (10, Some(ConnectionRefused)),
+        (10, None),
+    ];
+    // Two failures and a success: recorded more than once, a failure would open it.
+    let t0 = Instant::now();
+    assert_eq!(kept_exact(t0, &plan).await.unwrap(), 2);
+    assert_eq!(t0.elapsed(), ms(1210));
+    assert_eq!(KEPT_EXACT.state(), retry_runtime::BreakerState::Closed);
+    // Two failures open this one before the retry, which it rejects when it starts
+    // (`E::from(Open)`). With either failure not recorded, it would have stayed closed, and
+    // the retry would have succeeded.
+    let t0 = Instant::now();
+    let r = kept_two(t0, &plan).await;
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::Other);
+    assert_eq!(KEPT_TWO.state(), retry_runtime::BreakerState::Open);
+    let starts = KEPT_TWO_LOG
+        .take()
+        .iter()
+        .filter(|e| e.2 == "start")
+        .count();
+    assert_eq!(starts, 2, "the first attempt and the hedge; no retry");
+}
+
 static CUT: Log = Log::new();
 
 #[robust(hedge(after = 200ms, max = 3), deadline = 500ms, retries = 0)]
