@@ -473,6 +473,18 @@ fn the_builder_checks_the_value_rules_and_not_an_on_rule_that_takes_no_error() {
                 .err(),
             "max_delay",
         ),
+        // The `on` rule takes no error, but the values of its `on_ok` kind wait its backoff.
+        (
+            Policy::builder()
+                .backoff(Constant::new(secs(2)))
+                .jitter(NoJitter)
+                .on(NoError)
+                .on_ok(busy())
+                .deadline(secs(1))
+                .build()
+                .err(),
+            "backoff",
+        ),
     ];
     for (i, (e, parameter)) in refused.into_iter().enumerate() {
         let e = e.unwrap_or_else(|| panic!("case {i} was accepted"));
@@ -485,6 +497,14 @@ fn the_builder_checks_the_value_rules_and_not_an_on_rule_that_takes_no_error() {
             .jitter(NoJitter)
             .on(NoError)
             .when_ok(hinted(), |s| s)
+            .deadline(secs(1))
+            .build()
+            .err(),
+        Policy::builder()
+            .backoff(Constant::new(secs(2)))
+            .jitter(NoJitter)
+            .on(NoError)
+            .on_ok(hinted())
             .deadline(secs(1))
             .build()
             .err(),

@@ -274,23 +274,40 @@ async fn asks_with_no_retry_left(
     attempt_of(&SPENT, t0, plan).await
 }
 
-/// A failure that asks for a delay its rule has no retry left to wait does not stop the round's
-/// hedges: the next goes out at once and answers. (Before, it stopped them, and decided the
-/// round: the call ended with it at 10 ms.)
+static PAST_MAX_DELAY: Log = Log::new();
+
+/// The same with a delay its rule's `max_delay` leaves no time for.
+#[robust(hedge(after = 50ms, max = 2), retries = 3, backoff = constant(base = 10ms), jitter = none,
+         when(Io(ConnectionRefused), max_delay = 500ms),
+         hint = |e: &io::Error| (e.kind() == ErrorKind::ConnectionRefused).then(|| ms(1000)))]
+async fn asks_past_max_delay(t0: Instant, plan: &[(u64, Option<ErrorKind>)]) -> io::Result<u32> {
+    attempt_of(&PAST_MAX_DELAY, t0, plan).await
+}
+
+/// A failure that asks for a delay the loop would not wait (its rule has no retry left, or the
+/// delay would pass its `max_delay`) does not stop the round's hedges: the next goes out at
+/// once and answers. (Before, it stopped them, and decided the round: the call ended with it
+/// at 10 ms.)
 #[tokio::test(start_paused = true)]
 async fn a_failure_that_asks_for_a_delay_it_cannot_wait_does_not_stop_the_hedges() {
-    let t0 = Instant::now();
     let plan = [(10, Some(ErrorKind::ConnectionRefused)), (10, None)];
-    let r = asks_with_no_retry_left(t0, &plan).await;
-    assert_eq!(r.unwrap(), 1);
-    let starts: Vec<u64> = SPENT
-        .take()
-        .into_iter()
-        .filter(|e| e.2 == "start")
-        .map(|e| e.1)
-        .collect();
-    assert_eq!(starts, vec![0, 10]);
-    assert_eq!(t0.elapsed(), ms(20));
+    for (log, past_max_delay) in [(&SPENT, false), (&PAST_MAX_DELAY, true)] {
+        let t0 = Instant::now();
+        let r = if past_max_delay {
+            asks_past_max_delay(t0, &plan).await
+        } else {
+            asks_with_no_retry_left(t0, &plan).await
+        };
+        assert_eq!(r.unwrap(), 1);
+        let starts: Vec<u64> = log
+            .take()
+            .into_iter()
+            .filter(|e| e.2 == "start")
+            .map(|e| e.1)
+            .collect();
+        assert_eq!(starts, vec![0, 10]);
+        assert_eq!(t0.elapsed(), ms(20));
+    }
 }
 
 /// Breakers that show how many failures a round records: `KEPT_EXACT` opens at three failures

@@ -76,8 +76,8 @@ thread_local! {
     static RETRIED: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-// Names bound by a parameter's pattern are read by the attribute's expressions, a `Copy` one
-// (`host: &str`, `port: u16`) as the body sees it, in a format string too.
+// Names bound by a parameter's pattern are read by the attribute's expressions, with the types
+// the body sees (`host: &str`, `port: u16`), in a format string too.
 #[robust(
     retries = 1,
     backoff = none,
@@ -130,9 +130,16 @@ static APP_BUDGETS: LazyLock<KeyedBudget<u32>> = LazyLock::new(|| {
     Keyed::new(16, RetryBudget::new(1.0, 0.0, 1.0).expect("valid")).expect("capacity")
 });
 
-// A name of a type that is not `Copy` is read by reference (`app: &App`); a `&` pattern of a
-// parameter taken by reference, and a `mut` binding, work too.
-#[robust(retries = 10, backoff = none, budget = app.budgets.get(&app.tenant))]
+thread_local! {
+    /// The labels `on_retry` of `for_app` saw, one per retry.
+    static LABELS: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+// An owned argument's names are read from one clone of it per call (`app: App`), a reference's
+// from the reference passed in (`label: &String`, through a `&` pattern, beside a `mut`
+// binding).
+#[robust(retries = 10, backoff = none, budget = app.budgets.get(&app.tenant),
+         on_retry = |_, _| LABELS.with(|l| l.borrow_mut().push(format!("{label}/{tries}"))))]
 async fn for_app(
     State(app): State<App>,
     &(ref label, mut tries): &(String, u32),
@@ -160,6 +167,7 @@ async fn a_name_bound_by_an_extractor_pattern_keys_the_guard() {
     assert_eq!(calls.get(), 3, "tenant 1's budget is empty");
     assert!(for_app(app(2), &label, &calls).await.is_err());
     assert_eq!(calls.get(), 5, "tenant 2 has its own");
+    assert_eq!(LABELS.with(|l| l.borrow().clone()), ["x/0", "x/0"]);
 }
 
 static HOST_BREAKERS: LazyLock<KeyedBreaker<String>> = LazyLock::new(|| {

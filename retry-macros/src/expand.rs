@@ -443,26 +443,24 @@ fn rule_settings(
     }
 }
 
-/// Rewrites the parameters: owned ones are cloned for each attempt, `&mut` ones reborrowed.
-/// Returns the statements that start each attempt; each carries the parameter's attributes,
-/// so a parameter under `#[cfg(...)]` is rebound exactly when it exists.
-///
-/// With `hedge`, attempts are `async move` blocks made by a closure, several alive at once:
-/// the closure first takes a reference to each owned parameter (the first list), which the
-/// block moves in and clones from.
 /// What [`rebind_args`] writes: the statements each hedge's closure starts with (`outer`), those
 /// each attempt starts with (`prelude`), and the views of the names a parameter's pattern binds
-/// (`views`: the names and a `let` that binds them by reference, for the attribute's
-/// expressions, which run before any attempt).
+/// (`views`: the names and a `let` that binds them, for the attribute's expressions, which run
+/// outside the attempts).
 struct Rebound {
     outer: Vec<TokenStream>,
     prelude: Vec<TokenStream>,
     views: Vec<(Vec<String>, TokenStream)>,
 }
 
-/// The fn's parameters rebound for the attempts: each attempt gets a clone of an owned
-/// parameter (`clone_arg`), a reborrow of a `&mut` one; a pattern (`(host, port)`,
-/// `State(state)`) is replaced by a name and destructured in each attempt.
+/// Rewrites the parameters: owned ones are cloned for each attempt, `&mut` ones reborrowed; a
+/// pattern (`(host, port)`, `State(app)`) is replaced by a name and destructured in each
+/// attempt. Every statement carries the parameter's attributes, so a parameter under
+/// `#[cfg(...)]` is rebound exactly when it exists.
+///
+/// With `hedge`, attempts are `async move` blocks made by a closure, several alive at once:
+/// the closure first takes a reference to each owned parameter (`outer`), which the block
+/// moves in and clones from.
 fn rebind_args(p: &TokenStream, f: &mut Func, hedge: bool) -> Rebound {
     let mut outer = Vec::new();
     let mut prelude = Vec::new();
@@ -517,43 +515,26 @@ fn rebind_args(p: &TokenStream, f: &mut Func, hedge: bool) -> Rebound {
                         subpat: None,
                     }),
                 );
-                // The names the pattern binds, by reference, for the attribute's expressions
-                // (`breaker = BREAKERS.get(host)`, `on_retry = |r, i| log(&state, r)`): the
-                // pattern with every binding made `ref`, matched against the parameter, which
-                // it does not move. (Not for a `&mut` parameter: each attempt reborrows it.)
+                // The names the pattern binds, for the attribute's expressions (`breaker =
+                // BREAKERS.get(host)`, `on_retry = |r, i| log(&app, r)`), which run outside
+                // the attempts: bound as each attempt binds them, from a clone of the argument
+                // (or the reference passed in), so they have the types the body sees. (Not for
+                // a `&mut` parameter: each attempt reborrows it.)
                 if !is_mut_ref {
-                    let mut view = original.clone();
-                    let scrutinee = if is_ref {
-                        // Matched against the referent, a `&` pattern without its `&`: a `ref`
-                        // binding is then in the default binding mode of every edition.
-                        if let Pat::Reference(r) = view {
-                            view = *r.pat;
-                        }
-                        quote!(*#name)
-                    } else {
+                    let value = if is_ref {
                         quote!(#name)
+                    } else {
+                        let ps = respan(p, ty_span);
+                        quote_spanned!(ty_span=> #ps::clone_arg(&#name))
                     };
-                    let names = ref_bindings(&mut view);
-                    // Each name then as the body sees it when its type is `Copy` (`host:
-                    // &str`, `port: u16`), by reference otherwise (`__private::View`).
-                    let shadows = names.iter().map(|n| {
-                        quote! {
-                            #(#attrs)*
-                            #[allow(unused_variables)]
-                            let #n = {
-                                #[allow(unused_imports)]
-                                use #p::{ViewCopy as _, ViewRef as _};
-                                (&#p::View(#n)).robust_view()
-                            };
-                        }
-                    });
+                    let mut names = Vec::new();
+                    crate::valid::bound_names(&original, &mut names);
                     let view = quote! {
                         #(#attrs)*
-                        #[allow(unused_variables, clippy::toplevel_ref_arg)]
-                        let #view = #scrutinee;
-                        #(#shadows)*
+                        #[allow(unused_variables, unused_mut)]
+                        let #original = #value;
                     };
-                    views.push((names.iter().map(Ident::to_string).collect(), view));
+                    views.push((names, view));
                 }
                 if is_mut_ref {
                     prelude.push(quote!(#(#attrs)* let #original = &mut *#name;));
@@ -574,34 +555,6 @@ fn rebind_args(p: &TokenStream, f: &mut Func, hedge: bool) -> Rebound {
         prelude,
         views,
     }
-}
-
-/// Makes every binding of `pat` a `ref` binding without `mut`, and gives the names it binds.
-fn ref_bindings(pat: &mut Pat) -> Vec<Ident> {
-    let mut names = Vec::new();
-    let mut stack = vec![pat];
-    while let Some(p) = stack.pop() {
-        match p {
-            Pat::Ident(pi) => {
-                names.push(pi.ident.clone());
-                pi.by_ref = Some(syn::Token![ref](pi.ident.span()));
-                pi.mutability = None;
-                if let Some((_, sub)) = &mut pi.subpat {
-                    stack.push(sub);
-                }
-            }
-            Pat::Tuple(t) => stack.extend(t.elems.iter_mut()),
-            Pat::TupleStruct(t) => stack.extend(t.elems.iter_mut()),
-            Pat::Struct(s) => stack.extend(s.fields.iter_mut().map(|f| &mut *f.pat)),
-            Pat::Slice(s) => stack.extend(s.elems.iter_mut()),
-            Pat::Or(o) => stack.extend(o.cases.iter_mut()),
-            Pat::Reference(r) => stack.push(&mut r.pat),
-            Pat::Paren(p) => stack.push(&mut p.pat),
-            Pat::Type(t) => stack.push(&mut t.pat),
-            _ => {}
-        }
-    }
-    names
 }
 
 /// Every name written in the attribute, and every word inside its string literals (a format

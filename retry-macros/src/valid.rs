@@ -1066,7 +1066,7 @@ impl Shortest {
     fn name(&self, rule: &str) -> String {
         if self.default {
             format!(
-                "the default backoff (`exponential(base = \"{:?}\", max = \"{:?}\")`, with this jitter)",
+                "the default backoff (`exponential(base = \"{:?}\", max = \"{:?}\")`)",
                 retry_grammar::DEFAULT_BASE,
                 retry_grammar::DEFAULT_MAX
             )
@@ -1092,7 +1092,17 @@ pub fn check_backoff_fits(config: &Config, errors: &mut Errors) {
     };
     // A setting of the top level that a `when` inherits is reported once, at the top level.
     let (mut deadline_reported, mut max_delay_reported) = (false, false);
+    // Reported at what the rule wrote itself (a `when`'s own setting), or else once, at the
+    // top level's: the top level (always first) reports its own there too.
+    let report = |is_top: bool, own: bool, reported: &mut bool| {
+        if is_top || !own {
+            !std::mem::replace(reported, true)
+        } else {
+            true
+        }
+    };
     for (o, hinted) in retrying_rules(config) {
+        let is_top = std::ptr::eq(o, top);
         let Some(shortest) = shortest_delay(top, o).filter(|_| !hinted) else {
             continue;
         };
@@ -1105,7 +1115,7 @@ pub fn check_backoff_fits(config: &Config, errors: &mut Errors) {
         } = shortest;
         if let Some(deadline) = deadline
             && least >= deadline
-            && (own || !std::mem::replace(&mut deadline_reported, true))
+            && report(is_top, own, &mut deadline_reported)
         {
             errors.at(
                 strategy,
@@ -1122,7 +1132,7 @@ pub fn check_backoff_fits(config: &Config, errors: &mut Errors) {
         }) = o.max_delay.as_ref().or(top.max_delay.as_ref())
             && !max_delay.is_zero()
             && least >= max_delay
-            && (own || own_max || !std::mem::replace(&mut max_delay_reported, true))
+            && report(is_top, own || own_max, &mut max_delay_reported)
         {
             // At what the rule wrote: its `max_delay`, or else its strategy.
             let span = if own && !own_max { strategy } else { span };
@@ -1201,6 +1211,13 @@ pub fn check_jitter_reads_strategy(config: &Config, errors: &mut Errors) {
             }
             _ => None,
         };
+        // (Reported beside an unused parameter too: every error at once.)
+        if matches!(jitter.value, JitterSpec::AwsDecorrelated) && starts_at_zero(&strategy.value) {
+            errors.at(
+                jitter.span,
+                "`jitter = aws_decorrelated` makes every delay 0 here: it draws each delay between the strategy's `base` and three times the previous delay, starting from `base`, and the `base` is 0; give `base` a value above 0, or choose another jitter",
+            );
+        }
         if let Some(param) = unused {
             errors.at(
                 strategy.span,
@@ -1238,10 +1255,7 @@ pub fn check_jitter_reads_strategy(config: &Config, errors: &mut Errors) {
                 "aws_decorrelated",
                 "with `backoff = none` every delay is zero",
             )),
-            JitterSpec::AwsDecorrelated if !zero && starts_at_zero(&strategy.value) => Some((
-                "aws_decorrelated",
-                "it draws each delay between the strategy's `base` and three times the previous delay, starting from `base`, so from a `base` of 0 every delay is 0",
-            )),
+
             JitterSpec::AwsDecorrelated if matches!(strategy.value, Strategy::Constant { .. }) => {
                 Some((
                     "aws_decorrelated",
@@ -1280,28 +1294,48 @@ fn starts_at_zero(s: &Strategy) -> bool {
     }
 }
 
-/// A strategy written with a growth that a `base` of 0 cancels waits zero before every retry,
-/// whatever its `max`: `exponential(base = 0, ..)` (0 · m^x) and `linear(base = 0, ..)` with no
-/// `interval` (which defaults to `base`) or one of 0. (`constant(base = 0)` says what it does;
-/// a Fibonacci, polynomial or random strategy grows from 0.) An error at the strategy, unless
-/// a custom jitter, which may make a delay of its own from 0, reads it.
+/// A strategy that waits zero before every retry, whatever its other parameters, is written
+/// with a growth or a range it never uses: a `max` of 0 (which forces every delay to 0), an
+/// `exponential(base = 0, ..)` (0 · m^x), a `linear(base = 0, ..)` with no `interval` (which
+/// defaults to `base`) or one of 0, a Fibonacci or polynomial strategy from 0 with a `unit`
+/// of 0. (`constant(base = 0)` says what it does.) An error at the strategy, unless a rule
+/// that reads it has a custom jitter, which may make a delay of its own from 0.
 pub fn check_backoff_never_waits(config: &Config, errors: &mut Errors) {
-    let custom = std::iter::once(&config.settings)
-        .chain(config.whens.iter().map(|w| &w.overrides))
-        .any(|o| {
-            matches!(
-                o.jitter.as_ref().map(|j| &j.value),
-                Some(JitterSpec::Custom(_))
-            )
-        });
-    if custom {
-        return;
-    }
-    let strategies = std::iter::once(&config.settings)
-        .chain(config.whens.iter().map(|w| &w.overrides))
-        .filter_map(|o| o.backoff.as_ref());
-    for s in strategies {
+    let top = &config.settings;
+    let custom = |o: &Overrides| {
+        matches!(
+            o.jitter.as_ref().or(top.jitter.as_ref()).map(|j| &j.value),
+            Some(JitterSpec::Custom(_))
+        )
+    };
+    // Each written strategy, with whether a rule that reads it has a custom jitter: the top
+    // level's is read by the top level and every `when` without a strategy of its own.
+    let whens = config.whens.iter().map(|w| &w.overrides);
+    let top_custom = custom(top) || whens.clone().any(|o| o.backoff.is_none() && custom(o));
+    let strategies = top
+        .backoff
+        .as_ref()
+        .map(|s| (s, top_custom))
+        .into_iter()
+        .chain(whens.filter_map(|o| Some((o.backoff.as_ref()?, custom(o)))));
+    for (s, custom) in strategies {
+        if custom {
+            continue;
+        }
+        let zero_unit = |unit: &Option<Duration>| unit.is_some_and(|u| u.is_zero());
         let (what, fix) = match &s.value {
+            Strategy::Exponential { max, .. }
+            | Strategy::Linear { max, .. }
+            | Strategy::Fibonacci { max, .. }
+            | Strategy::Polynomial { max, .. }
+            | Strategy::Random { max, .. }
+                if max.is_zero() =>
+            {
+                (
+                    "a backoff with a `max` of 0 waits 0 before every retry",
+                    "give `max` a value above 0",
+                )
+            }
             Strategy::Exponential { base, .. } if base.is_zero() => (
                 "an exponential backoff from a `base` of 0 waits 0 · m^x = 0 before every retry, and never reaches `max`",
                 "give `base` a value above 0",
@@ -1310,6 +1344,14 @@ pub fn check_backoff_never_waits(config: &Config, errors: &mut Errors) {
                 "a linear backoff from a `base` of 0 with an `interval` of 0 (the default `interval` is `base`) waits 0 before every retry, and never reaches `max`",
                 "give `base` or `interval` a value above 0",
             ),
+            Strategy::Fibonacci { base, unit, .. } | Strategy::Polynomial { base, unit, .. }
+                if base.is_zero() && zero_unit(unit) =>
+            {
+                (
+                    "a backoff from a `base` of 0 that grows by a `unit` of 0 waits 0 before every retry, and never reaches `max`",
+                    "give `base` or `unit` a value above 0",
+                )
+            }
             _ => continue,
         };
         errors.at(
@@ -1505,17 +1547,34 @@ pub fn check_dead_whens(config: &Config, f: &crate::ast::Func, errors: &mut Erro
     }
 }
 
-/// Whether the fn returns `io::Result<_>` or `Result<_, io::Error>` (as written: `io::` or
-/// `std::io::`, not a path through a module of the crate's own, `crate::io::Result`, which may
-/// be an alias of another error type).
+/// Whether the fn returns `io::Result<_>` or `Result<_, io::Error>` (as written: `io::`, or the
+/// `io` module of std or of a crate that re-exports std's types there, `tokio::io::Result`;
+/// not a path through a module of the crate's own, `crate::io::Result`, which may be an alias
+/// of another error type).
 fn returns_io_error(output: &syn::ReturnType) -> bool {
-    // `io::NAME` or `std::io::NAME`.
+    // The crates whose `io::Result` and `io::Error` are std's.
+    const STD_IO: &[&str] = &[
+        "std",
+        "tokio",
+        "futures",
+        "futures_util",
+        "futures_io",
+        "async_std",
+        "smol",
+    ];
+    // `io::NAME` or `CRATE::io::NAME`.
     let named = |path: &syn::Path, name: &str| {
         let names: Vec<String> = path.segments.iter().map(|s| s.ident.to_string()).collect();
-        matches!(
-            names.iter().map(String::as_str).collect::<Vec<_>>().as_slice(),
-            ["io", last] | ["std", "io", last] if *last == name
-        )
+        match names
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .as_slice()
+        {
+            ["io", last] => *last == name,
+            [krate, "io", last] => STD_IO.contains(krate) && *last == name,
+            _ => false,
+        }
     };
     let syn::ReturnType::Type(_, ty) = output else {
         return false;
@@ -1974,7 +2033,7 @@ pub fn peel(ty: &syn::Type) -> &syn::Type {
 }
 
 /// Every name a pattern binds.
-fn bound_names(pat: &syn::Pat, out: &mut Vec<String>) {
+pub fn bound_names(pat: &syn::Pat, out: &mut Vec<String>) {
     let mut stack = vec![pat];
     while let Some(p) = stack.pop() {
         match p {

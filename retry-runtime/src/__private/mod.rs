@@ -322,36 +322,3 @@ where
 {
     crate::call::refused(call)
 }
-
-/// A name bound by a parameter's pattern (`(host, port): (&str, u16)`), as the attribute's
-/// expressions see it: a copy when its type is `Copy` (`host: &str`, `port: u16`, as in the
-/// body), a reference to it otherwise (`state: &AppState` for `State(state)`). The macro binds
-/// the name by `ref` and calls `(&View(name)).robust_view()`: method lookup takes
-/// [`ViewCopy`] first (its receiver is `&View`) when the type is `Copy`, [`ViewRef`] (its
-/// receiver is `&&View`) otherwise.
-#[allow(missing_debug_implementations)]
-pub struct View<'a, T>(pub &'a T);
-
-/// The copy of a `Copy` name: see [`View`].
-pub trait ViewCopy<T> {
-    fn robust_view(&self) -> T;
-}
-
-impl<T: Copy> ViewCopy<T> for View<'_, T> {
-    #[inline(always)]
-    fn robust_view(&self) -> T {
-        *self.0
-    }
-}
-
-/// A reference to a name of any other type: see [`View`].
-pub trait ViewRef<'a, T> {
-    fn robust_view(&self) -> &'a T;
-}
-
-impl<'a, T> ViewRef<'a, T> for &View<'a, T> {
-    #[inline(always)]
-    fn robust_view(&self) -> &'a T {
-        self.0
-    }
-}

@@ -46,16 +46,22 @@ struct Failed<R, E> {
 }
 
 /// Whether a failure that a rule matches asks for a delay of its own (a value rule's hint, or
-/// for an error the policy's hint, `error_hint`, asked only once a rule matches): more than
-/// none (a `Retry-After: 0` asks for nothing a hedge would disturb), and only while the rule
-/// has a retry left (`retries`: the call's retries so far), since such a failure decides the
-/// round's backoff.
-struct AsksForDelay<H> {
+/// for an error the policy's hint, `error_hint`, asked only once a rule matches) that the loop
+/// would wait: more than none (a `Retry-After: 0` asks for nothing a hedge would disturb),
+/// while the rule has a retry left (`retries`: the call's retries so far), and within the
+/// rule's `max_delay` and the call's deadline (`fits`, given the delay and the rule's
+/// `max_delay`), as the loop's decision requires. Such a failure decides the round's backoff.
+struct AsksForDelay<H, F> {
     retries: u32,
     error_hint: H,
+    fits: F,
 }
 
-impl<H: FnOnce() -> Option<Duration>> crate::policy::rules::PlanVisitor for AsksForDelay<H> {
+impl<H, F> crate::policy::rules::PlanVisitor for AsksForDelay<H, F>
+where
+    H: FnOnce() -> Option<Duration>,
+    F: FnOnce(Duration, Option<Duration>) -> bool,
+{
     type Out = bool;
     #[inline]
     fn visit<Pl: crate::policy::settings::Plan>(
@@ -64,8 +70,13 @@ impl<H: FnOnce() -> Option<Duration>> crate::policy::rules::PlanVisitor for Asks
         _: crate::RuleId,
         hint: Option<Duration>,
     ) -> bool {
-        plan.retry_limit().allows(self.retries)
-            && hint.or_else(self.error_hint).is_some_and(|d| !d.is_zero())
+        if !plan.retry_limit().allows(self.retries) {
+            return false;
+        }
+        match hint.or_else(self.error_hint) {
+            Some(delay) if !delay.is_zero() => (self.fits)(delay, plan.budget()),
+            _ => false,
+        }
     }
 }
 
@@ -559,12 +570,25 @@ where
         self.held = Some(permit);
         // Whether a rule retries it, and whether it asks for its own delay.
         let retries = self.call.retries;
+        // Whether a retry after `delay` could be made, as the loop decides it: it must start
+        // before the rule's `max_delay` is spent and end its backoff before the deadline.
+        let call = &*self.call;
+        let fits = |delay: Duration, max_delay: Option<Duration>| {
+            let now = now.get();
+            let first = super::Times::first(&call.times).unwrap_or(now);
+            let elapsed = now.saturating_duration_since(first);
+            max_delay.is_none_or(|m| elapsed.saturating_add(delay) < m)
+                && call
+                    .call_deadline(first)
+                    .is_none_or(|end| now.checked_add(delay).is_some_and(|wake| wake < end))
+        };
         let retryable = match &result {
             Ok(v) => {
                 if P::VALUES {
                     let asks = AsksForDelay {
                         retries,
                         error_hint: || None,
+                        fits,
                     };
                     policy.select_value(v, asks)
                 } else {
@@ -575,6 +599,7 @@ where
                 let asks = AsksForDelay {
                     retries,
                     error_hint: || policy.hint(e),
+                    fits,
                 };
                 policy.select(&Failure::new(e, timed_out), asks)
             }

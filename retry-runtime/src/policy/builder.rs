@@ -150,9 +150,12 @@ struct Checks {
     value_shortest: Option<Duration>,
     /// Whether such a `when_ok` rule's shortest delay is not below its own `max_delay`.
     value_past_max_delay: bool,
-    /// Whether the `on` kind is [`NoError`](crate::kind::NoError): the `on` rule then never
-    /// applies, and only the rules it passed its settings to are checked.
+    /// Whether the `on` kind is [`NoError`](crate::kind::NoError): the `on` rule then takes
+    /// no error, and is checked only for the values of an `on_ok` kind (`on_plain_values`).
     on_never: bool,
+    /// Whether the `on_ok` kind is an [`OkIf`](crate::kind::OkIf) without a hint: its values
+    /// wait the `on` rule's backoff.
+    on_plain_values: bool,
 }
 
 impl Checks {
@@ -164,13 +167,15 @@ impl Checks {
         value_shortest: None,
         value_past_max_delay: false,
         on_never: false,
+        on_plain_values: false,
     };
 }
 
 /// Whether `A` is `B` (`B` without its type parameters, if it has any: `OkIf<()>` stands for
 /// every `OkIf<F>`). By the types' names, which need no `'static` bound (an `OkIf` holds a
-/// closure that may borrow); a type's name is its crate's path to it, which no other type
-/// shares.
+/// closure that may borrow): both names are made by the same compiler, as the path to the
+/// type in its crate. (A kind that holds an `OkIf`, `&OkIf<F>` or an `Or` of them, is not
+/// recognised: its rule is then not checked, never wrongly refused.)
 fn same_type<A: ?Sized, B: ?Sized>() -> bool {
     let (a, b) = (std::any::type_name::<A>(), std::any::type_name::<B>());
     match b.find('<') {
@@ -583,12 +588,15 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
                 "must be due before the attempt's timeout (an adaptive timeout's `max`) and the deadline: every attempt would be cut first, and no hedge would ever run beside it",
             ));
         }
-        // The `on` rule's shortest delay, unless a hint may choose the delay instead (or the
-        // rule takes no error: `NoError`).
-        let shortest = if self.checks.hinted || self.checks.on_never {
-            None
-        } else {
+        // The `on` rule's shortest delay, when it applies to failures that wait its backoff:
+        // errors (not with `NoError`) whose delay no hint may choose, or values of an `on_ok`
+        // kind that asks for no delay of its own.
+        let on_checked =
+            !self.checks.on_never && !self.checks.hinted || self.checks.on_plain_values;
+        let shortest = if on_checked {
             p.settings.rule.shortest_delay()
+        } else {
+            None
         };
         if self.checks.value_past_max_delay {
             return Err(ConfigError::new(
@@ -598,19 +606,17 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
         }
         // A retry is made only if it can start before its rule's `max_delay` is spent: a rule
         // whose shortest delay is not below it never retries (unless a hint chooses the delay).
-        if !self.checks.hinted {
-            if past(shortest, p.settings.rule.max_delay) {
-                return Err(ConfigError::new(
-                    "max_delay",
-                    "must be above the shortest delay the backoff gives (with its jitter and scale): a retry is made only if its backoff ends before `max_delay` is spent, so no retry ever would be; lengthen it, or shorten the backoff",
-                ));
-            }
-            if self.checks.rule_past_max_delay {
-                return Err(ConfigError::new(
-                    "max_delay",
-                    "of a `when` rule must be above the shortest delay its backoff gives (with its jitter and scale): a retry is made only if its backoff ends before `max_delay` is spent, so the rule would never retry; lengthen it, or shorten the backoff",
-                ));
-            }
+        if past(shortest, p.settings.rule.max_delay) {
+            return Err(ConfigError::new(
+                "max_delay",
+                "must be above the shortest delay the backoff gives (with its jitter and scale): a retry is made only if its backoff ends before `max_delay` is spent, so no retry ever would be; lengthen it, or shorten the backoff",
+            ));
+        }
+        if !self.checks.hinted && self.checks.rule_past_max_delay {
+            return Err(ConfigError::new(
+                "max_delay",
+                "of a `when` rule must be above the shortest delay its backoff gives (with its jitter and scale): a retry is made only if its backoff ends before `max_delay` is spent, so the rule would never retry; lengthen it, or shorten the backoff",
+            ));
         }
         // Bounds the deadline makes dead (as the attribute refuses them).
         if let Some(deadline) = p.timeout.deadline() {
@@ -620,7 +626,9 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
                     "must be below the deadline (an adaptive timeout's `min` too): every attempt would be cut by the deadline first, and the timeout would never apply",
                 ));
             }
-            if !self.checks.on_never && p.settings.rule.max_delay.is_some_and(|m| m >= deadline) {
+            if (!self.checks.on_never || self.checks.on_plain_values)
+                && p.settings.rule.max_delay.is_some_and(|m| m >= deadline)
+            {
                 return Err(ConfigError::new(
                     "max_delay",
                     "must be below the deadline: no retry starts after the deadline, which comes first, so it would never apply",
@@ -634,19 +642,17 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
             }
             // A retry is made only if its backoff ends before the deadline: a rule whose
             // shortest delay is not below it never retries (unless a hint chooses the delay).
-            if !self.checks.hinted {
-                if shortest.is_some_and(|d| d >= deadline) {
-                    return Err(ConfigError::new(
-                        "backoff",
-                        "must be able to give a delay below the deadline (with its jitter and scale): a retry whose backoff would end at or after the deadline is not made, so no retry ever would be; shorten the backoff, or lengthen the deadline",
-                    ));
-                }
-                if self.checks.rule_shortest.is_some_and(|d| d >= deadline) {
-                    return Err(ConfigError::new(
-                        "backoff",
-                        "of a `when` rule must be able to give a delay below the deadline (with its jitter and scale): a retry whose backoff would end at or after the deadline is not made, so the rule would never retry; shorten its backoff, or lengthen the deadline",
-                    ));
-                }
+            if shortest.is_some_and(|d| d >= deadline) {
+                return Err(ConfigError::new(
+                    "backoff",
+                    "must be able to give a delay below the deadline (with its jitter and scale): a retry whose backoff would end at or after the deadline is not made, so no retry ever would be; shorten the backoff, or lengthen the deadline",
+                ));
+            }
+            if !self.checks.hinted && self.checks.rule_shortest.is_some_and(|d| d >= deadline) {
+                return Err(ConfigError::new(
+                    "backoff",
+                    "of a `when` rule must be able to give a delay below the deadline (with its jitter and scale): a retry whose backoff would end at or after the deadline is not made, so the rule would never retry; shorten its backoff, or lengthen the deadline",
+                ));
             }
             if self.checks.value_shortest.is_some_and(|d| d >= deadline) {
                 return Err(ConfigError::new(
@@ -743,9 +749,9 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb, Th, L>
     }
 
     /// A delay asked for by the failure itself (a `Retry-After` header, say): when the closure
-    /// returns one, it replaces the computed backoff, still bounded by `max_delay`. It is called
-    /// for every failed attempt, and in a hedged round twice for the failure that decides the
-    /// round: keep it a plain read of the error.
+    /// returns one, it replaces the computed backoff, still bounded by `max_delay`. It may be
+    /// called more than once for one failure, as a hedged round asks it again for the failure
+    /// that decides the round: keep it a plain read of the error.
     pub fn hint<E, H2: Fn(&E) -> Option<Duration>>(
         self,
         hint: H2,
@@ -816,7 +822,7 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb, Th, L>
         self,
         kind: V2,
     ) -> PolicyBuilder<W, K, B, J, T, S, F, C, Extras<Bu, Br, H, R, N, V2, Fb, Th, L>> {
-        self.map_extras(|x| Extras {
+        let mut b = self.map_extras(|x| Extras {
             budget: x.budget,
             breaker: x.breaker,
             hint: x.hint,
@@ -826,7 +832,9 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb, Th, L>
             fallback: x.fallback,
             throttle: x.throttle,
             limit: x.limit,
-        })
+        });
+        b.checks.on_plain_values = same_type::<V2, crate::kind::OkIf<()>>();
+        b
     }
 
     /// What the call returns instead of an error (SPEC section 14): `fallback` is called once

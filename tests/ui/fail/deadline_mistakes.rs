@@ -39,6 +39,9 @@ async fn polynomial_past_the_deadline() -> std::io::Result<()> { Ok(()) }
 // The default backoff (exponential from 100 ms) with no jitter.
 #[robust(deadline = 80ms, jitter = none)]
 async fn default_backoff_past_the_deadline() -> std::io::Result<()> { Ok(()) }
+// (Reported once, at the top level, though a `when` inherits it.)
+#[robust(deadline = 80ms, jitter = none, when(Io, retries = 2))]
+async fn inherited_by_a_when() -> std::io::Result<()> { Ok(()) }
 // (Fine: a full jitter can draw less, and a hint may choose the delay.)
 #[robust(deadline = 200ms, backoff = constant(base = 500ms), jitter = full)]
 async fn fine_full_jitter() -> std::io::Result<()> { Ok(()) }

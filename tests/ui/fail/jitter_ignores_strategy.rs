@@ -10,7 +10,7 @@ fn aws_ignores_interval() -> std::io::Result<()> { Ok(()) }
 #[robust(backoff = polynomial(base = 0, max = 10s, p = 3), jitter = aws_decorrelated)]
 fn aws_ignores_p() -> std::io::Result<()> { Ok(()) }
 // (A `when` that writes both.)
-#[robust(when(Io, backoff = fibonacci(base = 0, max = 10s, unit = 100ms), jitter = aws_decorrelated))]
+#[robust(when(Io, backoff = fibonacci(base = 100ms, max = 10s, unit = 100ms), jitter = aws_decorrelated))]
 fn aws_in_a_when() -> std::io::Result<()> { Ok(()) }
 
 // `decorrelated` only moves the exponent, which these strategies do not read.

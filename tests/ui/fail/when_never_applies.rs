@@ -35,6 +35,10 @@ async fn narrow_first() -> io::Result<()> { Ok(()) }
 fn blocking_late_errors() -> io::Result<()> { Ok(()) }
 #[robust(timeout = 1s, when(Io, retries = 1), when(Timeout, retries = 5))]
 async fn boxed() -> Result<(), Box<dyn std::error::Error + Send + Sync>> { Ok(()) }
+// tokio's `io::Result` is std's.
+#[robust(timeout = 1s, when(Io, retries = 2), when(Timeout, retries = 10))]
+async fn tokio_io() -> tokio::io::Result<()> { Ok(()) }
+
 // (A crate's own `io::Result`, through its path: it may name another error type.)
 mod mine {
     pub mod io {
