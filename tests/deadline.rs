@@ -72,6 +72,32 @@ async fn no_retry_is_made_whose_backoff_would_end_past_the_deadline() {
     assert_eq!(start.elapsed(), ms(200));
 }
 
+/// A blocking retry whose backoff ends at or after the deadline is not made, whatever made it
+/// late (here an `on_error` that takes 200 ms after the retry was decided at 0 ms): the failure
+/// it follows is returned.
+#[test]
+fn a_blocking_retry_due_after_the_deadline_is_not_made() {
+    let time = VirtualTime::new();
+    let _guard = time.install();
+    let clock = time.clone();
+    let policy = Policy::builder()
+        .retries(10)
+        .backoff(Constant::new(ms(100)))
+        .jitter(NoJitter)
+        .deadline(ms(250))
+        .on_error(move |_: &io::Error, _| clock.advance(ms(200)))
+        .build()
+        .unwrap();
+    let attempts = Cell::new(0);
+    let r: io::Result<()> = policy.call(|_| {
+        attempts.set(attempts.get() + 1);
+        Err(ErrorKind::ConnectionReset.into())
+    });
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::ConnectionReset);
+    assert_eq!(attempts.get(), 1);
+    assert_eq!(time.slept(), ms(100));
+}
+
 #[tokio::test(start_paused = true)]
 async fn each_attempt_runs_under_the_smaller_of_its_timeout_and_the_time_left() {
     let policy = Policy::builder()
@@ -628,6 +654,34 @@ mod attribute {
     fn blocking(remaining: &std::cell::RefCell<Vec<Option<Duration>>>) -> Result<(), String> {
         remaining.borrow_mut().push(ctx.remaining());
         Err("busy".into())
+    }
+
+    thread_local! {
+        /// The clock a slow `on_error` moves forward.
+        static SLOW: std::cell::RefCell<Option<VirtualTime>> = const { std::cell::RefCell::new(None) };
+    }
+
+    // `on_error` takes 200 ms: the backoff decided at 0 ms (100 ms, ending before the 250 ms
+    // deadline) ends at 300 ms, past it.
+    #[robust(deadline = 250ms, retries = 10, backoff = constant(base = 100ms), jitter = none,
+             on_error = |_: &String, _| SLOW.with(|t| t.borrow().as_ref().unwrap().advance(ms(200))))]
+    fn slow_callback(attempts: &Cell<u32>) -> Result<(), String> {
+        attempts.set(attempts.get() + 1);
+        Err(format!("busy {}", attempts.get()))
+    }
+
+    /// A blocking retry whose backoff ends at or after the deadline (after slow callbacks, or a
+    /// late wake-up) is not made: the failure it follows is returned. (Before, it ran with no
+    /// time left.)
+    #[test]
+    fn a_blocking_retry_due_after_the_deadline_is_not_made() {
+        let time = VirtualTime::new();
+        let _guard = time.install();
+        SLOW.with(|t| *t.borrow_mut() = Some(time.clone()));
+        let attempts = Cell::new(0);
+        assert_eq!(slow_callback(&attempts).unwrap_err(), "busy 1");
+        assert_eq!(attempts.get(), 1);
+        assert_eq!(time.slept(), ms(100));
     }
 
     #[test]

@@ -549,6 +549,35 @@ async fn a_boxed_streaming_body_is_sent_once_and_a_readiness_error_is_not_retrie
     );
 }
 
+/// A client whose request body type is fixed and cannot be copied (a hyper-util client over
+/// `BoxBody`, tonic's `Channel` over its own body) is retried when the layer sits above a
+/// conversion: it copies a buffered `Full<Bytes>` request, which `map_request` turns into the
+/// client's body type for each attempt.
+#[tokio::test(start_paused = true)]
+async fn a_client_with_a_fixed_body_type_is_retried_below_a_conversion() {
+    use http_body_util::BodyExt;
+    type Boxed = http_body_util::combinators::BoxBody<bytes::Bytes, std::convert::Infallible>;
+    type Buffered = http_body_util::Full<bytes::Bytes>;
+    let policy = Policy::builder()
+        .retries(5)
+        .backoff(NoBackoff)
+        .build()
+        .unwrap();
+    let (svc, calls) = scripted::<Boxed>(vec![
+        Err(ErrorKind::ConnectionReset.into()),
+        Err(ErrorKind::ConnectionReset.into()),
+        Ok(status(StatusCode::OK)),
+    ]);
+    let client = tower::ServiceBuilder::new()
+        .layer(RobustLayer::new(policy))
+        .map_request(|r: Request<Buffered>| r.map(BodyExt::boxed))
+        .service(svc);
+    let body = Buffered::new(bytes::Bytes::from_static(b"x"));
+    let r = client.oneshot(Request::new(body)).await;
+    assert_eq!(r.unwrap().status(), StatusCode::OK);
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+}
+
 static LAYER_LIMIT: retry_runtime::ConcurrencyLimit =
     match retry_runtime::ConcurrencyLimit::new(1, 1) {
         Ok(l) => l,

@@ -1291,13 +1291,14 @@ pub fn expand(
     // closure made their success path no faster and their future larger (docs/BENCHMARKS.md).
     // A slot of the concurrency limit is held while an attempt runs (SPEC section 16).
     let slot = Ident::new("__robust_slot", Span::mixed_site());
-    // A blocking fn with a limit and a deadline keeps the failure a retry follows: the call
-    // returns it if the deadline passes while the retry waits for a slot.
-    let keep_last = !is_async && config.limit.is_some() && has_deadline;
+    // A blocking fn with a deadline keeps the failure a retry follows: the call returns it if
+    // the deadline has passed when the retry would start (a backoff that ended late, after slow
+    // callbacks or a late wake-up, or a wait for a slot of the limit).
+    let keep_last = !is_async && has_deadline;
     let last = Ident::new("__robust_last", Span::mixed_site());
     let (slot_take, slot_drop) = match &config.limit {
-        None => (quote!(), quote!()),
-        Some(_) => {
+        None if !keep_last => (quote!(), quote!()),
+        _ => {
             let refused = quote_spanned! {ret_span=>
                 match #pr::refused::<#ret, _, _>(&mut #call) {
                     ::core::option::Option::Some(#returned) => break #returned,

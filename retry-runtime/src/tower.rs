@@ -52,11 +52,18 @@
 //! ends with the response head: a body read later by the caller is outside it. An error from
 //! the service's `poll_ready` is the call's error and is not retried (tower's contract: such a
 //! service is to be dropped). No request was sent, so it is no attempt: the breaker and the
-//! throttle do not count it and no callback sees it (a fallback still answers it); under
+//! throttle do not count it and no callback sees it (a fallback still answers it, when the
+//! response future met it); under
 //! [`RobustLayer::hedged`] it ends the call, whichever attempt met it, and the round's other
 //! attempts are dropped as a dropped call's are (their permits given back, a failure the round
-//! kept recorded). The attempt's timeout covers the wait for the service to be ready: a
-//! service not ready in time makes a timed-out attempt (counted and retried as one). The
+//! kept recorded). The attempt's timeout covers a retry's wait for the service to be ready (and
+//! a first attempt's that waited for a slot of the concurrency limit): a service not ready in
+//! time makes a timed-out attempt (counted and retried as one). The first attempt's readiness
+//! is the caller's, as with any tower layer: `ready()` (or `oneshot`) polls the layer's
+//! `poll_ready`, which polls the service's, before `call` and outside any timer, guard or
+//! fallback (an error there is returned by `poll_ready` itself). Bound that wait above the
+//! layer (`tower::timeout::TimeoutLayer` outside it, or `tokio::time::timeout` around
+//! `ready()`). The
 //! deadline counts from the first attempt's start (when it is
 //! sent, after any wait for a slot of the concurrency limit), not from `call`; a retry does
 //! not wait for a slot past it, and one whose time is up when its slot comes is not sent.
@@ -89,7 +96,27 @@
 //! request retryable, buffer its body first (`http_body_util::BodyExt::collect(body).await?
 //! .to_bytes()` into a `Full<Bytes>`). A body type of another crate without an impl (hyper's
 //! `Incoming`) is boxed (`BoxBody`) or buffered first; a body type of your own implements
-//! `RetryBody`.
+//! `RetryBody`. A client whose body type is fixed and cannot be copied (a hyper-util client
+//! over `BoxBody`, tonic's `Channel`) goes below a conversion, so that the layer copies a
+//! buffered request and each attempt converts its copy:
+//!
+//! ```
+//! # use std::convert::Infallible;
+//! # use bytes::Bytes;
+//! # use http_body_util::{BodyExt, Full, combinators::BoxBody};
+//! # use retry_runtime::{Policy, tower::RobustLayer};
+//! # fn client() -> impl tower::Service<http::Request<BoxBody<Bytes, Infallible>>,
+//! #     Response = http::Response<String>, Error = std::io::Error> + Clone {
+//! #     tower::service_fn(|_| async { Ok(http::Response::new(String::new())) })
+//! # }
+//! let policy = Policy::builder().retries(3).build()?;
+//! let client = tower::ServiceBuilder::new()
+//!     .layer(RobustLayer::new(policy))
+//!     .map_request(|r: http::Request<Full<Bytes>>| r.map(BodyExt::boxed))
+//!     .service(client());
+//! # let _ = client;
+//! # Ok::<(), retry_runtime::ConfigError>(())
+//! ```
 
 use std::future::Future;
 use std::pin::Pin;

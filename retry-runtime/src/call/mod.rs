@@ -239,9 +239,10 @@ where
     };
     // The first attempt reads the call's first instant.
     let mut call = start(policy, Blocking(Timed::default()));
-    // The failure a retry follows, kept while the retry may have to wait for a slot of the
-    // concurrency limit until the call's deadline: it is then what the call returns.
-    let keep = <P::Limit as Limit>::ACTIVE && policy.timeout_setting().deadline().is_some();
+    // The failure a retry follows, kept while the retry's start may come at or after the
+    // call's deadline (a backoff that ended late, after slow callbacks or a late wake-up, or a
+    // wait for a slot of the concurrency limit): it is then what the call returns.
+    let keep = policy.timeout_setting().deadline().is_some();
     let mut last = None;
     loop {
         if let Some(rejected) = call.admit() {
@@ -281,8 +282,9 @@ where
 /// here: the queue was full, or the call's deadline passed before a retry's slot came (the
 /// retry is not made, whether it waited or found no time left when its backoff ended: `last`,
 /// the failure it follows, is returned, as when the deadline leaves no time for a retry's
-/// backoff). Either way the attempt's breaker permit is given back. Without `last` the wait
-/// has no end; `last` is cleared when the attempt goes ahead.
+/// backoff; without a limit, this is the check that the backoff ended in time). Either way the
+/// attempt's breaker permit is given back. Without `last` the wait has no end; `last` is
+/// cleared when the attempt goes ahead.
 pub(crate) fn slot_blocking<P, R, E, Tm>(
     call: &mut Call<'_, P, Tm>,
     last: &mut Option<Result<R, E>>,
@@ -645,8 +647,10 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
         // where the retry's outcome is then counted).
         if <P::Throttle as Throttle>::ACTIVE {
             let throttle = self.policy.throttle();
-            // A blocking call on the system's clock lets the throttle read it coarsely.
-            let system = Tm::BLOCKING && self.policy.env().blocking_is_system();
+            // A blocking call's first attempt on the system's clock lets the throttle read it
+            // coarsely (a retry reads it exactly: it is off the success path).
+            let system =
+                Tm::BLOCKING && self.retries == 0 && self.policy.env().blocking_is_system();
             let now = match throttle.coarse_now(system) {
                 Some(now) => now,
                 None => Stamp::of(self.now()),
