@@ -294,13 +294,31 @@ async fn ends_at_the_deadline<F: std::future::Future<Output = io::Result<()>>>(
     limit: &ConcurrencyLimit,
     call: F,
 ) {
+    ends_at_one_second(limit, call, |e| e.kind() == ErrorKind::TimedOut).await;
+}
+
+/// The same with a 1 s `max_delay`: the call ends at 1 s with `E::from(Rejected)` (the limit
+/// gave the retry no slot in time).
+async fn ends_at_the_max_delay<F: std::future::Future<Output = io::Result<()>>>(
+    limit: &ConcurrencyLimit,
+    call: F,
+) {
+    ends_at_one_second(limit, call, is_rejected).await;
+}
+
+async fn ends_at_one_second<F: std::future::Future<Output = io::Result<()>>>(
+    limit: &ConcurrencyLimit,
+    call: F,
+    ended: fn(&io::Error) -> bool,
+) {
     let t0 = Instant::now();
     let call = async {
         let r = call.await;
         (r, t0.elapsed())
     };
     let ((r, took), ()) = tokio::join!(call, hold_the_slot(limit));
-    assert_eq!(r.unwrap_err().kind(), ErrorKind::TimedOut);
+    let e = r.unwrap_err();
+    assert!(ended(&e), "{e:?}");
     assert_eq!(took, secs(1));
     assert_eq!(
         (limit.in_flight(), limit.queued()),
@@ -335,6 +353,36 @@ async fn a_retry_does_not_wait_for_a_slot_past_the_deadline() {
         .unwrap();
     let call = policy.call_async(|_| async { Err(ErrorKind::ConnectionReset.into()) });
     ends_at_the_deadline(&limit, call).await;
+}
+
+static MAX_DELAY_LIMIT: ConcurrencyLimit = match ConcurrencyLimit::new(1, 4) {
+    Ok(l) => l,
+    Err(_) => panic!(),
+};
+
+#[robust(max_delay = 1s, limit = MAX_DELAY_LIMIT, retries = 5, backoff = constant(base = 100ms), jitter = none)]
+async fn reset_under_a_max_delay() -> io::Result<()> {
+    Err(ErrorKind::ConnectionReset.into())
+}
+
+/// A retry does not start after its rule's `max_delay` is spent, even when a slot of the limit
+/// is what it waits for (it waited for the slot, 10 s, before).
+#[tokio::test(start_paused = true)]
+async fn a_retry_does_not_wait_for_a_slot_past_its_max_delay() {
+    // The attribute.
+    ends_at_the_max_delay(&MAX_DELAY_LIMIT, reset_under_a_max_delay()).await;
+    // The builder.
+    let limit = ConcurrencyLimit::new(1, 4).unwrap();
+    let policy = Policy::builder()
+        .retries(5)
+        .backoff(retry_runtime::Constant::new(ms(100)))
+        .jitter(retry_runtime::NoJitter)
+        .max_delay(secs(1))
+        .limit(&limit)
+        .build()
+        .unwrap();
+    let call = policy.call_async(|_| async { Err(ErrorKind::ConnectionReset.into()) });
+    ends_at_the_max_delay(&limit, call).await;
 }
 
 /// On a policy whose clock is virtual (its backoffs advance it at once, tokio's timer does
@@ -464,6 +512,38 @@ fn a_blocking_retry_of_the_builder_does_not_wait_for_a_slot_past_the_deadline() 
         .backoff(retry_runtime::Constant::new(ms(10)))
         .jitter(retry_runtime::NoJitter)
         .deadline(ms(100))
+        .limit(&LIMIT)
+        .build()
+        .unwrap();
+    blocking_retry_ends_at_the_deadline(&LIMIT, |body| policy.call(|_| body()));
+}
+
+static BLOCKING_MAX_DELAY_LIMIT: ConcurrencyLimit = match ConcurrencyLimit::new(1, 4) {
+    Ok(l) => l,
+    Err(_) => panic!(),
+};
+
+#[robust(max_delay = 100ms, limit = BLOCKING_MAX_DELAY_LIMIT, retries = 5, backoff = constant(base = 10ms), jitter = none)]
+fn blocking_under_a_max_delay(body: &dyn Fn() -> io::Result<()>) -> io::Result<()> {
+    body()
+}
+
+/// The same with a 100 ms `max_delay` instead of the deadline: no retry starts once it is
+/// spent, and the call returns the failure the retry follows.
+#[test]
+fn a_blocking_retry_does_not_wait_for_a_slot_past_its_max_delay() {
+    blocking_retry_ends_at_the_deadline(&BLOCKING_MAX_DELAY_LIMIT, |body| {
+        blocking_under_a_max_delay(body)
+    });
+    static LIMIT: ConcurrencyLimit = match ConcurrencyLimit::new(1, 4) {
+        Ok(l) => l,
+        Err(_) => panic!(),
+    };
+    let policy = Policy::builder()
+        .retries(5)
+        .backoff(retry_runtime::Constant::new(ms(10)))
+        .jitter(retry_runtime::NoJitter)
+        .max_delay(ms(100))
         .limit(&LIMIT)
         .build()
         .unwrap();

@@ -892,6 +892,44 @@ async fn a_retry_does_not_wait_for_a_slot_past_the_deadline() {
     assert_eq!((limit.in_flight(), limit.queued()), (0, 0));
 }
 
+/// Nor past its rule's `max_delay`: the limit gives it no slot in time, and the call ends with
+/// `E::from(Rejected)` when the `max_delay` is spent (it waited for the slot, 10 s, before).
+#[tokio::test(start_paused = true)]
+async fn a_retry_does_not_wait_for_a_slot_past_its_max_delay() {
+    let limit = retry_runtime::ConcurrencyLimit::new(1, 4).unwrap();
+    let policy = Policy::builder()
+        .retries(5)
+        .backoff(Constant::new(ms(100)))
+        .jitter(NoJitter)
+        .max_delay(secs(1))
+        .limit(&limit)
+        .build()
+        .unwrap();
+    let (svc, calls) = scripted::<String>(vec![Err(ErrorKind::ConnectionReset.into())]);
+    let t0 = Instant::now();
+    let call = async {
+        let r = RobustLayer::new(policy)
+            .layer(svc)
+            .oneshot(Request::new(String::new()))
+            .await;
+        (r, t0.elapsed())
+    };
+    let hold = async {
+        tokio::time::sleep(ms(50)).await;
+        let _slot = limit.acquire().await.unwrap();
+        tokio::time::sleep(secs(10)).await;
+    };
+    let ((r, took), ()) = tokio::join!(call, hold);
+    let e = r.unwrap_err();
+    assert!(
+        e.get_ref()
+            .is_some_and(|e| e.is::<retry_runtime::Rejected>()),
+        "{e:?}"
+    );
+    assert_eq!((took, calls.load(Ordering::SeqCst)), (secs(1), 1));
+    assert_eq!((limit.in_flight(), limit.queued()), (0, 0));
+}
+
 /// A retry that finds no time left before the call's deadline when its backoff ends ends the
 /// call with `Elapsed`, even when the limit's queue is full (it ended with `Rejected` before):
 /// the policy's clock is virtual, and `on_retry` takes the only slot (the limit has no queue)

@@ -1291,10 +1291,11 @@ pub fn expand(
     // closure made their success path no faster and their future larger (docs/BENCHMARKS.md).
     // A slot of the concurrency limit is held while an attempt runs (SPEC section 16).
     let slot = Ident::new("__robust_slot", Span::mixed_site());
-    // A blocking fn with a deadline keeps the failure a retry follows: the call returns it if
-    // the deadline has passed when the retry would start (a backoff that ended late, after slow
-    // callbacks or a late wake-up, or a wait for a slot of the limit).
-    let keep_last = !is_async && has_deadline;
+    // A blocking fn with a deadline or a limit keeps the failure a retry follows: the call
+    // returns it if the deadline has passed when the retry would start (a backoff that ended
+    // late, after slow callbacks or a late wake-up, or a wait for a slot of the limit), or if
+    // its rule's `max_delay` was spent while it waited for a slot.
+    let keep_last = !is_async && (has_deadline || config.limit.is_some());
     let last = Ident::new("__robust_last", Span::mixed_site());
     let (slot_take, slot_drop) = match &config.limit {
         None if !keep_last => (quote!(), quote!()),

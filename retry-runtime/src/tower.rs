@@ -126,7 +126,7 @@ use std::task::{Context, Poll};
 use tower_layer::Layer;
 use tower_service::Service;
 
-use crate::call::{Call, CallState, Step, Timed};
+use crate::call::{Call, CallState, StateOf, Step, Timed};
 use crate::guard::{Breaker, Budget, Keyed};
 use crate::kind::Failure;
 use crate::policy::rules::PlanVisitor;
@@ -967,7 +967,7 @@ pin_project_lite::pin_project! {
         chosen: G::Chosen,
         inner: S,
         // The call's state, once one must be kept (`None`: a new call's).
-        state: Option<CallState<Timed>>,
+        state: Option<CallState<Timed, <G::Limit as crate::guard::Limit>::StartBy>>,
         // The request (or, when `call` sent the request itself, its copy): a copy of it is
         // sent by each attempt (it is sent itself, once, when it cannot be copied).
         request: Option<Req>,
@@ -1087,8 +1087,10 @@ where
                     // A retry does not wait past the call's deadline (before the first
                     // attempt has started, the deadline has not begun), and one with no time
                     // left is not made, whether or not the queue has room.
-                    let left = resumed(this.state, policy).deadline_left();
-                    if let Some(e) = resumed(this.state, policy).out_of_time(left) {
+                    let left = resumed(this.state, policy).start_left();
+                    if left.is_some_and(|l| l.is_zero())
+                        && let Some(e) = crate::call::start_missed(&mut resumed(this.state, policy))
+                    {
                         to!(Phase::Done);
                         break Poll::Ready(crate::call::finish(policy, Err(e)));
                     }
@@ -1114,8 +1116,8 @@ where
                         // The deadline passed while the retry waited: the call ends as when
                         // the deadline cuts an attempt, and the attempt's breaker permit is
                         // given back.
-                        let ended =
-                            fired(this.timer, cx).then(|| resumed(this.state, policy).end_unmade());
+                        let ended = fired(this.timer, cx)
+                            .then(|| crate::call::start_missed(&mut resumed(this.state, policy)));
                         match ended {
                             Some(Some(e)) => {
                                 this.wait.set(None);
@@ -1311,7 +1313,7 @@ where
 /// Nothing is written to the future for a call that never needs to keep it (a success on
 /// its first attempt without a breaker). (A new call's state credits no budget: `call` did.)
 #[inline(always)]
-fn state_of<P: PolicyCore>(state: &Option<CallState<Timed>>, policy: &P) -> CallState<Timed> {
+fn state_of<P: PolicyCore>(state: &Option<StateOf<P, Timed>>, policy: &P) -> StateOf<P, Timed> {
     match state {
         Some(state) => *state,
         None => crate::call::start_credited(policy, Timed::default()).state(),
@@ -1321,7 +1323,7 @@ fn state_of<P: PolicyCore>(state: &Option<CallState<Timed>>, policy: &P) -> Call
 /// The call, resumed from its state ([`state_of`]).
 #[inline(always)]
 fn resumed<'p, P: PolicyCore>(
-    state: &Option<CallState<Timed>>,
+    state: &Option<StateOf<P, Timed>>,
     policy: &'p P,
 ) -> Call<'p, P, Timed> {
     Call::resume(policy, state_of(state, policy))
@@ -1345,7 +1347,7 @@ fn arm_in(timer: &mut Option<Pin<Box<tokio::time::Sleep>>>, after: std::time::Du
 fn attempt_over<'p, P, R, E, S>(
     policy: &'p P,
     slot: &mut Option<S>,
-    state: CallState<Timed>,
+    state: StateOf<P, Timed>,
     started: &mut Option<std::time::Instant>,
     result: &Result<R, E>,
     fired: bool,

@@ -79,8 +79,9 @@ pub(crate) enum GiveUp {
 }
 
 impl<Tm: Times> PlanVisitor for Decide<'_, '_, Tm> {
-    /// The delay, the rule, and whether a matched value's hint gave the delay.
-    type Out = Result<(Duration, RuleId, bool), GiveUp>;
+    /// The delay, the rule, whether a matched value's hint gave the delay, and the rule's
+    /// `max_delay`.
+    type Out = Result<(Duration, RuleId, bool, Option<Duration>), GiveUp>;
 
     #[inline]
     fn visit<P: Plan>(self, plan: &P, rule: RuleId, value_hint: Option<Duration>) -> Self::Out {
@@ -108,7 +109,7 @@ impl<Tm: Times> PlanVisitor for Decide<'_, '_, Tm> {
                 return Err(GiveUp::MaxDelay);
             }
         }
-        Ok((delay, rule, value_hint.is_some()))
+        Ok((delay, rule, value_hint.is_some(), budget))
     }
 }
 

@@ -18,7 +18,7 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use crate::callbacks::RetryInfo;
-use crate::guard::{Breaker, Budget, Limit, PendingFlag, Stamp, Throttle};
+use crate::guard::{Breaker, Budget, Limit, PendingFlag, Stamp, StartBy as _, Throttle};
 use crate::jitter::JitterState;
 use crate::kind::Failure;
 use crate::policy::{Extras, Policy, PolicyCore, RetryPolicy};
@@ -84,6 +84,9 @@ pub struct Call<'p, P: PolicyCore, Tm = Timed> {
     jitter: JitterState,
     times: Tm,
     seed: CallSeed,
+    /// The latest start of the retry decided last (its rule's `max_delay`), which bounds its
+    /// wait for a slot of the concurrency limit; nothing without a limit.
+    start_by: <P::Limit as Limit>::StartBy,
 }
 
 impl<P: PolicyCore, Tm: std::fmt::Debug> std::fmt::Debug for Call<'_, P, Tm> {
@@ -241,8 +244,9 @@ where
     let mut call = start(policy, Blocking(Timed::default()));
     // The failure a retry follows, kept while the retry's start may come at or after the
     // call's deadline (a backoff that ended late, after slow callbacks or a late wake-up, or a
-    // wait for a slot of the concurrency limit): it is then what the call returns.
-    let keep = policy.timeout_setting().deadline().is_some();
+    // wait for a slot of the concurrency limit) or, after a wait for a slot, after its rule's
+    // `max_delay` is spent: it is then what the call returns.
+    let keep = policy.timeout_setting().deadline().is_some() || <P::Limit as Limit>::ACTIVE;
     let mut last = None;
     loop {
         if let Some(rejected) = call.admit() {
@@ -296,7 +300,7 @@ where
     // (Only a wait with an end, which `last` gives, runs out: without `last` the loop never
     // runs twice.)
     loop {
-        let left = last.as_ref().and_then(|_| call.deadline_left());
+        let left = last.as_ref().and_then(|_| call.start_left());
         // A retry with no time left is not made, whether or not the queue has room.
         let slot = if left.is_some_and(|l| l.is_zero()) {
             None
@@ -315,7 +319,7 @@ where
         };
         // A slot that came as the deadline passed leaves the retry no time either: it is not
         // made, as in the async loops.
-        let in_time = left.is_none() || call.deadline_left().is_some_and(|l| !l.is_zero());
+        let in_time = left.is_none() || call.start_left().is_some_and(|l| !l.is_zero());
         match slot {
             Some(slot) if in_time => {
                 // The failure is not kept while the retry runs.
@@ -324,9 +328,15 @@ where
             }
             _ => {
                 if let Some(failure) = last.take() {
+                    #[cfg(feature = "tracing")]
+                    let why = if call.max_delay_spent() {
+                        GiveUp::MaxDelay
+                    } else {
+                        GiveUp::Deadline
+                    };
                     call.release();
                     #[cfg(feature = "tracing")]
-                    call.trace_give_up(&failure, GiveUp::Deadline);
+                    call.trace_give_up(&failure, why);
                     return Err(failure);
                 }
             }
@@ -374,9 +384,11 @@ where
     if let Some(slot) = limit.try_slot() {
         return Ok(Some(slot));
     }
-    let mut left = call.deadline_left();
+    let mut left = call.start_left();
     // A retry with no time left is not made, whether or not the queue has room.
-    if let Some(e) = call.out_of_time(left) {
+    if left.is_some_and(|l| l.is_zero())
+        && let Some(e) = start_missed(call)
+    {
         return Err(Err(e));
     }
     loop {
@@ -391,13 +403,33 @@ where
         match waited {
             Some(Ok(slot)) => return Ok(Some(slot)),
             Some(Err(_)) => return refused(call).map_or(Ok(None), Err),
-            None => match call.end_unmade() {
+            None => match start_missed(call) {
                 Some(e) => return Err(Err(e)),
                 // (A deadline's error always converts; a setting whose does not never ends the
                 // call early: the wait goes on.)
                 None => left = None,
             },
         }
+    }
+}
+
+/// The error that ends an async call whose retry ran out of time to start while it waited for
+/// a slot (or when its backoff ended, with no slot free): its rule's `max_delay` was spent
+/// (`E::from(Rejected)`: the limit gave it no slot in time) or the call's deadline passed
+/// (`E::from(Elapsed)`, as when the deadline cuts an attempt). The attempt's breaker permit is
+/// given back. `None`: the policy has no such error (the wait goes on).
+#[cfg(feature = "tokio")]
+pub(crate) fn start_missed<P, R, E, Tm>(call: &mut Call<'_, P, Tm>) -> Option<E>
+where
+    P: RetryPolicy<R, E> + PolicyCore<Timeout: AsyncTimeout<E>>,
+    Tm: Times,
+{
+    if call.max_delay_spent() {
+        let e = call.policy.refuse()?;
+        call.release();
+        Some(e)
+    } else {
+        call.end_unmade()
     }
 }
 
@@ -439,20 +471,25 @@ pub(crate) fn start<P: PolicyCore, Tm>(policy: &P, times: Tm) -> Call<'_, P, Tm>
 /// (beside the policy it owns), to rebuild the call with [`Call::resume`].
 #[cfg(feature = "tower")]
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct CallState<Tm> {
+pub(crate) struct CallState<Tm, Sb = ()> {
     retries: u32,
     permit: crate::guard::Permit,
     jitter: JitterState,
     times: Tm,
     seed: CallSeed,
+    start_by: Sb,
 }
+
+/// The state of a call of `P` keeping its instants in `Tm`.
+#[cfg(feature = "tower")]
+pub(crate) type StateOf<P, Tm> = CallState<Tm, <<P as PolicyCore>::Limit as Limit>::StartBy>;
 
 #[cfg(feature = "tower")]
 impl<'p, P: PolicyCore, Tm: Copy> Call<'p, P, Tm> {
     /// The call's state, to keep while the policy is not borrowed (with its permit: the call
     /// no longer gives it back when dropped, the holder of the state does).
     #[inline]
-    pub(crate) fn into_state(mut self) -> CallState<Tm> {
+    pub(crate) fn into_state(mut self) -> StateOf<P, Tm> {
         self.pending.set(false);
         self.state()
     }
@@ -466,19 +503,20 @@ impl<'p, P: PolicyCore, Tm: Copy> Call<'p, P, Tm> {
 
     /// The call's state, to keep while the policy is not borrowed.
     #[inline]
-    pub(crate) fn state(&self) -> CallState<Tm> {
+    pub(crate) fn state(&self) -> StateOf<P, Tm> {
         CallState {
             retries: self.retries,
             permit: self.permit,
             jitter: self.jitter,
             times: self.times,
             seed: self.seed,
+            start_by: self.start_by,
         }
     }
 
     /// The call with `state`, on `policy` again.
     #[inline]
-    pub(crate) fn resume(policy: &'p P, state: CallState<Tm>) -> Self {
+    pub(crate) fn resume(policy: &'p P, state: StateOf<P, Tm>) -> Self {
         Call {
             policy,
             retries: state.retries,
@@ -487,6 +525,7 @@ impl<'p, P: PolicyCore, Tm: Copy> Call<'p, P, Tm> {
             jitter: state.jitter,
             times: state.times,
             seed: state.seed,
+            start_by: state.start_by,
         }
     }
 }
@@ -502,6 +541,7 @@ pub(crate) fn start_credited<P: PolicyCore, Tm>(policy: &P, times: Tm) -> Call<'
         jitter: JitterState::default(),
         times,
         seed: CallSeed::default(),
+        start_by: Default::default(),
     }
 }
 
@@ -589,6 +629,28 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
         let d = self.policy.timeout_setting().deadline()?;
         let end = self.times.first()?.checked_add(d)?;
         Some(end.saturating_duration_since(self.now()))
+    }
+
+    /// The time left before a decided retry must start: before the call's deadline and its
+    /// rule's `max_delay` (`None`: no end). What bounds a retry's wait for a slot.
+    #[inline]
+    pub(crate) fn start_left(&self) -> Option<Duration> {
+        let by = self
+            .start_by
+            .get()
+            .map(|at| at.saturating_duration_since(self.now()));
+        match (self.deadline_left(), by) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Whether a retry's time to start ran out before its deadline did: its rule's `max_delay`
+    /// was spent first.
+    #[inline]
+    pub(crate) fn max_delay_spent(&self) -> bool {
+        self.start_by.get().is_some_and(|at| self.now() >= at)
+            && self.deadline_left().is_none_or(|l| !l.is_zero())
     }
 
     /// Whether the instant `now` gives is at or past the current attempt's deadline: an error
@@ -1158,7 +1220,15 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
                 if outcome.is_ok() && <P::Breaker as Breaker>::ACTIVE {
                     self.record_permit(now.get(), false);
                 }
-                let (delay, rule, value_hint) = decision?;
+                let (delay, rule, value_hint, max_delay) = decision?;
+                // The retry must start before its rule's `max_delay` is spent: a wait for a
+                // slot of the limit after its backoff ends then.
+                if <P::Limit as Limit>::ACTIVE {
+                    let now = now.get();
+                    let first = self.times.first_or(now);
+                    self.start_by
+                        .set(max_delay.and_then(|m| first.checked_add(m)));
+                }
                 (delay, rule, hinted.is_some() || value_hint)
             }
             None => return Err(GiveUp::NotRetryable),

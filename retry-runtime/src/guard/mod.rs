@@ -48,6 +48,36 @@ impl Budget for &RetryBudget {
     }
 }
 
+/// The latest instant a decided retry may start at (its rule's `max_delay` from the first
+/// attempt's start), which bounds its wait for a slot of a concurrency limit: an
+/// `Option<Instant>` beside a limit, nothing (`()`, no byte in the call) without one.
+pub trait StartBy: Copy + Default + Send + Sync + std::fmt::Debug {
+    /// The instant, if any.
+    fn get(self) -> Option<Instant>;
+    /// Sets the instant.
+    fn set(&mut self, at: Option<Instant>);
+}
+
+impl StartBy for () {
+    #[inline(always)]
+    fn get(self) -> Option<Instant> {
+        None
+    }
+    #[inline(always)]
+    fn set(&mut self, _: Option<Instant>) {}
+}
+
+impl StartBy for Option<Instant> {
+    #[inline]
+    fn get(self) -> Option<Instant> {
+        self
+    }
+    #[inline]
+    fn set(&mut self, at: Option<Instant>) {
+        *self = at;
+    }
+}
+
 /// Whether a call holds a permit it has neither recorded nor given back (a call dropped then
 /// gives it back): a `bool` beside a breaker, nothing (`()`, no byte in the call) without one.
 pub trait PendingFlag: Copy + Default + Send + Sync + std::fmt::Debug {
@@ -146,6 +176,8 @@ pub trait Limit {
     const ACTIVE: bool;
     /// What an attempt holds while it runs; dropping it frees the slot.
     type Slot;
+    /// What a call keeps of a decided retry's latest start ([`StartBy`]): `()` without a limit.
+    type StartBy: StartBy;
     /// Waiting for a slot, in FIFO order.
     type Wait: Future<Output = Result<Self::Slot, Rejected>>;
     /// Waits for a slot (async): `Err(Rejected)` at once when the queue is full.
@@ -162,6 +194,7 @@ pub trait Limit {
 impl Limit for () {
     const ACTIVE: bool = false;
     type Slot = ();
+    type StartBy = ();
     type Wait = std::future::Ready<Result<(), Rejected>>;
     #[inline(always)]
     fn wait(&self) -> Self::Wait {
@@ -184,6 +217,7 @@ impl Limit for () {
 impl<'l> Limit for &'l ConcurrencyLimit {
     const ACTIVE: bool = true;
     type Slot = LimitPermit<'l>;
+    type StartBy = Option<Instant>;
     type Wait = Acquire<'l>;
     #[inline]
     fn wait(&self) -> Acquire<'l> {
@@ -230,6 +264,7 @@ impl<E> std::fmt::Debug for LimitOf<'_, E> {
 impl<'a, E> Limit for LimitOf<'a, E> {
     const ACTIVE: bool = true;
     type Slot = LimitPermit<'a>;
+    type StartBy = Option<Instant>;
     type Wait = Acquire<'a>;
     #[inline]
     fn wait(&self) -> Acquire<'a> {
