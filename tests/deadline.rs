@@ -73,8 +73,8 @@ async fn no_retry_is_made_whose_backoff_would_end_past_the_deadline() {
 }
 
 /// A blocking retry whose backoff ends at or after the deadline is not made, whatever made it
-/// late (here an `on_error` that takes 200 ms after the retry was decided at 0 ms): the failure
-/// it follows is returned.
+/// late (here an `on_error` that takes 200 ms, run after the clock was read at 0 ms for the
+/// decision, which allows a 100 ms backoff): the failure it follows is returned.
 #[test]
 fn a_blocking_retry_due_after_the_deadline_is_not_made() {
     let time = VirtualTime::new();
@@ -661,8 +661,8 @@ mod attribute {
         static SLOW: std::cell::RefCell<Option<VirtualTime>> = const { std::cell::RefCell::new(None) };
     }
 
-    // `on_error` takes 200 ms: the backoff decided at 0 ms (100 ms, ending before the 250 ms
-    // deadline) ends at 300 ms, past it.
+    // `on_error` takes 200 ms, after the clock was read at 0 ms for the decision: the backoff
+    // decided then (100 ms, ending before the 250 ms deadline) ends at 300 ms, past it.
     #[robust(deadline = 250ms, retries = 10, backoff = constant(base = 100ms), jitter = none,
              on_error = |_: &String, _| SLOW.with(|t| t.borrow().as_ref().unwrap().advance(ms(200))))]
     fn slow_callback(attempts: &Cell<u32>) -> Result<(), String> {

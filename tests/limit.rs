@@ -426,6 +426,45 @@ async fn the_time_left_is_read_on_the_policys_clock() {
     assert_eq!(time.slept(), ms(900));
 }
 
+/// The same with a `max_delay`: after a 900 ms backoff on the policy's clock under a 1 s
+/// `max_delay`, the retry waits for a slot at most the 100 ms left (on tokio's timer), and the
+/// call ends with `E::from(Rejected)` then, though the policy's clock has not moved meanwhile.
+#[tokio::test(start_paused = true)]
+async fn the_time_left_of_a_max_delay_is_read_on_the_policys_clock() {
+    use retry_runtime::time::VirtualTime;
+
+    let time = VirtualTime::new();
+    let limit = ConcurrencyLimit::new(1, 4).unwrap();
+    let policy = Policy::builder()
+        .retries(5)
+        .backoff(retry_runtime::Constant::new(ms(900)))
+        .jitter(retry_runtime::NoJitter)
+        .max_delay(secs(1))
+        .limit(&limit)
+        .env(time.clone())
+        .build()
+        .unwrap();
+    let t0 = Instant::now();
+    let call = async {
+        let r: io::Result<()> = policy
+            .call_async(|_| async {
+                tokio::time::sleep(ms(10)).await;
+                Err(ErrorKind::ConnectionReset.into())
+            })
+            .await;
+        (r, t0.elapsed())
+    };
+    let hold = async {
+        let _slot = limit.acquire().await.unwrap();
+        tokio::time::sleep(secs(10)).await;
+    };
+    let ((r, took), ()) = tokio::join!(call, hold);
+    let e = r.unwrap_err();
+    assert!(is_rejected(&e), "{e:?}");
+    assert_eq!(took, ms(110));
+    assert_eq!(time.slept(), ms(900));
+}
+
 // --- a blocking retry does not wait for a slot past the call's deadline ------------------------
 
 /// Runs `call` on this thread, whose clock is virtual, with `limit` (one slot, free): its body's

@@ -66,7 +66,8 @@
 //! `ready()`). The
 //! deadline counts from the first attempt's start (when it is
 //! sent, after any wait for a slot of the concurrency limit), not from `call`; a retry does
-//! not wait for a slot past it, and one whose time is up when its slot comes is not sent.
+//! not wait for a slot past it (nor past its rule's `max_delay`: it then ends with
+//! `E::from(Rejected)`), and one whose time is up when its slot comes is not sent.
 //!
 //! A request's first attempt is sent from `call` when nothing has to admit, queue or time it:
 //! a policy without breaker (its own or one per key), throttle, concurrency limit, timeout or
@@ -1085,8 +1086,9 @@ where
                     // would wait for each other. The ready service is dropped for a clone,
                     // made ready once a slot is ours.
                     // A retry does not wait past the call's deadline (before the first
-                    // attempt has started, the deadline has not begun), and one with no time
-                    // left is not made, whether or not the queue has room.
+                    // attempt has started, the deadline has not begun) nor past its rule's
+                    // `max_delay`, and one with no time left is not made, whether or not the
+                    // queue has room.
                     let left = resumed(this.state, policy).start_left();
                     if left.is_some_and(|l| l.is_zero())
                         && let Some(e) = crate::call::start_missed(&mut resumed(this.state, policy))
@@ -1113,8 +1115,9 @@ where
                 };
                 match waited {
                     Poll::Pending if timed => {
-                        // The deadline passed while the retry waited: the call ends as when
-                        // the deadline cuts an attempt, and the attempt's breaker permit is
+                        // The deadline passed while the retry waited (the call ends as when
+                        // the deadline cuts an attempt), or its rule's `max_delay` was spent
+                        // (it ends with `E::from(Rejected)`); the attempt's breaker permit is
                         // given back.
                         let ended = fired(this.timer, cx)
                             .then(|| crate::call::start_missed(&mut resumed(this.state, policy)));
@@ -1130,7 +1133,19 @@ where
                     Poll::Pending => break Poll::Pending,
                     Poll::Ready(Ok(slot)) => {
                         this.wait.set(None);
-                        *this.slot = Some(slot);
+                        // A slot that came once the retry's `max_delay` was spent is not
+                        // taken (tokio's timer may fire a little late).
+                        if timed && resumed(this.state, policy).start_passed() {
+                            drop(slot);
+                            let missed =
+                                crate::call::start_missed(&mut resumed(this.state, policy));
+                            if let Some(e) = missed {
+                                to!(Phase::Done);
+                                break Poll::Ready(crate::call::finish(policy, Err(e)));
+                            }
+                        } else {
+                            *this.slot = Some(slot);
+                        }
                         to!(Phase::Arm);
                     }
                     Poll::Ready(Err(_)) => {

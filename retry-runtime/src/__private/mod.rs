@@ -278,9 +278,11 @@ pub type SlotOr<P, Ret> = Result<
     Result<<Ret as IsResult>::Ok, <Ret as IsResult>::Err>,
 >;
 
-/// A slot of the policy's concurrency limit for `call`'s next attempt of a blocking fn with a
-/// deadline, or the fn's result when the call ends here: the queue was full, or the deadline
-/// passed while a retry waited (`last`, the failure it follows, is returned).
+/// A slot of the policy's concurrency limit (if any) for `call`'s next attempt of a blocking fn
+/// with a deadline, or a limit and a `max_delay`, or the fn's result when the call ends here:
+/// the queue was full, or the deadline passed (while a retry waited for a slot, or before its
+/// backoff ended), or the retry's `max_delay` was spent while it waited (`last`, the failure
+/// the retry follows, is returned).
 #[inline(always)]
 pub fn limit_slot_blocking<Ret, P, Tm>(
     call: &mut crate::Call<'_, P, Tm>,
@@ -295,7 +297,8 @@ where
 }
 
 /// A slot of the policy's concurrency limit for `call`'s next attempt (async), or the fn's
-/// result when the call ends here: the queue was full, or the call's deadline passed while a
+/// result when the call ends here: the queue was full, or the call's deadline passed
+/// (`E::from(Elapsed)`) or the retry's `max_delay` was spent (`E::from(Rejected)`) while a
 /// retry waited.
 #[cfg(feature = "tokio")]
 #[inline(always)]

@@ -244,9 +244,11 @@ where
     let mut call = start(policy, Blocking(Timed::default()));
     // The failure a retry follows, kept while the retry's start may come at or after the
     // call's deadline (a backoff that ended late, after slow callbacks or a late wake-up, or a
-    // wait for a slot of the concurrency limit) or, after a wait for a slot, after its rule's
-    // `max_delay` is spent: it is then what the call returns.
-    let keep = policy.timeout_setting().deadline().is_some() || <P::Limit as Limit>::ACTIVE;
+    // wait for a slot of the concurrency limit) or while it waits for a slot until its rule's
+    // `max_delay` is spent (a policy that may have one reads the first attempt's start:
+    // `needs_start`): it is then what the call returns.
+    let keep = policy.timeout_setting().deadline().is_some()
+        || <P::Limit as Limit>::ACTIVE && policy.needs_start();
     let mut last = None;
     loop {
         if let Some(rejected) = call.admit() {
@@ -283,12 +285,13 @@ where
 
 /// A slot of the concurrency limit for `call`'s next attempt, blocking the thread (`None`: the
 /// limit refused it, and the policy has no error for that), or the call's result when it ends
-/// here: the queue was full, or the call's deadline passed before a retry's slot came (the
-/// retry is not made, whether it waited or found no time left when its backoff ended: `last`,
-/// the failure it follows, is returned, as when the deadline leaves no time for a retry's
-/// backoff; without a limit, this is the check that the backoff ended in time). Either way the
-/// attempt's breaker permit is given back. Without `last` the wait has no end; `last` is
-/// cleared when the attempt goes ahead.
+/// here: the queue was full; the call's deadline passed before a retry's slot came, or when
+/// its backoff ended (without a limit, this is the check that the backoff ended in time); or
+/// the retry's rule's `max_delay` was spent while it waited for a slot (a free slot is still
+/// taken once it is spent, as a retry without a limit still starts). The retry is then not
+/// made: `last`, the failure it follows, is returned, as when the deadline leaves no time for
+/// a retry's backoff. Either way the attempt's breaker permit is given back. Without `last`
+/// the wait has no end; `last` is cleared when the attempt goes ahead.
 pub(crate) fn slot_blocking<P, R, E, Tm>(
     call: &mut Call<'_, P, Tm>,
     last: &mut Option<Result<R, E>>,
@@ -301,9 +304,13 @@ where
     // runs twice.)
     loop {
         let left = last.as_ref().and_then(|_| call.start_left());
-        // A retry with no time left is not made, whether or not the queue has room.
+        // No time left to wait: a retry takes a free slot, unless the deadline has passed.
         let slot = if left.is_some_and(|l| l.is_zero()) {
-            None
+            if call.deadline_left().is_some_and(|l| l.is_zero()) {
+                None
+            } else {
+                call.policy.limit().try_slot()
+            }
         } else {
             match call.policy.limit().wait_blocking_for(left) {
                 Ok(slot) => slot,
@@ -319,7 +326,7 @@ where
         };
         // A slot that came as the deadline passed leaves the retry no time either: it is not
         // made, as in the async loops.
-        let in_time = left.is_none() || call.start_left().is_some_and(|l| !l.is_zero());
+        let in_time = left.is_none() || call.deadline_left().is_none_or(|l| !l.is_zero());
         match slot {
             Some(slot) if in_time => {
                 // The failure is not kept while the retry runs.
@@ -329,7 +336,7 @@ where
             _ => {
                 if let Some(failure) = last.take() {
                     #[cfg(feature = "tracing")]
-                    let why = if call.max_delay_spent() {
+                    let why = if call.max_delay_first() {
                         GiveUp::MaxDelay
                     } else {
                         GiveUp::Deadline
@@ -401,7 +408,16 @@ where
             None => Some(limit.wait().await),
         };
         match waited {
-            Some(Ok(slot)) => return Ok(Some(slot)),
+            // (A slot that came once the rule's `max_delay` was spent is not taken: tokio's
+            // timer may fire a little late.)
+            Some(Ok(slot)) if left.is_none() || !call.start_passed() => return Ok(Some(slot)),
+            Some(Ok(slot)) => {
+                drop(slot);
+                if let Some(e) = start_missed(call) {
+                    return Err(Err(e));
+                }
+                left = None;
+            }
             Some(Err(_)) => return refused(call).map_or(Ok(None), Err),
             None => match start_missed(call) {
                 Some(e) => return Err(Err(e)),
@@ -424,7 +440,7 @@ where
     P: RetryPolicy<R, E> + PolicyCore<Timeout: AsyncTimeout<E>>,
     Tm: Times,
 {
-    if call.max_delay_spent() {
+    if call.max_delay_first() {
         let e = call.policy.refuse()?;
         call.release();
         Some(e)
@@ -645,12 +661,26 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
         }
     }
 
-    /// Whether a retry's time to start ran out before its deadline did: its rule's `max_delay`
-    /// was spent first.
+    /// Whether a decided retry's time to start ends with its rule's `max_delay` rather than
+    /// with the call's deadline (which bound a wait that ran out): read from the two instants,
+    /// not from the clock, which a virtual clock may not have moved while tokio's timer ran.
+    #[cfg(any(feature = "tokio", feature = "tracing"))]
     #[inline]
-    pub(crate) fn max_delay_spent(&self) -> bool {
-        self.start_by.get().is_some_and(|at| self.now() >= at)
-            && self.deadline_left().is_none_or(|l| !l.is_zero())
+    pub(crate) fn max_delay_first(&self) -> bool {
+        self.start_by.get().is_some_and(|by| {
+            self.times
+                .first()
+                .and_then(|first| self.call_deadline(first))
+                .is_none_or(|end| by < end)
+        })
+    }
+
+    /// Whether a decided retry's rule's `max_delay` has been spent (a clock reading only when
+    /// it has one).
+    #[cfg(feature = "tokio")]
+    #[inline]
+    pub(crate) fn start_passed(&self) -> bool {
+        self.start_by.get().is_some_and(|by| self.now() >= by)
     }
 
     /// Whether the instant `now` gives is at or past the current attempt's deadline: an error
@@ -956,8 +986,9 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
     }
 
     /// [`settle`](Self::settle), keeping the failure a retry follows: a blocking loop returns
-    /// it when the call's deadline passes while the retry waits for a slot of the
-    /// concurrency limit.
+    /// it when the retry is not made after all (the call's deadline passed before its backoff
+    /// ended or while it waited for a slot of the concurrency limit, or its rule's `max_delay`
+    /// was spent while it waited).
     #[doc(hidden)]
     #[inline]
     pub fn settle_keeping<R, E>(&mut self, result: Result<R, E>, timed_out: bool) -> Settled<R, E>
@@ -1224,10 +1255,11 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
                 // The retry must start before its rule's `max_delay` is spent: a wait for a
                 // slot of the limit after its backoff ends then.
                 if <P::Limit as Limit>::ACTIVE {
-                    let now = now.get();
-                    let first = self.times.first_or(now);
-                    self.start_by
-                        .set(max_delay.and_then(|m| first.checked_add(m)));
+                    let by = max_delay.and_then(|m| {
+                        let now = now.get();
+                        self.times.first_or(now).checked_add(m)
+                    });
+                    self.start_by.set(by);
                 }
                 (delay, rule, hinted.is_some() || value_hint)
             }

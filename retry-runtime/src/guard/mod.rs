@@ -51,6 +51,7 @@ impl Budget for &RetryBudget {
 /// The latest instant a decided retry may start at (its rule's `max_delay` from the first
 /// attempt's start), which bounds its wait for a slot of a concurrency limit: an
 /// `Option<Instant>` beside a limit, nothing (`()`, no byte in the call) without one.
+#[doc(hidden)]
 pub trait StartBy: Copy + Default + Send + Sync + std::fmt::Debug {
     /// The instant, if any.
     fn get(self) -> Option<Instant>;
