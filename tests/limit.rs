@@ -385,25 +385,19 @@ async fn a_retry_does_not_wait_for_a_slot_past_its_max_delay() {
     ends_at_the_max_delay(&limit, call).await;
 }
 
-/// On a policy whose clock is virtual (its backoffs advance it at once, tokio's timer does
-/// not move), the time left before the deadline is read on that clock: after a 900 ms backoff
-/// under a 1 s deadline, the retry waits for a slot at most the 100 ms left (on tokio's timer,
-/// as attempts' timeouts are), not a second.
-#[tokio::test(start_paused = true)]
-async fn the_time_left_is_read_on_the_policys_clock() {
-    use retry_runtime::time::VirtualTime;
-
-    let time = VirtualTime::new();
-    let limit = ConcurrencyLimit::new(1, 4).unwrap();
-    let policy = Policy::builder()
-        .retries(5)
-        .backoff(retry_runtime::Constant::new(ms(900)))
-        .jitter(retry_runtime::NoJitter)
-        .deadline(secs(1))
-        .limit(&limit)
-        .env(time.clone())
-        .build()
-        .unwrap();
+/// On a policy whose clock is virtual (`time`: its backoffs advance it at once, tokio's timer
+/// does not move), the time left is read on that clock: after a 900 ms backoff under a 1 s
+/// bound (the deadline or a `max_delay`), the retry waits for a slot at most the 100 ms left
+/// (on tokio's timer, as attempts' timeouts are), not a second, and the call then ends with
+/// the error `ended` accepts, though the policy's clock has not moved meanwhile.
+async fn waits_the_time_left_on_the_policys_clock<
+    P: retry_runtime::AsyncRetryPolicy<(), io::Error>,
+>(
+    policy: &P,
+    limit: &ConcurrencyLimit,
+    time: &retry_runtime::time::VirtualTime,
+    ended: fn(&io::Error) -> bool,
+) {
     let t0 = Instant::now();
     let call = async {
         // The first attempt takes 10 ms of tokio's time (none of the policy's) and fails.
@@ -421,19 +415,29 @@ async fn the_time_left_is_read_on_the_policys_clock() {
         tokio::time::sleep(secs(10)).await;
     };
     let ((r, took), ()) = tokio::join!(call, hold);
-    assert_eq!(r.unwrap_err().kind(), ErrorKind::TimedOut);
+    let e = r.unwrap_err();
+    assert!(ended(&e), "{e:?}");
     assert_eq!(took, ms(110));
     assert_eq!(time.slept(), ms(900));
 }
 
-/// The same with a `max_delay`: after a 900 ms backoff on the policy's clock under a 1 s
-/// `max_delay`, the retry waits for a slot at most the 100 ms left (on tokio's timer), and the
-/// call ends with `E::from(Rejected)` then, though the policy's clock has not moved meanwhile.
 #[tokio::test(start_paused = true)]
-async fn the_time_left_of_a_max_delay_is_read_on_the_policys_clock() {
-    use retry_runtime::time::VirtualTime;
-
-    let time = VirtualTime::new();
+async fn the_time_left_is_read_on_the_policys_clock() {
+    let time = retry_runtime::time::VirtualTime::new();
+    let limit = ConcurrencyLimit::new(1, 4).unwrap();
+    let policy = Policy::builder()
+        .retries(5)
+        .backoff(retry_runtime::Constant::new(ms(900)))
+        .jitter(retry_runtime::NoJitter)
+        .deadline(secs(1))
+        .limit(&limit)
+        .env(time.clone())
+        .build()
+        .unwrap();
+    let timed_out = |e: &io::Error| e.kind() == ErrorKind::TimedOut;
+    waits_the_time_left_on_the_policys_clock(&policy, &limit, &time, timed_out).await;
+    // A `max_delay` ends the wait with `E::from(Rejected)`.
+    let time = retry_runtime::time::VirtualTime::new();
     let limit = ConcurrencyLimit::new(1, 4).unwrap();
     let policy = Policy::builder()
         .retries(5)
@@ -444,25 +448,7 @@ async fn the_time_left_of_a_max_delay_is_read_on_the_policys_clock() {
         .env(time.clone())
         .build()
         .unwrap();
-    let t0 = Instant::now();
-    let call = async {
-        let r: io::Result<()> = policy
-            .call_async(|_| async {
-                tokio::time::sleep(ms(10)).await;
-                Err(ErrorKind::ConnectionReset.into())
-            })
-            .await;
-        (r, t0.elapsed())
-    };
-    let hold = async {
-        let _slot = limit.acquire().await.unwrap();
-        tokio::time::sleep(secs(10)).await;
-    };
-    let ((r, took), ()) = tokio::join!(call, hold);
-    let e = r.unwrap_err();
-    assert!(is_rejected(&e), "{e:?}");
-    assert_eq!(took, ms(110));
-    assert_eq!(time.slept(), ms(900));
+    waits_the_time_left_on_the_policys_clock(&policy, &limit, &time, is_rejected).await;
 }
 
 // --- a blocking retry does not wait for a slot past the call's deadline ------------------------

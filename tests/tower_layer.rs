@@ -858,60 +858,19 @@ async fn a_rejected_request_is_not_retried() {
     );
 }
 
-/// A retry waiting for a slot of the limit does not wait past the call's deadline: the call
-/// ends at the deadline with `Elapsed`, and the wait leaves the queue.
-#[tokio::test(start_paused = true)]
-async fn a_retry_does_not_wait_for_a_slot_past_the_deadline() {
-    let limit = retry_runtime::ConcurrencyLimit::new(1, 4).unwrap();
-    let policy = Policy::builder()
-        .retries(5)
-        .backoff(Constant::new(ms(100)))
-        .jitter(NoJitter)
-        .deadline(secs(1))
-        .limit(&limit)
-        .build()
-        .unwrap();
-    let (svc, calls) = scripted::<String>(vec![Err(ErrorKind::ConnectionReset.into())]);
+/// The first attempt fails at 0; its retry (100 ms later) finds the only slot of `limit` taken
+/// (by another caller, at 50 ms, for 10 s): with a 1 s bound from the first attempt's start
+/// (the deadline, or a `max_delay`), the call ends at 1 s with the error `ended` accepts, and
+/// the wait leaves the queue.
+async fn a_slot_wait_ends_at_one_second(
+    call: impl std::future::Future<Output = io::Result<Resp>>,
+    calls: &AtomicU32,
+    limit: &retry_runtime::ConcurrencyLimit,
+    ended: fn(&io::Error) -> bool,
+) {
     let t0 = Instant::now();
     let call = async {
-        let r = RobustLayer::new(policy)
-            .layer(svc)
-            .oneshot(Request::new(String::new()))
-            .await;
-        (r, t0.elapsed())
-    };
-    // Another caller takes the only slot at 50 ms and keeps it for 10 s.
-    let hold = async {
-        tokio::time::sleep(ms(50)).await;
-        let _slot = limit.acquire().await.unwrap();
-        tokio::time::sleep(secs(10)).await;
-    };
-    let ((r, took), ()) = tokio::join!(call, hold);
-    assert_eq!(r.unwrap_err().kind(), ErrorKind::TimedOut);
-    assert_eq!((took, calls.load(Ordering::SeqCst)), (secs(1), 1));
-    assert_eq!((limit.in_flight(), limit.queued()), (0, 0));
-}
-
-/// Nor past its rule's `max_delay`: the limit gives it no slot in time, and the call ends with
-/// `E::from(Rejected)` when the `max_delay` is spent (it waited for the slot, 10 s, before).
-#[tokio::test(start_paused = true)]
-async fn a_retry_does_not_wait_for_a_slot_past_its_max_delay() {
-    let limit = retry_runtime::ConcurrencyLimit::new(1, 4).unwrap();
-    let policy = Policy::builder()
-        .retries(5)
-        .backoff(Constant::new(ms(100)))
-        .jitter(NoJitter)
-        .max_delay(secs(1))
-        .limit(&limit)
-        .build()
-        .unwrap();
-    let (svc, calls) = scripted::<String>(vec![Err(ErrorKind::ConnectionReset.into())]);
-    let t0 = Instant::now();
-    let call = async {
-        let r = RobustLayer::new(policy)
-            .layer(svc)
-            .oneshot(Request::new(String::new()))
-            .await;
+        let r = call.await;
         (r, t0.elapsed())
     };
     let hold = async {
@@ -921,13 +880,57 @@ async fn a_retry_does_not_wait_for_a_slot_past_its_max_delay() {
     };
     let ((r, took), ()) = tokio::join!(call, hold);
     let e = r.unwrap_err();
-    assert!(
-        e.get_ref()
-            .is_some_and(|e| e.is::<retry_runtime::Rejected>()),
-        "{e:?}"
-    );
+    assert!(ended(&e), "{e:?}");
     assert_eq!((took, calls.load(Ordering::SeqCst)), (secs(1), 1));
     assert_eq!((limit.in_flight(), limit.queued()), (0, 0));
+}
+
+/// A retry waiting for a slot of the limit does not wait past the call's deadline (it ends
+/// with `Elapsed`), nor past its rule's `max_delay` (it ends with `E::from(Rejected)`: it
+/// waited for the slot, 10 s, before).
+#[tokio::test(start_paused = true)]
+async fn a_retry_does_not_wait_for_a_slot_past_the_deadline_or_its_max_delay() {
+    static DEADLINE: retry_runtime::ConcurrencyLimit =
+        match retry_runtime::ConcurrencyLimit::new(1, 4) {
+            Ok(l) => l,
+            Err(_) => panic!(),
+        };
+    static MAX_DELAY: retry_runtime::ConcurrencyLimit =
+        match retry_runtime::ConcurrencyLimit::new(1, 4) {
+            Ok(l) => l,
+            Err(_) => panic!(),
+        };
+    let policy = Policy::builder()
+        .retries(5)
+        .backoff(Constant::new(ms(100)))
+        .jitter(NoJitter)
+        .deadline(secs(1))
+        .limit(&DEADLINE)
+        .build()
+        .unwrap();
+    let (svc, calls) = scripted::<String>(vec![Err(ErrorKind::ConnectionReset.into())]);
+    let call = RobustLayer::new(policy)
+        .layer(svc)
+        .oneshot(Request::new(String::new()));
+    let timed_out = |e: &io::Error| e.kind() == ErrorKind::TimedOut;
+    a_slot_wait_ends_at_one_second(call, &calls, &DEADLINE, timed_out).await;
+    let policy = Policy::builder()
+        .retries(5)
+        .backoff(Constant::new(ms(100)))
+        .jitter(NoJitter)
+        .max_delay(secs(1))
+        .limit(&MAX_DELAY)
+        .build()
+        .unwrap();
+    let rejected = |e: &io::Error| {
+        e.get_ref()
+            .is_some_and(|e| e.is::<retry_runtime::Rejected>())
+    };
+    let (svc, calls) = scripted::<String>(vec![Err(ErrorKind::ConnectionReset.into())]);
+    let call = RobustLayer::new(policy)
+        .layer(svc)
+        .oneshot(Request::new(String::new()));
+    a_slot_wait_ends_at_one_second(call, &calls, &MAX_DELAY, rejected).await;
 }
 
 /// A retry that finds no time left before the call's deadline when its backoff ends ends the
