@@ -154,6 +154,58 @@ async fn a_hedged_request_waits_the_delay_the_server_asks_for() {
     assert_eq!(start.elapsed(), secs(5));
 }
 
+/// Both layers credit the budget once per request, in `call`: a future dropped before it is
+/// polled still counts as a call, and one that runs credits nothing more. (The hedged layer
+/// credited it at the future's first poll before.)
+#[tokio::test(start_paused = true)]
+async fn both_layers_credit_the_budget_once_per_request_in_call() {
+    static PLAIN: RetryBudget = match RetryBudget::new(10.0, 1.0, 10.0) {
+        Ok(b) => b,
+        Err(_) => panic!(),
+    };
+    static HEDGED: RetryBudget = match RetryBudget::new(10.0, 1.0, 10.0) {
+        Ok(b) => b,
+        Err(_) => panic!(),
+    };
+    for (budget, hedged) in [(&PLAIN, false), (&HEDGED, true)] {
+        // Emptied: each request's deposit shows.
+        assert!(budget.try_withdraw());
+        assert_eq!(budget.tokens(), 0.0);
+        let builder = Policy::builder()
+            .retries(1)
+            .backoff(NoBackoff)
+            .budget(budget);
+        let (svc, calls) = scripted::<String>(vec![Ok(status(StatusCode::OK))]);
+        let mut service = if hedged {
+            let policy = builder
+                .hedge(retry_runtime::hedge::Hedge::after(ms(500), 1).unwrap())
+                .build()
+                .unwrap();
+            tower::util::BoxService::new(RobustLayer::hedged(policy).layer(svc))
+        } else {
+            let policy = builder.build().unwrap();
+            tower::util::BoxService::new(RobustLayer::new(policy).layer(svc))
+        };
+        for _ in 0..2 {
+            let dropped = service
+                .ready()
+                .await
+                .unwrap()
+                .call(Request::new(String::new()));
+            drop(dropped);
+        }
+        assert_eq!(budget.tokens(), 2.0, "hedged: {hedged}");
+        let ran = service
+            .ready()
+            .await
+            .unwrap()
+            .call(Request::new(String::new()));
+        assert_eq!(ran.await.unwrap().status(), StatusCode::OK);
+        assert_eq!(budget.tokens(), 3.0, "hedged: {hedged}");
+        assert!(calls.load(Ordering::SeqCst) >= 1);
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_last_response_is_returned_when_the_retries_are_used_up() {
     let policy = Policy::builder()

@@ -79,6 +79,8 @@
 //! `Retry` does. Otherwise the first attempt is sent from the response future's first poll,
 //! once the guards admit it, and every attempt sends a copy of the request. A future dropped
 //! before it is polled has called the service in the first case, and not in the second.
+//! Either way (and under [`RobustLayer::hedged`] too), `call` credits the retry budget for the
+//! request, once.
 //!
 //! A request that must wait for a slot of the policy's concurrency limit first gives up what
 //! the service reserved for it when it was made ready: the service is dropped for a clone,
@@ -1867,6 +1869,9 @@ where
         let ready = std::mem::replace(&mut self.inner, clone);
         let policy = Arc::clone(&self.policy);
         let chosen = self.guards.choose(&request);
+        // The budget is credited here, as the plain layer credits it: a future dropped before
+        // it is polled still counts as a call.
+        G::view(&policy, &chosen).budget().deposit();
         Box::pin(async move {
             let view = G::view(&policy, &chosen);
             let policy = &view;
@@ -1899,7 +1904,7 @@ where
             // dropped with its other attempts.
             let not_ready = std::sync::Mutex::new(None);
             let not_ready = &not_ready;
-            let looped = crate::call::hedged_loop_blind(policy, move || {
+            let looped = crate::call::hedged_loop_blind_credited(policy, move || {
                 let (service, copy, made_ready) = match first.take() {
                     Some((Some(s), copy)) => (s, Some(copy), true),
                     Some((None, copy)) => (template.clone(), Some(copy), false),
@@ -1955,7 +1960,8 @@ where
     S: Service<Req> + Clone,
     P: AsyncRetryPolicy<S::Response, S::Error>,
 {
-    let mut call = crate::call::start(policy, Timed::default());
+    // (`call` credited the budget.)
+    let mut call = crate::call::start_credited(policy, Timed::default());
     if let Some(rejected) = call.admit() {
         return crate::call::finish(policy, rejected);
     }

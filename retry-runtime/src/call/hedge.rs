@@ -96,7 +96,7 @@ where
     Fut: Future,
     Fut::Output: IsResult<Ok = R, Err = E>,
 {
-    rounds(policy, make, false)
+    rounds(policy, make, false, false)
 }
 
 /// [`hedged_loop`] for attempts that do not read their context (`#[robust(hedge(..))]` on a
@@ -118,11 +118,33 @@ where
     Fut::Output: IsResult<Ok = R, Err = E>,
 {
     // (Not an `async fn`: the rounds' future is returned as it is, one state machine less.)
-    rounds(policy, move |_| make(), true)
+    rounds(policy, move |_| make(), true, false)
 }
 
-/// The rounds of a hedged call; `blind`: `make` ignores the attempt's context.
-async fn rounds<'p, P, R, E, G, Fut>(policy: &'p P, mut make: G, blind: bool) -> Result<R, E>
+/// [`hedged_loop_blind`] for a call whose budget was already credited (the hedged tower
+/// layer credits it in `call`, as the plain layer does, whether or not the future is polled).
+#[cfg(feature = "tower")]
+pub(crate) fn hedged_loop_blind_credited<P, R, E, G, Fut>(
+    policy: &P,
+    mut make: G,
+) -> impl Future<Output = Result<R, E>>
+where
+    P: AsyncRetryPolicy<R, E>,
+    G: FnMut() -> Fut,
+    Fut: Future,
+    Fut::Output: IsResult<Ok = R, Err = E>,
+{
+    rounds(policy, move |_| make(), true, true)
+}
+
+/// The rounds of a hedged call; `blind`: `make` ignores the attempt's context; `credited`:
+/// the call's budget deposit was made already.
+async fn rounds<'p, P, R, E, G, Fut>(
+    policy: &'p P,
+    mut make: G,
+    blind: bool,
+    credited: bool,
+) -> Result<R, E>
 where
     P: AsyncRetryPolicy<R, E>,
     G: FnMut(crate::Attempt<'p>) -> Fut,
@@ -132,7 +154,11 @@ where
     // A round's start is read lazily when nothing else needs it.
     let lazy = blind && !policy.needs_call_start();
     // The first attempt reads the call's first instant.
-    let mut call = start(policy, Timed::default());
+    let mut call = if credited {
+        super::start_credited(policy, Timed::default())
+    } else {
+        start(policy, Timed::default())
+    };
     // Each round's first attempt, made in place.
     let mut primary = std::pin::pin!(None::<Fut>);
     // A lazy call whose first attempt nothing admits nor queues makes and polls that attempt
