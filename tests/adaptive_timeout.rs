@@ -190,6 +190,42 @@ async fn an_attempt_cut_by_the_calls_deadline_is_not_recorded() {
     );
 }
 
+/// The same when the adaptive limit shrinks while the attempt runs (other calls record fast
+/// latencies): the second attempt, started at 1 s under a limit of 1 s (`max`), is cut by the
+/// 1.5 s deadline; at 1.2 s, 1000 latencies of 1 ms bring the limit down to its 10 ms `min`.
+/// The attempt is still not recorded. (It was before: its limit, read again when it ended,
+/// put its own end at 1.01 s, before the deadline.)
+#[tokio::test(start_paused = true)]
+async fn an_attempt_cut_by_the_calls_deadline_is_not_recorded_when_the_limit_moved() {
+    static SHRINKING: Latencies = Latencies::new();
+    let policy = Policy::builder()
+        .retries(5)
+        .backoff(NoBackoff)
+        .adaptive_timeout(Adaptive::new(&SHRINKING, 99.0, 2.0, ms(10), secs(1)).unwrap())
+        .deadline(ms(1500))
+        .build()
+        .unwrap();
+    let t0 = Instant::now();
+    let call = policy.call_async(|_| async {
+        tokio::time::sleep(secs(10)).await;
+        io::Result::Ok(())
+    });
+    let others = async {
+        tokio::time::sleep(ms(1200)).await;
+        for _ in 0..1000 {
+            SHRINKING.record(ms(1));
+        }
+    };
+    let (r, ()) = tokio::join!(call, others);
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::TimedOut);
+    assert_eq!(t0.elapsed(), ms(1500));
+    assert_eq!(
+        SHRINKING.samples(),
+        1 + 1000,
+        "the first attempt (cut by its own timeout) and the others' latencies"
+    );
+}
+
 /// A blocking attempt's timeout is cooperative: one that fails after 3 s, past both the call's
 /// 1 s deadline and its own 2 s limit, ran that long, and is recorded (a slow service's
 /// evidence), though the call's deadline was its deadline.

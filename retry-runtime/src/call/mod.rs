@@ -918,9 +918,11 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
 
     /// Whether an attempt started at `started`, whose deadline was `deadline`, and over at
     /// `now` was cut by the call's deadline: that deadline was the attempt's (it came before
-    /// the attempt's own timeout's end), and the attempt ended before its own timeout would
-    /// have cut it (a blocking attempt, whose timeout is cooperative, may run past both: its
-    /// time is then a measure of its latency).
+    /// the attempt's own timeout's end), and, for a blocking attempt, whose timeout is
+    /// cooperative and which may run past both, it ended before its own timeout would have cut
+    /// it (its time is otherwise a measure of its latency). An async attempt's timer was armed
+    /// for the call's deadline: it was cut by it, whatever an adaptive timeout's limit became
+    /// while it ran (other calls' latencies move it).
     #[inline]
     pub(crate) fn cut_by_the_call(
         &self,
@@ -933,12 +935,13 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
                 .times
                 .first()
                 .is_some_and(|first| self.call_deadline(first) == deadline)
-            && self
-                .policy
-                .timeout_setting()
-                .limit()
-                .and_then(|own| started.checked_add(own))
-                .is_none_or(|own_end| now < own_end)
+            && (!Tm::BLOCKING
+                || self
+                    .policy
+                    .timeout_setting()
+                    .limit()
+                    .and_then(|own| started.checked_add(own))
+                    .is_none_or(|own_end| now < own_end))
     }
 
     /// When the call must end, for a call whose first attempt started at `first`.
