@@ -985,6 +985,92 @@ async fn a_retry_does_not_wait_for_a_slot_past_the_deadline_or_its_max_delay() {
     a_slot_wait_ends_at_one_second(call, &calls, &MAX_DELAY, rejected).await;
 }
 
+/// A service whose first call fails, and which is not ready after it until `until`.
+struct LateReady {
+    calls: Arc<AtomicU32>,
+    until: Instant,
+    sleep: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl Clone for LateReady {
+    fn clone(&self) -> Self {
+        LateReady {
+            calls: Arc::clone(&self.calls),
+            until: self.until,
+            sleep: None,
+        }
+    }
+}
+
+impl Service<Request<String>> for LateReady {
+    type Response = Resp;
+    type Error = io::Error;
+    type Future = std::future::Ready<io::Result<Resp>>;
+
+    fn poll_ready(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<io::Result<()>> {
+        if self.calls.load(Ordering::SeqCst) >= 1 && Instant::now() < self.until {
+            let until = self.until;
+            let sleep = self
+                .sleep
+                .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(until)));
+            if sleep.as_mut().poll(cx).is_pending() {
+                return std::task::Poll::Pending;
+            }
+        }
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _: Request<String>) -> Self::Future {
+        let n = self.calls.fetch_add(1, Ordering::SeqCst);
+        std::future::ready(if n == 0 {
+            Err(ErrorKind::ConnectionReset.into())
+        } else {
+            Ok(status(StatusCode::OK))
+        })
+    }
+}
+
+/// A retry's wait for a slot, bounded by its `max_delay` (1 s), does not time the attempt that
+/// follows it when the policy has no timeout: the retry gets its slot at 500 ms, its service is
+/// ready at 1.5 s, and it is sent then. (The wait's timer was left armed: the attempt found it
+/// expired when its service was ready, and the request hung for ever.)
+#[tokio::test(start_paused = true)]
+async fn a_retry_that_waited_for_a_slot_is_not_timed_by_its_wait() {
+    static LIMIT: retry_runtime::ConcurrencyLimit = match retry_runtime::ConcurrencyLimit::new(1, 4)
+    {
+        Ok(l) => l,
+        Err(_) => panic!(),
+    };
+    let policy = Policy::builder()
+        .retries(3)
+        .backoff(Constant::new(ms(100)))
+        .jitter(NoJitter)
+        .max_delay(secs(1))
+        .limit(&LIMIT)
+        .build()
+        .unwrap();
+    let t0 = Instant::now();
+    let calls = Arc::new(AtomicU32::new(0));
+    let svc = LateReady {
+        calls: Arc::clone(&calls),
+        until: t0 + ms(1500),
+        sleep: None,
+    };
+    let call = RobustLayer::new(policy)
+        .layer(svc)
+        .oneshot(Request::new(String::new()));
+    // Another caller holds the only slot from 50 to 500 ms.
+    let hold = async {
+        tokio::time::sleep(ms(50)).await;
+        let _slot = LIMIT.acquire().await.unwrap();
+        tokio::time::sleep(ms(450)).await;
+    };
+    let (r, ()) = tokio::join!(tokio::time::timeout(secs(60), call), hold);
+    let r = r.expect("the request ended");
+    assert_eq!(r.unwrap().status(), StatusCode::OK);
+    assert_eq!((t0.elapsed(), calls.load(Ordering::SeqCst)), (ms(1500), 2));
+}
+
 /// A retry that finds no time left before the call's deadline when its backoff ends ends the
 /// call with `Elapsed`, even when the limit's queue is full (it ended with `Rejected` before):
 /// the policy's clock is virtual, and `on_retry` takes the only slot (the limit has no queue)

@@ -1291,11 +1291,14 @@ pub fn expand(
     // closure made their success path no faster and their future larger (docs/BENCHMARKS.md).
     // A slot of the concurrency limit is held while an attempt runs (SPEC section 16).
     let slot = Ident::new("__robust_slot", Span::mixed_site());
-    // A blocking fn with a deadline or a limit keeps the failure a retry follows: the call
-    // returns it if the deadline has passed when the retry would start (a backoff that ended
-    // late, after slow callbacks or a late wake-up, or a wait for a slot of the limit), or if
-    // its rule's `max_delay` was spent while it waited for a slot.
-    let keep_last = !is_async && (has_deadline || config.limit.is_some());
+    // A blocking fn with a deadline, or a limit and a `max_delay`, keeps the failure a retry
+    // follows: the call returns it if the deadline has passed when the retry would start (a
+    // backoff that ended late, after slow callbacks or a late wake-up, or a wait for a slot of
+    // the limit), or if its rule's `max_delay` was spent while it waited for a slot.
+    let any_max_delay = std::iter::once(&config.settings)
+        .chain(config.whens.iter().map(|w| &w.overrides))
+        .any(|o| finite_limit(&o.max_delay).is_some());
+    let keep_last = !is_async && (has_deadline || config.limit.is_some() && any_max_delay);
     let last = Ident::new("__robust_last", Span::mixed_site());
     let (slot_take, slot_drop) = match &config.limit {
         None if !keep_last => (quote!(), quote!()),

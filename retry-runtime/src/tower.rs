@@ -1137,17 +1137,16 @@ where
                         this.wait.set(None);
                         // A slot that came once the retry's `max_delay` was spent is not
                         // taken (tokio's timer may fire a little late).
-                        if timed && resumed(this.state, policy).start_passed() {
+                        if timed
+                            && resumed(this.state, policy).start_passed()
+                            && let Some(e) =
+                                crate::call::start_missed(&mut resumed(this.state, policy))
+                        {
                             drop(slot);
-                            let missed =
-                                crate::call::start_missed(&mut resumed(this.state, policy));
-                            if let Some(e) = missed {
-                                to!(Phase::Done);
-                                break Poll::Ready(crate::call::finish(policy, Err(e)));
-                            }
-                        } else {
-                            *this.slot = Some(slot);
+                            to!(Phase::Done);
+                            break Poll::Ready(crate::call::finish(policy, Err(e)));
                         }
+                        *this.slot = Some(slot);
                         to!(Phase::Arm);
                     }
                     Poll::Ready(Err(_)) => {
@@ -1183,8 +1182,11 @@ where
                     to!(Phase::Done);
                     break Poll::Ready(crate::call::finish(policy, Err(e)));
                 }
-                if let Some(limit) = limit {
-                    arm_in(this.timer, limit);
+                match limit {
+                    Some(limit) => arm_in(this.timer, limit),
+                    // (A timer armed for a retry's wait for a slot, bounded by its `max_delay`,
+                    // does not time an attempt that has no limit.)
+                    None => *this.timer = None,
                 }
                 to!(Phase::Ready);
             }

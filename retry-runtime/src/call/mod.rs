@@ -377,10 +377,12 @@ pub(crate) fn refused<P: RetryPolicy<R, E>, R, E, Tm: Times>(
 
 /// A slot of the concurrency limit for `call`'s next attempt (`None`: the limit refused it,
 /// and the policy has no error for that), or the call's result when it ends here: the queue
-/// was full, or the call's deadline passed while the attempt waited (once the first attempt
-/// has started, a retry does not wait past the deadline; the call then ends with
-/// `E::from(Elapsed)`, as when the deadline cuts an attempt). Either way the attempt's breaker
-/// permit is given back. A free slot is taken at once; only a wait with a deadline is boxed.
+/// was full, or a retry's time to start ran out while it waited (once the first attempt has
+/// started, a retry does not wait past the deadline, nor past its rule's `max_delay`: the call
+/// then ends with `E::from(Elapsed)` at the deadline, as when the deadline cuts an attempt,
+/// and with `E::from(Rejected)` at the `max_delay`; a slot that comes after the `max_delay`
+/// is not taken). Either way the attempt's breaker permit is given back. A free slot is taken
+/// at once; only a bounded wait is boxed.
 #[cfg(feature = "tokio")]
 pub(crate) async fn slot_for<P, R, E, Tm>(
     call: &mut Call<'_, P, Tm>,
@@ -414,11 +416,13 @@ where
             // timer may fire a little late.)
             Some(Ok(slot)) if left.is_none() || !call.start_passed() => return Ok(Some(slot)),
             Some(Ok(slot)) => {
-                drop(slot);
-                if let Some(e) = start_missed(call) {
-                    return Err(Err(e));
-                }
-                left = None;
+                return match start_missed(call) {
+                    Some(e) => {
+                        drop(slot);
+                        Err(Err(e))
+                    }
+                    None => Ok(Some(slot)),
+                };
             }
             Some(Err(_)) => return refused(call).map_or(Ok(None), Err),
             None => match start_missed(call) {
@@ -875,7 +879,10 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
     /// as its time so far, a lower bound of its latency: a service that slows down then raises
     /// the percentile instead of being cut for ever. Other failures (a value an `Ok(..)` kind
     /// matches, an error before the deadline, an attempt the call's deadline cut before its
-    /// own timeout) say nothing about the latency of a success and are not recorded.
+    /// own timeout) say nothing about the latency of a success and are not recorded. An
+    /// attempt whose deadline was the call's is taken as cut by it in an async call (its timer
+    /// was armed for it), and in a blocking call only if it ended before its own timeout,
+    /// read when it ends, would have.
     #[inline(always)]
     pub fn measure<R, E>(&self, started: Instant, result: &Result<R, E>, timed_out: bool)
     where
