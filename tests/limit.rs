@@ -385,6 +385,50 @@ async fn a_retry_does_not_wait_for_a_slot_past_its_max_delay() {
     ends_at_the_max_delay(&limit, call).await;
 }
 
+/// The `max_delay` that bounds a retry's wait is its own rule's: a `when` rule's 1 s (the `on`
+/// rule has none) ends the wait at 1 s with `E::from(Rejected)`.
+#[tokio::test(start_paused = true)]
+async fn a_when_rules_max_delay_bounds_its_retrys_wait() {
+    let limit = ConcurrencyLimit::new(1, 4).unwrap();
+    let policy = Policy::builder()
+        .retries(5)
+        .backoff(retry_runtime::Constant::new(ms(100)))
+        .jitter(retry_runtime::NoJitter)
+        .when(retry_runtime::kind::Io::ANY, |s| s.max_delay(secs(1)))
+        .limit(&limit)
+        .build()
+        .unwrap();
+    let call = policy.call_async(|_| async { Err(ErrorKind::ConnectionReset.into()) });
+    ends_at_the_max_delay(&limit, call).await;
+}
+
+/// Only the wait is bounded: a blocking retry whose backoff ended after its `max_delay` (an
+/// `on_retry` that takes 200 ms, past a 100 ms `max_delay`) still starts when a slot is free,
+/// as it would without a limit.
+#[test]
+fn a_retry_past_its_max_delay_takes_a_free_slot() {
+    let time = retry_runtime::time::VirtualTime::new();
+    let _guard = time.install();
+    let clock = time.clone();
+    let limit = ConcurrencyLimit::new(1, 4).unwrap();
+    let policy = Policy::builder()
+        .retries(1)
+        .backoff(retry_runtime::Constant::new(ms(10)))
+        .jitter(retry_runtime::NoJitter)
+        .max_delay(ms(100))
+        .on_retry(move |_: &io::Result<()>, _| clock.advance(ms(200)))
+        .limit(&limit)
+        .build()
+        .unwrap();
+    let attempts = Cell::new(0);
+    let r: io::Result<()> = policy.call(|_| {
+        attempts.set(attempts.get() + 1);
+        Err(ErrorKind::ConnectionReset.into())
+    });
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::ConnectionReset);
+    assert_eq!(attempts.get(), 2, "the retry was made");
+}
+
 /// On a policy whose clock is virtual (`time`: its backoffs advance it at once, tokio's timer
 /// does not move), the time left is read on that clock: after a 900 ms backoff under a 1 s
 /// bound (the deadline or a `max_delay`), the retry waits for a slot at most the 100 ms left
