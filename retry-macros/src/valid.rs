@@ -1308,13 +1308,23 @@ pub fn check_backoff_never_waits(config: &Config, errors: &mut Errors) {
             Some(JitterSpec::Custom(_))
         )
     };
-    // Each written strategy, with whether a rule that reads it has a custom jitter: the top
-    // level's is read by the top level and every `when` without a strategy of its own.
-    let whens = config.whens.iter().map(|w| &w.overrides);
-    let top_custom = custom(top) || whens.clone().any(|o| o.backoff.is_none() && custom(o));
+    // Each written strategy that a rule that may retry reads, with whether such a rule has a
+    // custom jitter: the top level's is read by the top level and every `when` without a
+    // strategy of its own. (One no rule that retries reads is reported as a key with no effect
+    // by `check_never_retries`.)
+    let retrying = retrying_rules(config);
+    let reads_top = |o: &&Overrides| std::ptr::eq(*o, top) || o.backoff.is_none();
+    let top_readers = retrying.iter().map(|(o, _)| *o).filter(reads_top);
+    let top_read = top_readers.clone().next().is_some();
+    let top_custom = top_readers.clone().any(custom);
+    let whens = retrying
+        .iter()
+        .map(|(o, _)| *o)
+        .filter(|o| !std::ptr::eq(*o, top));
     let strategies = top
         .backoff
         .as_ref()
+        .filter(|_| top_read)
         .map(|s| (s, top_custom))
         .into_iter()
         .chain(whens.filter_map(|o| Some((o.backoff.as_ref()?, custom(o)))));

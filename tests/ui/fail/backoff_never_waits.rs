@@ -31,6 +31,10 @@ impl retry_runtime::Jitter for Pad {
 #[robust(jitter = custom(Pad), when(Io, backoff = exponential(base = 0, max = 10s), jitter = none))]
 fn custom_jitter_elsewhere() -> std::io::Result<()> { Ok(()) }
 
+// (Where no retry is made, the strategy has no effect at all: that one error is reported.)
+#[robust(retries = 0, backoff = exponential(base = 0, max = 10s))]
+fn never_retries() -> std::io::Result<()> { Ok(()) }
+
 // Fine: a custom jitter may make a delay of its own from 0.
 #[robust(backoff = exponential(base = 0, max = 10s), jitter = custom(Pad))]
 fn fine_custom_jitter() -> std::io::Result<()> { Ok(()) }
