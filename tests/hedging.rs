@@ -191,6 +191,15 @@ async fn a_retryable_failure_starts_the_next_hedge_at_once_beside_a_running_atte
     );
 }
 
+/// When each attempt `log` recorded started, in ms, in order (the log is emptied).
+fn starts(log: &Log) -> Vec<u64> {
+    log.take()
+        .into_iter()
+        .filter(|e| e.2 == "start")
+        .map(|e| e.1)
+        .collect()
+}
+
 /// The attempts' latencies and outcomes, by attempt number (the last one repeats): `None`
 /// succeeds, `Some(kind)` fails with an error of that kind.
 async fn attempt_of(
@@ -226,13 +235,6 @@ async fn asks_for_a_delay(t0: Instant, plan: &[(u64, Option<ErrorKind>)]) -> io:
 #[tokio::test(start_paused = true)]
 async fn a_failure_that_asks_for_a_delay_stops_the_rounds_hedges() {
     use ErrorKind::{ConnectionRefused, ConnectionReset};
-    let starts = |log: &Log| -> Vec<u64> {
-        log.take()
-            .into_iter()
-            .filter(|e| e.2 == "start")
-            .map(|e| e.1)
-            .collect()
-    };
     // Alone: it fails at 10 ms; no hedge at 10 or 50 ms; the retry's round starts at 1010.
     let t0 = Instant::now();
     let r = asks_for_a_delay(t0, &[(10, Some(ConnectionRefused)), (10, None)]).await;
@@ -299,12 +301,7 @@ async fn a_failure_that_asks_for_a_delay_it_cannot_wait_does_not_stop_the_hedges
             asks_with_no_retry_left(t0, &plan).await
         };
         assert_eq!(r.unwrap(), 1);
-        let starts: Vec<u64> = log
-            .take()
-            .into_iter()
-            .filter(|e| e.2 == "start")
-            .map(|e| e.1)
-            .collect();
+        let starts = starts(log);
         assert_eq!(starts, vec![0, 10]);
         assert_eq!(t0.elapsed(), ms(20));
     }
@@ -363,12 +360,11 @@ async fn a_round_that_keeps_a_hinted_failure_records_each_failure_once() {
     let r = kept_two(t0, &plan).await;
     assert_eq!(r.unwrap_err().kind(), ErrorKind::Other);
     assert_eq!(KEPT_TWO.state(), retry_runtime::BreakerState::Open);
-    let starts = KEPT_TWO_LOG
-        .take()
-        .iter()
-        .filter(|e| e.2 == "start")
-        .count();
-    assert_eq!(starts, 2, "the first attempt and the hedge; no retry");
+    assert_eq!(
+        starts(&KEPT_TWO_LOG).len(),
+        2,
+        "the first attempt and the hedge; no retry"
+    );
 }
 
 static CUT: Log = Log::new();
@@ -387,12 +383,7 @@ async fn no_hedge_is_sent_after_the_deadline() {
     let r = under_a_deadline(t0, &[(1000, false)]).await;
     assert_eq!(r.unwrap_err().kind(), ErrorKind::TimedOut);
     assert_eq!(t0.elapsed(), ms(500));
-    let starts: Vec<u64> = CUT
-        .take()
-        .into_iter()
-        .filter(|e| e.2 == "start")
-        .map(|e| e.1)
-        .collect();
+    let starts = starts(&CUT);
     assert_eq!(starts, vec![0, 200, 400]);
 }
 
@@ -411,12 +402,7 @@ async fn a_round_of_failures_is_one_failed_attempt() {
     // Both attempts of each round fail; one retry (one round more) after a one-second backoff.
     let r = rounds(t0, &[(100, true)]).await;
     assert_eq!(r.unwrap_err().kind(), ErrorKind::ConnectionReset);
-    let starts: Vec<u64> = ROUNDS
-        .take()
-        .into_iter()
-        .filter(|e| e.2 == "start")
-        .map(|e| e.1)
-        .collect();
+    let starts = starts(&ROUNDS);
     // Round 1: 0 and 50 ms (the hedge); the first fails at 100, the hedge at 150: the round
     // is over at 150, backs off a second. Round 2: 1150 and 1200.
     assert_eq!(starts, vec![0, 50, 1150, 1200]);
@@ -857,12 +843,7 @@ async fn no_hedge_at_all_until_the_percentile_is_known_even_after_a_failure() {
     // Every attempt fails (nothing is recorded): each round is its attempt alone.
     let t0 = Instant::now();
     assert!(unknown_percentile(t0).await.is_err());
-    let starts: Vec<u64> = UNKNOWN
-        .take()
-        .into_iter()
-        .filter(|e| e.2 == "start")
-        .map(|e| e.1)
-        .collect();
+    let starts = starts(&UNKNOWN);
     assert_eq!(starts, vec![0, 10]);
 }
 

@@ -1906,35 +1906,41 @@ where
             // dropped with its other attempts.
             let not_ready = std::sync::Mutex::new(None);
             let not_ready = &not_ready;
-            let looped = crate::call::hedged_loop_blind_credited(policy, move || {
-                let (service, copy, made_ready) = match first.take() {
-                    Some((Some(s), copy)) => (s, Some(copy), true),
-                    Some((None, copy)) => (template.clone(), Some(copy), false),
-                    None => (
-                        template.clone(),
-                        original
-                            .as_ref()
-                            .and_then(RetryRequest::try_clone)
-                            .or_else(|| original.take()),
-                        false,
-                    ),
-                };
-                async move {
-                    let mut service = service;
-                    if !made_ready
-                        && let Err(e) = std::future::poll_fn(|cx| service.poll_ready(cx)).await
-                    {
-                        *not_ready.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
-                        return std::future::pending().await;
+            // (The budget was credited above: the rounds do not credit it again.)
+            let looped = crate::call::hedged_rounds(
+                policy,
+                move |_| {
+                    let (service, copy, made_ready) = match first.take() {
+                        Some((Some(s), copy)) => (s, Some(copy), true),
+                        Some((None, copy)) => (template.clone(), Some(copy), false),
+                        None => (
+                            template.clone(),
+                            original
+                                .as_ref()
+                                .and_then(RetryRequest::try_clone)
+                                .or_else(|| original.take()),
+                            false,
+                        ),
+                    };
+                    async move {
+                        let mut service = service;
+                        if !made_ready
+                            && let Err(e) = std::future::poll_fn(|cx| service.poll_ready(cx)).await
+                        {
+                            *not_ready.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                            return std::future::pending().await;
+                        }
+                        match copy {
+                            Some(request) => service.call(request).await,
+                            // No request left to send: this attempt never answers, and the round
+                            // is decided by the others (or by its timeout).
+                            None => std::future::pending().await,
+                        }
                     }
-                    match copy {
-                        Some(request) => service.call(request).await,
-                        // No request left to send: this attempt never answers, and the round
-                        // is decided by the others (or by its timeout).
-                        None => std::future::pending().await,
-                    }
-                }
-            });
+                },
+                true,
+                true,
+            );
             let mut looped = std::pin::pin!(looped);
             let result = std::future::poll_fn(|cx| {
                 if let Poll::Ready(r) = looped.as_mut().poll(cx) {

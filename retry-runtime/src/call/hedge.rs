@@ -121,25 +121,10 @@ where
     rounds(policy, move |_| make(), true, false)
 }
 
-/// [`hedged_loop_blind`] for a call whose budget was already credited (the hedged tower
-/// layer credits it in `call`, as the plain layer does, whether or not the future is polled).
-#[cfg(feature = "tower")]
-pub(crate) fn hedged_loop_blind_credited<P, R, E, G, Fut>(
-    policy: &P,
-    mut make: G,
-) -> impl Future<Output = Result<R, E>>
-where
-    P: AsyncRetryPolicy<R, E>,
-    G: FnMut() -> Fut,
-    Fut: Future,
-    Fut::Output: IsResult<Ok = R, Err = E>,
-{
-    rounds(policy, move |_| make(), true, true)
-}
-
 /// The rounds of a hedged call; `blind`: `make` ignores the attempt's context; `credited`:
-/// the call's budget deposit was made already.
-async fn rounds<'p, P, R, E, G, Fut>(
+/// the call's budget deposit was made already (the hedged tower layer credits it in `call`,
+/// as the plain layer does, whether or not the future is polled).
+pub(crate) async fn rounds<'p, P, R, E, G, Fut>(
     policy: &'p P,
     mut make: G,
     blind: bool,

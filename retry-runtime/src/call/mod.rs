@@ -10,7 +10,7 @@ mod times;
 pub use attempt::Attempt;
 use decide::{CallSeed, Decide, GiveUp, LazyNow};
 #[cfg(feature = "tower")]
-pub(crate) use hedge::hedged_loop_blind_credited;
+pub(crate) use hedge::rounds as hedged_rounds;
 #[cfg(feature = "tokio")]
 pub use hedge::{hedged_loop, hedged_loop_blind};
 pub use times::{Blocking, LazyTimes, Timed, Times, Untimed};
