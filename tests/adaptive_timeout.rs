@@ -248,6 +248,44 @@ fn a_blocking_attempt_that_overran_both_deadlines_is_recorded() {
     assert_eq!(BLOCKING.samples(), 1);
 }
 
+/// A blocking attempt is judged by the limit it started with: started under a limit of about
+/// 1.2 s (p99 of 600 ms latencies, doubled) and the call's 1 s deadline, it fails after 1.5 s,
+/// past both, so it is a latency and is recorded, though other calls' latencies (recorded
+/// while it ran) raised the limit to about 4 s, which it did not reach. (Read again when the
+/// attempt ended, the limit put its own end after it, and the attempt was taken as cut by
+/// the call's deadline and not recorded.)
+#[test]
+fn a_blocking_attempt_is_judged_by_the_limit_it_started_with() {
+    static GROWING: Latencies = Latencies::new();
+    for _ in 0..1000 {
+        GROWING.record(ms(600));
+    }
+    let time = VirtualTime::new();
+    let policy = Policy::builder()
+        .retries(0)
+        .adaptive_timeout(Adaptive::new(&GROWING, 99.0, 2.0, ms(10), secs(5)).unwrap())
+        .deadline(secs(1))
+        .env(time.clone())
+        .build()
+        .unwrap();
+    let r: io::Result<Duration> = policy.call(|attempt| {
+        let limit = attempt.timeout().unwrap();
+        for _ in 0..4000 {
+            GROWING.record(secs(2));
+        }
+        time.advance(ms(1500));
+        Err(io::Error::other(format!("{limit:?}")))
+    });
+    let started_with = r.unwrap_err().to_string();
+    assert_eq!(GROWING.samples(), 1000 + 4000 + 1);
+    let limit_now = policy.call(|attempt| io::Result::Ok(attempt.timeout().unwrap()));
+    let limit_now = limit_now.unwrap();
+    assert!(
+        started_with.starts_with("1.2") && limit_now > secs(3),
+        "{started_with} then {limit_now:?}"
+    );
+}
+
 #[robust(timeout = adaptive(p = 99, factor = 2, min = 5ms, max = 5s), retries = 0)]
 async fn shifting(wait: u64) -> io::Result<()> {
     tokio::time::sleep(ms(wait)).await;

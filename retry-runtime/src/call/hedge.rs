@@ -673,7 +673,7 @@ where
         if timed_out
             && measured(self.call.policy)
             && let Some(started) = started
-            && !self.call.cut_by_the_call(deadline, started, now.get())
+            && !self.call.cut_by_the_call(deadline, now.get())
         {
             let latency = now.get().saturating_duration_since(started);
             self.call.policy.timeout_setting().record(latency);

@@ -243,7 +243,7 @@ where
         )
     };
     // The first attempt reads the call's first instant.
-    let mut call = start(policy, Blocking(Timed::default()));
+    let mut call = start(policy, Blocking::new(Timed::default()));
     // The failure a retry follows, kept while the retry's start may come at or after the
     // call's deadline (a backoff that ended late, after slow callbacks or a late wake-up, or a
     // wait for a slot of the concurrency limit) or while it waits for a slot until its rule's
@@ -838,6 +838,10 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
         let first = self.times.first_or(started);
         let attempt = self.context(started, first);
         self.times.set_deadline(attempt.deadline());
+        if Tm::BLOCKING && <P::Timeout as AttemptTimeout>::MEASURED {
+            self.times
+                .set_own_end(attempt.timeout.and_then(|t| started.checked_add(t)));
+        }
         attempt
     }
 
@@ -882,7 +886,7 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
     /// own timeout) say nothing about the latency of a success and are not recorded. An
     /// attempt whose deadline was the call's is taken as cut by it in an async call (its timer
     /// was armed for it), and in a blocking call only if it ended before its own timeout,
-    /// read when it ends, would have.
+    /// as read when it started, would have.
     #[inline(always)]
     pub fn measure<R, E>(&self, started: Instant, result: &Result<R, E>, timed_out: bool)
     where
@@ -911,7 +915,7 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
                 // one the call's deadline cut before the attempt's own timeout (cut for want of
                 // time, not for being slow: its time so far would pull the percentile down).
                 if !timed_out && deadline.is_some_and(|d| now < d)
-                    || self.cut_by_the_call(deadline, started, now)
+                    || self.cut_by_the_call(deadline, now)
                 {
                     return;
                 }
@@ -923,32 +927,21 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
             .record(now.saturating_duration_since(started));
     }
 
-    /// Whether an attempt started at `started`, whose deadline was `deadline`, and over at
-    /// `now` was cut by the call's deadline: that deadline was the attempt's (it came before
-    /// the attempt's own timeout's end), and, for a blocking attempt, whose timeout is
-    /// cooperative and which may run past both, it ended before its own timeout would have cut
-    /// it (its time is otherwise a measure of its latency). An async attempt's timer was armed
-    /// for the call's deadline: it was cut by it, whatever an adaptive timeout's limit became
-    /// while it ran (other calls' latencies move it).
+    /// Whether the current attempt, whose deadline was `deadline`, and over at `now` was cut
+    /// by the call's deadline: that deadline was the attempt's (it came before the attempt's
+    /// own timeout's end), and, for a blocking attempt, whose timeout is cooperative and which
+    /// may run past both, it ended before its own timeout, as read when it started, would have
+    /// cut it (its time is otherwise a measure of its latency). An async attempt's timer was
+    /// armed for the call's deadline: it was cut by it. Neither reads an adaptive timeout's
+    /// limit again: other calls' latencies may have moved it while the attempt ran.
     #[inline]
-    pub(crate) fn cut_by_the_call(
-        &self,
-        deadline: Option<Instant>,
-        started: Instant,
-        now: Instant,
-    ) -> bool {
+    pub(crate) fn cut_by_the_call(&self, deadline: Option<Instant>, now: Instant) -> bool {
         deadline.is_some()
             && self
                 .times
                 .first()
                 .is_some_and(|first| self.call_deadline(first) == deadline)
-            && (!Tm::BLOCKING
-                || self
-                    .policy
-                    .timeout_setting()
-                    .limit()
-                    .and_then(|own| started.checked_add(own))
-                    .is_none_or(|own_end| now < own_end))
+            && (!Tm::BLOCKING || self.times.own_end().is_none_or(|own_end| now < own_end))
     }
 
     /// When the call must end, for a call whose first attempt started at `first`.

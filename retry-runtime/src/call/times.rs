@@ -21,6 +21,18 @@ pub trait Times: Default {
     fn deadline(&self) -> Option<Instant>;
     /// Sets the current attempt's deadline.
     fn set_deadline(&mut self, deadline: Option<Instant>);
+    /// When the current attempt's own timeout, read when it started, ends: kept by a blocking
+    /// call only, whose cooperative attempts may run past it (see
+    /// [`Call::measure`](crate::Call::measure)); `None` otherwise.
+    #[doc(hidden)]
+    #[inline(always)]
+    fn own_end(&self) -> Option<Instant> {
+        None
+    }
+    /// Keeps the current attempt's own end (see [`own_end`](Self::own_end)); nothing by default.
+    #[doc(hidden)]
+    #[inline(always)]
+    fn set_own_end(&mut self, _own_end: Option<Instant>) {}
 }
 
 /// The instants of a call that reads time (see [`Times`]).
@@ -90,8 +102,19 @@ impl Times for Untimed {
 /// The instants `Tm` of a blocking call (see [`Times`]), read from the clock that agrees with
 /// the blocking sleeper ([`Clock::now_blocking`]). [`Policy::start_blocking`](crate::Policy::start_blocking) and
 /// [`Policy::start_lazy_blocking`](crate::Policy::start_lazy_blocking) make such calls.
+///
+/// It also keeps where the current attempt's own timeout ends, as read when the attempt
+/// started: an attempt that runs past it is judged by that limit, not by one an adaptive
+/// timeout has moved to while it ran.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Blocking<Tm = Timed>(pub(crate) Tm);
+pub struct Blocking<Tm = Timed>(pub(crate) Tm, pub(crate) Option<Instant>);
+
+impl<Tm> Blocking<Tm> {
+    #[inline(always)]
+    pub(crate) const fn new(times: Tm) -> Self {
+        Blocking(times, None)
+    }
+}
 
 impl<Tm: Times> Times for Blocking<Tm> {
     const BLOCKING: bool = true;
@@ -110,6 +133,14 @@ impl<Tm: Times> Times for Blocking<Tm> {
     #[inline(always)]
     fn set_deadline(&mut self, deadline: Option<Instant>) {
         self.0.set_deadline(deadline)
+    }
+    #[inline(always)]
+    fn own_end(&self) -> Option<Instant> {
+        self.1
+    }
+    #[inline(always)]
+    fn set_own_end(&mut self, own_end: Option<Instant>) {
+        self.1 = own_end;
     }
 }
 

@@ -193,7 +193,7 @@ pub trait PolicyCore: sealed::Sealed {
     where
         Self: Sized,
     {
-        crate::call::start(self, Blocking(Timed::now(self.env(), true)))
+        crate::call::start(self, Blocking::new(Timed::now(self.env(), true)))
     }
 
     /// [`start_lazy`](Self::start_lazy) for a blocking call: reads the clock only when
@@ -209,7 +209,7 @@ pub trait PolicyCore: sealed::Sealed {
         }
         #[cfg(not(feature = "tracing"))]
         {
-            crate::call::start(self, Blocking(Untimed))
+            crate::call::start(self, Blocking::new(Untimed))
         }
     }
 
