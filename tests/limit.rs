@@ -402,6 +402,35 @@ async fn a_when_rules_max_delay_bounds_its_retrys_wait() {
     ends_at_the_max_delay(&limit, call).await;
 }
 
+/// A hedged call's retry round waits for its slot as a plain retry does, within its rule's
+/// `max_delay`: the first round (its attempt and the hedge its failure starts at once) fails
+/// at 0, the second round's attempt finds the slot taken at 100 ms and the call ends at 1 s
+/// with `E::from(Rejected)`.
+#[tokio::test(start_paused = true)]
+async fn a_hedged_rounds_wait_for_a_slot_ends_at_its_max_delay() {
+    let limit = ConcurrencyLimit::new(1, 4).unwrap();
+    let policy = Policy::builder()
+        .retries(5)
+        .backoff(retry_runtime::Constant::new(ms(100)))
+        .jitter(retry_runtime::NoJitter)
+        .max_delay(secs(1))
+        .hedge(retry_runtime::hedge::Hedge::after(ms(500), 1).unwrap())
+        .limit(&limit)
+        .build()
+        .unwrap();
+    let attempts = AtomicU32::new(0);
+    let call = policy.call_async(|_| {
+        attempts.fetch_add(1, Ordering::SeqCst);
+        async { Err(ErrorKind::ConnectionReset.into()) }
+    });
+    ends_at_the_max_delay(&limit, call).await;
+    assert_eq!(
+        attempts.load(Ordering::SeqCst),
+        2,
+        "the first round's attempt and hedge"
+    );
+}
+
 /// Only the wait is bounded: a blocking retry whose backoff ended after its `max_delay` (an
 /// `on_retry` that takes 200 ms, past a 100 ms `max_delay`) still starts when a slot is free,
 /// as it would without a limit.

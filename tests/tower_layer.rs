@@ -206,6 +206,73 @@ async fn both_layers_credit_the_budget_once_per_request_in_call() {
     }
 }
 
+/// With a budget per key, both layers credit the budget of the request's key once per request,
+/// in `call`: a future dropped before it is polled counts, one that runs credits nothing more,
+/// and a request sent once (its body cannot be copied) is credited as any other, under the
+/// hedged layer too (where it takes a path of its own). Another key's budget is not touched.
+#[tokio::test(start_paused = true)]
+async fn both_layers_credit_the_budget_of_the_requests_key_once_in_call() {
+    use retry_runtime::guard::{Keyed, KeyedBudget};
+    use retry_runtime::hedge::Hedge;
+    static BUDGETS: std::sync::LazyLock<KeyedBudget<String>> = std::sync::LazyLock::new(|| {
+        Keyed::new(16, RetryBudget::new(10.0, 1.0, 10.0).expect("valid")).expect("capacity")
+    });
+    fn key<B>(r: &Request<B>) -> String {
+        r.uri().path().to_owned()
+    }
+    fn to<B>(path: &str, body: B) -> Request<B> {
+        Request::builder().uri(path).body(body).unwrap()
+    }
+    let base = || Policy::builder().retries(1).backoff(NoBackoff);
+    let plain = || RobustLayer::new(base().build().unwrap());
+    let hedged = || {
+        RobustLayer::hedged(
+            base()
+                .hedge(Hedge::after(ms(500), 1).unwrap())
+                .build()
+                .unwrap(),
+        )
+    };
+    macro_rules! credits_once {
+        ($layer:expr, $mine:literal, $other:literal) => {{
+            for k in [$mine, $other] {
+                // Emptied: each request's deposit shows.
+                assert!(BUDGETS.get(k).try_withdraw());
+                assert_eq!(BUDGETS.get(k).tokens(), 0.0);
+            }
+            let (svc, calls) = scripted::<String>(vec![Ok(status(StatusCode::OK))]);
+            let mut service = $layer.budget_per(&*BUDGETS, key::<String>).layer(svc);
+            for _ in 0..2 {
+                drop(
+                    service
+                        .ready()
+                        .await
+                        .unwrap()
+                        .call(to($mine, String::new())),
+                );
+            }
+            assert_eq!(BUDGETS.get($mine).tokens(), 2.0, $mine);
+            let r = service
+                .ready()
+                .await
+                .unwrap()
+                .call(to($mine, String::new()));
+            assert_eq!(r.await.unwrap().status(), StatusCode::OK);
+            assert_eq!(BUDGETS.get($mine).tokens(), 3.0, $mine);
+            assert_eq!(calls.load(Ordering::SeqCst), 1);
+            let (once, once_calls) = scripted::<Stream>(vec![Ok(status(StatusCode::OK))]);
+            let service = $layer.budget_per(&*BUDGETS, key::<Stream>).layer(once);
+            let r = service.oneshot(to($mine, Stream)).await;
+            assert_eq!(r.unwrap().status(), StatusCode::OK);
+            assert_eq!(once_calls.load(Ordering::SeqCst), 1);
+            assert_eq!(BUDGETS.get($mine).tokens(), 4.0, $mine);
+            assert_eq!(BUDGETS.get($other).tokens(), 0.0, $other);
+        }};
+    }
+    credits_once!(plain(), "/plain", "/plain-other");
+    credits_once!(hedged(), "/hedged", "/hedged-other");
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_last_response_is_returned_when_the_retries_are_used_up() {
     let policy = Policy::builder()

@@ -233,7 +233,10 @@ pub fn start_timed<P: crate::policy::PolicyCore>(policy: &P) -> crate::Call<'_, 
 pub fn start_timed_blocking<P: crate::policy::PolicyCore>(
     policy: &P,
 ) -> crate::Call<'_, P, crate::call::Blocking> {
-    crate::call::start(policy, crate::call::Blocking::new(crate::call::Timed::default()))
+    crate::call::start(
+        policy,
+        crate::call::Blocking::new(crate::call::Timed::default()),
+    )
 }
 
 /// A free slot of the policy's concurrency limit now, if one is (what waiting would take on
