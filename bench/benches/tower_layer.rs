@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use criterion::measurement::WallTime;
-use criterion::{BenchmarkGroup, Criterion, criterion_group, criterion_main};
+use criterion::{BenchmarkGroup, Criterion, criterion_group};
 use http::{Method, Request, Response};
 use retry_runtime::hedge::Hedge;
 use retry_runtime::tower::{RetryRequest, RobustLayer};
@@ -432,4 +432,98 @@ criterion_group! {
     config = config();
     targets = success
 }
-criterion_main!(benches);
+
+/// Criterion's run, or, with `ROBUST_AB=<rounds>` in the environment, the interleaved
+/// comparison ([`interleaved`]).
+fn main() {
+    match std::env::var("ROBUST_AB") {
+        Ok(rounds) => interleaved(rounds.parse().unwrap_or(200)),
+        Err(_) => {
+            benches();
+            Criterion::default().configure_from_args().final_summary();
+        }
+    }
+}
+
+/// The same variants, measured in turn in short batches (`BATCH` calls each, the order rotated
+/// each round) for `rounds` rounds, so that a machine whose speed drifts from one second to the
+/// next (a shared VM) slows every variant alike: per group, the median time per call of each
+/// variant, and the median, first and third quartiles of the per-round ratio robust / tower.
+/// Criterion measures one variant after the other, for seconds each; on such a machine its
+/// ratios move by more than the differences measured here.
+fn interleaved(rounds: usize) {
+    const BATCH: u64 = 2000;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("a tokio runtime");
+    let _in_runtime = rt.enter();
+    type Variant<'a> = (&'static str, Box<dyn FnMut(u64) -> Duration + 'a>);
+    fn variant<'a, Req: Clone + 'a, S: Client<Req> + 'a>(
+        rt: &'a tokio::runtime::Runtime,
+        name: &'static str,
+        request: Req,
+        mut svc: S,
+    ) -> Variant<'a> {
+        (
+            name,
+            Box::new(move |iters| rt.block_on(run(&mut svc, &request, iters))),
+        )
+    }
+    let http = template;
+    let groups: Vec<(&str, Vec<Variant<'_>>)> = vec![
+        (
+            "http, none",
+            vec![
+                variant(&rt, "bare", http(), echo()),
+                variant(&rt, "robust", http(), robust(echo())),
+                variant(&rt, "tower_retry", http(), tower_retry(echo())),
+            ],
+        ),
+        (
+            "http, 2 s",
+            vec![
+                variant(&rt, "bare", http(), echo()),
+                variant(&rt, "robust", http(), robust_timeout(echo())),
+                variant(&rt, "tower_retry", http(), tower_retry_timeout(echo())),
+            ],
+        ),
+        (
+            "u32, none",
+            vec![
+                variant(&rt, "bare", 7u32, echo_u32()),
+                variant(&rt, "robust", 7u32, robust(echo_u32())),
+                variant(&rt, "tower_retry", 7u32, tower_retry(echo_u32())),
+            ],
+        ),
+    ];
+    let median = |v: &mut Vec<f64>, q: f64| {
+        v.sort_by(f64::total_cmp);
+        v[((v.len() - 1) as f64 * q).round() as usize]
+    };
+    println!(
+        "| request, timeout | bare | robust | tower retry | robust / tower (q1, median, q3) |"
+    );
+    println!("|---|---:|---:|---:|---:|");
+    for (label, mut variants) in groups {
+        let n = variants.len();
+        let mut times = vec![Vec::with_capacity(rounds); n];
+        for (_, f) in &mut variants {
+            f(BATCH); // warm-up
+        }
+        for round in 0..rounds {
+            for k in 0..n {
+                let i = (round + k) % n;
+                let took = (variants[i].1)(BATCH);
+                times[i].push(took.as_nanos() as f64 / BATCH as f64);
+            }
+        }
+        let mut ratios: Vec<f64> = times[1].iter().zip(&times[2]).map(|(r, t)| r / t).collect();
+        let q = [0.25, 0.5, 0.75].map(|q| median(&mut ratios, q));
+        let m: Vec<f64> = times.iter_mut().map(|t| median(t, 0.5)).collect();
+        println!(
+            "| {label} | {:.1} | {:.1} | {:.1} | {:.3} ({:.3}, {:.3}) |",
+            m[0], m[1], m[2], q[1], q[0], q[2]
+        );
+    }
+}
