@@ -511,6 +511,29 @@ fn the_builder_checks_the_value_rules_and_not_an_on_rule_that_takes_no_error() {
                 .err(),
             "backoff",
         ),
+        // A reference to such a kind, and an `Or` of them, ask for no delay either.
+        (
+            Policy::builder()
+                .backoff(Constant::new(secs(2)))
+                .jitter(NoJitter)
+                .on(NoError)
+                .when_ok(&busy(), |s| s)
+                .deadline(secs(1))
+                .build()
+                .err(),
+            "backoff",
+        ),
+        (
+            Policy::builder()
+                .backoff(Constant::new(secs(2)))
+                .jitter(NoJitter)
+                .on(NoError)
+                .on_ok(retry_runtime::kind::Or(busy(), OkIf(|v: &u16| *v == 502)))
+                .deadline(secs(1))
+                .build()
+                .err(),
+            "backoff",
+        ),
     ];
     for (i, (e, parameter)) in refused.into_iter().enumerate() {
         let e = e.unwrap_or_else(|| panic!("case {i} was accepted"));
@@ -531,6 +554,15 @@ fn the_builder_checks_the_value_rules_and_not_an_on_rule_that_takes_no_error() {
             .jitter(NoJitter)
             .on(NoError)
             .on_ok(hinted())
+            .deadline(secs(1))
+            .build()
+            .err(),
+        // One of the kinds may ask for its own delay.
+        Policy::builder()
+            .backoff(Constant::new(secs(2)))
+            .jitter(NoJitter)
+            .on(NoError)
+            .when_ok(retry_runtime::kind::Or(busy(), hinted()), |s| s)
             .deadline(secs(1))
             .build()
             .err(),

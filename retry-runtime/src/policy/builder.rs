@@ -174,14 +174,55 @@ impl Checks {
 /// Whether `A` is `B` (`B` without its type parameters, if it has any: `OkIf<()>` stands for
 /// every `OkIf<F>`). By the types' names, which need no `'static` bound (an `OkIf` holds a
 /// closure that may borrow): both names are made by the same compiler, as the path to the
-/// type in its crate. (A kind that holds an `OkIf`, `&OkIf<F>` or an `Or` of them, is not
-/// recognised: its rule is then not checked, never wrongly refused.)
+/// type in its crate.
 fn same_type<A: ?Sized, B: ?Sized>() -> bool {
     let (a, b) = (std::any::type_name::<A>(), std::any::type_name::<B>());
     match b.find('<') {
         Some(i) => a.starts_with(&b[..=i]),
         None => a == b,
     }
+}
+
+/// Whether the value kind `K` never asks for a delay of its own: an [`OkIf`](crate::kind::OkIf)
+/// (without a hint), a reference to one, or an [`Or`](crate::kind::Or) of such kinds. Read
+/// from the type's name, as [`same_type`] does; any other kind (one with a hint, one of the
+/// user's) may ask for a delay, and its rule is not checked (never wrongly refused).
+fn plain_value_kind<K: ?Sized>() -> bool {
+    /// The path of a generic type, up to and including its `<`.
+    fn prefix<T: ?Sized>() -> &'static str {
+        let name = std::any::type_name::<T>();
+        name.find('<').map_or(name, |i| &name[..=i])
+    }
+    fn plain(name: &str, ok_if: &str, or: &str) -> bool {
+        let name = name.trim_start().trim_start_matches('&').trim_start();
+        if name.starts_with(ok_if) {
+            return true;
+        }
+        let Some(args) = name
+            .strip_prefix(or)
+            .and_then(|rest| rest.strip_suffix('>'))
+        else {
+            return false;
+        };
+        // The two type arguments, split at the comma outside any brackets.
+        let mut depth = 0usize;
+        for (i, c) in args.char_indices() {
+            match c {
+                '<' | '(' | '[' => depth += 1,
+                '>' | ')' | ']' => depth = depth.saturating_sub(1),
+                ',' if depth == 0 => {
+                    return plain(&args[..i], ok_if, or) && plain(&args[i + 1..], ok_if, or);
+                }
+                _ => {}
+            }
+        }
+        false
+    }
+    plain(
+        std::any::type_name::<K>(),
+        prefix::<crate::kind::OkIf<()>>(),
+        prefix::<crate::kind::Or<(), ()>>(),
+    )
 }
 
 /// The rules a builder holds before its first [`when`](PolicyBuilder::when) or
@@ -351,7 +392,7 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
         let shortest = settings
             .rule
             .shortest_delay()
-            .filter(|_| same_type::<K2, crate::kind::OkIf<()>>());
+            .filter(|_| plain_value_kind::<K2>());
         let mut b = map_part!(self, whens, |whens| (
             whens,
             OkRule::new(kind, settings.rule)
@@ -833,7 +874,7 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb, Th, L>
             throttle: x.throttle,
             limit: x.limit,
         });
-        b.checks.on_plain_values = same_type::<V2, crate::kind::OkIf<()>>();
+        b.checks.on_plain_values = plain_value_kind::<V2>();
         b
     }
 
@@ -1013,6 +1054,36 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb, Th, L>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Kinds that never ask for a delay of their own are recognised through references and
+    /// `Or`s, whatever their closures' names hold; a hint anywhere in an `Or`, or a kind of the
+    /// user's, is not.
+    #[test]
+    fn plain_value_kinds_are_recognised_through_references_and_ors() {
+        use crate::kind::{OkHinted, OkIf, Or};
+        fn kind_of<K>(_: &K) -> bool {
+            plain_value_kind::<K>()
+        }
+        fn generic<T: PartialEq + Default>() -> OkIf<impl Fn(&T) -> bool> {
+            OkIf(|v: &T| *v == T::default())
+        }
+        let busy = OkIf(|v: &(u16, u8)| v.0 == 503);
+        let also = generic::<(u16, u8)>();
+        let hinted: OkHinted<_, _> =
+            OkIf(|v: &(u16, u8)| v.0 == 429).hint(|_: &(u16, u8)| None::<Duration>);
+        struct Mine;
+        assert!(kind_of(&busy));
+        assert!(kind_of(&&busy));
+        assert!(kind_of(&Or(busy, &also)));
+        assert!(kind_of(&Or(Or(&busy, also), busy)));
+        assert!(!kind_of(&hinted));
+        assert!(!kind_of(&&hinted));
+        assert!(!kind_of(&Or(busy, &hinted)));
+        assert!(!kind_of(&Or(&hinted, busy)));
+        assert!(!kind_of(&Mine));
+        assert!(!kind_of(&Or(busy, Mine)));
+        assert!(!kind_of(&()));
+    }
 
     #[test]
     fn build_reports_the_first_error() {
