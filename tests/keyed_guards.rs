@@ -382,3 +382,47 @@ async fn the_hedged_layer_gives_each_request_the_guards_of_its_host() {
         BreakerState::Closed
     );
 }
+
+static CLONES: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// A value that counts its clones.
+struct Counted(u32);
+impl Clone for Counted {
+    fn clone(&self) -> Self {
+        CLONES.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Counted(self.0)
+    }
+}
+
+// The pattern binds names that are also the attribute's keys (`max_delay`, `retries`); no
+// expression of the attribute reads them.
+#[robust(retries = 1, backoff = none, max_delay = "1s")]
+fn named_like_keys((max_delay, retries): (Counted, u32)) -> io::Result<u32> {
+    Ok(max_delay.0 + retries)
+}
+
+// The same pattern, with a name the attribute's expression reads.
+#[robust(retries = 1, backoff = none, max_delay = "1s",
+         on_retry = |_, _| eprintln!("{}", max_delay.0))]
+fn one_name_read((max_delay, retries): (Counted, u32)) -> io::Result<u32> {
+    Ok(max_delay.0 + retries)
+}
+
+/// A parameter's pattern is bound once more (from one more clone of the argument) only when
+/// the attribute's expressions may read one of its names: a key of the attribute written
+/// before a `=` is not such a name.
+#[test]
+fn a_pattern_is_bound_again_only_for_names_the_expressions_read() {
+    use std::sync::atomic::Ordering;
+    let _t = VirtualTime::new().install();
+    CLONES.store(0, Ordering::SeqCst);
+    assert_eq!(named_like_keys((Counted(2), 3)).unwrap(), 5);
+    let plain = CLONES.swap(0, Ordering::SeqCst);
+    assert_eq!(one_name_read((Counted(2), 3)).unwrap(), 5);
+    let read = CLONES.swap(0, Ordering::SeqCst);
+    assert_eq!(
+        (plain, read),
+        (plain, plain + 1),
+        "one more clone where a name is read"
+    );
+}

@@ -557,16 +557,25 @@ fn rebind_args(p: &TokenStream, f: &mut Func, hedge: bool) -> Rebound {
     }
 }
 
-/// Every name written in the attribute, and every word inside its string literals (a format
-/// string's `{host}`): an over-estimate of the names its expressions read.
+/// Every name written in the attribute, but for the keys before a `=` (`timeout = ..`,
+/// `max = ..`), and every word inside its string literals (a format string's `{host}`): an
+/// over-estimate of the names its expressions read.
 pub fn names_in(tokens: TokenStream) -> std::collections::HashSet<String> {
     let mut out = std::collections::HashSet::new();
-    let mut stack = vec![tokens.into_iter()];
+    let mut stack = vec![tokens.into_iter().peekable()];
     while let Some(iter) = stack.last_mut() {
         match iter.next() {
-            Some(TokenTree::Group(g)) => stack.push(g.stream().into_iter()),
+            Some(TokenTree::Group(g)) => stack.push(g.stream().into_iter().peekable()),
             Some(TokenTree::Ident(i)) => {
-                out.insert(i.to_string());
+                // A key: followed by a `=` alone (not `==` nor `=>`).
+                let key = matches!(
+                    iter.peek(),
+                    Some(TokenTree::Punct(p))
+                        if p.as_char() == '=' && p.spacing() == proc_macro2::Spacing::Alone
+                );
+                if !key {
+                    out.insert(i.to_string());
+                }
             }
             Some(TokenTree::Literal(l)) => {
                 let text = l.to_string();
