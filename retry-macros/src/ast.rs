@@ -242,19 +242,32 @@ impl Kind {
         matches!(self, Kind::Ok { .. })
     }
 
-    /// The kind as written (`Io`, `Io(ConnectionReset, BrokenPipe)`, a pattern's tokens): what
-    /// duplicate checks compare, and what messages name.
+    /// What duplicate checks compare: the kind as written (`Io`, a pattern's tokens), with an
+    /// `Io` kind's list sorted, since it is a set (`Io(ConnectionReset, BrokenPipe)` is
+    /// `Io(BrokenPipe, ConnectionReset)`).
     pub fn key(&self) -> String {
+        self.text(true)
+    }
+
+    /// The kind as written, for messages.
+    pub fn written(&self) -> String {
+        self.text(false)
+    }
+
+    fn text(&self, sorted: bool) -> String {
         match self {
             Kind::Timeout(_) => "Timeout".into(),
             Kind::Io { kinds, .. } if kinds.is_empty() => "Io".into(),
             Kind::Io { kinds, .. } => {
-                let names: Vec<String> = kinds.iter().map(|k| k.to_string()).collect();
+                let mut names: Vec<String> = kinds.iter().map(|k| k.to_string()).collect();
+                if sorted {
+                    names.sort();
+                }
                 format!("Io({})", names.join(", "))
             }
             Kind::Closure(c) => quote::quote!(#c).to_string(),
             Kind::Pattern(p) => quote::quote!(#p).to_string(),
-            Kind::Ok { inner, .. } => format!("Ok({})", inner.key()),
+            Kind::Ok { inner, .. } => format!("Ok({})", inner.text(sorted)),
         }
     }
 }

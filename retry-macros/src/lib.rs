@@ -97,6 +97,7 @@ fn robust2(
         valid::check_fn(f, &mut errors);
         valid::check_hedge(&config, f, &mut errors);
         valid::check_blocking_timeout(&config, f, &mut errors);
+        valid::check_async_deadline(&config, f, &mut errors);
         valid::check_dead_whens(&config, f, &mut errors);
     }
     match (errors.finish(), func) {

@@ -613,6 +613,36 @@ fn matches_anything(p: &syn::Pat) -> bool {
     }
 }
 
+/// What a closure kind returns whatever its argument, if its body is a `bool` literal
+/// (`|_| true`, `|_e: &E| { false }`).
+fn constant_closure(c: &syn::ExprClosure) -> Option<bool> {
+    let mut body = &*c.body;
+    loop {
+        match body {
+            Expr::Lit(syn::ExprLit {
+                lit: syn::Lit::Bool(b),
+                ..
+            }) => return Some(b.value),
+            Expr::Paren(p) => body = &p.expr,
+            Expr::Block(b) if b.block.stmts.len() == 1 => match &b.block.stmts[0] {
+                syn::Stmt::Expr(e, None) => body = e,
+                _ => return None,
+            },
+            _ => return None,
+        }
+    }
+}
+
+/// Whether a kind over errors takes every error: `_` (or another pattern that matches
+/// anything) or a closure that returns `true` whatever the error.
+fn takes_every_error(kind: &Kind) -> bool {
+    match kind {
+        Kind::Pattern(p) => matches_anything(p),
+        Kind::Closure(c) => constant_closure(c) == Some(true),
+        _ => false,
+    }
+}
+
 fn check_kind(kind: &Kind, params: &[String], errors: &mut Errors) -> bool {
     check_kind_of(kind, "error", params, errors)
 }
@@ -630,6 +660,15 @@ fn check_kind_of(kind: &Kind, what: &str, params: &[String], errors: &mut Errors
                 errors.at(
                     Sp::of(p),
                     format!("`Ok({written})` matches every value, so every success would be retried: write the values to retry, like `Ok(Status::Busy)`, or a closure `Ok(|v| ...)`"),
+                );
+                return false;
+            }
+            if let Kind::Closure(c) = &**inner
+                && constant_closure(c) == Some(true)
+            {
+                errors.at(
+                    Sp::of(c),
+                    "this closure returns `true` for every value, so every success would be retried: write the values to retry, like `Ok(|v| v.status == 503)`, or a pattern `Ok(Status::Busy)`",
                 );
                 return false;
             }
@@ -725,6 +764,20 @@ fn check_kind_of(kind: &Kind, what: &str, params: &[String], errors: &mut Errors
                 }
             }
             ok
+        }
+        Kind::Closure(c) if constant_closure(c) == Some(false) => {
+            let example = if what == "value" {
+                "|v| v.status == 503"
+            } else {
+                "|e| e.is_busy()"
+            };
+            errors.at(
+                Sp::of(c),
+                format!(
+                    "this closure returns `false` for every {what}, so it never matches: write the {what}s to retry, like `{example}`, or leave it out"
+                ),
+            );
+            false
         }
         Kind::Timeout(_) | Kind::Closure(_) => true,
     }
@@ -958,6 +1011,17 @@ pub fn check_under_deadline(config: &Config, errors: &mut Errors) {
 /// The rules that may retry (not `retries = 0` nor `max_delay = 0`, their own or the top
 /// level's), the top level first, each with whether a `hint` may choose its delay instead of
 /// its backoff.
+/// Whether the top level's rule (the `on` rule) may retry: not `retries = 0` nor
+/// `max_delay = 0` (see [`retrying_rules`], whose first rule it is when it does).
+fn on_retries(config: &Config) -> bool {
+    let top = &config.settings;
+    top.retries.as_ref().is_none_or(|r| r.value != 0)
+        && top
+            .max_delay
+            .as_ref()
+            .is_none_or(|m| !matches!(m.value, Limit::Finite(d) if d.is_zero()))
+}
+
 fn retrying_rules(config: &Config) -> Vec<(&Overrides, bool)> {
     let top = &config.settings;
     let retries = |o: &Overrides| o.retries.as_ref().or(top.retries.as_ref()).map(|r| r.value);
@@ -1491,6 +1555,10 @@ pub fn check_dead_whens(config: &Config, f: &crate::ast::Func, errors: &mut Erro
     };
     // Why `earlier` always takes `later` first, if it does.
     let taken = |earlier: &Kind, later: &Kind| -> Option<&'static str> {
+        // `_` (or a closure that always says yes) takes every error.
+        if takes_every_error(earlier) && !later.is_ok() {
+            return Some("every error");
+        }
         // `Timeout` takes every `io::Error` of kind `TimedOut` (in an error's sources too).
         if let (Kind::Timeout(_), Kind::Io { kinds, .. }) = (earlier, later)
             && !kinds.is_empty()
@@ -1550,7 +1618,95 @@ pub fn check_dead_whens(config: &Config, f: &crate::ast::Func, errors: &mut Erro
                 later.sp(),
                 format!(
                     "{what} never applies: `when({}, ..)` above takes first {takes} (rules are tried in the order written, `on` last); {fix}",
-                    earlier.key()
+                    earlier.written()
+                ),
+            );
+        }
+    }
+    // The `on` rule decides nothing when a `when` takes each of its kinds first (the same
+    // kind, a wider one, or `_`; without `on`, every error, which only `_` takes): the top
+    // level's retry settings are then read only by the `when`s that do not set their own.
+    let on_taken = |k: &Kind| {
+        config
+            .whens
+            .iter()
+            .any(|w| w.kind.key() == k.key() || taken(&w.kind, k).is_some())
+    };
+    let on_dead = match &config.on {
+        Some(on) => on.value.iter().all(on_taken),
+        None => config.whens.iter().any(|w| takes_every_error(&w.kind)),
+    };
+    let whens_retry = retrying_rules(config).len() > usize::from(on_retries(config));
+    if on_dead && whens_retry {
+        let top = &config.settings;
+        let all_set = |set: fn(&Overrides) -> bool| config.whens.iter().all(|w| set(&w.overrides));
+        let keys: [(&str, Option<Sp>, fn(&Overrides) -> bool); 5] = [
+            ("retries", top.retries.as_ref().map(|v| v.span), |o| {
+                o.retries.is_some()
+            }),
+            ("max_delay", top.max_delay.as_ref().map(|v| v.span), |o| {
+                o.max_delay.is_some()
+            }),
+            ("backoff", top.backoff.as_ref().map(|v| v.span), |o| {
+                o.backoff.is_some()
+            }),
+            ("jitter", top.jitter.as_ref().map(|v| v.span), |o| {
+                o.jitter.is_some()
+            }),
+            ("scale", top.scale.as_ref().map(|v| v.span), |o| {
+                o.scale.is_some()
+            }),
+        ];
+        for (key, sp, set) in keys {
+            if let Some(sp) = sp
+                && all_set(set)
+            {
+                errors.at(
+                    sp,
+                    format!(
+                        "`{key}` has no effect: a `when` takes first every error the top level's rule would retry, and each `when` sets its own `{key}`; leave it out"
+                    ),
+                );
+            }
+        }
+    }
+    // The kinds of `on` are a set: one that another takes all of adds nothing (`Io` beside
+    // `Io(ConnectionReset)`, `_` beside any kind of error). (`Timeout` beside `Io` is not one
+    // of them, though for an `io::Error` every timeout is an `Io` error: the two name what is
+    // meant, as in `on = [Timeout, Io]`.)
+    let Some(on) = &config.on else {
+        return;
+    };
+    let wider = |w: &Kind, k: &Kind| -> bool {
+        if k.is_ok() || takes_every_error(k) {
+            return false;
+        }
+        if takes_every_error(w) {
+            return true;
+        }
+        match (io_kinds(w), k) {
+            (Some(before), Kind::Io { kinds, .. }) => {
+                before.is_empty()
+                    || !kinds.is_empty()
+                        && kinds.len() < before.len()
+                        && kinds.iter().all(|k| before.contains(&k.to_string()))
+            }
+            _ => false,
+        }
+    };
+    for (i, k) in on.value.iter().enumerate() {
+        let both_every = |j: usize, w: &Kind| j < i && takes_every_error(w) && takes_every_error(k);
+        if let Some((_, w)) = on
+            .value
+            .iter()
+            .enumerate()
+            .find(|&(j, w)| j != i && wider(w, k) || both_every(j, w))
+        {
+            errors.at(
+                k.sp(),
+                format!(
+                    "this kind of `on` adds nothing: `{}` in the same list already takes every error it would; leave it out",
+                    w.written()
                 ),
             );
         }
@@ -2312,6 +2468,41 @@ pub fn check_blocking_timeout(config: &Config, f: &crate::ast::Func, errors: &mu
         errors.at(
             span,
             "this `timeout` does nothing: a blocking fn's timeout is cooperative (a running thread cannot be cancelled): it makes a late error a `Timeout`, which no rule here retries, as no rule retries at all, and nothing reads it; name the attempt (`attempt = ctx`) and stop when `ctx.is_expired()`, or leave it out",
+        );
+    }
+}
+
+/// An async fn's `deadline` where no retry is ever made and no hedge is sent: the only
+/// attempt is cut by the smaller of its timeout and the deadline, so a timeout shorter than
+/// the deadline (a fixed one, or an adaptive one's `max`) always cuts it first and the
+/// deadline does nothing. (A blocking fn's is judged by `check_blocking_timeout`; a timeout
+/// at or above the deadline is `check_under_deadline`'s.)
+pub fn check_async_deadline(config: &Config, f: &crate::ast::Func, errors: &mut Errors) {
+    if f.sig.asyncness.is_none()
+        || config.attempt.is_some()
+        || config.hedge.is_some()
+        || !retrying_rules(config).is_empty()
+    {
+        return;
+    }
+    let Some(Spanned {
+        value: Limit::Finite(deadline),
+        span,
+    }) = config.deadline
+    else {
+        return;
+    };
+    let longest = match (finite_limit(&config.timeout), &config.adaptive) {
+        (Some(t), _) => t,
+        (None, Some(a)) => a.value.max,
+        (None, None) => return,
+    };
+    if longest < deadline {
+        errors.at(
+            span,
+            format!(
+                "this `deadline` does nothing: no retry is ever made here, and the only attempt is always cut first by its `timeout` (at most {longest:?}, shorter than the deadline); leave it out, or allow retries"
+            ),
         );
     }
 }
