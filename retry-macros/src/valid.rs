@@ -49,6 +49,12 @@ impl Errors {
     pub fn finish(self) -> Option<syn::Error> {
         self.0
     }
+
+    /// No error so far: the validated configuration holds everything that was written (a
+    /// rejected item is left out of it, which checks across items must not read as absent).
+    pub fn is_empty(&self) -> bool {
+        self.0.is_none()
+    }
 }
 
 fn spanned<T>(value: T, span: Sp) -> Spanned<T> {
@@ -1546,6 +1552,7 @@ pub fn check_never_retries(config: &Config, errors: &mut Errors) {
 /// (in an async fn, or a blocking one without a per-attempt timeout, whose late errors would
 /// otherwise count as timeouts).
 pub fn check_dead_whens(config: &Config, f: &crate::ast::Func, errors: &mut Errors) {
+    let complete = errors.is_empty();
     let io_error = returns_io_error(&f.sig.output);
     let per_attempt = finite_limit(&config.timeout).is_some() || config.adaptive.is_some();
     let late_errors_time_out = f.sig.asyncness.is_none() && per_attempt;
@@ -1637,7 +1644,7 @@ pub fn check_dead_whens(config: &Config, f: &crate::ast::Func, errors: &mut Erro
         None => config.whens.iter().any(|w| takes_every_error(&w.kind)),
     };
     let whens_retry = retrying_rules(config).len() > usize::from(on_retries(config));
-    if on_dead && whens_retry {
+    if complete && on_dead && whens_retry {
         let top = &config.settings;
         let all_set = |set: fn(&Overrides) -> bool| config.whens.iter().all(|w| set(&w.overrides));
         let keys: [(&str, Option<Sp>, fn(&Overrides) -> bool); 5] = [
@@ -1695,6 +1702,10 @@ pub fn check_dead_whens(config: &Config, f: &crate::ast::Func, errors: &mut Erro
         }
     };
     for (i, k) in on.value.iter().enumerate() {
+        // (The same kind as a `when`'s says that it is retried, with the `when`'s settings.)
+        if config.whens.iter().any(|w| w.kind.key() == k.key()) {
+            continue;
+        }
         let both_every = |j: usize, w: &Kind| j < i && takes_every_error(w) && takes_every_error(k);
         if let Some((_, w)) = on
             .value
@@ -2479,6 +2490,7 @@ pub fn check_blocking_timeout(config: &Config, f: &crate::ast::Func, errors: &mu
 /// at or above the deadline is `check_under_deadline`'s.)
 pub fn check_async_deadline(config: &Config, f: &crate::ast::Func, errors: &mut Errors) {
     if f.sig.asyncness.is_none()
+        || !errors.is_empty()
         || config.attempt.is_some()
         || config.hedge.is_some()
         || !retrying_rules(config).is_empty()

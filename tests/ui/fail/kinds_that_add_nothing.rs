@@ -59,3 +59,8 @@ async fn deadline_after_the_only_timeout() -> io::Result<()> { Ok(()) }
 async fn deadline_after_the_adaptive_max() -> io::Result<()> { Ok(()) }
 
 fn main() {}
+
+// A rejected kind leaves the other checks silent (its `when` retries; the deadline is not
+// judged without it).
+#[robust(retries = 0, timeout = 1s, deadline = 5s, when(Io(ConectionReset), retries = 3))]
+async fn typo_in_a_when() -> io::Result<()> { Ok(()) }

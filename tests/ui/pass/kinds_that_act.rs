@@ -39,3 +39,8 @@ async fn deadline_alone() -> io::Result<()> { Ok(()) }
 fn main() {
     let _ = (Duration::ZERO, inherited_backoff(), closures_that_read());
 }
+
+// A kind of `on` that is also a `when`'s says it is retried with the `when`'s settings, even
+// beside a wider kind.
+#[robust(on = [Io, Io(ConnectionReset)], when(Io(ConnectionReset), retries = 5))]
+fn on_kind_of_a_when_beside_a_wider_one() -> io::Result<()> { Ok(()) }
