@@ -729,3 +729,85 @@ mod attribute {
         assert_eq!(time.slept(), ms(200));
     }
 }
+
+/// With no rule that retries and no hedge, the only attempt runs under the smaller of its
+/// timeout and the deadline: a deadline after the timeout (or after an adaptive timeout's
+/// `max`) does nothing, and `build()` refuses it. A rule that retries (an error rule, a value
+/// rule, the `on` rule's values), a hedge, or no timeout at all gives it something to bound.
+#[test]
+fn the_builder_refuses_a_deadline_the_only_attempts_timeout_always_beats() {
+    use retry_runtime::hedge::Hedge;
+    use retry_runtime::kind::{NoError, OkIf};
+    static L: Latencies = Latencies::new();
+    let adaptive = || Adaptive::new(&L, 99.0, 2.0, ms(10), secs(2)).unwrap();
+    let base = || Policy::builder().retries(0).backoff(NoBackoff);
+    let refused = [
+        base().timeout(secs(1)).deadline(secs(5)).build().err(),
+        base()
+            .adaptive_timeout(adaptive())
+            .deadline(secs(5))
+            .build()
+            .err(),
+        base()
+            .when(retry_runtime::kind::Io::ANY, |s| {
+                s.max_delay(Duration::ZERO)
+            })
+            .timeout(secs(1))
+            .deadline(secs(5))
+            .build()
+            .err(),
+        // `on(NoError)` without `on_ok` takes nothing, whatever its `retries`.
+        Policy::builder()
+            .retries(3)
+            .backoff(NoBackoff)
+            .on(NoError)
+            .timeout(secs(1))
+            .deadline(secs(5))
+            .build()
+            .err(),
+    ];
+    for (i, e) in refused.into_iter().enumerate() {
+        let e = e.unwrap_or_else(|| panic!("case {i} was accepted"));
+        assert_eq!((i, e.parameter()), (i, "deadline"));
+    }
+    let accepted = [
+        base().deadline(secs(5)).build().err(),
+        Policy::builder()
+            .retries(1)
+            .backoff(NoBackoff)
+            .timeout(secs(1))
+            .deadline(secs(5))
+            .build()
+            .err(),
+        base()
+            .when(retry_runtime::kind::Io::ANY, |s| s.retries(1))
+            .timeout(secs(1))
+            .deadline(secs(5))
+            .build()
+            .err(),
+        base()
+            .when_ok(OkIf(|v: &u16| *v == 503), |s| s.retries(1))
+            .timeout(secs(1))
+            .deadline(secs(5))
+            .build()
+            .err(),
+        Policy::builder()
+            .retries(3)
+            .backoff(NoBackoff)
+            .on(NoError)
+            .on_ok(OkIf(|v: &u16| *v == 503))
+            .timeout(secs(1))
+            .deadline(secs(5))
+            .build()
+            .err(),
+        base()
+            .timeout(secs(1))
+            .hedge(Hedge::after(ms(100), 1).unwrap())
+            .deadline(secs(5))
+            .build()
+            .err(),
+    ];
+    for (i, e) in accepted.into_iter().enumerate() {
+        assert!(e.is_none(), "case {i} was refused: {e:?}");
+    }
+}

@@ -1647,7 +1647,9 @@ pub fn check_dead_whens(config: &Config, f: &crate::ast::Func, errors: &mut Erro
     if complete && on_dead && whens_retry {
         let top = &config.settings;
         let all_set = |set: fn(&Overrides) -> bool| config.whens.iter().all(|w| set(&w.overrides));
-        let keys: [(&str, Option<Sp>, fn(&Overrides) -> bool); 5] = [
+        // (Each key, where the top level writes it, and whether a `when` sets its own.)
+        type Key = (&'static str, Option<Sp>, fn(&Overrides) -> bool);
+        let keys: [Key; 5] = [
             ("retries", top.retries.as_ref().map(|v| v.span), |o| {
                 o.retries.is_some()
             }),

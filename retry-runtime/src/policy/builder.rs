@@ -156,6 +156,10 @@ struct Checks {
     /// Whether the `on_ok` kind is an [`OkIf`](crate::kind::OkIf) without a hint: its values
     /// wait the `on` rule's backoff.
     on_plain_values: bool,
+    /// Whether a `when` or `when_ok` rule may retry (not `retries(0)` nor `max_delay` zero).
+    whens_retry: bool,
+    /// Whether an `on_ok` kind is set: the `on` rule then takes values too.
+    on_values: bool,
 }
 
 impl Checks {
@@ -168,7 +172,14 @@ impl Checks {
         value_past_max_delay: false,
         on_never: false,
         on_plain_values: false,
+        whens_retry: false,
+        on_values: false,
     };
+}
+
+/// Whether a rule with these settings may retry: not `retries(0)`, nor a `max_delay` of zero.
+fn may_retry<B, J>(rule: &RuleSettings<B, J>) -> bool {
+    rule.retries != Retries::Limited(0) && rule.max_delay != Some(Duration::ZERO)
 }
 
 /// Whether `A` is `B` (`B` without its type parameters, if it has any: `OkIf<()>` stands for
@@ -347,7 +358,9 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
         let settings = f(self.policy.settings.clone());
         let max_delay = settings.rule.max_delay;
         let shortest = settings.rule.shortest_delay();
+        let retries = may_retry(&settings.rule);
         let mut b = map_part!(self, whens, |whens| (whens, Rule::new(kind, settings.rule)));
+        b.checks.whens_retry |= retries;
         b.checks.rule_max_delay = b.checks.rule_max_delay.max(max_delay);
         b.checks.rule_shortest = b.checks.rule_shortest.max(shortest);
         b.checks.rule_past_max_delay |= past(shortest, max_delay);
@@ -393,10 +406,12 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
             .rule
             .shortest_delay()
             .filter(|_| plain_value_kind::<K2>());
+        let retries = may_retry(&settings.rule);
         let mut b = map_part!(self, whens, |whens| (
             whens,
             OkRule::new(kind, settings.rule)
         ));
+        b.checks.whens_retry |= retries;
         b.checks.rule_max_delay = b.checks.rule_max_delay.max(max_delay);
         b.checks.value_shortest = b.checks.value_shortest.max(shortest);
         b.checks.value_past_max_delay |= past(shortest, max_delay);
@@ -661,6 +676,20 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
         }
         // Bounds the deadline makes dead (as the attribute refuses them).
         if let Some(deadline) = p.timeout.deadline() {
+            // With no retry and no hedge, the only attempt runs under the smaller of its
+            // timeout and the deadline: a timeout shorter than the deadline always cuts first.
+            let on_retries =
+                (!self.checks.on_never || self.checks.on_values) && may_retry(&p.settings.rule);
+            if !on_retries
+                && !self.checks.whens_retry
+                && p.timeout.hedge().is_none()
+                && p.timeout.longest().is_some_and(|t| t < deadline)
+            {
+                return Err(ConfigError::new(
+                    "deadline",
+                    "has no effect: no rule retries and no hedge is sent, and the only attempt is always cut first by its timeout (an adaptive timeout's `max`), shorter than the deadline; leave it out, or allow retries",
+                ));
+            }
             if p.timeout.shortest().is_some_and(|t| t >= deadline) {
                 return Err(ConfigError::new(
                     "timeout",
@@ -875,6 +904,7 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb, Th, L>
             limit: x.limit,
         });
         b.checks.on_plain_values = plain_value_kind::<V2>();
+        b.checks.on_values = !same_type::<V2, ()>();
         b
     }
 
