@@ -315,3 +315,62 @@ fn constants_written_as_paths_match_only_themselves() {
     assert_eq!(status_by_path(&calls, Status::Busy), Err(Status::Busy));
     assert_eq!(calls.get(), 1);
 }
+
+/// The builder refuses a `when` rule that its kinds' types show can never apply: one added
+/// after `when(AnyError, ..)`, an I/O kind after `when(Io::ANY, ..)`, a second
+/// `when(Timeout, ..)`, or `when(NoError, ..)`. Kinds whose values decide (`Io::of`, closures)
+/// are not compared.
+#[test]
+fn the_builder_refuses_a_when_that_never_applies() {
+    use retry_runtime::Policy;
+    use retry_runtime::kind::{AnyError, Io, NoError, Predicate, Timeout};
+    let when_error = |e: Option<retry_runtime::ConfigError>| {
+        e.map(|e| (e.parameter(), e.to_string().contains("never applies")))
+    };
+    let refused = [
+        Policy::builder()
+            .when(AnyError, |s| s.retries(1))
+            .when(Timeout, |s| s.retries(10))
+            .build()
+            .err(),
+        Policy::builder()
+            .when(Io::ANY, |s| s.retries(1))
+            .when(Io::of([ErrorKind::ConnectionReset]), |s| s.retries(10))
+            .build()
+            .err(),
+        Policy::builder()
+            .when(Timeout, |s| s.retries(1))
+            .when(Timeout, |s| s.retries(10))
+            .build()
+            .err(),
+        Policy::builder()
+            .when(NoError, |s| s.retries(1))
+            .build()
+            .err(),
+    ];
+    for (i, e) in refused.into_iter().enumerate() {
+        assert_eq!((i, when_error(e)), (i, Some(("when", true))));
+    }
+    let accepted = [
+        // The narrower kind first, as the docs say.
+        Policy::builder()
+            .when(Timeout, |s| s.retries(10))
+            .when(Io::of([ErrorKind::ConnectionReset]), |s| s.retries(5))
+            .when(Io::ANY, |s| s.retries(1))
+            .when(AnyError, |s| s.retries(2))
+            .build()
+            .err(),
+        // Values decide: not compared.
+        Policy::builder()
+            .when(Io::of([ErrorKind::ConnectionReset]), |s| s.retries(1))
+            .when(Io::of([ErrorKind::BrokenPipe]), |s| s.retries(2))
+            .when(Predicate(|e: &io::Error| e.raw_os_error().is_some()), |s| {
+                s.retries(3)
+            })
+            .build()
+            .err(),
+    ];
+    for (i, e) in accepted.into_iter().enumerate() {
+        assert!(e.is_none(), "case {i} was refused: {e:?}");
+    }
+}

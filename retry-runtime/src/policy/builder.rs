@@ -160,6 +160,12 @@ struct Checks {
     whens_retry: bool,
     /// Whether an `on_ok` kind is set: the `on` rule then takes values too.
     on_values: bool,
+    /// The kinds of the `when` rules so far that later rules cannot get past, as far as
+    /// their types tell: [`AnyError`](crate::kind::AnyError) (every error),
+    /// [`Io::ANY`](crate::kind::Io::ANY) (every I/O error), [`Timeout`](crate::kind::Timeout).
+    every_error: bool,
+    every_io: bool,
+    timeout: bool,
 }
 
 impl Checks {
@@ -174,7 +180,48 @@ impl Checks {
         on_plain_values: false,
         whens_retry: false,
         on_values: false,
+        every_error: false,
+        every_io: false,
+        timeout: false,
     };
+
+    /// Why a `when` rule of kind `K` would never apply, as far as the kinds' types tell: a
+    /// rule added before it takes every error it would first (rules are tried in the order
+    /// added), or `K` matches no error.
+    fn never_applies<K: ?Sized>(&self) -> Option<&'static str> {
+        let io = std::any::type_name::<crate::kind::Io<0>>();
+        let name = std::any::type_name::<K>();
+        // (`Io<0>` may be named without its parameter, which is the default one.)
+        let io_path = io.split('<').next().unwrap_or(io);
+        let is_io = name == io
+            || name
+                .strip_prefix(io_path)
+                .is_some_and(|rest| rest.starts_with('<'));
+        if same_type::<K, crate::kind::NoError>() {
+            Some("never applies: `NoError` matches no error; leave it out")
+        } else if self.every_error {
+            Some(
+                "never applies: an earlier `when(AnyError, ..)` takes every error first (rules are tried in the order added); add this one first, or leave it out",
+            )
+        } else if self.every_io && is_io {
+            Some(
+                "never applies: an earlier `when(Io::ANY, ..)` takes every I/O error first (rules are tried in the order added); add this one first, or leave it out",
+            )
+        } else if self.timeout && same_type::<K, crate::kind::Timeout>() {
+            Some(
+                "never applies: an earlier `when(Timeout, ..)` takes every timeout first; merge the two",
+            )
+        } else {
+            None
+        }
+    }
+
+    /// Notes a `when` rule of kind `K` (see [`never_applies`](Self::never_applies)).
+    fn add_when<K: ?Sized>(&mut self) {
+        self.every_error |= same_type::<K, crate::kind::AnyError>();
+        self.every_io |= std::any::type_name::<K>() == std::any::type_name::<crate::kind::Io<0>>();
+        self.timeout |= same_type::<K, crate::kind::Timeout>();
+    }
 }
 
 /// Whether a rule with these settings may retry: not `retries(0)`, nor a `max_delay` of zero.
@@ -359,8 +406,13 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
         let max_delay = settings.rule.max_delay;
         let shortest = settings.rule.shortest_delay();
         let retries = may_retry(&settings.rule);
+        let dead = self.checks.never_applies::<K2>();
         let mut b = map_part!(self, whens, |whens| (whens, Rule::new(kind, settings.rule)));
+        b.checks.add_when::<K2>();
         b.checks.whens_retry |= retries;
+        if let Some(why) = dead {
+            b = b.fail(ConfigError::new("when", why));
+        }
         b.checks.rule_max_delay = b.checks.rule_max_delay.max(max_delay);
         b.checks.rule_shortest = b.checks.rule_shortest.max(shortest);
         b.checks.rule_past_max_delay |= past(shortest, max_delay);
