@@ -306,7 +306,7 @@ pub fn io_kind<E, V: IoView<E>, const N: usize>(
     view: V,
     kinds: [ErrorKind; N],
 ) -> Viewed<Io<N>, E> {
-    Viewed::new(Io::of(kinds), view.inspector())
+    Viewed::new(Io::any_or(kinds), view.inspector())
 }
 
 /// `Timeout` with a `timeout` set: matches with or without a view.

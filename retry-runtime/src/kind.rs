@@ -226,8 +226,24 @@ impl Io {
 }
 
 impl<const N: usize> Io<N> {
-    /// An `std::io::Error` of one of `kinds`.
+    /// An `std::io::Error` of one of `kinds`. An empty list is a build error: it would match
+    /// every I/O error, which [`Io::ANY`] says.
+    ///
+    /// ```compile_fail
+    /// let every = retry_runtime::kind::Io::of([]); // write `Io::ANY`
+    /// ```
     pub const fn of(kinds: [io::ErrorKind; N]) -> Self {
+        const {
+            assert!(
+                N > 0,
+                "`Io::of([])` would match every I/O error: list the kinds to retry, or write `Io::ANY`"
+            )
+        };
+        Self { kinds }
+    }
+
+    /// `kinds`, empty for any (what the attribute's `Io` and `Io(..)` make).
+    pub(crate) const fn any_or(kinds: [io::ErrorKind; N]) -> Self {
         Self { kinds }
     }
     /// The kinds this matches (empty = any).
