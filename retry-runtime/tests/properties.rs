@@ -38,20 +38,29 @@ fn exponent() -> impl Strategy<Value = u32> {
     prop_oneof![4 => 0u32..200, 1 => any::<u32>(), 1 => Just(u32::MAX)]
 }
 
-/// Every deterministic strategy, built from accepted parameters.
+/// Every deterministic strategy, built from parameters in range (`base <= max`). Those the
+/// constructors refuse because every delay would be 0 (a `max` of 0, a `base` of 0 that
+/// nothing grows) are built unchecked: they must not panic either.
 fn deterministic() -> impl Strategy<Value = Arc<dyn DBackoff>> {
     prop_oneof![
-        (range(), 1.0f64..1e6).prop_map(
-            |((b, m), f)| Arc::new(Exponential::new(b, m, f).unwrap()) as Arc<dyn DBackoff>
-        ),
+        (range(), 1.0f64..1e6).prop_map(|((b, m), f)| Arc::new(
+            Exponential::new(b, m, f).unwrap_or(Exponential::new_unchecked(b, m, f))
+        ) as Arc<dyn DBackoff>),
         (range(), duration()).prop_map(|((b, m), i)| Arc::new(
-            Linear::with_interval(b, m, i).unwrap()
+            Linear::with_interval(b, m, i).unwrap_or(Linear::new_unchecked(b, m, i))
         ) as Arc<dyn DBackoff>),
         (range(), duration()).prop_map(|((b, m), u)| Arc::new(
-            Fibonacci::with_unit(b, m, u).unwrap()
+            Fibonacci::with_unit(b, m, u).unwrap_or(Fibonacci::new_unchecked(b, m, u))
         ) as Arc<dyn DBackoff>),
         (range(), 1.0001f64..50.0, 1.0001f64..50.0, duration()).prop_map(|((b, m), p1, p2, u)| {
-            Arc::new(Polynomial::with_unit(b, m, [p1, p2], u).unwrap()) as Arc<dyn DBackoff>
+            Arc::new(
+                Polynomial::with_unit(b, m, [p1, p2], u).unwrap_or(Polynomial::new_unchecked(
+                    b,
+                    m,
+                    [p1, p2],
+                    u,
+                )),
+            ) as Arc<dyn DBackoff>
         }),
         duration().prop_map(|b| Arc::new(Constant::new(b)) as Arc<dyn DBackoff>),
         Just(Arc::new(NoBackoff) as Arc<dyn DBackoff>),

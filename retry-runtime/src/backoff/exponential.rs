@@ -44,9 +44,12 @@ impl Exponential {
         m: Self::DEFAULT_M,
     };
 
-    /// A new exponential backoff. Errors: `base > max`; `m` below 1, NaN or infinite.
+    /// A new exponential backoff. Errors: `base > max`; `base` zero (every delay would be
+    /// 0: `0 × m^x`; [`NoBackoff`](crate::NoBackoff) says "no wait"); `m` below 1, NaN or
+    /// infinite.
     pub fn new(base: Duration, max: Duration, m: f64) -> Result<Self, ConfigError> {
         check_range(base, max)?;
+        super::check_waits(base, max, ("base", Duration::ZERO))?;
         if !(m.is_finite() && m >= 1.0) {
             return Err(ConfigError::new("m", "must be a finite number >= 1"));
         }
@@ -142,7 +145,7 @@ mod tests {
     fn saturates_at_extreme_exponents() {
         let b = Exponential::new(Duration::from_nanos(1), Duration::MAX, 2.0).unwrap();
         assert_eq!(b.delay(u32::MAX, &mut rng()), Duration::MAX);
-        let z = Exponential::new(Duration::ZERO, Duration::MAX, 2.0).unwrap();
+        let z = Exponential::new_unchecked(Duration::ZERO, Duration::MAX, 2.0);
         assert_eq!(z.delay(u32::MAX, &mut rng()), Duration::ZERO);
     }
 

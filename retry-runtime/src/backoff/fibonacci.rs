@@ -26,7 +26,7 @@ pub struct Fibonacci {
 }
 
 impl Fibonacci {
-    /// `unit = 1 s`. Error: `base > max`.
+    /// `unit = 1 s`. Errors: `base > max`; `max` zero (every delay would be 0).
     pub fn new(base: Duration, max: Duration) -> Result<Self, ConfigError> {
         Self::with_unit(base, max, super::DEFAULT_UNIT)
     }
@@ -47,9 +47,11 @@ impl Fibonacci {
         Self { base, max, unit }
     }
 
-    /// Fibonacci backoff counting in `unit`s. Error: `base > max`.
+    /// Fibonacci backoff counting in `unit`s. Errors: `base > max`; `max` zero, or `base` and
+    /// `unit` both zero (every delay would be 0).
     pub fn with_unit(base: Duration, max: Duration, unit: Duration) -> Result<Self, ConfigError> {
         check_range(base, max)?;
+        super::check_waits(base, max, ("unit", unit))?;
         Ok(Self { base, max, unit })
     }
 }

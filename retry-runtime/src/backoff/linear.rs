@@ -27,7 +27,8 @@ pub struct Linear {
 }
 
 impl Linear {
-    /// `v_x = min(max, base * (x + 1))`. Error: `base > max`.
+    /// `v_x = min(max, base * (x + 1))`. Errors: `base > max`; `base` or `max` zero (every
+    /// delay would be 0; [`NoBackoff`](crate::NoBackoff) says "no wait").
     pub fn new(base: Duration, max: Duration) -> Result<Self, ConfigError> {
         Self::with_interval(base, max, base)
     }
@@ -52,7 +53,8 @@ impl Linear {
         }
     }
 
-    /// `v_x = min(max, base + interval * x)`. Error: `base > max`. (A `Duration` interval is
+    /// `v_x = min(max, base + interval * x)`. Errors: `base > max`; `max` zero, or `base` and
+    /// `interval` both zero (every delay would be 0). (A `Duration` interval is
     /// never negative; the attribute rejects `interval < 0` at compile time.)
     pub fn with_interval(
         base: Duration,
@@ -60,6 +62,7 @@ impl Linear {
         interval: Duration,
     ) -> Result<Self, ConfigError> {
         check_range(base, max)?;
+        super::check_waits(base, max, ("interval", interval))?;
         Ok(Self {
             base,
             max,

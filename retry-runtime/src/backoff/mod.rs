@@ -136,6 +136,31 @@ pub(crate) fn check_range(base: Duration, max: Duration) -> Result<(), ConfigErr
     }
 }
 
+/// A growing strategy that would wait 0 before every retry is an error (as the attribute
+/// makes it one; SPEC 3 allows `base = 0`, which stays fine where the strategy grows from
+/// it): a `max` of 0 caps every delay at 0, and a `base` of 0 with no growth (`growth` the
+/// parameter that would add to it, zero) never moves. [`NoBackoff`] and
+/// [`Constant::new(Duration::ZERO)`](Constant::new) say "no wait" plainly.
+pub(crate) fn check_waits(
+    base: Duration,
+    max: Duration,
+    growth: (&'static str, Duration),
+) -> Result<(), ConfigError> {
+    if max.is_zero() {
+        return Err(ConfigError::new(
+            "max",
+            "must be above 0: every delay is capped at `max`, so every retry would wait 0; use `NoBackoff` for no wait",
+        ));
+    }
+    if base.is_zero() && growth.1.is_zero() {
+        return Err(ConfigError::new(
+            growth.0,
+            "must be above 0 when `base` is 0: the strategy would wait 0 before every retry; use `NoBackoff` for no wait",
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 pub(crate) mod test_util {
     use rand::SeedableRng;
@@ -225,6 +250,39 @@ mod from_secs_tests {
                 .parameter(),
             "p"
         );
-        assert!(Linear::from_secs(0.0, 0.0, 0.0).is_ok());
+        // Strategies that would wait 0 before every retry (`NoBackoff` says that plainly).
+        assert_eq!(
+            Linear::from_secs(0.0, 0.0, 0.0).unwrap_err().parameter(),
+            "max"
+        );
+        assert_eq!(
+            Linear::from_secs(0.0, 5.0, 0.0).unwrap_err().parameter(),
+            "interval"
+        );
+        assert!(Linear::from_secs(0.0, 5.0, 1.0).is_ok());
+        assert_eq!(
+            Exponential::from_secs(0.0, 5.0, 2.0)
+                .unwrap_err()
+                .parameter(),
+            "base"
+        );
+        assert_eq!(
+            Fibonacci::from_secs(0.0, 5.0, 0.0).unwrap_err().parameter(),
+            "unit"
+        );
+        assert!(Fibonacci::from_secs(0.0, 5.0, 1.0).is_ok());
+        assert_eq!(
+            Polynomial::from_secs(0.0, 5.0, [2.0], 0.0)
+                .unwrap_err()
+                .parameter(),
+            "unit"
+        );
+        assert_eq!(
+            Polynomial::from_secs(1.0, 0.0, [2.0], 1.0)
+                .unwrap_err()
+                .parameter(),
+            "base"
+        );
+        assert!(Constant::from_secs(0.0).is_ok());
     }
 }

@@ -33,7 +33,8 @@ impl Polynomial<1> {
 }
 
 impl<const N: usize> Polynomial<N> {
-    /// `unit = 1 s`. Errors: `base > max`; no exponent; an exponent `<= 1`, NaN or infinite.
+    /// `unit = 1 s`. Errors: `base > max`; `max` zero (every delay would be 0); no exponent;
+    /// an exponent `<= 1`, NaN or infinite.
     pub fn new(base: Duration, max: Duration, p: [f64; N]) -> Result<Self, ConfigError> {
         Self::with_unit(base, max, p, super::DEFAULT_UNIT)
     }
@@ -63,6 +64,7 @@ impl<const N: usize> Polynomial<N> {
         unit: Duration,
     ) -> Result<Self, ConfigError> {
         check_range(base, max)?;
+        super::check_waits(base, max, ("unit", unit))?;
         if N == 0 {
             return Err(ConfigError::new("p", "must list at least one exponent"));
         }
