@@ -374,27 +374,6 @@ fn the_builder_refuses_a_backoff_the_deadline_leaves_no_retry_for() {
             .deadline(secs(1))
             .build()
             .err(),
-        // The rule never retries.
-        Policy::builder()
-            .retries(0)
-            .backoff(Constant::new(secs(2)))
-            .jitter(NoJitter)
-            .deadline(secs(1))
-            .build()
-            .err(),
-        Policy::builder()
-            .when(Io::ANY, |s| s.retries(0).backoff(Constant::new(secs(2))))
-            .deadline(secs(1))
-            .build()
-            .err(),
-        // `max_delay(0)` says "never retry" plainly.
-        Policy::builder()
-            .max_delay(Duration::ZERO)
-            .backoff(Constant::new(secs(2)))
-            .jitter(NoJitter)
-            .deadline(secs(1))
-            .build()
-            .err(),
         // A hint may choose the delay.
         Policy::builder()
             .backoff(Constant::new(secs(2)))
@@ -454,17 +433,147 @@ fn the_builder_refuses_a_backoff_its_max_delay_leaves_no_retry_for() {
             .jitter(NoJitter)
             .build()
             .err(),
-        // `max_delay(0)` says "never retry" plainly.
-        Policy::builder()
-            .max_delay(Duration::ZERO)
-            .backoff(Constant::new(secs(2)))
-            .jitter(NoJitter)
-            .build()
-            .err(),
     ]
     .into_iter()
     .enumerate()
     {
+        assert!(e.is_none(), "case {i} was refused: {e:?}");
+    }
+}
+
+/// A rule that never retries (`retries(0)`, a `max_delay` of zero) reads none of its backoff,
+/// jitter and scale: written, they are refused as having no effect (not as a backoff the
+/// deadline or `max_delay` leaves no retry for), as are `hint` and `on_retry` where no rule
+/// retries; so is a jitter or a scale beside `NoBackoff`, unless a `when` rule with a strategy
+/// that waits reads the `on` rule's.
+#[test]
+fn the_builder_refuses_settings_no_rule_reads() {
+    use retry_runtime::kind::{Io, NoError};
+    let refused = [
+        (
+            Policy::builder()
+                .retries(0)
+                .backoff(Constant::new(secs(2)))
+                .deadline(secs(1))
+                .build()
+                .err(),
+            "backoff",
+        ),
+        (
+            Policy::builder()
+                .max_delay(Duration::ZERO)
+                .jitter(NoJitter)
+                .build()
+                .err(),
+            "jitter",
+        ),
+        (
+            Policy::builder().retries(0).scale(2.0).build().err(),
+            "scale",
+        ),
+        (
+            Policy::builder()
+                .retries(0)
+                .max_delay(secs(5))
+                .build()
+                .err(),
+            "max_delay",
+        ),
+        (
+            Policy::builder()
+                .max_delay(Duration::ZERO)
+                .retries(5)
+                .build()
+                .err(),
+            "retries",
+        ),
+        (
+            Policy::builder()
+                .retries(0)
+                .hint(|_: &io::Error| Some(ms(10)))
+                .build()
+                .err(),
+            "hint",
+        ),
+        (
+            Policy::builder()
+                .retries(0)
+                .on_retry(|_: &io::Result<()>, _| {})
+                .build()
+                .err(),
+            "on_retry",
+        ),
+        // `on(NoError)` with no `on_ok` takes nothing, whatever its `retries`.
+        (
+            Policy::builder().retries(5).on(NoError).build().err(),
+            "retries",
+        ),
+        // A `when` rule that never retries, by its own `retries(0)` or the `on` rule's.
+        (
+            Policy::builder()
+                .when(Io::ANY, |s| s.retries(0).backoff(Constant::new(secs(2))))
+                .build()
+                .err(),
+            "backoff",
+        ),
+        (
+            Policy::builder()
+                .retries(0)
+                .when(Io::ANY, |s| s.jitter(NoJitter))
+                .build()
+                .err(),
+            "jitter",
+        ),
+        // Beside `NoBackoff`, a built-in jitter or a scale has no delay to act on.
+        (
+            Policy::builder()
+                .backoff(NoBackoff)
+                .jitter(NoJitter)
+                .build()
+                .err(),
+            "jitter",
+        ),
+        (
+            Policy::builder()
+                .backoff(NoBackoff)
+                .scale(3.0)
+                .build()
+                .err(),
+            "scale",
+        ),
+        (
+            Policy::builder()
+                .when(Io::ANY, |s| s.backoff(NoBackoff).scale(3.0))
+                .build()
+                .err(),
+            "scale",
+        ),
+    ];
+    for (i, (e, parameter)) in refused.into_iter().enumerate() {
+        let e = e.unwrap_or_else(|| panic!("case {i} was accepted"));
+        assert_eq!((i, e.parameter()), (i, parameter));
+        assert!(e.to_string().contains("no effect"), "{e}");
+    }
+    let accepted = [
+        // A `when` rule that retries reads the `on` rule's backoff it inherits.
+        Policy::builder()
+            .retries(0)
+            .backoff(Constant::new(ms(10)))
+            .when(Io::ANY, |s| s.retries(2))
+            .build()
+            .err(),
+        // The `when` rule waits, with the `on` rule's jitter.
+        Policy::builder()
+            .backoff(NoBackoff)
+            .jitter(NoJitter)
+            .when(Io::ANY, |s| s.backoff(Constant::new(ms(10))))
+            .build()
+            .err(),
+        // `retries(0)` alone, the defaults left as they are.
+        Policy::builder().retries(0).build().err(),
+        Policy::builder().backoff(NoBackoff).build().err(),
+    ];
+    for (i, e) in accepted.into_iter().enumerate() {
         assert!(e.is_none(), "case {i} was refused: {e:?}");
     }
 }
@@ -740,7 +849,7 @@ fn the_builder_refuses_a_deadline_the_only_attempts_timeout_always_beats() {
     use retry_runtime::kind::{NoError, OkIf};
     static L: Latencies = Latencies::new();
     let adaptive = || Adaptive::new(&L, 99.0, 2.0, ms(10), secs(2)).unwrap();
-    let base = || Policy::builder().retries(0).backoff(NoBackoff);
+    let base = || Policy::builder().retries(0);
     let refused = [
         base().timeout(secs(1)).deadline(secs(5)).build().err(),
         base()
@@ -748,18 +857,14 @@ fn the_builder_refuses_a_deadline_the_only_attempts_timeout_always_beats() {
             .deadline(secs(5))
             .build()
             .err(),
-        base()
-            .when(retry_runtime::kind::Io::ANY, |s| {
-                s.max_delay(Duration::ZERO)
-            })
+        Policy::builder()
+            .max_delay(Duration::ZERO)
             .timeout(secs(1))
             .deadline(secs(5))
             .build()
             .err(),
-        // `on(NoError)` without `on_ok` takes nothing, whatever its `retries`.
+        // `on(NoError)` without `on_ok` takes nothing.
         Policy::builder()
-            .retries(3)
-            .backoff(NoBackoff)
             .on(NoError)
             .timeout(secs(1))
             .deadline(secs(5))

@@ -9,7 +9,7 @@ use std::time::Duration;
 use retry_runtime::hedge::Hedge;
 use retry_runtime::latency::Latencies;
 use retry_runtime::timeout::Adaptive;
-use retry_runtime::{AsyncRetryPolicy, CircuitBreaker, NoBackoff, Policy, RetryBudget, robust};
+use retry_runtime::{AsyncRetryPolicy, CircuitBreaker, Policy, RetryBudget, robust};
 use tokio::time::Instant;
 
 mod common;
@@ -560,7 +560,6 @@ async fn the_hedge_delay_follows_the_measured_percentile() {
     }
     let policy = Policy::builder()
         .retries(0)
-        .backoff(NoBackoff)
         .hedge(Hedge::percentile(&L, 95.0, 1).unwrap())
         .build()
         .unwrap();

@@ -7,7 +7,7 @@ use std::io::{self, ErrorKind};
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use retry_runtime::{ConcurrencyLimit, NoBackoff, Policy, Rejected, robust};
+use retry_runtime::{ConcurrencyLimit, Policy, Rejected, robust};
 use tokio::time::Instant;
 
 mod common;
@@ -171,12 +171,7 @@ fn two_slots_let_two_blocking_attempts_run_at_once() {
 #[tokio::test(start_paused = true)]
 async fn the_builder_takes_a_limit_for_blocking_and_async_calls() {
     let limit = ConcurrencyLimit::new(1, 0).unwrap();
-    let policy = Policy::builder()
-        .retries(0)
-        .backoff(NoBackoff)
-        .limit(&limit)
-        .build()
-        .unwrap();
+    let policy = Policy::builder().retries(0).limit(&limit).build().unwrap();
     let r: io::Result<usize> = policy.call(|_| Ok(limit.in_flight()));
     assert_eq!(r.unwrap(), 1);
     let held = limit.try_acquire().expect("free");

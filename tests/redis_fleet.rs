@@ -102,12 +102,7 @@ fn many_quiet_clients_open_the_breaker_for_the_whole_fleet() {
     synced(&fleets);
     let runs = AtomicU32::new(0);
     let call = |b: &SharedBreaker| -> io::Result<()> {
-        let p = Policy::builder()
-            .retries(0)
-            .backoff(NoBackoff)
-            .breaker(b)
-            .build()
-            .unwrap();
+        let p = Policy::builder().retries(0).breaker(b).build().unwrap();
         p.call(|_| {
             runs.fetch_add(1, Ordering::Relaxed);
             Err(io::ErrorKind::ConnectionRefused.into())
@@ -178,12 +173,7 @@ fn one_probe_for_the_fleet_closes_its_breaker() {
     let state = Mutex::new(redis(&s));
     let probes = AtomicU32::new(0);
     let call = |b: &SharedBreaker, ok: bool| -> io::Result<()> {
-        let p = Policy::builder()
-            .retries(0)
-            .backoff(NoBackoff)
-            .breaker(b)
-            .build()
-            .unwrap();
+        let p = Policy::builder().retries(0).breaker(b).build().unwrap();
         p.call(|_| {
             let fleet_state: Option<u8> = redis::cmd("HGET")
                 .arg("robust:breaker:probe")

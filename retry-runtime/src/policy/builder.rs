@@ -15,7 +15,7 @@ use crate::hedge::{Hedge, Hedged};
 use crate::jitter::{FullJitter, Jitter};
 use crate::kind::AnyError;
 use crate::policy::rules::{OkRule, Rule};
-use crate::policy::settings::{Retries, RuleSettings, Settings};
+use crate::policy::settings::{Retries, RuleSettings, Settings, Written};
 use crate::time::{DefaultEnv, Seeded};
 use crate::timeout::{Adaptive, NoTimeout, PerAttempt, SetTimeout, WithDeadline};
 use crate::{ConfigError, limit_from_secs};
@@ -166,6 +166,12 @@ struct Checks {
     every_error: bool,
     every_io: bool,
     timeout: bool,
+    /// Whether an `on_retry` callback is set.
+    on_retry: bool,
+    /// Whether a `when` rule with a strategy that waits reads the `on` rule's jitter, or its
+    /// scale (it set none of its own).
+    top_jitter_read: bool,
+    top_scale_read: bool,
 }
 
 impl Checks {
@@ -183,6 +189,9 @@ impl Checks {
         every_error: false,
         every_io: false,
         timeout: false,
+        on_retry: false,
+        top_jitter_read: false,
+        top_scale_read: false,
     };
 
     /// Why a `when` rule of kind `K` would never apply, as far as the kinds' types tell: a
@@ -227,6 +236,80 @@ impl Checks {
 /// Whether a rule with these settings may retry: not `retries(0)`, nor a `max_delay` of zero.
 fn may_retry<B, J>(rule: &RuleSettings<B, J>) -> bool {
     rule.retries != Retries::Limited(0) && rule.max_delay != Some(Duration::ZERO)
+}
+
+/// The first setting `written` for a rule that never retries (`retries(0)`, or a `max_delay`
+/// of zero: `rule`'s) that has no effect there: its backoff, jitter and scale, and the one of
+/// `retries` and `max_delay` that is not the reason itself.
+fn unread_by_a_dead_rule<B, J>(
+    rule: &RuleSettings<B, J>,
+    written: Written,
+) -> Option<&'static str> {
+    if may_retry(rule) {
+        return None;
+    }
+    let by_retries = rule.retries == Retries::Limited(0);
+    [
+        ("backoff", written.backoff),
+        ("jitter", written.jitter),
+        ("scale", written.scale),
+        ("max_delay", written.max_delay && by_retries),
+        ("retries", written.retries && !by_retries),
+    ]
+    .into_iter()
+    .find_map(|(key, set)| set.then_some(key))
+}
+
+/// The error for a `when` rule's setting that has no effect: written for a rule that never
+/// retries, or a jitter or scale beside `NoBackoff`.
+fn unread_setting<B2, J2>(settings: &Settings<B2, J2>) -> Option<ConfigError> {
+    if let Some(key) = unread_by_a_dead_rule(&settings.rule, settings.written) {
+        return Some(ConfigError::new(
+            key,
+            "of a `when` rule has no effect: the rule never retries (`retries(0)` or a `max_delay` of zero, its own or the `on` rule's); leave it out, or allow retries",
+        ));
+    }
+    if !may_retry(&settings.rule) {
+        return None;
+    }
+    unread_beside_no_backoff::<B2, J2>(settings.written).map(|key| {
+        ConfigError::new(
+            key,
+            "of a `when` rule has no effect beside `NoBackoff`: every delay is 0, which no built-in jitter spreads nor any scale multiplies; leave it out, or choose a strategy that waits",
+        )
+    })
+}
+
+/// Whether a `when` rule that may retry with a strategy that waits reads the `on` rule's
+/// jitter and scale (it set none of its own).
+fn reads_top<B2>(settings: &Settings<B2, impl Sized>) -> (bool, bool) {
+    let waits = may_retry(&settings.rule) && !same_type::<B2, crate::NoBackoff>();
+    (
+        waits && !settings.written.jitter,
+        waits && !settings.written.scale,
+    )
+}
+
+/// Whether `J` is one of this crate's jitters, whose delay is 0 over a strategy that waits 0
+/// (a jitter of the user's may add a delay of its own).
+fn built_in_jitter<J: ?Sized>() -> bool {
+    use crate::jitter::{AwsDecorrelated, Decorrelated, EqualJitter, FullJitter, NoJitter};
+    same_type::<J, FullJitter>()
+        || same_type::<J, EqualJitter>()
+        || same_type::<J, NoJitter>()
+        || same_type::<J, Decorrelated>()
+        || same_type::<J, AwsDecorrelated>()
+}
+
+/// The first of a jitter or a scale `written` beside [`NoBackoff`](crate::NoBackoff) (`B`),
+/// where a built-in jitter has no delay to spread nor the scale one to multiply.
+fn unread_beside_no_backoff<B: ?Sized, J: ?Sized>(written: Written) -> Option<&'static str> {
+    if !(same_type::<B, crate::NoBackoff>() && built_in_jitter::<J>()) {
+        return None;
+    }
+    [("jitter", written.jitter), ("scale", written.scale)]
+        .into_iter()
+        .find_map(|(key, set)| set.then_some(key))
 }
 
 /// Whether `A` is `B` (`B` without its type parameters, if it has any: `OkIf<()>` stands for
@@ -402,16 +485,25 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
         B2: Backoff,
         J2: Jitter,
     {
-        let settings = f(self.policy.settings.clone());
+        let mut own = self.policy.settings.clone();
+        own.written = Written::default();
+        let settings = f(own);
         let max_delay = settings.rule.max_delay;
         let shortest = settings.rule.shortest_delay();
         let retries = may_retry(&settings.rule);
+        let unread = unread_setting::<B2, J2>(&settings);
+        let reads_top = reads_top::<B2>(&settings);
         let dead = self.checks.never_applies::<K2>();
         let mut b = map_part!(self, whens, |whens| (whens, Rule::new(kind, settings.rule)));
         b.checks.add_when::<K2>();
         b.checks.whens_retry |= retries;
+        b.checks.top_jitter_read |= reads_top.0;
+        b.checks.top_scale_read |= reads_top.1;
         if let Some(why) = dead {
             b = b.fail(ConfigError::new("when", why));
+        }
+        if let Some(e) = unread {
+            b = b.fail(e);
         }
         b.checks.rule_max_delay = b.checks.rule_max_delay.max(max_delay);
         b.checks.rule_shortest = b.checks.rule_shortest.max(shortest);
@@ -450,7 +542,11 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
         B2: Backoff,
         J2: Jitter,
     {
-        let settings = f(self.policy.settings.clone());
+        let mut own = self.policy.settings.clone();
+        own.written = Written::default();
+        let settings = f(own);
+        let unread = unread_setting::<B2, J2>(&settings);
+        let reads_top = reads_top::<B2>(&settings);
         let max_delay = settings.rule.max_delay;
         // A value that asks for no delay of its own waits the rule's backoff: checked like an
         // error rule's. (Another kind may give a hint: not checked.)
@@ -467,6 +563,11 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
         b.checks.rule_max_delay = b.checks.rule_max_delay.max(max_delay);
         b.checks.value_shortest = b.checks.value_shortest.max(shortest);
         b.checks.value_past_max_delay |= past(shortest, max_delay);
+        b.checks.top_jitter_read |= reads_top.0;
+        b.checks.top_scale_read |= reads_top.1;
+        if let Some(e) = unread {
+            b = b.fail(e);
+        }
         match settings.error {
             Some(e) => b.fail(e),
             None => b,
@@ -696,6 +797,45 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
                 "must be due before the attempt's timeout (an adaptive timeout's `max`) and the deadline: every attempt would be cut first, and no hedge would ever run beside it",
             ));
         }
+        // Settings no rule reads (as the attribute refuses them).
+        let on_retries =
+            (!self.checks.on_never || self.checks.on_values) && may_retry(&p.settings.rule);
+        if !on_retries && !self.checks.whens_retry {
+            let written = p.settings.written;
+            let unread = [
+                ("backoff", written.backoff),
+                ("jitter", written.jitter),
+                ("scale", written.scale),
+                (
+                    "max_delay",
+                    written.max_delay && p.settings.rule.max_delay != Some(Duration::ZERO),
+                ),
+                (
+                    "retries",
+                    written.retries && p.settings.rule.retries != Retries::Limited(0),
+                ),
+                ("hint", self.checks.hinted),
+                ("on_retry", self.checks.on_retry),
+            ]
+            .into_iter()
+            .find_map(|(key, set)| set.then_some(key));
+            if let Some(key) = unread {
+                return Err(ConfigError::new(
+                    key,
+                    "has no effect: no rule ever retries (the `on` rule has `retries(0)`, a `max_delay` of zero, or `on(NoError)` with no `on_ok`, and no `when` rule retries); leave it out, or allow retries",
+                ));
+            }
+        }
+        if on_retries
+            && let Some(key) = unread_beside_no_backoff::<B, J>(p.settings.written)
+            && !(key == "jitter" && self.checks.top_jitter_read)
+            && !(key == "scale" && self.checks.top_scale_read)
+        {
+            return Err(ConfigError::new(
+                key,
+                "has no effect beside `NoBackoff`: every delay is 0, which no built-in jitter spreads nor any scale multiplies; leave it out, or choose a strategy that waits",
+            ));
+        }
         // The `on` rule's shortest delay, when it applies to failures that wait its backoff:
         // errors (not with `NoError`) whose delay no hint may choose, or values of an `on_ok`
         // kind that asks for no delay of its own.
@@ -901,7 +1041,7 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb, Th, L>
         self,
         on_retry: R2,
     ) -> PolicyBuilder<W, K, B, J, T, S, F, C, Extras<Bu, Br, H, R2, N, V, Fb, Th, L>> {
-        self.map_extras(|x| Extras {
+        let mut b = self.map_extras(|x| Extras {
             budget: x.budget,
             breaker: x.breaker,
             hint: x.hint,
@@ -911,7 +1051,9 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb, Th, L>
             fallback: x.fallback,
             throttle: x.throttle,
             limit: x.limit,
-        })
+        });
+        b.checks.on_retry = true;
+        b
     }
 
     /// Which successful values the `on` rule retries (SPEC section 13): an `Ok(..)` kind,

@@ -145,6 +145,19 @@ impl<B, J> RuleSettings<B, J> {
 pub struct Settings<B = Exponential, J = FullJitter> {
     pub(crate) rule: RuleSettings<B, J>,
     pub(crate) error: Option<ConfigError>,
+    /// The settings written (by a setter) since these settings were made or last cleared:
+    /// what [`PolicyBuilder::build`](crate::PolicyBuilder::build) may find to have no effect.
+    pub(crate) written: Written,
+}
+
+/// Which of a rule's settings a setter wrote (see [`Settings`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Written {
+    pub(crate) retries: bool,
+    pub(crate) max_delay: bool,
+    pub(crate) backoff: bool,
+    pub(crate) jitter: bool,
+    pub(crate) scale: bool,
 }
 
 impl Default for Settings {
@@ -159,6 +172,13 @@ impl Settings {
         Settings {
             rule: RuleSettings::DEFAULT,
             error: None,
+            written: Written {
+                retries: false,
+                max_delay: false,
+                backoff: false,
+                jitter: false,
+                scale: false,
+            },
         }
     }
 }
@@ -172,6 +192,7 @@ impl<B, J> Settings<B, J> {
     /// At most `n` retries; negative = forever (see [`Retries`]).
     pub fn retries(mut self, n: impl Into<Retries>) -> Self {
         self.rule.retries = n.into();
+        self.written.retries = true;
         self
     }
 
@@ -179,6 +200,7 @@ impl<B, J> Settings<B, J> {
     /// before the budget is spent. `Duration::ZERO` never retries.
     pub fn max_delay(mut self, budget: Duration) -> Self {
         self.rule.max_delay = Some(budget);
+        self.written.max_delay = true;
         self
     }
 
@@ -188,6 +210,7 @@ impl<B, J> Settings<B, J> {
         match limit_from_secs("max_delay", secs) {
             Ok(limit) => {
                 self.rule.max_delay = limit;
+                self.written.max_delay = true;
                 self
             }
             Err(e) => self.fail(e),
@@ -204,6 +227,7 @@ impl<B, J> Settings<B, J> {
     pub fn scale(mut self, factor: f64) -> Self {
         if factor.is_finite() && factor > 0.0 {
             self.rule.scale = factor;
+            self.written.scale = true;
             self
         } else {
             self.fail(ConfigError::new("scale", "must be a finite number > 0"))
@@ -222,6 +246,10 @@ impl<B, J> Settings<B, J> {
                 scale: r.scale,
             },
             error: self.error,
+            written: Written {
+                backoff: true,
+                ..self.written
+            },
         }
     }
 
@@ -237,6 +265,10 @@ impl<B, J> Settings<B, J> {
                 scale: r.scale,
             },
             error: self.error,
+            written: Written {
+                jitter: true,
+                ..self.written
+            },
         }
     }
 
