@@ -114,13 +114,8 @@ fn simulate(time: &VirtualTime, start: Instant, p: f64, guard: Guard, seed: u64)
     let limit = ConcurrencyLimit::new(16, 0).expect("valid limit");
     let backoff = Exponential::new(Duration::from_millis(10), Duration::from_secs(1), 2.0)
         .expect("valid backoff");
-    let retries = if matches!(guard, Guard::NoRetries) {
-        0
-    } else {
-        3
-    };
     let base = Policy::builder()
-        .retries(retries)
+        .retries(3)
         .backoff(backoff)
         .jitter(FullJitter)
         .env(time.clone());
@@ -140,7 +135,12 @@ fn simulate(time: &VirtualTime, start: Instant, p: f64, guard: Guard, seed: u64)
             &base.throttle(&throttle).build().expect("valid"),
         ),
         Guard::Limit => run(p, seed, time, &base.limit(&limit).build().expect("valid")),
-        Guard::NoRetries | Guard::Retries => run(p, seed, time, &base.build().expect("valid")),
+        Guard::Retries => run(p, seed, time, &base.build().expect("valid")),
+        // (No backoff or jitter to write: no retry is made.)
+        Guard::NoRetries => {
+            let policy = Policy::builder().retries(0).env(time.clone());
+            run(p, seed, time, &policy.build().expect("valid"))
+        }
     }
 }
 

@@ -569,6 +569,12 @@ fn the_builder_refuses_settings_no_rule_reads() {
             .when(Io::ANY, |s| s.backoff(Constant::new(ms(10))))
             .build()
             .err(),
+        // A decorrelated jitter moves the jitter state every rule of the call shares.
+        Policy::builder()
+            .backoff(NoBackoff)
+            .jitter(retry_runtime::Decorrelated)
+            .build()
+            .err(),
         // `retries(0)` alone, the defaults left as they are.
         Policy::builder().retries(0).build().err(),
         Policy::builder().backoff(NoBackoff).build().err(),

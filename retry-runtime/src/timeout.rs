@@ -672,10 +672,10 @@ impl<'a> Adaptive<'a> {
     /// percentile under the median follows the fast attempts, not the slow ones, and `p` is a
     /// percentile, not a fraction: `0.99` would be the 0.99th; above 99.9 the histogram's
     /// window holds too few samples, as for [`Hedge::percentile`](crate::hedge::Hedge::percentile));
-    /// `factor` below 1 or not finite; `min` zero; `min` not below `max` (equal bounds are a
-    /// fixed timeout written as an adaptive one: `p` and `factor` would do nothing; use
-    /// [`PolicyBuilder::timeout`](crate::PolicyBuilder::timeout)), as the attribute refuses
-    /// them.
+    /// `factor` below 1 or not finite; `min` zero; `min` above `max`. (The attribute also
+    /// refuses `min` equal to `max`, a fixed timeout written as an adaptive one; here equal
+    /// bounds stay allowed: the timeout still records its attempts' latencies into
+    /// `latencies`, which another policy's hedge or adaptive timeout may read.)
     pub fn new(
         latencies: &'a Latencies,
         p: f64,
@@ -704,12 +704,6 @@ impl<'a> Adaptive<'a> {
         }
         if min > max {
             return Err(ConfigError::new("min", "must be at most `max`"));
-        }
-        if min == max {
-            return Err(ConfigError::new(
-                "min",
-                "must be below `max`: with equal bounds the timeout is fixed, and `p` and `factor` do nothing; use `.timeout(d)`",
-            ));
         }
         Ok(Adaptive {
             latencies,

@@ -30,6 +30,13 @@ impl Linear {
     /// `v_x = min(max, base * (x + 1))`. Errors: `base > max`; `base` or `max` zero (every
     /// delay would be 0; [`NoBackoff`](crate::NoBackoff) says "no wait").
     pub fn new(base: Duration, max: Duration) -> Result<Self, ConfigError> {
+        // (Its interval is its base: a base of 0 is the mistake, reported as such.)
+        if base.is_zero() && !max.is_zero() {
+            return Err(ConfigError::new(
+                "base",
+                "must be above 0: `Linear::new` grows by its base, so every retry would wait 0; use `NoBackoff` for no wait, or `Linear::with_interval` to grow from 0",
+            ));
+        }
         Self::with_interval(base, max, base)
     }
 

@@ -260,6 +260,15 @@ mod from_secs_tests {
             "interval"
         );
         assert!(Linear::from_secs(0.0, 5.0, 1.0).is_ok());
+        // `Linear::new` grows by its base: the base is what to fix.
+        let zero = Duration::ZERO;
+        assert_eq!(
+            Linear::new(zero, Duration::from_secs(5))
+                .unwrap_err()
+                .parameter(),
+            "base"
+        );
+        assert_eq!(Linear::new(zero, zero).unwrap_err().parameter(), "max");
         assert_eq!(
             Exponential::from_secs(0.0, 5.0, 2.0)
                 .unwrap_err()

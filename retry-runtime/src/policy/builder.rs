@@ -290,15 +290,12 @@ fn reads_top<B2>(settings: &Settings<B2, impl Sized>) -> (bool, bool) {
     )
 }
 
-/// Whether `J` is one of this crate's jitters, whose delay is 0 over a strategy that waits 0
-/// (a jitter of the user's may add a delay of its own).
+/// Whether `J` is one of this crate's jitters whose delay is 0 over a strategy that waits 0
+/// and that leave the call's jitter state alone (a jitter of the user's may add a delay of
+/// its own; the decorrelated ones move the state every rule of the call shares).
 fn built_in_jitter<J: ?Sized>() -> bool {
-    use crate::jitter::{AwsDecorrelated, Decorrelated, EqualJitter, FullJitter, NoJitter};
-    same_type::<J, FullJitter>()
-        || same_type::<J, EqualJitter>()
-        || same_type::<J, NoJitter>()
-        || same_type::<J, Decorrelated>()
-        || same_type::<J, AwsDecorrelated>()
+    use crate::jitter::{EqualJitter, FullJitter, NoJitter};
+    same_type::<J, FullJitter>() || same_type::<J, EqualJitter>() || same_type::<J, NoJitter>()
 }
 
 /// The first of a jitter or a scale `written` beside [`NoBackoff`](crate::NoBackoff) (`B`),
