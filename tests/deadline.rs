@@ -591,12 +591,16 @@ fn the_builder_checks_the_value_rules_and_not_an_on_rule_that_takes_no_error() {
     use retry_runtime::kind::{NoError, OkIf};
     let busy = || OkIf(|v: &u16| *v == 503);
     let hinted = || OkIf(|v: &u16| *v == 429).hint(|_: &u16| Some(ms(10)));
+    // An `on` rule that takes no error, with a backoff of 2 s.
+    let values_only = || {
+        Policy::builder()
+            .backoff(Constant::new(secs(2)))
+            .jitter(NoJitter)
+            .on(NoError)
+    };
     let refused = [
         (
-            Policy::builder()
-                .backoff(Constant::new(secs(2)))
-                .jitter(NoJitter)
-                .on(NoError)
+            values_only()
                 .when_ok(busy(), |s| s)
                 .deadline(secs(1))
                 .build()
@@ -616,22 +620,12 @@ fn the_builder_checks_the_value_rules_and_not_an_on_rule_that_takes_no_error() {
         ),
         // The `on` rule takes no error, but the values of its `on_ok` kind wait its backoff.
         (
-            Policy::builder()
-                .backoff(Constant::new(secs(2)))
-                .jitter(NoJitter)
-                .on(NoError)
-                .on_ok(busy())
-                .deadline(secs(1))
-                .build()
-                .err(),
+            values_only().on_ok(busy()).deadline(secs(1)).build().err(),
             "backoff",
         ),
         // A reference to such a kind, and an `Or` of them, ask for no delay either.
         (
-            Policy::builder()
-                .backoff(Constant::new(secs(2)))
-                .jitter(NoJitter)
-                .on(NoError)
+            values_only()
                 .when_ok(&busy(), |s| s)
                 .deadline(secs(1))
                 .build()
@@ -639,10 +633,7 @@ fn the_builder_checks_the_value_rules_and_not_an_on_rule_that_takes_no_error() {
             "backoff",
         ),
         (
-            Policy::builder()
-                .backoff(Constant::new(secs(2)))
-                .jitter(NoJitter)
-                .on(NoError)
+            values_only()
                 .on_ok(retry_runtime::kind::Or(busy(), OkIf(|v: &u16| *v == 502)))
                 .deadline(secs(1))
                 .build()
@@ -656,27 +647,18 @@ fn the_builder_checks_the_value_rules_and_not_an_on_rule_that_takes_no_error() {
     }
     for (i, e) in [
         // The value asks for its own delay.
-        Policy::builder()
-            .backoff(Constant::new(secs(2)))
-            .jitter(NoJitter)
-            .on(NoError)
+        values_only()
             .when_ok(hinted(), |s| s)
             .deadline(secs(1))
             .build()
             .err(),
-        Policy::builder()
-            .backoff(Constant::new(secs(2)))
-            .jitter(NoJitter)
-            .on(NoError)
+        values_only()
             .on_ok(hinted())
             .deadline(secs(1))
             .build()
             .err(),
         // One of the kinds may ask for its own delay.
-        Policy::builder()
-            .backoff(Constant::new(secs(2)))
-            .jitter(NoJitter)
-            .on(NoError)
+        values_only()
             .when_ok(retry_runtime::kind::Or(busy(), hinted()), |s| s)
             .deadline(secs(1))
             .build()
@@ -690,10 +672,7 @@ fn the_builder_checks_the_value_rules_and_not_an_on_rule_that_takes_no_error() {
             .when_ok(busy(), |s| s.backoff(Constant::new(ms(10))))
             .build()
             .err(),
-        Policy::builder()
-            .backoff(Constant::new(secs(2)))
-            .jitter(NoJitter)
-            .on(NoError)
+        values_only()
             .when_ok(busy(), |s| s.backoff(Constant::new(ms(10))))
             .deadline(secs(1))
             .build()

@@ -275,6 +275,19 @@ fn a_probe_the_limit_refuses_goes_to_the_next_attempt() {
 
 // --- a retry does not wait for a slot past the call's deadline ---------------------------------
 
+/// The builder of the policies below: 5 retries, 100 ms apart.
+fn every_100ms() -> retry_runtime::PolicyBuilder<
+    (),
+    retry_runtime::kind::AnyError,
+    retry_runtime::Constant,
+    retry_runtime::NoJitter,
+> {
+    Policy::builder()
+        .retries(5)
+        .backoff(retry_runtime::Constant::new(ms(100)))
+        .jitter(retry_runtime::NoJitter)
+}
+
 /// Another caller takes the limit's only slot at 50 ms and keeps it for 10 s.
 async fn hold_the_slot(limit: &ConcurrencyLimit) {
     tokio::time::sleep(ms(50)).await;
@@ -338,10 +351,7 @@ async fn a_retry_does_not_wait_for_a_slot_past_the_deadline() {
     ends_at_the_deadline(&DEADLINE_LIMIT, reset_under_a_deadline()).await;
     // The builder.
     let limit = ConcurrencyLimit::new(1, 4).unwrap();
-    let policy = Policy::builder()
-        .retries(5)
-        .backoff(retry_runtime::Constant::new(ms(100)))
-        .jitter(retry_runtime::NoJitter)
+    let policy = every_100ms()
         .deadline(secs(1))
         .limit(&limit)
         .build()
@@ -368,10 +378,7 @@ async fn a_retry_does_not_wait_for_a_slot_past_its_max_delay() {
     ends_at_the_max_delay(&MAX_DELAY_LIMIT, reset_under_a_max_delay()).await;
     // The builder.
     let limit = ConcurrencyLimit::new(1, 4).unwrap();
-    let policy = Policy::builder()
-        .retries(5)
-        .backoff(retry_runtime::Constant::new(ms(100)))
-        .jitter(retry_runtime::NoJitter)
+    let policy = every_100ms()
         .max_delay(secs(1))
         .limit(&limit)
         .build()
@@ -385,10 +392,7 @@ async fn a_retry_does_not_wait_for_a_slot_past_its_max_delay() {
 #[tokio::test(start_paused = true)]
 async fn a_when_rules_max_delay_bounds_its_retrys_wait() {
     let limit = ConcurrencyLimit::new(1, 4).unwrap();
-    let policy = Policy::builder()
-        .retries(5)
-        .backoff(retry_runtime::Constant::new(ms(100)))
-        .jitter(retry_runtime::NoJitter)
+    let policy = every_100ms()
         .when(retry_runtime::kind::Io::ANY, |s| s.max_delay(secs(1)))
         .limit(&limit)
         .build()
@@ -404,10 +408,7 @@ async fn a_when_rules_max_delay_bounds_its_retrys_wait() {
 #[tokio::test(start_paused = true)]
 async fn a_hedged_rounds_wait_for_a_slot_ends_at_its_max_delay() {
     let limit = ConcurrencyLimit::new(1, 4).unwrap();
-    let policy = Policy::builder()
-        .retries(5)
-        .backoff(retry_runtime::Constant::new(ms(100)))
-        .jitter(retry_runtime::NoJitter)
+    let policy = every_100ms()
         .max_delay(secs(1))
         .hedge(retry_runtime::hedge::Hedge::after(ms(500), 1).unwrap())
         .limit(&limit)
@@ -769,10 +770,7 @@ async fn a_retry_whose_slot_comes_at_the_deadline_is_not_sent() {
     no_attempt_without_time(&EDGE_LIMIT, &sent, sent_under_a_deadline(&sent)).await;
     // The builder.
     let limit = ConcurrencyLimit::new(1, 4).unwrap();
-    let policy = Policy::builder()
-        .retries(5)
-        .backoff(retry_runtime::Constant::new(ms(100)))
-        .jitter(retry_runtime::NoJitter)
+    let policy = every_100ms()
         .deadline(secs(1))
         .limit(&limit)
         .build()
