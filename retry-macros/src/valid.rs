@@ -1686,22 +1686,13 @@ pub fn check_dead_whens(config: &Config, f: &crate::ast::Func, errors: &mut Erro
     let Some(on) = &config.on else {
         return;
     };
+    // `taken`'s relations between `_` and any error kind, and between `Io` kinds (not those
+    // of `Timeout`), for another kind than `w` itself.
     let wider = |w: &Kind, k: &Kind| -> bool {
-        if k.is_ok() || takes_every_error(k) {
-            return false;
-        }
-        if takes_every_error(w) {
-            return true;
-        }
-        match (io_kinds(w), k) {
-            (Some(before), Kind::Io { kinds, .. }) => {
-                before.is_empty()
-                    || !kinds.is_empty()
-                        && kinds.len() < before.len()
-                        && kinds.iter().all(|k| before.contains(&k.to_string()))
-            }
-            _ => false,
-        }
+        !takes_every_error(k)
+            && w.key() != k.key()
+            && (takes_every_error(w) || io_kinds(w).is_some() && matches!(k, Kind::Io { .. }))
+            && taken(w, k).is_some()
     };
     for (i, k) in on.value.iter().enumerate() {
         // (The same kind as a `when`'s says that it is retried, with the `when`'s settings.)

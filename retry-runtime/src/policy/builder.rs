@@ -225,6 +225,16 @@ impl Checks {
         }
     }
 
+    /// Notes the settings of a `when` or `when_ok` rule: whether it may retry, and whether it
+    /// reads the `on` rule's jitter and scale. The error for a setting it has no use for.
+    fn add_rule<B2, J2>(&mut self, settings: &Settings<B2, J2>) -> Option<ConfigError> {
+        let (jitter, scale) = reads_top::<B2>(settings);
+        self.whens_retry |= may_retry(&settings.rule);
+        self.top_jitter_read |= jitter;
+        self.top_scale_read |= scale;
+        unread_setting::<B2, J2>(settings)
+    }
+
     /// Notes a `when` rule of kind `K` (see [`never_applies`](Self::never_applies)).
     fn add_when<K: ?Sized>(&mut self) {
         self.every_error |= same_type::<K, crate::kind::AnyError>();
@@ -315,10 +325,17 @@ fn unread_beside_no_backoff<B: ?Sized, J: ?Sized>(written: Written) -> Option<&'
 /// type in its crate.
 fn same_type<A: ?Sized, B: ?Sized>() -> bool {
     let (a, b) = (std::any::type_name::<A>(), std::any::type_name::<B>());
-    match b.find('<') {
-        Some(i) => a.starts_with(&b[..=i]),
-        None => a == b,
+    if b.contains('<') {
+        a.starts_with(generic_prefix::<B>())
+    } else {
+        a == b
     }
+}
+
+/// `T`'s name up to and including its first `<` (all of it, for a type without parameters).
+fn generic_prefix<T: ?Sized>() -> &'static str {
+    let name = std::any::type_name::<T>();
+    name.find('<').map_or(name, |i| &name[..=i])
 }
 
 /// Whether the value kind `K` never asks for a delay of its own: an [`OkIf`](crate::kind::OkIf)
@@ -326,11 +343,6 @@ fn same_type<A: ?Sized, B: ?Sized>() -> bool {
 /// from the type's name, as [`same_type`] does; any other kind (one with a hint, one of the
 /// user's) may ask for a delay, and its rule is not checked (never wrongly refused).
 fn plain_value_kind<K: ?Sized>() -> bool {
-    /// The path of a generic type, up to and including its `<`.
-    fn prefix<T: ?Sized>() -> &'static str {
-        let name = std::any::type_name::<T>();
-        name.find('<').map_or(name, |i| &name[..=i])
-    }
     fn plain(name: &str, ok_if: &str, or: &str) -> bool {
         let name = name.trim_start().trim_start_matches('&').trim_start();
         if name.starts_with(ok_if) {
@@ -358,8 +370,8 @@ fn plain_value_kind<K: ?Sized>() -> bool {
     }
     plain(
         std::any::type_name::<K>(),
-        prefix::<crate::kind::OkIf<()>>(),
-        prefix::<crate::kind::Or<(), ()>>(),
+        generic_prefix::<crate::kind::OkIf<()>>(),
+        generic_prefix::<crate::kind::Or<(), ()>>(),
     )
 }
 
@@ -482,20 +494,15 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
         B2: Backoff,
         J2: Jitter,
     {
-        let mut own = self.policy.settings.clone();
-        own.written = Written::default();
-        let settings = f(own);
+        let settings = f(self.policy.settings.inherited());
         let max_delay = settings.rule.max_delay;
         let shortest = settings.rule.shortest_delay();
-        let retries = may_retry(&settings.rule);
-        let unread = unread_setting::<B2, J2>(&settings);
-        let reads_top = reads_top::<B2>(&settings);
-        let dead = self.checks.never_applies::<K2>();
+        let mut checks = self.checks;
+        let unread = checks.add_rule(&settings);
+        let dead = checks.never_applies::<K2>();
+        checks.add_when::<K2>();
         let mut b = map_part!(self, whens, |whens| (whens, Rule::new(kind, settings.rule)));
-        b.checks.add_when::<K2>();
-        b.checks.whens_retry |= retries;
-        b.checks.top_jitter_read |= reads_top.0;
-        b.checks.top_scale_read |= reads_top.1;
+        b.checks = checks;
         if let Some(why) = dead {
             b = b.fail(ConfigError::new("when", why));
         }
@@ -539,11 +546,9 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
         B2: Backoff,
         J2: Jitter,
     {
-        let mut own = self.policy.settings.clone();
-        own.written = Written::default();
-        let settings = f(own);
-        let unread = unread_setting::<B2, J2>(&settings);
-        let reads_top = reads_top::<B2>(&settings);
+        let settings = f(self.policy.settings.inherited());
+        let mut checks = self.checks;
+        let unread = checks.add_rule(&settings);
         let max_delay = settings.rule.max_delay;
         // A value that asks for no delay of its own waits the rule's backoff: checked like an
         // error rule's. (Another kind may give a hint: not checked.)
@@ -551,17 +556,14 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
             .rule
             .shortest_delay()
             .filter(|_| plain_value_kind::<K2>());
-        let retries = may_retry(&settings.rule);
         let mut b = map_part!(self, whens, |whens| (
             whens,
             OkRule::new(kind, settings.rule)
         ));
-        b.checks.whens_retry |= retries;
+        b.checks = checks;
         b.checks.rule_max_delay = b.checks.rule_max_delay.max(max_delay);
         b.checks.value_shortest = b.checks.value_shortest.max(shortest);
         b.checks.value_past_max_delay |= past(shortest, max_delay);
-        b.checks.top_jitter_read |= reads_top.0;
-        b.checks.top_scale_read |= reads_top.1;
         if let Some(e) = unread {
             b = b.fail(e);
         }
@@ -867,8 +869,6 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
         if let Some(deadline) = p.timeout.deadline() {
             // With no retry and no hedge, the only attempt runs under the smaller of its
             // timeout and the deadline: a timeout shorter than the deadline always cuts first.
-            let on_retries =
-                (!self.checks.on_never || self.checks.on_values) && may_retry(&p.settings.rule);
             if !on_retries
                 && !self.checks.whens_retry
                 && p.timeout.hedge().is_none()

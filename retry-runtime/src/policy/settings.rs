@@ -183,6 +183,16 @@ impl Settings {
     }
 }
 
+impl<B: Clone, J: Clone> Settings<B, J> {
+    /// A copy for a rule that starts from these settings, with nothing written yet.
+    pub(crate) fn inherited(&self) -> Self {
+        Settings {
+            written: Written::default(),
+            ..self.clone()
+        }
+    }
+}
+
 impl<B, J> Settings<B, J> {
     fn fail(mut self, e: ConfigError) -> Self {
         self.error.get_or_insert(e);
