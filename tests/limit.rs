@@ -228,10 +228,15 @@ async fn a_rejection_is_not_retried_with_retries_left() {
     assert!(is_rejected(&full_blocking().unwrap_err()));
     assert_eq!(time.sleeps(), [], "no backoff");
     drop(clock);
+    // (`on_error` sees attempts' failures: a rejection, before any attempt, is not one.)
+    let seen = AtomicU32::new(0);
     let policy = Policy::builder()
         .retries(5)
         .backoff(retry_runtime::Constant::new(secs(1)))
         .limit(&FULL)
+        .on_error(|_: &io::Error, _| {
+            seen.fetch_add(1, Ordering::Relaxed);
+        })
         .build()
         .unwrap();
     let r: io::Result<()> = policy
@@ -248,6 +253,7 @@ async fn a_rejection_is_not_retried_with_retries_left() {
     });
     assert!(is_rejected(&r.unwrap_err()));
     assert_eq!(FULL_CALLS.load(Ordering::SeqCst), 0, "no body ran");
+    assert_eq!(seen.load(Ordering::Relaxed), 0, "no attempt failed");
     drop(held);
     assert_eq!(full_async().await.unwrap(), 1);
     assert_eq!(full_blocking().unwrap(), 1);
@@ -365,13 +371,18 @@ async fn a_retry_does_not_wait_for_a_slot_past_the_deadline() {
     ends_at_the_deadline(&DEADLINE_LIMIT, reset_under_a_deadline()).await;
     // The builder.
     let limit = ConcurrencyLimit::new(1, 4).unwrap();
+    // `on_error` sees the first attempt's failure, not the `Elapsed` the call ends with while
+    // its retry waits for a slot (no attempt ran, so none failed).
+    let seen = std::sync::Mutex::new(Vec::new());
     let policy = every_100ms()
         .deadline(secs(1))
         .limit(&limit)
+        .on_error(|e: &io::Error, retries| seen.lock().unwrap().push((e.kind(), retries)))
         .build()
         .unwrap();
     let call = policy.call_async(|_| async { Err(ErrorKind::ConnectionReset.into()) });
     ends_at_the_deadline(&limit, call).await;
+    assert_eq!(*seen.lock().unwrap(), [(ErrorKind::ConnectionReset, 0)]);
 }
 
 static MAX_DELAY_LIMIT: ConcurrencyLimit = match ConcurrencyLimit::new(1, 4) {

@@ -100,12 +100,16 @@ fn an_empty_budget_stops_retries_through_the_builder() {
 fn an_open_breaker_fails_fast_without_running_the_body() {
     let breaker = CircuitBreaker::new(4, 2, 0.5, secs(30), 1).unwrap();
     let time = VirtualTime::new();
+    let seen = AtomicU32::new(0);
     let p = Policy::builder()
         .retries(5)
         .backoff(Constant::new(secs(1)))
         .jitter(NoJitter)
         .breaker(&breaker)
         .env(time.clone())
+        .on_error(|_: &io::Error, _| {
+            seen.fetch_add(1, Ordering::Relaxed);
+        })
         .build()
         .unwrap();
     let mut attempts = 0;
@@ -118,6 +122,8 @@ fn an_open_breaker_fails_fast_without_running_the_body() {
     let e = r.unwrap_err();
     assert!(e.get_ref().is_some_and(|i| i.is::<Open>()), "{e}");
     assert_eq!(breaker.state(), BreakerState::Open);
+    // `on_error` saw the two attempts' failures, not the rejection (no attempt ran).
+    assert_eq!(seen.load(Ordering::Relaxed), 2);
 
     // Later calls fail fast too, until the break is over.
     let mut ran = false;
@@ -126,6 +132,7 @@ fn an_open_breaker_fails_fast_without_running_the_body() {
         Ok(())
     });
     assert!(r.is_err() && !ran);
+    assert_eq!(seen.load(Ordering::Relaxed), 2);
     time.advance(secs(30));
     assert!(
         p.call(|_| Ok::<_, io::Error>(())).is_ok(),

@@ -20,7 +20,11 @@ static OVERLOADED: AdaptiveThrottle = match AdaptiveThrottle::new(2.0, Duration:
     Err(_) => panic!("invalid throttle"),
 };
 
-#[robust(retries = 0, throttle = OVERLOADED)]
+/// The failures `on_error` saw in `always_failing`.
+static SEEN: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+#[robust(retries = 0, throttle = OVERLOADED,
+         on_error = |_: &io::Error, _| { SEEN.fetch_add(1, std::sync::atomic::Ordering::Relaxed); })]
 fn always_failing(ran: &Cell<u32>) -> io::Result<()> {
     ran.set(ran.get() + 1);
     Err(ErrorKind::ConnectionReset.into())
@@ -46,6 +50,8 @@ fn a_service_that_keeps_failing_is_mostly_not_called() {
     assert!(ran.get() >= 1, "the first call has nothing to reject it");
     assert!(ran.get() < 20, "ran {} of 1000", ran.get());
     assert!(OVERLOADED.reject_probability(Instant::now()) > 0.99);
+    // `on_error` saw the attempts that ran and failed, not the rejections.
+    assert_eq!(SEEN.load(std::sync::atomic::Ordering::Relaxed), ran.get());
 }
 
 static COARSE: AdaptiveThrottle = match AdaptiveThrottle::new(2.0, Duration::from_secs(60)) {
