@@ -221,6 +221,67 @@ fn one_probe_for_the_fleet_closes_its_breaker() {
     }
 }
 
+/// Instances that each call less often than the break still close the fleet's breaker: a
+/// probe granted to one that has not called again when its half-open round restarts is
+/// granted to it again (the restart first waits for it to sync), so its next call probes.
+/// Before, each restart voided the probe (or gave it to another quiet instance, with the same
+/// fate) and the breaker never closed.
+#[test]
+fn quiet_instances_close_the_fleet_s_breaker() {
+    let Some(s) = server("quiet_instances_close_the_fleet_s_breaker") else {
+        return;
+    };
+    const CLIENTS: usize = 3;
+    let fleets: Vec<Fleet> = (0..CLIENTS).map(|_| connect(&s, options())).collect();
+    let breakers: Vec<SharedBreaker> = fleets
+        .iter()
+        .map(|f| {
+            // A 300 ms break: at least the sync interval plus the round's timeout (250 ms).
+            let local = CircuitBreaker::new(20, 10, 0.5, Duration::from_millis(300), 1).unwrap();
+            f.breaker("quiet", local, Duration::from_secs(2), 3)
+                .unwrap()
+        })
+        .collect();
+    synced(&fleets);
+    let call = |b: &SharedBreaker, ok: bool| -> io::Result<()> {
+        let p = Policy::builder().retries(0).breaker(b).build().unwrap();
+        p.call(|_| {
+            if ok {
+                Ok(())
+            } else {
+                Err(io::ErrorKind::ConnectionRefused.into())
+            }
+        })
+    };
+    for b in &breakers {
+        let _ = call(b, false);
+    }
+    within(Duration::from_secs(3), || {
+        breakers
+            .iter()
+            .all(|b| b.fleet_state(Instant::now()) == Some(BreakerState::Open))
+    })
+    .expect("open for all");
+    // The dependency is back. Each instance calls once every 510 ms (one of them every
+    // 170 ms), longer than the break; at most 8 s.
+    let start = Instant::now();
+    let mut closed = false;
+    'calls: for _ in 0..16 {
+        for b in &breakers {
+            let _ = call(b, true);
+            if breakers
+                .iter()
+                .all(|b| b.fleet_state(Instant::now()) == Some(BreakerState::Closed))
+            {
+                closed = true;
+                break 'calls;
+            }
+            std::thread::sleep(Duration::from_millis(170));
+        }
+    }
+    assert!(closed, "still not closed after {:?}", start.elapsed());
+}
+
 #[test]
 fn calls_in_one_instance_earn_retries_for_another() {
     let Some(s) = server("calls_in_one_instance_earn_retries_for_another") else {

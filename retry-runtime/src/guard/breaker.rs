@@ -215,7 +215,10 @@ impl CircuitBreaker {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The current state (an open breaker whose break is over reads as half-open).
+    /// The state the breaker is in: the state the last attempt or outcome moved it to. An open
+    /// breaker whose break is over still reads as open until an attempt asks to start
+    /// ([`acquire`](Self::acquire), [`try_acquire`](Self::try_acquire)) and moves it to
+    /// half-open.
     pub fn state(&self) -> BreakerState {
         self.lock().state
     }
@@ -321,13 +324,19 @@ impl CircuitBreaker {
         counts
     }
 
-    /// While closed, starts a new generation: the outcomes of attempts admitted until now no
-    /// longer count (a fleet's breaker opened meanwhile; their failures are from before).
+    /// While closed, starts a new generation and empties the window: neither the outcomes
+    /// recorded so far nor those of attempts admitted until now count any more (a fleet's
+    /// breaker opened meanwhile: they are from before, and when the fleet's breaker closes
+    /// this one goes on as a breaker that has just closed, with an empty window).
     #[cfg(feature = "redis")]
     pub(crate) fn retire_closed_permits(&self) {
         let mut s = self.lock();
         if s.state == BreakerState::Closed {
             s.generation = s.generation.wrapping_add(1) & Permit::GENERATION;
+            s.ring = [0; (MAX_WINDOW / 64) as usize];
+            s.next = 0;
+            s.recorded = 0;
+            s.failures = 0;
         }
     }
 

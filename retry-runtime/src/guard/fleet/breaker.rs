@@ -78,6 +78,7 @@ impl BreakerCell {
             break_ms: millis(break_duration),
             probes: u64::from(probes),
             ttl_ms: millis(fleet.options.ttl).max(1),
+            reserve_ms: millis(fleet.options.interval.saturating_add(fleet.options.timeout)),
         };
         Self {
             key,
@@ -133,8 +134,8 @@ impl BreakerCell {
     pub(super) fn take_push(&self) -> BreakerPush {
         let round = round_of(self.probes.load(Ordering::Acquire));
         let p = self.probes.swap(with_round(round), Ordering::AcqRel);
-        let want = self.want.swap(false, Ordering::AcqRel)
-            && self.grants.load(Ordering::Acquire) & 0xFFFF_FFFF == 0;
+        let held = self.grants.load(Ordering::Acquire) & 0xFFFF_FFFF;
+        let want = self.want.swap(false, Ordering::AcqRel) && held == 0;
         BreakerPush {
             attempts: self.attempts.swap(0, Ordering::AcqRel),
             failures: self.failures.swap(0, Ordering::AcqRel),
@@ -142,6 +143,7 @@ impl BreakerCell {
             probe_ok: (p >> 16) & PROBE_COUNT_MAX,
             probe_fail: p & PROBE_COUNT_MAX,
             want: u64::from(want),
+            held,
         }
     }
 
@@ -328,8 +330,11 @@ impl BreakerCell {
 /// While the fleet's view is fresh: the fleet's breaker open, attempts fail fast with
 /// [`Open`]; half-open, only the probes the fleet granted to this instance go through; closed,
 /// the local breaker decides (it may open on its own when this instance sees enough
-/// failures). Every outcome is recorded locally, and pushed to the fleet at the next round if
-/// it was recorded while the fleet's view was followed. Otherwise (Redis slow or gone, this
+/// failures). Every outcome of an attempt the local breaker admitted is recorded locally, and
+/// pushed to the fleet at the next round if it was recorded while the fleet's view was
+/// followed; a probe's answer goes to the fleet only (its round decides). When the fleet's
+/// breaker opens, the local breaker forgets its window: when the fleet's closes again, the
+/// local one starts as a breaker that has just closed. Otherwise (Redis slow or gone, this
 /// key failing, or before the guard's first round) the local breaker alone decides, and the
 /// outcomes it records then are never pushed (at the rejoin they would look fresh).
 ///

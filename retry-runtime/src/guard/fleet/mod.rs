@@ -559,7 +559,11 @@ impl Fleet {
     /// answer, pushed at its instance's next round, would come after the half-open round had
     /// restarted; a probe's own latency counts too: keep the break well above it),
     /// `min_calls` = 0, a window plus break duration longer than the TTL (an open state or
-    /// the window could expire while nobody syncs).
+    /// the window could expire while nobody syncs). A half-open round whose probes have not
+    /// all answered a break after it began restarts; a probe granted to an instance that has
+    /// not used it yet is granted to it again in the new round (which keeps its probes for
+    /// such instances for `interval + timeout`), so that instances calling less often than
+    /// the break still close the breaker.
     pub fn breaker(
         &self,
         name: &str,
@@ -1265,6 +1269,125 @@ mod tests {
             Some(BreakerState::Closed)
         );
         assert_eq!(b.fleet_counts(), (0, 0));
+    }
+
+    /// When the fleet's breaker closes again, the local breaker goes on with an empty window,
+    /// as a breaker that has just closed: failures it recorded before the fleet's opened (too
+    /// few to open it then) do not open it at the first success after (they did: three
+    /// failures and a success, 3 of 4 with a minimum of 4 and a ratio of 0.5).
+    #[test]
+    fn the_local_window_starts_anew_when_the_fleet_s_breaker_closes() {
+        let store = MemoryStore::new();
+        let fleet = Fleet::manual(&store, options()).unwrap();
+        let t0 = Instant::now();
+        let local = CircuitBreaker::new(20, 4, 0.5, Duration::from_secs(1), 1).unwrap();
+        let b = fleet
+            .breaker("dep", local, Duration::from_secs(10), 3)
+            .unwrap();
+        assert!(fleet.sync(t0));
+        for _ in 0..3 {
+            let p = b.acquire(t0).unwrap();
+            (&b).record(t0, p, false);
+        }
+        assert_eq!(b.local().state(), BreakerState::Closed, "3 < its minimum");
+        assert!(fleet.sync(t0));
+        assert_eq!(b.fleet_state(t0), Some(BreakerState::Open));
+        let t1 = t0 + Duration::from_secs(1);
+        let p = probe(&fleet, &b, t1);
+        (&b).record(t1, p, true);
+        assert!(fleet.sync(t1));
+        assert_eq!(b.fleet_state(t1), Some(BreakerState::Closed));
+        for _ in 0..4 {
+            let p = b.acquire(t1).expect("closed, the local breaker too");
+            (&b).record(t1, p, true);
+        }
+        assert_eq!(b.local().state(), BreakerState::Closed);
+    }
+
+    /// A probe granted to an instance that does not call again before the half-open round
+    /// restarts (a quiet instance, calling less often than the break) is granted again in the
+    /// next round: its next call probes and closes the breaker. Before, each restart voided
+    /// the grant, its next call was refused and asked again, and the breaker of a fleet whose
+    /// instances all call less often than the break never closed.
+    #[test]
+    fn an_unused_probe_is_granted_again_when_its_round_restarts() {
+        let store = MemoryStore::new();
+        let (fa, fb) = (
+            Fleet::manual(&store, options()).unwrap(),
+            Fleet::manual(&store, options()).unwrap(),
+        );
+        let t0 = Instant::now();
+        let a = opened(&fa, "dep", 2, t0);
+        let local = CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(1), 1).unwrap();
+        let b = fb
+            .breaker("dep", local, Duration::from_secs(10), 2)
+            .unwrap();
+        assert!(fb.sync(t0));
+        assert_eq!(b.fleet_state(t0), Some(BreakerState::Open));
+        // After the 1 s break, a's call asks for the probe; the next round grants it.
+        let t1 = t0 + Duration::from_secs(1);
+        assert!(fa.sync(t1));
+        assert!(a.acquire(t1).is_none());
+        assert!(fa.sync(t1));
+        // `a` does not call for 1.5 s; its rounds say it holds the probe.
+        assert!(fa.sync(t1 + Duration::from_millis(500)));
+        assert!(fa.sync(t1 + Duration::from_millis(990)));
+        // Nobody answered: b's round 1.1 s later restarts the half-open round. b's call
+        // then asks for a probe, but for the sync interval plus a round's timeout (150 ms),
+        // within which a syncs, the new round's probe is kept for a.
+        let t2 = t1 + Duration::from_millis(1100);
+        assert!(fb.sync(t2));
+        assert!(b.acquire(t2).is_none());
+        assert!(fb.sync(t2 + Duration::from_millis(10)));
+        assert!(b.acquire(t2).is_none(), "kept for a");
+        assert!(fa.sync(t2 + Duration::from_millis(20)));
+        assert!(fb.sync(t2 + Duration::from_millis(200)));
+        assert!(b.acquire(t2).is_none(), "the probe went to a");
+        let t3 = t1 + Duration::from_millis(1500);
+        assert!(fa.sync(t3));
+        let p = a.acquire(t3).expect("the probe, granted again");
+        (&a).record(t3, p, true);
+        assert!(fa.sync(t3));
+        assert_eq!(a.fleet_state(t3), Some(BreakerState::Closed));
+        assert!(fb.sync(t3));
+        assert_eq!(b.fleet_state(t3), Some(BreakerState::Closed));
+    }
+
+    /// The probes of a restarted round are kept for the holders of the round before only for
+    /// the sync interval plus a round's timeout: a holder that stopped syncing (its instance
+    /// is gone) does not keep the fleet half-open; another instance's request gets the probe.
+    #[test]
+    fn a_gone_holder_s_probe_goes_to_another_instance() {
+        let store = MemoryStore::new();
+        let (fa, fb) = (
+            Fleet::manual(&store, options()).unwrap(),
+            Fleet::manual(&store, options()).unwrap(),
+        );
+        let t0 = Instant::now();
+        let a = opened(&fa, "dep", 2, t0);
+        let local = CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(1), 1).unwrap();
+        let b = fb
+            .breaker("dep", local, Duration::from_secs(10), 2)
+            .unwrap();
+        let t1 = t0 + Duration::from_secs(1);
+        assert!(fa.sync(t1));
+        assert!(a.acquire(t1).is_none());
+        assert!(fa.sync(t1));
+        // `a` syncs once more, then never again (gone). b asks at the restart, is kept
+        // waiting, asks again later.
+        assert!(fa.sync(t1 + Duration::from_millis(990)));
+        let t2 = t1 + Duration::from_millis(1100);
+        assert!(fb.sync(t2));
+        assert!(b.acquire(t2).is_none());
+        assert!(fb.sync(t2 + Duration::from_millis(10)));
+        assert!(b.acquire(t2).is_none(), "kept for a");
+        // Past the 150 ms, b's request (its last call's) gets the probe.
+        let t3 = t2 + Duration::from_millis(200);
+        assert!(fb.sync(t3));
+        let p = b.acquire(t3).expect("a's probe, once its time passed");
+        (&b).record(t3, p, true);
+        assert!(fb.sync(t3));
+        assert_eq!(b.fleet_state(t3), Some(BreakerState::Closed));
     }
 
     /// An attempt that finds the fleet half-open asks for a probe at the next round; a round
