@@ -261,18 +261,27 @@ fn kind(p: &TokenStream, err: &TokenStream, names: &Names, k: &Kind) -> TokenStr
 /// variants) are matched against the value itself: a constant pattern does not see through
 /// the reference. Other patterns are matched against the reference, so their bindings borrow.
 fn pattern_test(pat: &syn::Pat, value: &Ident) -> TokenStream {
+    let alternatives = against_reference(pat);
+    quote_spanned!(pat.span()=> ::core::matches!(#value, #(#alternatives)|*))
+}
+
+/// `pat`'s alternatives, to match against a reference: bare names behind `&(..)` (a constant
+/// pattern does not see through a reference), the others as written (their bindings borrow).
+/// The rules' predicates and their order check write them alike, so that a mistake in one
+/// (a constant of another type) is one error, not one per copy.
+fn against_reference(pat: &syn::Pat) -> Vec<TokenStream> {
     let mut values = Vec::new();
     let mut others = Vec::new();
     crate::valid::alternatives(pat, &mut values, &mut others);
-    let by_value = (!values.is_empty())
-        .then(|| quote_spanned!(pat.span()=> ::core::matches!(*#value, #(#values)|*)));
-    let by_ref = (!others.is_empty())
-        .then(|| quote_spanned!(pat.span()=> ::core::matches!(#value, #(#others)|*)));
-    match (by_value, by_ref) {
-        (Some(a), Some(b)) => quote!(#a || #b),
-        (Some(a), None) | (None, Some(a)) => a,
-        (None, None) => quote!(false),
-    }
+    values
+        .iter()
+        .map(|v| match v {
+            // (`&a..=b` does not parse.)
+            syn::Pat::Range(_) => quote_spanned!(v.span()=> &(#v)),
+            _ => quote_spanned!(v.span()=> &#v),
+        })
+        .chain(others.iter().map(|o| quote!(#o)))
+        .collect()
 }
 
 fn kinds(p: &TokenStream, err: &TokenStream, names: &Names, ks: &[&Kind]) -> TokenStream {
@@ -305,19 +314,12 @@ fn value_kind(p: &TokenStream, ok: &TokenStream, names: &Names, k: &Kind) -> Tok
             let test = pattern_test(pat, v);
             // A pattern every value matches (`Ok(())`, `Ok(Response { .. })`) would make every
             // success a failure: rustc's lint says so, at the pattern.
-            let mut values = Vec::new();
-            let mut others = Vec::new();
-            crate::valid::alternatives(pat, &mut values, &mut others);
             // (The value is named at the pattern: rustc does not report this lint on code
             // whose spans mix the macro's names with the user's tokens.)
-            // All the alternatives against the reference at once (a bare name behind `&`, as a
-            // constant pattern does not see through a reference), so that alternatives of both
+            // All the alternatives against the reference at once, so that alternatives of both
             // kinds that match every value together (`Ok(Some(_) | None)`) are caught too.
             let seen = Ident::new("__robust_ok_value", pat.span());
-            let alternatives = values
-                .iter()
-                .map(|v| quote_spanned!(pat.span()=> &(#v)))
-                .chain(others.iter().map(|o| quote!(#o)));
+            let alternatives = against_reference(pat);
             quote_spanned!(pat.span()=> #ps::ok_kind::<#ok_at, _>(|#v: &#ok_at| {
                 #[deny(irrefutable_let_patterns)]
                 #[allow(unused_variables, unused_parens)]
@@ -333,6 +335,110 @@ fn value_kind(p: &TokenStream, ok: &TokenStream, names: &Names, k: &Kind) -> Tok
             .error("internal: unexpected kind inside `Ok(..)`")
             .to_compile_error(),
     }
+}
+
+/// The patterns among the `when`s' kinds and then the `on` list's (error kinds, or the
+/// patterns inside `Ok(..)` kinds), in the order their rules are tried, matched against one
+/// `&ty` in one `match` that is never run. rustc then reports, at the pattern: one that an
+/// earlier rule's pattern covers (`when(Status(_), ..)` before `when(Status(429), ..)`: the
+/// later rule never applies), as an unreachable pattern; and a name a pattern binds
+/// (`Status(TOO_MANY)` where the constant is not in scope binds every status to a new name, and
+/// the rule matches them all), as an unused variable. An alternative of an `on` kind written as
+/// a `when`'s own kind (or one of its alternatives) is left out: listed in both, it says that
+/// it is retried, with the `when`'s settings (`on = [Busy | Deadlock], when(Deadlock, ..)`).
+/// Empty without patterns.
+fn rule_order_check<'k>(
+    ty: &TokenStream,
+    whens: impl Iterator<Item = &'k Kind>,
+    on: impl Iterator<Item = &'k Kind>,
+) -> TokenStream {
+    fn pattern(k: &Kind) -> Option<&syn::Pat> {
+        match k {
+            Kind::Pattern(p) => Some(p),
+            Kind::Ok { inner, .. } => match &**inner {
+                Kind::Pattern(p) => Some(p),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+    fn top_alternatives<'p>(pat: &'p syn::Pat, out: &mut Vec<&'p syn::Pat>) {
+        match pat {
+            syn::Pat::Or(o) => o.cases.iter().for_each(|c| top_alternatives(c, out)),
+            syn::Pat::Paren(p) => top_alternatives(&p.pat, out),
+            other => out.push(other),
+        }
+    }
+    let text = |p: &syn::Pat| quote!(#p).to_string();
+    let when_pats: Vec<&syn::Pat> = whens.filter_map(pattern).collect();
+    let mut owned = std::collections::HashSet::new();
+    for p in &when_pats {
+        owned.insert(text(p));
+        let mut alts = Vec::new();
+        top_alternatives(p, &mut alts);
+        owned.extend(alts.into_iter().map(text));
+    }
+    let mut arms: Vec<Vec<&syn::Pat>> = when_pats
+        .iter()
+        .map(|p| {
+            let mut alts = Vec::new();
+            top_alternatives(p, &mut alts);
+            alts
+        })
+        .collect();
+    for p in on.filter_map(pattern) {
+        let mut alts = Vec::new();
+        top_alternatives(p, &mut alts);
+        alts.retain(|a| !owned.contains(&text(a)));
+        if !alts.is_empty() {
+            arms.push(alts);
+        }
+    }
+    let Some(first) = arms.first().and_then(|a| a.first()) else {
+        return quote!();
+    };
+    let arms = arms.iter().map(|alts| {
+        let alternatives = alts
+            .iter()
+            .flat_map(|a| against_reference(&without_at_bindings(a)));
+        quote!(#(#alternatives)|* => {})
+    });
+    // (Named at the first pattern: rustc does not report these lints on code whose spans
+    // mix the macro's names with the user's tokens.)
+    let seen = Ident::new("__robust_rule_order", first.span());
+    quote_spanned!(first.span()=>
+        let _ = |#seen: &#ty| {
+            #[deny(unreachable_patterns, unused_variables)]
+            #[allow(unused_parens)]
+            {
+                match #seen {
+                    #(#arms)*
+                    #[allow(unreachable_patterns)]
+                    _ => {}
+                }
+            }
+        };
+    )
+}
+
+/// `pat` without its `name @` bindings (`e @ Busy` is `Busy`): such a name widens nothing, so
+/// the order check's unused-variable lint must not see it.
+fn without_at_bindings(pat: &syn::Pat) -> syn::Pat {
+    struct Strip;
+    impl syn::visit_mut::VisitMut for Strip {
+        fn visit_pat_mut(&mut self, p: &mut syn::Pat) {
+            if let syn::Pat::Ident(pi) = p
+                && let Some((_, sub)) = pi.subpat.take()
+            {
+                *p = *sub;
+                return self.visit_pat_mut(p);
+            }
+            syn::visit_mut::visit_pat_mut(self, p);
+        }
+    }
+    let mut p = pat.clone();
+    syn::visit_mut::VisitMut::visit_pat_mut(&mut Strip, &mut p);
+    p
 }
 
 /// The `Ok(..)` kinds of the `on` list, combined; `()` for none.
@@ -892,6 +998,18 @@ pub fn expand(
         kinds(&p, &err, &names, &on_errors)
     };
     let on_ok = value_kinds(&p, &ok, &names, &on_values);
+    // Rules are tried in order: the `when`s as written, then the `on` list.
+    let error_order = rule_order_check(
+        &err,
+        config.whens.iter().map(|w| &w.kind).filter(|k| !k.is_ok()),
+        on_errors.iter().copied(),
+    );
+    let value_order = rule_order_check(
+        &ok,
+        config.whens.iter().map(|w| &w.kind).filter(|k| k.is_ok()),
+        on_values.iter().copied(),
+    );
+    locals.push(quote!(#error_order #value_order));
     let has_values = !on_values.is_empty() || config.whens.iter().any(|w| w.kind.is_ok());
     let top_settings = rule_settings(&p, top, None, 0, (backoff, jitter_name), &mut locals);
 

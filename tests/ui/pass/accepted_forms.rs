@@ -97,12 +97,24 @@ enum Unit {
 }
 use Unit::Busy;
 
-#[robust(on = [Busy, LOCKED], when(self::Busy, retries = 1))]
+#[robust(on = [Busy, LOCKED])]
 fn unit_kinds() -> Result<(), Unit> { Ok(()) }
 
+#[robust(on = [LOCKED], when(self::Busy, retries = 1))]
+fn unit_kind_as_a_path() -> Result<(), Unit> { Ok(()) }
+
 // Constants written as paths, and a binding restricted by its subpattern.
-#[robust(on = [self::LOCKED | Unit::Busy], when(e @ Unit::Busy, retries = 1))]
+#[robust(on = [self::LOCKED], when(e @ Unit::Busy, retries = 1))]
 fn path_kinds() -> Result<(), Unit> { Ok(()) }
+
+// An `on` kind that is also a `when`'s (or an alternative of one that is): retried, with the
+// `when`'s settings.
+#[robust(on = [Unit::Busy | self::LOCKED], when(Unit::Busy, retries = 1))]
+fn on_and_when_alike() -> Result<(), Unit> { Ok(()) }
+
+// A more specific pattern before a wider one: both apply.
+#[robust(when(Unit::Busy, retries = 1), when(_, retries = 3))]
+fn narrower_first() -> Result<(), Unit> { Ok(()) }
 
 // `Timeout` with a timeout matches whatever the error type (a blocking fn's late error).
 #[robust(timeout = 1, on = [Timeout])]
