@@ -158,3 +158,97 @@ fn reference_types_from_macro_rules_are_reborrowed_not_cloned() {
     assert_eq!(push_through_macro(&mut v), Ok(3));
     assert_eq!(v, [1, 1, 1]);
 }
+
+/// A fn body that starts with inner attributes: they apply to the fn (here, under a module
+/// that denies unused variables, the body's `#![allow(unused_variables)]` must still reach
+/// its `unused`; left in the body, it did not compile).
+#[deny(unused_variables)]
+mod inner_attributes {
+    use super::*;
+
+    #[robust(retries = 2, backoff = none)]
+    pub fn counted(n: &Cell<u32>) -> Result<u32, String> {
+        #![allow(unused_variables)]
+        let unused = 1;
+        n.set(n.get() + 1);
+        if n.get() < 3 {
+            Err("again".into())
+        } else {
+            Ok(n.get())
+        }
+    }
+}
+
+#[test]
+fn a_body_s_inner_attributes_apply_to_the_fn() {
+    let n = Cell::new(0);
+    assert_eq!(inner_attributes::counted(&n), Ok(3));
+}
+
+/// A fn whose body a `macro_rules!` macro passes as `$body:block` (it arrives in an invisible
+/// group: the attribute said the fn had no body).
+macro_rules! with_body {
+    ($name:ident, $n:ident, $body:block) => {
+        #[robust(retries = 2, backoff = none)]
+        fn $name($n: &Cell<u32>) -> Result<u32, String> $body
+    };
+}
+
+with_body!(body_through_macro, n, {
+    n.set(n.get() + 1);
+    if n.get() < 3 {
+        Err("again".into())
+    } else {
+        Ok(n.get())
+    }
+});
+
+#[test]
+fn a_body_from_macro_rules_is_retried() {
+    let n = Cell::new(0);
+    assert_eq!(body_through_macro(&n), Ok(3));
+}
+
+/// A method on `&mut self` returning a closure or fn pointer type whose parameters are
+/// references: those lifetimes are the closure type's own, not borrows of `self` (the
+/// attribute refused it, saying it returned a borrow of `self`).
+struct Rules {
+    calls: u32,
+}
+
+fn first_word(s: &str) -> &str {
+    s.split(' ').next().unwrap_or("")
+}
+
+impl Rules {
+    #[robust(retries = 2, backoff = none)]
+    fn rule(&mut self) -> Result<Box<dyn Fn(&u32) -> bool>, String> {
+        self.calls += 1;
+        if self.calls < 3 {
+            Err("again".into())
+        } else {
+            Ok(Box::new(|v: &u32| *v > 1))
+        }
+    }
+
+    #[robust(retries = 1, backoff = none)]
+    fn splitter(&mut self) -> Result<fn(&str) -> &str, String> {
+        self.calls += 1;
+        if self.calls % 2 == 0 {
+            Err("again".into())
+        } else {
+            Ok(first_word)
+        }
+    }
+}
+
+#[test]
+fn a_returned_fn_type_s_own_lifetimes_are_not_borrows() {
+    let mut r = Rules { calls: 0 };
+    let rule = r.rule().unwrap();
+    assert!(rule(&2) && !rule(&1));
+    assert_eq!(r.calls, 3);
+    let split = r.splitter().unwrap();
+    assert_eq!(split("a b"), "a");
+    assert_eq!(r.calls, 5);
+}

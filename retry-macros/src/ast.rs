@@ -678,15 +678,33 @@ pub struct Func {
 
 impl syn::parse::Parse for Func {
     fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
-        let attrs = input.call(syn::Attribute::parse_outer)?;
+        let mut attrs = input.call(syn::Attribute::parse_outer)?;
         let vis = input.parse()?;
         let sig = input.parse()?;
         let body = input.step(|cursor| match cursor.token_tree() {
             Some((TokenTree::Group(g), rest)) if g.delimiter() == proc_macro2::Delimiter::Brace => {
                 Ok((g, rest))
             }
+            // A body a `macro_rules!` macro passed as `$body:block` comes in an invisible
+            // group.
+            Some((TokenTree::Group(g), rest)) if g.delimiter() == proc_macro2::Delimiter::None => {
+                let mut inner = g.stream().into_iter();
+                match (inner.next(), inner.next()) {
+                    (Some(TokenTree::Group(b)), None)
+                        if b.delimiter() == proc_macro2::Delimiter::Brace =>
+                    {
+                        Ok((b, rest))
+                    }
+                    _ => Err(cursor.error("expected the function's body")),
+                }
+            }
             _ => Err(cursor.error("expected the function's body")),
         })?;
+        // The body's inner attributes (`#![allow(..)]` first in it) apply to the fn: they
+        // become outer ones, since the body is moved into a closure or an `async` block,
+        // where inner attributes are not allowed.
+        let (inner, body) = inner_attributes(body)?;
+        attrs.extend(inner);
         Ok(Func {
             attrs,
             vis,
@@ -694,6 +712,42 @@ impl syn::parse::Parse for Func {
             body,
         })
     }
+}
+
+/// The inner attributes at the start of `body` (`#![..]`, and `//!` comments), as outer ones,
+/// and the body without them.
+fn inner_attributes(
+    body: proc_macro2::Group,
+) -> syn::Result<(Vec<syn::Attribute>, proc_macro2::Group)> {
+    let tokens: Vec<TokenTree> = body.stream().into_iter().collect();
+    let mut attrs = Vec::new();
+    let mut at = 0;
+    while let [
+        TokenTree::Punct(hash),
+        TokenTree::Punct(bang),
+        TokenTree::Group(meta),
+        ..,
+    ] = &tokens[at..]
+        && hash.as_char() == '#'
+        && bang.as_char() == '!'
+        && meta.delimiter() == proc_macro2::Delimiter::Bracket
+    {
+        let outer = quote::quote_spanned!(hash.span()=> #hash #meta);
+        attrs.extend(syn::parse::Parser::parse2(
+            syn::Attribute::parse_outer,
+            outer,
+        )?);
+        at += 3;
+    }
+    if at == 0 {
+        return Ok((attrs, body));
+    }
+    let mut rest = proc_macro2::Group::new(
+        proc_macro2::Delimiter::Brace,
+        tokens[at..].iter().cloned().collect(),
+    );
+    rest.set_span(body.span());
+    Ok((attrs, rest))
 }
 
 /// The start of an item that is not a function (its keyword to its name), for the error that

@@ -1227,7 +1227,14 @@ pub fn expand(
             Some(path) => quote!(#path),
             None => quote!(::retry_runtime),
         };
-        quote!(let #ctx: &#krate::Attempt<'_> = &#attempt;)
+        // A blocking fn's timeout and deadline are cooperative: they act through this context,
+        // which the body must then read (an unread one is an error at its name).
+        let cooperative = !is_async
+            && (finite_limit(&config.timeout).is_some()
+                || config.adaptive.is_some()
+                || finite_limit(&config.deadline).is_some());
+        let lint = cooperative.then(|| quote_spanned!(ctx.span()=> #[deny(unused_variables)]));
+        quote!(#lint let #ctx: &#krate::Attempt<'_> = &#attempt;)
     });
 
     let stmts = f.body.stream();

@@ -2246,28 +2246,54 @@ struct Slot {
     mutable: bool,
 }
 
-/// The lifetime positions of `tokens`, in order, read without recursion.
+/// The lifetime positions of `tokens`, in order, read without recursion. An elided lifetime in
+/// the parameters or the output of a `Fn(..) -> ..`, `FnMut`, `FnOnce` or `fn(..) -> ..` type
+/// is not one: it is that type's own (higher-ranked), not the fn's.
 fn slots(tokens: proc_macro2::TokenStream) -> Vec<Slot> {
-    use proc_macro2::TokenTree;
+    use proc_macro2::{Delimiter, TokenTree};
+    /// A token list being read.
+    struct Frame {
+        iter: proc_macro2::token_stream::IntoIter,
+        /// Inside a `Fn(..)` type's parameters or output: elided lifetimes are its own.
+        own: bool,
+        /// The last token was `Fn`, `FnMut`, `FnOnce` or `fn`.
+        sugar: bool,
+        /// A `Fn(..)` type's parameters were just read (its `->` may follow).
+        after_params: bool,
+        /// The `-` of that `->` was just read.
+        arrow: bool,
+        /// In that output: the `<` open in it (it ends at a `,` or `>` outside them).
+        output: Option<u32>,
+    }
+    let frame = |iter, own| Frame {
+        iter,
+        own,
+        sugar: false,
+        after_params: false,
+        arrow: false,
+        output: None,
+    };
     let mut out = Vec::new();
-    let mut stack = vec![tokens.into_iter()];
-    // The `&` just read, waiting for an optional lifetime and `mut`.
-    let mut amp: Option<(proc_macro2::Span, Option<String>)> = None;
+    let mut stack = vec![frame(tokens.into_iter(), false)];
+    // The `&` just read, waiting for an optional lifetime and `mut`, and whether an elided one
+    // is a `Fn` type's own.
+    let mut amp: Option<(proc_macro2::Span, Option<String>, bool)> = None;
     let mut quote: Option<proc_macro2::Span> = None;
-    while let Some(iter) = stack.last_mut() {
-        let Some(tt) = iter.next() else {
+    while let Some(f) = stack.last_mut() {
+        let Some(tt) = f.iter.next() else {
             stack.pop();
             continue;
         };
+        let own = f.own || f.output.is_some();
         // A lifetime is `'` followed by an identifier.
         if let Some(q) = quote.take()
             && let TokenTree::Ident(i) = &tt
         {
             let name = (i != "_").then(|| i.to_string());
             match &mut amp {
-                Some((_, lt)) if lt.is_none() => *lt = name.or(Some("_".into())),
+                Some((_, lt, _)) if lt.is_none() => *lt = name.or(Some("_".into())),
                 _ => {
-                    if i != "static" {
+                    if i != "static" && !(own && name.is_none()) {
                         out.push(Slot {
                             sp: Sp {
                                 start: q,
@@ -2281,17 +2307,17 @@ fn slots(tokens: proc_macro2::TokenStream) -> Vec<Slot> {
             }
             continue;
         }
-        if let Some((s, lt)) = amp.take() {
+        if let Some((s, lt, own_amp)) = amp.take() {
             match &tt {
                 TokenTree::Punct(p) if p.as_char() == '\'' && lt.is_none() => {
-                    amp = Some((s, None));
+                    amp = Some((s, None, own_amp));
                     quote = Some(p.span());
                     continue;
                 }
                 _ => {
                     let mutable = matches!(&tt, TokenTree::Ident(i) if i == "mut");
                     let name = lt.filter(|n| n != "_");
-                    if name.as_deref() != Some("static") {
+                    if name.as_deref() != Some("static") && !(own_amp && name.is_none()) {
                         out.push(Slot {
                             sp: s.into(),
                             name,
@@ -2301,19 +2327,50 @@ fn slots(tokens: proc_macro2::TokenStream) -> Vec<Slot> {
                 }
             }
         }
+        let (sugar, after_params, arrow) = (f.sugar, f.after_params, f.arrow);
+        f.sugar = false;
+        f.after_params = false;
+        f.arrow = false;
+        match &tt {
+            TokenTree::Punct(p) if p.as_char() == '-' && after_params => f.arrow = true,
+            TokenTree::Punct(p) if p.as_char() == '>' && arrow => f.output = Some(0),
+            TokenTree::Punct(p) if p.as_char() == '<' => {
+                if let Some(d) = &mut f.output {
+                    *d += 1;
+                }
+            }
+            TokenTree::Punct(p) if p.as_char() == '>' || p.as_char() == ',' => {
+                match &mut f.output {
+                    Some(0) => f.output = None,
+                    Some(d) if p.as_char() == '>' => *d -= 1,
+                    _ => {}
+                }
+            }
+            TokenTree::Ident(i) => f.sugar = ["Fn", "FnMut", "FnOnce", "fn"].iter().any(|n| i == n),
+            _ => {}
+        }
         match tt {
-            TokenTree::Punct(p) if p.as_char() == '&' => amp = Some((p.span(), None)),
+            TokenTree::Punct(p) if p.as_char() == '&' => {
+                amp = Some((p.span(), None, own));
+            }
             TokenTree::Punct(p) if p.as_char() == '\'' => quote = Some(p.span()),
-            TokenTree::Group(g) => stack.push(g.stream().into_iter()),
+            TokenTree::Group(g) => {
+                let params = sugar && g.delimiter() == Delimiter::Parenthesis;
+                f.after_params = params;
+                stack.push(frame(g.stream().into_iter(), own || params));
+            }
             _ => {}
         }
     }
-    if let Some((s, lt)) = amp {
-        out.push(Slot {
-            sp: s.into(),
-            name: lt.filter(|n| n != "_"),
-            mutable: false,
-        });
+    if let Some((s, lt, own_amp)) = amp {
+        let name = lt.filter(|n| n != "_");
+        if !(own_amp && name.is_none()) {
+            out.push(Slot {
+                sp: s.into(),
+                name,
+                mutable: false,
+            });
+        }
     }
     out
 }
@@ -2434,9 +2491,18 @@ pub fn check_fn(f: &crate::ast::Func, errors: &mut Errors) {
 /// through the attempt's context, which the body reads (`attempt = NAME`), and through the
 /// `Timeout` kind, which an error returned after it matches. With neither, it does nothing.
 pub fn check_blocking_timeout(config: &Config, f: &crate::ast::Func, errors: &mut Errors) {
-    if f.sig.asyncness.is_some() || config.attempt.is_some() {
+    // A name that starts with `_` says the body does not read it. (An unread name without
+    // one is rustc's unused-variable error, denied in the expansion.)
+    let unread = config
+        .attempt
+        .as_ref()
+        .filter(|a| a.to_string().starts_with('_'));
+    if f.sig.asyncness.is_some() || config.attempt.is_some() && unread.is_none() {
         return;
     }
+    let unread_note = unread.map_or(String::new(), |a| {
+        format!(" (`attempt = {a}` names it for a body that does not read it: a name that starts with `_`)")
+    });
     // With no retry to stop, a deadline (and a rule on `Timeout`) has nothing to act on
     // (unless a guard counts what it makes a timeout).
     let never_retries =
@@ -2449,7 +2515,7 @@ pub fn check_blocking_timeout(config: &Config, f: &crate::ast::Func, errors: &mu
     {
         errors.at(
             span,
-            "this `deadline` does nothing: a blocking fn's deadline is cooperative (a running thread cannot be cancelled): it stops retries, and no retry is ever made here, and nothing reads it; name the attempt (`attempt = ctx`) and stop when `ctx.is_expired()`, or leave it out",
+            format!("this `deadline` does nothing: a blocking fn's deadline is cooperative (a running thread cannot be cancelled): it stops retries, and no retry is ever made here, and nothing reads it{unread_note}; name the attempt (`attempt = ctx`) and stop when `ctx.is_expired()`, or leave it out"),
         );
     }
     let span = match (&config.timeout, &config.adaptive) {
@@ -2466,12 +2532,12 @@ pub fn check_blocking_timeout(config: &Config, f: &crate::ast::Func, errors: &mu
     if !named {
         errors.at(
             span,
-            "this `timeout` does nothing: a blocking fn's timeout is cooperative (a running thread cannot be cancelled), and nothing here reads it; name the attempt (`attempt = ctx`) and stop when `ctx.is_expired()`, add a rule on `Timeout` (an error returned after the timeout is one), or leave it out",
+            format!("this `timeout` does nothing: a blocking fn's timeout is cooperative (a running thread cannot be cancelled), and nothing here reads it{unread_note}; name the attempt (`attempt = ctx`) and stop when `ctx.is_expired()`, add a rule on `Timeout` (an error returned after the timeout is one), or leave it out"),
         );
     } else if never_retries {
         errors.at(
             span,
-            "this `timeout` does nothing: a blocking fn's timeout is cooperative (a running thread cannot be cancelled): it makes a late error a `Timeout`, which no rule here retries, as no rule retries at all, and nothing reads it; name the attempt (`attempt = ctx`) and stop when `ctx.is_expired()`, or leave it out",
+            format!("this `timeout` does nothing: a blocking fn's timeout is cooperative (a running thread cannot be cancelled): it makes a late error a `Timeout`, which no rule here retries, as no rule retries at all, and nothing reads it{unread_note}; name the attempt (`attempt = ctx`) and stop when `ctx.is_expired()`, or leave it out"),
         );
     }
 }

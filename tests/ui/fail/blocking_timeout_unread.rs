@@ -19,6 +19,14 @@ fn timeout_rule_without_retries() -> std::io::Result<()> { Ok(()) }
 #[robust(max_delay = 0, deadline = 2s)]
 fn deadline_without_time_to_retry() -> std::io::Result<()> { Ok(()) }
 
+// A name that starts with `_` says the body does not read the attempt's context.
+#[robust(timeout = 2s, attempt = _ctx)]
+fn named_not_to_be_read() -> std::io::Result<()> { Ok(()) }
+
+// A name the body does not read is an unused variable, at the name.
+#[robust(timeout = 2s, attempt = ctx)]
+fn named_and_not_read() -> std::io::Result<()> { Ok(()) }
+
 // What is fine: the attempt's context read by the body, a rule on `Timeout`, an async fn
 // (whose attempts the timeout cancels).
 #[robust(timeout = 2s, attempt = ctx)]
