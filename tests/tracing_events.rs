@@ -109,6 +109,38 @@ fn a_warn_per_retry_and_an_error_when_giving_up() {
     assert_eq!(last.get("elapsed_ms"), Some("500"));
 }
 
+/// A hint too long to count in milliseconds (a server's `Retry-After` parsed without a bound,
+/// say) is written as `u64::MAX`, not wrapped to a small number (it read 384 ms for
+/// 18,446,744,073,709,552 s).
+#[test]
+fn a_delay_past_u64_milliseconds_is_written_as_the_maximum() {
+    let time = VirtualTime::new();
+    let p = Policy::builder()
+        .name("fetch")
+        .retries(1)
+        .hint(|_: &io::Error| Some(Duration::from_secs(18_446_744_073_709_552)))
+        .env(time.clone())
+        .build()
+        .unwrap();
+    let mut attempts = 0;
+    let events = capture(|| {
+        let r: io::Result<()> = p.call(|_| {
+            attempts += 1;
+            if attempts == 1 {
+                Err(ErrorKind::Other.into())
+            } else {
+                Ok(())
+            }
+        });
+        assert!(r.is_ok());
+    });
+    assert_eq!(
+        events[0].get("delay_ms"),
+        Some(u64::MAX.to_string().as_str())
+    );
+    assert_eq!(time.sleeps(), [Duration::from_secs(18_446_744_073_709_552)]);
+}
+
 #[test]
 fn an_unnamed_policy_has_no_function_field() {
     let p = Policy::builder()

@@ -297,9 +297,11 @@ impl VirtualTime {
     }
 
     /// Moves the clock forward by `d` without recording a sleep (time spent in an attempt).
+    /// A `d` past what an `Instant` can hold moves it thirty years, as the real clock's
+    /// sleepers treat such a wait (never over in practice).
     pub fn advance(&self, d: Duration) {
         let mut s = self.state();
-        s.now = s.now.checked_add(d).unwrap_or(s.now);
+        s.now = far_add(s.now, d);
     }
 
     /// Every duration slept so far, in order.
@@ -329,9 +331,17 @@ impl Clock for VirtualTime {
 impl Sleep for VirtualTime {
     fn sleep(&self, d: Duration) {
         let mut s = self.state();
-        s.now = s.now.checked_add(d).unwrap_or(s.now);
+        s.now = far_add(s.now, d);
         s.sleeps.push(d);
     }
+}
+
+/// `at + d`, or thirty years after `at` when `at + d` is past what an `Instant` holds (a wait
+/// that long is never over, as for tokio's timers; it was taken as no wait at all).
+fn far_add(at: Instant, d: Duration) -> Instant {
+    at.checked_add(d)
+        .or_else(|| at.checked_add(Duration::from_secs(86400 * 365 * 30)))
+        .unwrap_or(at)
 }
 
 impl AsyncSleep for VirtualTime {
@@ -395,6 +405,18 @@ impl<C: AsyncSleep> AsyncSleep for Seeded<C> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_virtual_wait_too_long_for_an_instant_is_thirty_years_not_none() {
+        let time = VirtualTime::new();
+        let start = time.now();
+        Sleep::sleep(&time, Duration::MAX);
+        let thirty_years = Duration::from_secs(86400 * 365 * 30);
+        assert_eq!(time.now() - start, thirty_years);
+        assert_eq!(time.sleeps(), [Duration::MAX]);
+        time.advance(Duration::MAX);
+        assert_eq!(time.now() - start, thirty_years * 2);
+    }
 
     #[cfg(feature = "tokio")]
     #[tokio::test(start_paused = true)]

@@ -963,8 +963,9 @@ enum Phase {
 
 pin_project_lite::pin_project! {
     /// The future of a [`Robust`] service's response: the retry loop of one request. It
-    /// allocates only for a timer: once per call whose policy has a timeout or deadline, and
-    /// for each backoff's sleep.
+    /// allocates only for a timer: once per call whose policy has a timeout or deadline, or
+    /// that makes a retry wait for a slot of its concurrency limit with a `max_delay` to end
+    /// the wait; and for each backoff's sleep.
     pub struct ResponseFuture<S: Service<Req>, P, Req, G: Guards<Req, P, S::Response, S::Error>> {
         policy: Arc<P>,
         chosen: G::Chosen,

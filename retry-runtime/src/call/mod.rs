@@ -473,6 +473,13 @@ async fn until<T>(wait: impl Future<Output = T>, deadline: tokio::time::Instant)
     .await
 }
 
+/// `d` in whole milliseconds for an event's field, `u64::MAX` past it (a hint of
+/// `Duration::MAX` wrapped to a small number).
+#[cfg(feature = "tracing")]
+fn whole_ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
 /// What a call returns: `result`, or the fallback's result for an error.
 #[inline(always)]
 pub(crate) fn finish<P: RetryPolicy<R, E>, R, E>(policy: &P, result: Result<R, E>) -> Result<R, E> {
@@ -1187,7 +1194,7 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
                     target: "retry_runtime",
                     function,
                     retries = self.retries,
-                    elapsed_ms = elapsed.as_millis() as u64,
+                    elapsed_ms = whole_ms(elapsed),
                     reason = ?reason,
                     value_type = std::any::type_name::<R>(),
                     "giving up: returning the last value"
@@ -1197,7 +1204,7 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
                     target: "retry_runtime",
                     function,
                     retries = self.retries,
-                    elapsed_ms = elapsed.as_millis() as u64,
+                    elapsed_ms = whole_ms(elapsed),
                     reason = ?reason,
                     error = %error,
                     error_type,
@@ -1324,8 +1331,8 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
                     target: "retry_runtime",
                     function = p.name(),
                     retry = info.retry,
-                    delay_ms = info.delay.as_millis() as u64,
-                    elapsed_ms = info.elapsed.as_millis() as u64,
+                    delay_ms = whole_ms(info.delay),
+                    elapsed_ms = whole_ms(info.elapsed),
                     rule = ?info.rule,
                     hinted = info.hinted,
                     value_type = std::any::type_name::<R>(),
@@ -1336,8 +1343,8 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
                     target: "retry_runtime",
                     function = p.name(),
                     retry = info.retry,
-                    delay_ms = info.delay.as_millis() as u64,
-                    elapsed_ms = info.elapsed.as_millis() as u64,
+                    delay_ms = whole_ms(info.delay),
+                    elapsed_ms = whole_ms(info.elapsed),
                     rule = ?info.rule,
                     hinted = info.hinted,
                     error = %OutcomeText(p, outcome),
