@@ -98,6 +98,33 @@ fn a_blocking_retry_due_after_the_deadline_is_not_made() {
     assert_eq!(time.slept(), ms(100));
 }
 
+/// An async retry whose backoff was decided to end before the deadline, but whose timer fires
+/// at or after it (tokio's timers fire on whole milliseconds: a 249.5 ms backoff before a
+/// 250 ms deadline wakes at 250 ms), is not made either; the call ends with `Elapsed` at that
+/// instant (the failure the retry follows was not kept through the backoff; a blocking call
+/// keeps it and returns it, above).
+#[tokio::test(start_paused = true)]
+async fn an_async_retry_whose_timer_fires_at_the_deadline_ends_with_elapsed() {
+    let policy = Policy::builder()
+        .retries(10)
+        .backoff(Constant::new(Duration::from_micros(249_500)))
+        .jitter(NoJitter)
+        .deadline(ms(250))
+        .build()
+        .unwrap();
+    let start = Instant::now();
+    let attempts = Cell::new(0);
+    let r: io::Result<()> = policy
+        .call_async(|_| async {
+            attempts.set(attempts.get() + 1);
+            Err(ErrorKind::ConnectionReset.into())
+        })
+        .await;
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::TimedOut);
+    assert_eq!(attempts.get(), 1);
+    assert_eq!(start.elapsed(), ms(250));
+}
+
 #[tokio::test(start_paused = true)]
 async fn each_attempt_runs_under_the_smaller_of_its_timeout_and_the_time_left() {
     let policy = Policy::builder()
