@@ -1228,12 +1228,14 @@ pub fn check_jitter_reads_strategy(config: &Config, errors: &mut Errors) {
     let top = &config.settings;
     let rules = retrying_rules(config);
     // The top level's settings reach every `when` that does not set its own: a setting of the
-    // top level is judged only where no `when` sets a backoff, jitter or scale (every rule
-    // then has the same); a `when`'s pair, only where it wrote both. And `decorrelated` moves
-    // the call's one exponent, which every rule reads: judged only where one rule retries.
-    let whens_shape = config.whens.iter().any(|w| {
-        w.overrides.backoff.is_some() || w.overrides.jitter.is_some() || w.overrides.scale.is_some()
-    });
+    // top level is judged only where no `when` sets a backoff or jitter (every rule then has
+    // the same strategy and jitter; a `when`'s own `scale` changes neither what they read nor
+    // a zero delay); a `when`'s pair, only where it wrote both. And `decorrelated` moves the
+    // call's one exponent, which every rule reads: judged only where one rule retries.
+    let whens_shape = config
+        .whens
+        .iter()
+        .any(|w| w.overrides.backoff.is_some() || w.overrides.jitter.is_some());
     let single = rules.len() == 1;
     // The top level's settings are read by the `when`s that inherit them even when the top
     // level itself never retries (`retries = 0`).
@@ -1501,6 +1503,8 @@ pub fn check_never_retries(config: &Config, errors: &mut Errors) {
         .as_ref()
         .is_none_or(|on| on.value.iter().any(|k| !k.is_ok()));
     let mut errors_retried = any_retries && on_errors;
+    // The `when`s that retry.
+    let mut retrying: Vec<&Overrides> = Vec::new();
     for w in &config.whens {
         // A `when` takes the top level's settings it does not set.
         let retries = zero_retries(&w.overrides.retries).unwrap_or(top_retries);
@@ -1516,6 +1520,49 @@ pub fn check_never_retries(config: &Config, errors: &mut Errors) {
             None => {
                 any_retries = true;
                 errors_retried |= !w.kind.is_ok();
+                retrying.push(&w.overrides);
+            }
+        }
+    }
+    // The top level's rule never retries, but `when`s do: a top-level setting that each of them
+    // sets for itself is read by no rule that retries. (When `max_delay = 0` is the reason,
+    // the top level's `retries` is among them, and its `max_delay` is not.)
+    if let Some(reason) = top
+        && !retrying.is_empty()
+    {
+        let s = &config.settings;
+        type Key<'a> = (&'static str, Option<Sp>, fn(&Overrides) -> bool);
+        let keys: [Key<'_>; 5] = [
+            (
+                "retries",
+                s.retries.as_ref().filter(|_| !top_retries).map(|v| v.span),
+                |o| o.retries.is_some(),
+            ),
+            ("backoff", s.backoff.as_ref().map(|v| v.span), |o| {
+                o.backoff.is_some()
+            }),
+            ("jitter", s.jitter.as_ref().map(|v| v.span), |o| {
+                o.jitter.is_some()
+            }),
+            ("scale", s.scale.as_ref().map(|v| v.span), |o| {
+                o.scale.is_some()
+            }),
+            (
+                "max_delay",
+                s.max_delay.as_ref().filter(|_| top_retries).map(|v| v.span),
+                |o| o.max_delay.is_some(),
+            ),
+        ];
+        for (key, sp, set) in keys {
+            if let Some(sp) = sp
+                && retrying.iter().all(|o| set(o))
+            {
+                errors.at(
+                    sp,
+                    format!(
+                        "`{key}` has no effect: the top level's rule never retries ({reason}), and each `when` that retries sets its own `{key}`; leave it out"
+                    ),
+                );
             }
         }
     }

@@ -59,6 +59,10 @@ fn fine_m_read_by_a_when() -> std::io::Result<()> { Ok(()) }
 fn fine_decorrelated_read_by_a_when() -> std::io::Result<()> { Ok(()) }
 #[robust(backoff = none, scale = 2, when(Io, backoff = exponential(base = 1s, max = 9s)))]
 fn fine_scale_read_by_a_when() -> std::io::Result<()> { Ok(()) }
+// A `when` with its own `scale` only reads the same strategy and jitter.
+#[robust(backoff = constant(base = 1s), jitter = aws_decorrelated, when(Io, retries = 10, scale = 2))]
+fn a_when_scales_the_same_pair() -> std::io::Result<()> { Ok(()) }
+
 // (Fine: a custom jitter may add to a zero delay, which the scale then scales.)
 struct Pad;
 impl retry_runtime::Jitter for Pad {

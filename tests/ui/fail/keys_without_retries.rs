@@ -36,6 +36,17 @@ static BUDGET: retry_runtime::RetryBudget = match retry_runtime::RetryBudget::ne
     Err(_) => panic!(),
 };
 
+// The top level's rule never retries and the one `when` that does sets its own backoff and
+// jitter: the top level's are read by no rule.
+#[robust(retries = 0, backoff = constant(base = 1s), jitter = none,
+         when(Timeout, retries = 3, backoff = exponential(base = 100ms, max = 5s), jitter = full),
+         timeout = 1s)]
+async fn every_retrying_when_sets_its_own() -> io::Result<()> { Ok(()) }
+
+// With `max_delay = 0` the reason, the top level's `retries` is one of them.
+#[robust(max_delay = 0, retries = 4, when(Timeout, retries = 2, max_delay = 10s), timeout = 1s)]
+async fn retries_every_when_sets() -> io::Result<()> { Ok(()) }
+
 // Fine: a `when` that retries takes the top level's backoff; `retries = 0` alone; a timeout;
 // a budget that hedges spend; a budget that a fn which never retries pays into (each call
 // deposits, for the fns sharing it that retry).
