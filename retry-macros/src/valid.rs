@@ -2448,6 +2448,15 @@ pub fn check_fn(f: &crate::ast::Func, errors: &mut Errors) {
             "`#[robust]` cannot be used on a `const fn`: retries sleep and read the clock, which a `const fn` cannot do; remove `const`",
         );
     }
+    // `#[track_caller]` would reach the fn and stop there: its body runs in a closure (or an
+    // `async` block) the loop calls once per attempt, which does not pass the caller's
+    // location on, so a panic in the body would silently report the body's line.
+    if let Some(a) = f.attrs.iter().find(|a| a.path().is_ident("track_caller")) {
+        errors.at(
+            Sp::of(a),
+            "`#[track_caller]` does not reach the body under `#[robust]`: the body runs in a closure (or an `async` block) called once per attempt, which does not pass the caller's location on, so a panic in it would report the body's line; remove `#[track_caller]`",
+        );
+    }
     let mut mut_receiver = false;
     let mut mut_lifetimes: Vec<(String, String)> = Vec::new();
     // Lifetimes a shared reference carries too: a borrow named by one of these may come from
