@@ -83,6 +83,31 @@ fn within(limit: Duration, mut f: impl FnMut() -> bool) -> Option<Duration> {
     }
 }
 
+/// A breaker named `name` for each fleet: locally 10 attempts at least before opening, at a
+/// failure ratio of 0.5, with a break of `break_for`; for the fleet, `min_calls` in `window`.
+fn breakers(
+    fleets: &[Fleet],
+    name: &str,
+    break_for: Duration,
+    window: Duration,
+    min_calls: u32,
+) -> Vec<SharedBreaker> {
+    fleets
+        .iter()
+        .map(|f| {
+            let local = CircuitBreaker::new(20, 10, 0.5, break_for, 1).unwrap();
+            f.breaker(name, local, window, min_calls).unwrap()
+        })
+        .collect()
+}
+
+/// Whether every one of `breakers` sees the fleet's breaker in `state` now.
+fn all_see(breakers: &[SharedBreaker], state: BreakerState) -> bool {
+    breakers
+        .iter()
+        .all(|b| b.fleet_state(Instant::now()) == Some(state))
+}
+
 #[test]
 fn many_quiet_clients_open_the_breaker_for_the_whole_fleet() {
     let Some(s) = server("many_quiet_clients_open_the_breaker_for_the_whole_fleet") else {
@@ -90,15 +115,14 @@ fn many_quiet_clients_open_the_breaker_for_the_whole_fleet() {
     };
     const CLIENTS: usize = 30;
     let fleets: Vec<Fleet> = (0..CLIENTS).map(|_| connect(&s, options())).collect();
-    let breakers: Vec<SharedBreaker> = fleets
-        .iter()
-        .map(|f| {
-            // Locally: 10 attempts at least before opening. For the fleet: 20 in 5 s.
-            let local = CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(30), 1).unwrap();
-            f.breaker("payments", local, Duration::from_secs(5), 20)
-                .unwrap()
-        })
-        .collect();
+    // For the fleet: 20 attempts in 5 s.
+    let breakers = breakers(
+        &fleets,
+        "payments",
+        Duration::from_secs(30),
+        Duration::from_secs(5),
+        20,
+    );
     synced(&fleets);
     let runs = AtomicU32::new(0);
     let call = |b: &SharedBreaker| -> io::Result<()> {
@@ -124,9 +148,7 @@ fn many_quiet_clients_open_the_breaker_for_the_whole_fleet() {
     let tipping = failed_at[19];
     let bound = 2 * (Duration::from_millis(50) + Duration::from_millis(200));
     within(Duration::from_secs(3), || {
-        breakers
-            .iter()
-            .all(|b| b.fleet_state(Instant::now()) == Some(BreakerState::Open))
+        all_see(&breakers, BreakerState::Open)
     })
     .expect("every client sees the fleet's breaker open");
     // Measured from the tipping failure (`within` polls every 10 ms: slack for that).
@@ -159,14 +181,13 @@ fn one_probe_for_the_fleet_closes_its_breaker() {
     };
     const CLIENTS: usize = 5;
     let fleets: Vec<Fleet> = (0..CLIENTS).map(|_| connect(&s, options())).collect();
-    let breakers: Vec<SharedBreaker> = fleets
-        .iter()
-        .map(|f| {
-            let local = CircuitBreaker::new(20, 10, 0.5, Duration::from_millis(300), 1).unwrap();
-            f.breaker("probe", local, Duration::from_secs(2), 5)
-                .unwrap()
-        })
-        .collect();
+    let breakers = breakers(
+        &fleets,
+        "probe",
+        Duration::from_millis(300),
+        Duration::from_secs(2),
+        5,
+    );
     synced(&fleets);
     // Each run of a call's body reads the fleet's state in Redis: a run while it is not
     // closed can only be a probe (nobody sees the breaker closed before Redis holds it).
@@ -194,9 +215,7 @@ fn one_probe_for_the_fleet_closes_its_breaker() {
         let _ = call(b, false);
     }
     within(Duration::from_secs(3), || {
-        breakers
-            .iter()
-            .all(|b| b.fleet_state(Instant::now()) == Some(BreakerState::Open))
+        all_see(&breakers, BreakerState::Open)
     })
     .expect("open for all");
     // The dependency is back: every client keeps calling; after the break the fleet grants
@@ -206,9 +225,7 @@ fn one_probe_for_the_fleet_closes_its_breaker() {
         for b in &breakers {
             let _ = call(b, true);
         }
-        breakers
-            .iter()
-            .all(|b| b.fleet_state(Instant::now()) == Some(BreakerState::Closed))
+        all_see(&breakers, BreakerState::Closed)
     });
     closed.expect("the probe closes the fleet's breaker");
     assert_eq!(
@@ -233,15 +250,14 @@ fn quiet_instances_close_the_fleet_s_breaker() {
     };
     const CLIENTS: usize = 3;
     let fleets: Vec<Fleet> = (0..CLIENTS).map(|_| connect(&s, options())).collect();
-    let breakers: Vec<SharedBreaker> = fleets
-        .iter()
-        .map(|f| {
-            // A 300 ms break: at least the sync interval plus the round's timeout (250 ms).
-            let local = CircuitBreaker::new(20, 10, 0.5, Duration::from_millis(300), 1).unwrap();
-            f.breaker("quiet", local, Duration::from_secs(2), 3)
-                .unwrap()
-        })
-        .collect();
+    // A 300 ms break: at least the sync interval plus the round's timeout (250 ms).
+    let breakers = breakers(
+        &fleets,
+        "quiet",
+        Duration::from_millis(300),
+        Duration::from_secs(2),
+        3,
+    );
     synced(&fleets);
     let call = |b: &SharedBreaker, ok: bool| -> io::Result<()> {
         let p = Policy::builder().retries(0).breaker(b).build().unwrap();
@@ -257,9 +273,7 @@ fn quiet_instances_close_the_fleet_s_breaker() {
         let _ = call(b, false);
     }
     within(Duration::from_secs(3), || {
-        breakers
-            .iter()
-            .all(|b| b.fleet_state(Instant::now()) == Some(BreakerState::Open))
+        all_see(&breakers, BreakerState::Open)
     })
     .expect("open for all");
     // The dependency is back. Each instance calls once every 510 ms (one of them every
@@ -269,10 +283,7 @@ fn quiet_instances_close_the_fleet_s_breaker() {
     'calls: for _ in 0..16 {
         for b in &breakers {
             let _ = call(b, true);
-            if breakers
-                .iter()
-                .all(|b| b.fleet_state(Instant::now()) == Some(BreakerState::Closed))
-            {
+            if all_see(&breakers, BreakerState::Closed) {
                 closed = true;
                 break 'calls;
             }

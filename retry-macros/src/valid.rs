@@ -1530,31 +1530,11 @@ pub fn check_never_retries(config: &Config, errors: &mut Errors) {
     if let Some(reason) = top
         && !retrying.is_empty()
     {
-        let s = &config.settings;
-        type Key<'a> = (&'static str, Option<Sp>, fn(&Overrides) -> bool);
-        let keys: [Key<'_>; 5] = [
-            (
-                "retries",
-                s.retries.as_ref().filter(|_| !top_retries).map(|v| v.span),
-                |o| o.retries.is_some(),
-            ),
-            ("backoff", s.backoff.as_ref().map(|v| v.span), |o| {
-                o.backoff.is_some()
-            }),
-            ("jitter", s.jitter.as_ref().map(|v| v.span), |o| {
-                o.jitter.is_some()
-            }),
-            ("scale", s.scale.as_ref().map(|v| v.span), |o| {
-                o.scale.is_some()
-            }),
-            (
-                "max_delay",
-                s.max_delay.as_ref().filter(|_| top_retries).map(|v| v.span),
-                |o| o.max_delay.is_some(),
-            ),
-        ];
-        for (key, sp, set) in keys {
-            if let Some(sp) = sp
+        for (key, sp, set) in rule_keys(&config.settings) {
+            // (The reason itself is not among them.)
+            let reason_key = if top_retries { "retries" } else { "max_delay" };
+            if key != reason_key
+                && let Some(sp) = sp
                 && retrying.iter().all(|o| set(o))
             {
                 errors.at(
@@ -1589,6 +1569,30 @@ pub fn check_never_retries(config: &Config, errors: &mut Errors) {
             no_effect(errors, Sp::of(e), key, reason);
         }
     }
+}
+
+/// A retry setting's key, where the top level writes it, and whether a `when` sets its own.
+type RuleKey = (&'static str, Option<Sp>, fn(&Overrides) -> bool);
+
+/// The rules' retry settings, as [`RuleKey`]s of the top level `top`.
+fn rule_keys(top: &Overrides) -> [RuleKey; 5] {
+    [
+        ("retries", top.retries.as_ref().map(|v| v.span), |o| {
+            o.retries.is_some()
+        }),
+        ("max_delay", top.max_delay.as_ref().map(|v| v.span), |o| {
+            o.max_delay.is_some()
+        }),
+        ("backoff", top.backoff.as_ref().map(|v| v.span), |o| {
+            o.backoff.is_some()
+        }),
+        ("jitter", top.jitter.as_ref().map(|v| v.span), |o| {
+            o.jitter.is_some()
+        }),
+        ("scale", top.scale.as_ref().map(|v| v.span), |o| {
+            o.scale.is_some()
+        }),
+    ]
 }
 
 /// A `when` clause (or a kind of `on`) that an earlier `when` always takes first never applies
@@ -1692,28 +1696,8 @@ pub fn check_dead_whens(config: &Config, f: &crate::ast::Func, errors: &mut Erro
     };
     let whens_retry = retrying_rules(config).len() > usize::from(on_retries(config));
     if complete && on_dead && whens_retry {
-        let top = &config.settings;
         let all_set = |set: fn(&Overrides) -> bool| config.whens.iter().all(|w| set(&w.overrides));
-        // (Each key, where the top level writes it, and whether a `when` sets its own.)
-        type Key = (&'static str, Option<Sp>, fn(&Overrides) -> bool);
-        let keys: [Key; 5] = [
-            ("retries", top.retries.as_ref().map(|v| v.span), |o| {
-                o.retries.is_some()
-            }),
-            ("max_delay", top.max_delay.as_ref().map(|v| v.span), |o| {
-                o.max_delay.is_some()
-            }),
-            ("backoff", top.backoff.as_ref().map(|v| v.span), |o| {
-                o.backoff.is_some()
-            }),
-            ("jitter", top.jitter.as_ref().map(|v| v.span), |o| {
-                o.jitter.is_some()
-            }),
-            ("scale", top.scale.as_ref().map(|v| v.span), |o| {
-                o.scale.is_some()
-            }),
-        ];
-        for (key, sp, set) in keys {
+        for (key, sp, set) in rule_keys(&config.settings) {
             if let Some(sp) = sp
                 && all_set(set)
             {

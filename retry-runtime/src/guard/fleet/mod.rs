@@ -1304,13 +1304,17 @@ mod tests {
         assert_eq!(b.local().state(), BreakerState::Closed);
     }
 
-    /// A probe granted to an instance that does not call again before the half-open round
-    /// restarts (a quiet instance, calling less often than the break) is granted again in the
-    /// next round: its next call probes and closes the breaker. Before, each restart voided
-    /// the grant, its next call was refused and asked again, and the breaker of a fleet whose
-    /// instances all call less often than the break never closed.
-    #[test]
-    fn an_unused_probe_is_granted_again_when_its_round_restarts() {
+    /// Two instances, a and b, of a fleet whose breaker "dep" opened (1 s break); at `t1`,
+    /// after the break, a's call asked for the half-open round's one probe and a's next round
+    /// granted it.
+    fn a_holds_the_probe() -> (
+        MemoryStore,
+        Fleet,
+        Fleet,
+        SharedBreaker,
+        SharedBreaker,
+        Instant,
+    ) {
         let store = MemoryStore::new();
         let (fa, fb) = (
             Fleet::manual(&store, options()).unwrap(),
@@ -1324,11 +1328,21 @@ mod tests {
             .unwrap();
         assert!(fb.sync(t0));
         assert_eq!(b.fleet_state(t0), Some(BreakerState::Open));
-        // After the 1 s break, a's call asks for the probe; the next round grants it.
         let t1 = t0 + Duration::from_secs(1);
         assert!(fa.sync(t1));
         assert!(a.acquire(t1).is_none());
         assert!(fa.sync(t1));
+        (store, fa, fb, a, b, t1)
+    }
+
+    /// A probe granted to an instance that does not call again before the half-open round
+    /// restarts (a quiet instance, calling less often than the break) is granted again in the
+    /// next round: its next call probes and closes the breaker. Before, each restart voided
+    /// the grant, its next call was refused and asked again, and the breaker of a fleet whose
+    /// instances all call less often than the break never closed.
+    #[test]
+    fn an_unused_probe_is_granted_again_when_its_round_restarts() {
+        let (_store, fa, fb, a, b, t1) = a_holds_the_probe();
         // `a` does not call for 1.5 s; its rounds say it holds the probe.
         assert!(fa.sync(t1 + Duration::from_millis(500)));
         assert!(fa.sync(t1 + Duration::from_millis(990)));
@@ -1358,21 +1372,7 @@ mod tests {
     /// is gone) does not keep the fleet half-open; another instance's request gets the probe.
     #[test]
     fn a_gone_holder_s_probe_goes_to_another_instance() {
-        let store = MemoryStore::new();
-        let (fa, fb) = (
-            Fleet::manual(&store, options()).unwrap(),
-            Fleet::manual(&store, options()).unwrap(),
-        );
-        let t0 = Instant::now();
-        let a = opened(&fa, "dep", 2, t0);
-        let local = CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(1), 1).unwrap();
-        let b = fb
-            .breaker("dep", local, Duration::from_secs(10), 2)
-            .unwrap();
-        let t1 = t0 + Duration::from_secs(1);
-        assert!(fa.sync(t1));
-        assert!(a.acquire(t1).is_none());
-        assert!(fa.sync(t1));
+        let (_store, fa, fb, _a, b, t1) = a_holds_the_probe();
         // `a` syncs once more, then never again (gone). b asks at the restart, is kept
         // waiting, asks again later.
         assert!(fa.sync(t1 + Duration::from_millis(990)));
