@@ -1390,6 +1390,33 @@ mod tests {
         assert_eq!(b.fleet_state(t3), Some(BreakerState::Closed));
     }
 
+    /// A holder that keeps syncing but no longer calls has its probe granted again in at most
+    /// three restarted rounds: then another instance's request gets it, and its success closes
+    /// the breaker (before, the idle holder kept it half-open for as long as it lived).
+    #[test]
+    fn an_idle_holder_keeps_its_probe_for_three_restarts_at_most() {
+        let (_store, fa, fb, _a, b, t1) = a_holds_the_probe();
+        let mut closed_at = None;
+        for k in 1..=80u32 {
+            let t = t1 + Duration::from_millis(100) * k;
+            assert!(fa.sync(t));
+            assert!(fb.sync(t));
+            if let Some(p) = b.acquire(t) {
+                (&b).record(t, p, true);
+                assert!(fb.sync(t));
+                assert_eq!(b.fleet_state(t), Some(BreakerState::Closed));
+                closed_at = Some(t - t1);
+                break;
+            }
+        }
+        let took = closed_at.expect("b probes and closes the breaker");
+        // Three restarts (1 s apart) carried a's probe; the fourth gave it to b.
+        assert!(
+            took > Duration::from_secs(3) && took <= Duration::from_millis(4200),
+            "{took:?}"
+        );
+    }
+
     /// An attempt that finds the fleet half-open asks for a probe at the next round; a round
     /// that fails for the key keeps the request for the round after (it was lost: no probe
     /// until another attempt asked again).

@@ -116,10 +116,12 @@ local state, untl, round = get('state'), get('until'), get('round')
 -- of its own.
 if #raw == 0 then round = now % 1073741824 end
 local left, pok, pfail, since = get('left'), get('pok'), get('pfail'), get('since')
--- 1 while the round is one that restarted because nobody answered while an instance still
--- held an unused probe of the round before (its probes go first to such instances); held_at:
--- when an instance last said it holds an unused probe of this round.
-local carry, held_at = get('carry'), get('held_at')
+-- carry: the round, if it restarted because nobody answered while an instance still held an
+-- unused probe of the round before (its probes go first to such instances); held_at and
+-- held_round: when an instance last said it holds an unused probe, and of which round. (Each
+-- names its round, so that a round an older script started, which leaves them as they were,
+-- is never taken for one they describe.)
+local carry, held_at, held_round = get('carry'), get('held_at'), get('held_round')
 local slot_ms = math.max(1, math.floor(window_ms / SLOTS))
 local epoch = math.floor(now / slot_ms)
 local function clear()
@@ -129,18 +131,18 @@ local function open()
   state = 1; untl = now + break_ms; clear()
 end
 local function new_round(c)
-  state = 2; round = round + 1; left = probes; pok = 0; pfail = 0; since = now; carry = c
-  held_at = 0
+  state = 2; round = round + 1; left = probes; pok = 0; pfail = 0; since = now
+  if c then carry = round else carry = 0 end
 end
-if state == 1 and now >= untl then new_round(0) end
+if state == 1 and now >= untl then new_round(false) end
 if state == 2 then
   if round_in == round then pok = pok + pok_in; pfail = pfail + pfail_in end
-  if round_in == round and held > 0 then held_at = now end
+  if round_in == round and held > 0 then held_at = now; held_round = round end
   if pok + pfail >= probes then
     if pfail >= ratio * probes then open() else state = 0; clear() end
   elseif left <= 0 and now - since >= break_ms then
     -- A holder that is still alive said so within the last reserve_ms.
-    if held_at > 0 and now - held_at <= reserve_ms then new_round(1) else new_round(0) end
+    new_round(held_round == round and now - held_at <= reserve_ms)
   end
 end
 local sum_a, sum_f = 0, 0
@@ -164,7 +166,7 @@ end
 -- instances call less often than the break would never close.
 local holder = state == 2 and held > 0 and round_in ~= round
 if holder then want = math.max(want, held) end
-local kept = carry == 1 and now - since < reserve_ms and not holder
+local kept = carry == round and now - since < reserve_ms and not holder
 local grant = 0
 if state == 2 and want > 0 and left > 0 and not kept then
   grant = math.min(want, left); left = left - grant
@@ -174,7 +176,7 @@ if state == 1 then remaining = untl - now end
 local function int(x) return string.format('%d', x) end
 local out = {'state', int(state), 'until', int(untl), 'round', int(round), 'left', int(left),
   'pok', int(pok), 'pfail', int(pfail), 'since', int(since), 'carry', int(carry),
-  'held_at', int(held_at)}
+  'held_at', int(held_at), 'held_round', int(held_round)}
 for i = 0, SLOTS - 1 do
   for _, p in ipairs({'e', 'a', 'f'}) do
     out[#out + 1] = p .. i; out[#out + 1] = int(get(p .. i))
@@ -447,10 +449,11 @@ struct BreakerRecord {
     pok: u64,
     pfail: u64,
     since: u64,
-    /// The round restarted while an instance held an unused probe (see the script), and
-    /// when an instance last said it held one in this round.
-    carry: bool,
+    /// The round, if it restarted while an instance held an unused probe (see the script);
+    /// when an instance last said it held one, and of which round.
+    carry: u64,
     held_at: u64,
+    held_round: u64,
     /// Per slot: epoch, attempts, failures.
     slots: [(u64, u64, u64); SLOTS as usize],
 }
@@ -663,8 +666,7 @@ fn breaker_rules(
         h.pok = 0;
         h.pfail = 0;
         h.since = now;
-        h.carry = carry;
-        h.held_at = 0;
+        h.carry = if carry { h.round } else { 0 };
     };
     if h.state == OPEN && now >= h.until {
         new_round(h, false);
@@ -675,6 +677,7 @@ fn breaker_rules(
             h.pfail = h.pfail.saturating_add(p.probe_fail);
             if p.held > 0 {
                 h.held_at = now;
+                h.held_round = h.round;
             }
         }
         if h.pok.saturating_add(h.pfail) >= c.probes {
@@ -685,7 +688,7 @@ fn breaker_rules(
                 clear(h);
             }
         } else if h.left == 0 && now.saturating_sub(h.since) >= c.break_ms {
-            let alive = h.held_at > 0 && now.saturating_sub(h.held_at) <= c.reserve_ms;
+            let alive = h.held_round == h.round && now.saturating_sub(h.held_at) <= c.reserve_ms;
             new_round(h, alive);
         }
     }
@@ -711,7 +714,7 @@ fn breaker_rules(
     // `reserve_ms` after a restart only they are.
     let holder = h.state == HALF_OPEN && p.held > 0 && p.round != h.round;
     let want = if holder { p.want.max(p.held) } else { p.want };
-    let kept = h.carry && now.saturating_sub(h.since) < c.reserve_ms && !holder;
+    let kept = h.carry == h.round && now.saturating_sub(h.since) < c.reserve_ms && !holder;
     let mut grant = 0;
     if h.state == HALF_OPEN && want > 0 && h.left > 0 && !kept {
         grant = want.min(h.left);
