@@ -369,7 +369,13 @@ fn rule_order_check<'k>(
             other => out.push(other),
         }
     }
-    let text = |p: &syn::Pat| quote!(#p).to_string();
+    // Patterns compared as written, but without `name @` bindings and with each path reduced
+    // to its last segment: `when(self::Busy)` and `when(e @ Unit::Busy)` both name `Busy`.
+    let text = |p: &syn::Pat| {
+        let mut p = without_at_bindings(p);
+        syn::visit_mut::VisitMut::visit_pat_mut(&mut LastSegments, &mut p);
+        quote!(#p).to_string()
+    };
     let when_pats: Vec<&syn::Pat> = whens.filter_map(pattern).collect();
     let mut owned = std::collections::HashSet::new();
     for p in &when_pats {
@@ -419,6 +425,20 @@ fn rule_order_check<'k>(
             }
         };
     )
+}
+
+/// Reduces each path it visits to its last segment (`self::Unit::Busy` to `Busy`).
+struct LastSegments;
+
+impl syn::visit_mut::VisitMut for LastSegments {
+    fn visit_path_mut(&mut self, path: &mut syn::Path) {
+        if let Some(last) = path.segments.pop() {
+            path.segments.clear();
+            path.segments.push(last.into_value());
+        }
+        path.leading_colon = None;
+        syn::visit_mut::visit_path_mut(self, path);
+    }
 }
 
 /// `pat` without its `name @` bindings (`e @ Busy` is `Busy`): such a name widens nothing, so
@@ -1227,14 +1247,7 @@ pub fn expand(
             Some(path) => quote!(#path),
             None => quote!(::retry_runtime),
         };
-        // A blocking fn's timeout and deadline are cooperative: they act through this context,
-        // which the body must then read (an unread one is an error at its name).
-        let cooperative = !is_async
-            && (finite_limit(&config.timeout).is_some()
-                || config.adaptive.is_some()
-                || finite_limit(&config.deadline).is_some());
-        let lint = cooperative.then(|| quote_spanned!(ctx.span()=> #[deny(unused_variables)]));
-        quote!(#lint let #ctx: &#krate::Attempt<'_> = &#attempt;)
+        quote!(let #ctx: &#krate::Attempt<'_> = &#attempt;)
     });
 
     let stmts = f.body.stream();

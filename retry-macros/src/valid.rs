@@ -2364,7 +2364,12 @@ fn slots(tokens: proc_macro2::TokenStream) -> Vec<Slot> {
         f.arrow = false;
         match &tt {
             TokenTree::Punct(p) if p.as_char() == '-' && after_params => f.arrow = true,
-            TokenTree::Punct(p) if p.as_char() == '>' && arrow => f.output = Some(0),
+            // (A `->` inside an output keeps the output's depth.)
+            TokenTree::Punct(p) if p.as_char() == '>' && arrow => {
+                f.output = Some(f.output.unwrap_or(0))
+            }
+            // `dyn Fn(&T) -> U + '_`: the bound after the output is the `dyn`'s, not the output's.
+            TokenTree::Punct(p) if p.as_char() == '+' && f.output == Some(0) => f.output = None,
             TokenTree::Punct(p) if p.as_char() == '<' => {
                 if let Some(d) = &mut f.output {
                     *d += 1;
@@ -2531,17 +2536,16 @@ pub fn check_fn(f: &crate::ast::Func, errors: &mut Errors) {
 /// through the attempt's context, which the body reads (`attempt = NAME`), and through the
 /// `Timeout` kind, which an error returned after it matches. With neither, it does nothing.
 pub fn check_blocking_timeout(config: &Config, f: &crate::ast::Func, errors: &mut Errors) {
-    // A name that starts with `_` says the body does not read it. (An unread name without
-    // one is rustc's unused-variable error, denied in the expansion.)
+    // A name the body never mentions does not read it (a mention under `#[cfg(..)]` counts).
     let unread = config
         .attempt
         .as_ref()
-        .filter(|a| a.to_string().starts_with('_'));
+        .filter(|a| !mentions(f.body.stream(), a));
     if f.sig.asyncness.is_some() || config.attempt.is_some() && unread.is_none() {
         return;
     }
     let unread_note = unread.map_or(String::new(), |a| {
-        format!(" (`attempt = {a}` names it for a body that does not read it: a name that starts with `_`)")
+        format!(" (`attempt = {a}` names it, but the body never mentions `{a}`)")
     });
     // With no retry to stop, a deadline (and a rule on `Timeout`) has nothing to act on
     // (unless a guard counts what it makes a timeout).
@@ -2580,6 +2584,23 @@ pub fn check_blocking_timeout(config: &Config, f: &crate::ast::Func, errors: &mu
             format!("this `timeout` does nothing: a blocking fn's timeout is cooperative (a running thread cannot be cancelled): it makes a late error a `Timeout`, which no rule here retries, as no rule retries at all, and nothing reads it{unread_note}; name the attempt (`attempt = ctx`) and stop when `ctx.is_expired()`, or leave it out"),
         );
     }
+}
+
+/// Whether `tokens` contain the identifier `name`, at any depth. Iterative: a body may nest
+/// deeper than the stack would allow a recursion.
+fn mentions(tokens: proc_macro2::TokenStream, name: &syn::Ident) -> bool {
+    let mut stack = vec![tokens.into_iter()];
+    while let Some(iter) = stack.last_mut() {
+        match iter.next() {
+            None => {
+                stack.pop();
+            }
+            Some(proc_macro2::TokenTree::Ident(i)) if i == *name => return true,
+            Some(proc_macro2::TokenTree::Group(g)) => stack.push(g.stream().into_iter()),
+            Some(_) => {}
+        }
+    }
+    false
 }
 
 /// An async fn's `deadline` where no retry is ever made and no hedge is sent: the only

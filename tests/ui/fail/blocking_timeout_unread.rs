@@ -19,19 +19,25 @@ fn timeout_rule_without_retries() -> std::io::Result<()> { Ok(()) }
 #[robust(max_delay = 0, deadline = 2s)]
 fn deadline_without_time_to_retry() -> std::io::Result<()> { Ok(()) }
 
-// A name that starts with `_` says the body does not read the attempt's context.
-#[robust(timeout = 2s, attempt = _ctx)]
-fn named_not_to_be_read() -> std::io::Result<()> { Ok(()) }
-
-// A name the body does not read is an unused variable, at the name.
+// Naming the attempt's context is not reading it: a name the body never mentions.
 #[robust(timeout = 2s, attempt = ctx)]
 fn named_and_not_read() -> std::io::Result<()> { Ok(()) }
 
-// What is fine: the attempt's context read by the body, a rule on `Timeout`, an async fn
+#[robust(timeout = 2s, attempt = _ctx)]
+fn named_not_to_be_read() -> std::io::Result<()> { Ok(()) }
+
+// What is fine: the attempt's context read by the body (under a `cfg` too), a rule on `Timeout`, an async fn
 // (whose attempts the timeout cancels).
 #[robust(timeout = 2s, attempt = ctx)]
 fn read(deadline_seen: &mut bool) -> std::io::Result<()> {
     *deadline_seen = ctx.deadline().is_some();
+    Ok(())
+}
+
+#[robust(timeout = 2s, attempt = _ctx)]
+fn read_under_a_cfg() -> std::io::Result<()> {
+    #[cfg(any())]
+    let _ = _ctx.is_expired();
     Ok(())
 }
 

@@ -12,6 +12,12 @@ impl Pool {
     fn get(&mut self) -> std::io::Result<&u8> {
         self.0.first().ok_or(std::io::ErrorKind::NotFound.into())
     }
+
+    // The closure type's `&u8` is its own, but the `'_` bound after its output borrows `self`.
+    #[robust]
+    fn matcher(&mut self) -> std::io::Result<Box<dyn Fn(&u8) -> bool + '_>> {
+        Ok(Box::new(move |b: &u8| self.0.contains(b)))
+    }
 }
 
 #[robust]

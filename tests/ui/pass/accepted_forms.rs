@@ -97,14 +97,13 @@ enum Unit {
 }
 use Unit::Busy;
 
-#[robust(on = [Busy, LOCKED])]
+// (An `on` kind that is also a `when`'s, whatever path or `name @` names it: retried, with
+// the `when`'s settings.)
+#[robust(on = [Busy, LOCKED], when(self::Busy, retries = 1))]
 fn unit_kinds() -> Result<(), Unit> { Ok(()) }
 
-#[robust(on = [LOCKED], when(self::Busy, retries = 1))]
-fn unit_kind_as_a_path() -> Result<(), Unit> { Ok(()) }
-
 // Constants written as paths, and a binding restricted by its subpattern.
-#[robust(on = [self::LOCKED], when(e @ Unit::Busy, retries = 1))]
+#[robust(on = [self::LOCKED | Unit::Busy], when(e @ Unit::Busy, retries = 1))]
 fn path_kinds() -> Result<(), Unit> { Ok(()) }
 
 // An `on` kind that is also a `when`'s (or an alternative of one that is): retried, with the
