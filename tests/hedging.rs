@@ -1029,3 +1029,46 @@ async fn a_panicking_rule_in_a_hedged_round_gives_its_probe_back() {
     assert_eq!(policy.call_async(move |_| answer()).await.unwrap(), 1);
     assert_eq!(breaker.state(), BreakerState::Closed);
 }
+
+/// A failure that asked for its own delay decides its round even when the round ends after
+/// that attempt's timeout (a hedge sent beside it ran on and was cut later): it ended before
+/// its timeout, so it is not a timeout. Before, it was judged at the round's end, past its
+/// attempt's deadline, and `when(Timeout, retries = 0)` gave up on it.
+#[tokio::test(start_paused = true)]
+async fn a_kept_failure_is_not_a_timeout_because_its_round_ended_late() {
+    let policy = Policy::builder()
+        .retries(3)
+        .backoff(retry_runtime::NoBackoff)
+        .timeout(secs(1))
+        .hedge(Hedge::after(ms(50), 1).unwrap())
+        .hint(|e: &io::Error| (e.kind() == ErrorKind::ConnectionReset).then(|| secs(2)))
+        .when(retry_runtime::kind::Timeout, |s| s.retries(0))
+        .build()
+        .unwrap();
+    let start = Instant::now();
+    let attempts = AtomicU32::new(0);
+    let r: io::Result<u32> = policy
+        .call_async(|_| {
+            let n = attempts.fetch_add(1, Ordering::SeqCst);
+            async move {
+                match n {
+                    // The first attempt fails at 100 ms and asks for 2 s.
+                    0 => {
+                        tokio::time::sleep(ms(100)).await;
+                        Err(ErrorKind::ConnectionReset.into())
+                    }
+                    // Its hedge, sent at 50 ms, hangs until its timeout cuts it at 1.05 s.
+                    1 => {
+                        tokio::time::sleep(secs(10)).await;
+                        Ok(0)
+                    }
+                    // The retry, 2 s after the round, answers.
+                    _ => Ok(7),
+                }
+            }
+        })
+        .await;
+    assert_eq!(r.unwrap(), 7);
+    assert_eq!(attempts.load(Ordering::SeqCst), 3);
+    assert_eq!(start.elapsed(), ms(3050));
+}

@@ -34,6 +34,8 @@ const MAX_OCTAVE: u32 = 40;
 const BUCKETS: usize = (SUB + (MAX_OCTAVE - SUB_BITS) as u64 * SUB) as usize;
 /// "No value": not enough samples, or an empty cache slot.
 const NONE: u64 = u64::MAX;
+/// [`Latencies::compute`]'s answer while a half is being cleared.
+const PENDING: u64 = u64::MAX - 1;
 
 /// A percentile, as a fraction in (0, 1): `p99.9` is `Quantile::new(99.9)`.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -99,6 +101,10 @@ pub struct Latencies {
     halves: [[AtomicU32; BUCKETS]; 2],
     /// Samples recorded since creation.
     samples: AtomicU64,
+    /// The last switch of halves (`samples / WINDOW` at the switch) whose clearing is done: a
+    /// percentile is not computed while the current half may still hold the samples of two
+    /// windows ago (the thread that clears it was paused before it was done).
+    cleared: AtomicU64,
     /// The cached percentiles: their keys ([`Quantile::key`], `NONE` for a free slot) and
     /// values in nanoseconds (`NONE`: not enough samples).
     keys: [AtomicU64; CACHED],
@@ -131,6 +137,7 @@ impl Latencies {
         Latencies {
             halves: [HALF, HALF],
             samples: AtomicU64::new(0),
+            cleared: AtomicU64::new(0),
             keys: [FREE; CACHED],
             values: [FREE; CACHED],
         }
@@ -147,6 +154,7 @@ impl Latencies {
             for b in &self.halves[half] {
                 b.store(0, Ordering::Relaxed);
             }
+            self.cleared.fetch_max(n / WINDOW, Ordering::Release);
         }
         self.halves[half][bucket(latency)].fetch_add(1, Ordering::Relaxed);
         if (n + 1).is_multiple_of(REFRESH) {
@@ -177,7 +185,10 @@ impl Latencies {
     #[cold]
     fn register(&self, q: Quantile) -> Option<Duration> {
         let key = q.key();
-        let value = self.compute(q);
+        let value = match self.compute(q) {
+            PENDING => NONE,
+            v => v,
+        };
         for (k, v) in self.keys.iter().zip(&self.values) {
             match k.compare_exchange(NONE, key, Ordering::AcqRel, Ordering::Acquire) {
                 Ok(_) => {
@@ -198,17 +209,27 @@ impl Latencies {
             let key = k.load(Ordering::Acquire);
             if key != NONE {
                 let q = Quantile(key as f64 / 100_000.0);
-                v.store(self.compute(q), Ordering::Relaxed);
+                // (While a half is being cleared, the value computed before stays.)
+                let value = self.compute(q);
+                if value != PENDING {
+                    v.store(value, Ordering::Relaxed);
+                }
             }
         }
     }
 
-    /// The `q` percentile over both halves in nanoseconds, `NONE` without enough samples.
+    /// The `q` percentile over both halves in nanoseconds, `NONE` without enough samples,
+    /// `PENDING` while the current half is not yet cleared (it may hold, besides its own
+    /// samples, a whole window's older ones, and the rank taken from the count would fall far
+    /// below the percentile: p95 read near the median).
     /// One pass over the buckets, stopping at the percentile's: the window's size is known
     /// from the sample count (the current half holds the samples since it became current,
     /// the older one a whole half); a second when samples were lost.
     fn compute(&self, q: Quantile) -> u64 {
         let samples = self.samples.load(Ordering::Relaxed);
+        if samples > WINDOW && self.cleared.load(Ordering::Acquire) < (samples - 1) / WINDOW {
+            return PENDING;
+        }
         let total = match samples {
             0 => return NONE,
             s if s <= WINDOW => s,
@@ -350,6 +371,42 @@ mod tests {
             }
         }
         assert_eq!(h.compute(p999), NONE);
+    }
+
+    /// A thread that switched halves (drew the sample that starts one) and was paused before it
+    /// cleared the half, while others record into it: the half then holds a whole older window
+    /// besides its new samples, and a percentile computed from the count would fall far below
+    /// the true one (p95 near the median). The cached value stays as it was until the clear.
+    #[test]
+    fn a_half_not_yet_cleared_leaves_the_cached_percentile() {
+        let h = Latencies::new();
+        let p95 = Quantile::new(95.0).unwrap();
+        // Two windows: 1 ms, then 10 ms with 10% at 1 s (p95 is 1 s).
+        for _ in 0..WINDOW {
+            h.record(Duration::from_millis(1));
+        }
+        for i in 0..WINDOW {
+            h.record(if i % 10 == 0 {
+                Duration::from_secs(1)
+            } else {
+                Duration::from_millis(10)
+            });
+        }
+        let before = h.percentile(p95).unwrap();
+        assert!(before >= Duration::from_secs(1), "{before:?}");
+        // The switch: its thread takes the sample's number and is paused before the clear.
+        h.samples.fetch_add(1, Ordering::Relaxed);
+        // Others record 63 more (the 64th refreshes), into the half that still holds the 1 ms
+        // window.
+        for i in 0..REFRESH - 1 {
+            h.record(if i % 10 == 0 {
+                Duration::from_secs(1)
+            } else {
+                Duration::from_millis(10)
+            });
+        }
+        assert_eq!(h.compute(p95), PENDING);
+        assert_eq!(h.percentile(p95), Some(before), "kept until the clear");
     }
 
     #[test]

@@ -50,11 +50,12 @@ pub trait AttemptTimeout {
     }
 
     /// Whether the setting learns from latencies ([`Adaptive`], or hedging after a
-    /// percentile): the loops then time each successful attempt and [`record`](Self::record)
-    /// it.
+    /// percentile): the loops then time each successful attempt, and each one its own timeout
+    /// cut, and [`record`](Self::record) it.
     const MEASURED: bool = false;
 
-    /// Records the latency of a successful attempt (see [`MEASURED`](Self::MEASURED)).
+    /// Records the latency of a successful attempt, or the time an attempt its own timeout cut
+    /// ran (see [`MEASURED`](Self::MEASURED)).
     #[inline]
     fn record(&self, latency: Duration) {
         let _ = latency;

@@ -655,7 +655,10 @@ where
             self.next = next;
             if self.live() == 0 {
                 let last = self.last.take()?;
-                return Some(self.decide(last.result, last.timed_out, last.deadline, last.permit));
+                // A kept failure that ended before its deadline is no timeout, however late the
+                // round ends: its deadline is not the loop's to judge it by again.
+                let deadline = last.deadline.filter(|_| last.timed_out);
+                return Some(self.decide(last.result, last.timed_out, deadline, last.permit));
             }
         }
         None

@@ -605,8 +605,9 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
     }
 
     /// A per-attempt timeout from measured latency (SPEC section 15b; see [`Adaptive`]): each
-    /// attempt's limit is `factor` × a percentile of the recent successful attempt latencies,
-    /// clamped to `[min, max]`, and each successful attempt is recorded. Replaces a
+    /// attempt's limit is `factor` × a percentile of the recent attempt latencies, clamped to
+    /// `[min, max]`; each successful attempt is recorded, and each one its own timeout cut, as
+    /// the time it ran (see [`Adaptive`]). Replaces a
     /// [`timeout`](Self::timeout).
     ///
     /// ```
