@@ -2,7 +2,7 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::FleetShared;
@@ -18,11 +18,6 @@ const PROBE_COUNT_MAX: u64 = 0xFFFF;
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
-
-/// How many restarted half-open rounds a probe held and not used is granted again in: enough
-/// for an instance that calls less often than the break (about four breaks in all), and a
-/// bound on how long one that holds a probe and no longer calls keeps the others waiting.
-const MAX_CARRIES: u32 = 3;
 
 /// The half-open round in the high half of a packed word.
 #[inline]
@@ -62,11 +57,6 @@ pub(crate) struct BreakerCell {
     failures: AtomicU64,
     /// An attempt found the fleet half-open with no probe granted here.
     want: AtomicBool,
-    /// How many restarted rounds the probes held here were granted again in (the sync thread
-    /// alone reads and writes it): after [`MAX_CARRIES`] they are no longer asked for again,
-    /// so that an instance that holds a probe and no longer calls cannot keep the fleet's
-    /// breaker half-open.
-    carries: AtomicU32,
     /// The fleet's window at the last sync.
     fleet_attempts: AtomicU64,
     fleet_failures: AtomicU64,
@@ -88,7 +78,6 @@ impl BreakerCell {
             break_ms: millis(break_duration),
             probes: u64::from(probes),
             ttl_ms: millis(fleet.options.ttl).max(1),
-            reserve_ms: millis(fleet.options.interval.saturating_add(fleet.options.timeout)),
         };
         Self {
             key,
@@ -104,7 +93,6 @@ impl BreakerCell {
             attempts: AtomicU64::new(0),
             failures: AtomicU64::new(0),
             want: AtomicBool::new(false),
-            carries: AtomicU32::new(0),
             fleet_attempts: AtomicU64::new(0),
             fleet_failures: AtomicU64::new(0),
         }
@@ -145,13 +133,8 @@ impl BreakerCell {
     pub(super) fn take_push(&self) -> BreakerPush {
         let round = round_of(self.probes.load(Ordering::Acquire));
         let p = self.probes.swap(with_round(round), Ordering::AcqRel);
-        // Probes held here and not used yet are asked for again if a restarted round voids
-        // them, at most `MAX_CARRIES` times.
-        let held = if self.carries.load(Ordering::Relaxed) < MAX_CARRIES {
-            self.grants.load(Ordering::Acquire) & 0xFFFF_FFFF
-        } else {
-            0
-        };
+        // Probes held here and not used yet are granted again if a restarted round voids them.
+        let held = self.grants.load(Ordering::Acquire) & 0xFFFF_FFFF;
         let want = self.want.swap(false, Ordering::AcqRel) && held == 0;
         BreakerPush {
             attempts: self.attempts.swap(0, Ordering::AcqRel),
@@ -211,16 +194,6 @@ impl BreakerCell {
             self.grants.store(with_round(new_round), Ordering::Release);
         }
         if r.state == HALF_OPEN && r.grant > 0 {
-            // Granted again in a new round (a carry), or granted anew.
-            let carried = push.held > 0 && new_round != old_round;
-            self.carries.store(
-                if carried {
-                    self.carries.load(Ordering::Relaxed).saturating_add(1)
-                } else {
-                    0
-                },
-                Ordering::Relaxed,
-            );
             let grant = r.grant.min(0xFFFF_FFFF);
             let _ = self
                 .grants

@@ -26,10 +26,6 @@ pub(crate) struct BreakerConf {
     pub break_ms: u64,
     pub probes: u64,
     pub ttl_ms: u64,
-    /// How long after a half-open round restarted its probes are kept for the instances that
-    /// held unused ones in the round before (the sync interval plus a round's timeout: a live
-    /// holder syncs within it).
-    pub reserve_ms: u64,
 }
 
 /// What one instance pushes to a breaker's key: its outcomes since the last sync.
@@ -45,7 +41,7 @@ pub(crate) struct BreakerPush {
     /// Probes this instance asks for (0 or 1), when the breaker is half-open.
     pub want: u64,
     /// Probes granted to this instance in `round` that it has not used yet: a later round
-    /// grants them again (if it has probes left), instead of voiding them.
+    /// grants them again, beside its own, instead of voiding them.
     pub held: u64,
 }
 
@@ -84,8 +80,7 @@ pub(crate) struct BudgetReply {
 }
 
 /// The breaker's script. KEYS[1]: the key; ARGV: window_ms, min_calls, failure_ratio,
-/// break_ms, probes, ttl_ms, attempts, failures, round, probe_ok, probe_fail, want, held,
-/// reserve_ms.
+/// break_ms, probes, ttl_ms, attempts, failures, round, probe_ok, probe_fail, want, held.
 /// Returns {state, remaining_ms, round, grant, window_attempts, window_failures}.
 pub(crate) const BREAKER_SCRIPT: &str = r#"
 local key = KEYS[1]
@@ -104,7 +99,6 @@ local pok_in = tonumber(ARGV[10])
 local pfail_in = tonumber(ARGV[11])
 local want = tonumber(ARGV[12])
 local held = tonumber(ARGV[13])
-local reserve_ms = tonumber(ARGV[14])
 local SLOTS = 10
 local h = {}
 local raw = redis.call('HGETALL', key)
@@ -116,12 +110,6 @@ local state, untl, round = get('state'), get('until'), get('round')
 -- of its own.
 if #raw == 0 then round = now % 1073741824 end
 local left, pok, pfail, since = get('left'), get('pok'), get('pfail'), get('since')
--- carry: the round, if it restarted because nobody answered while an instance still held an
--- unused probe of the round before (its probes go first to such instances); held_at and
--- held_round: when an instance last said it holds an unused probe, and of which round. (Each
--- names its round, so that a round an older script started, which leaves them as they were,
--- is never taken for one they describe.)
-local carry, held_at, held_round = get('carry'), get('held_at'), get('held_round')
 local slot_ms = math.max(1, math.floor(window_ms / SLOTS))
 local epoch = math.floor(now / slot_ms)
 local function clear()
@@ -130,19 +118,16 @@ end
 local function open()
   state = 1; untl = now + break_ms; clear()
 end
-local function new_round(c)
+local function new_round()
   state = 2; round = round + 1; left = probes; pok = 0; pfail = 0; since = now
-  if c then carry = round else carry = 0 end
 end
-if state == 1 and now >= untl then new_round(false) end
+if state == 1 and now >= untl then new_round() end
 if state == 2 then
   if round_in == round then pok = pok + pok_in; pfail = pfail + pfail_in end
-  if round_in == round and held > 0 then held_at = now; held_round = round end
   if pok + pfail >= probes then
     if pfail >= ratio * probes then open() else state = 0; clear() end
   elseif left <= 0 and now - since >= break_ms then
-    -- A holder that is still alive said so within the last reserve_ms.
-    new_round(held_round == round and now - held_at <= reserve_ms)
+    new_round()
   end
 end
 local sum_a, sum_f = 0, 0
@@ -160,23 +145,21 @@ if state == 0 then
   if sum_a >= min_calls and sum_f >= ratio * sum_a then open() end
 end
 -- Probes granted in an earlier round and not used yet (their instance has not called since)
--- are granted again, and for reserve_ms after a restart only they are: a round restarted
--- before the holder's next call would otherwise void its probe (or give it to an instance
--- that asked meanwhile, with the same fate) every time, and the breaker of a fleet whose
--- instances call less often than the break would never close.
-local holder = state == 2 and held > 0 and round_in ~= round
-if holder then want = math.max(want, held) end
-local kept = carry == round and now - since < reserve_ms and not holder
+-- are granted again, beside the round's own (which go to the instances that ask): a round
+-- restarted before the holder's next call would otherwise void its probe every time, and the
+-- breaker of a fleet whose instances call less often than the break would never close; and
+-- one that kept them from the others would let an instance that holds one and no longer calls
+-- keep the fleet half-open. Only the round's first `probes` answers decide it.
 local grant = 0
-if state == 2 and want > 0 and left > 0 and not kept then
-  grant = math.min(want, left); left = left - grant
+if state == 2 and held > 0 and round_in ~= round then grant = held end
+if state == 2 and want > 0 and left > 0 then
+  local fresh = math.min(want, left); left = left - fresh; grant = grant + fresh
 end
 local remaining = 0
 if state == 1 then remaining = untl - now end
 local function int(x) return string.format('%d', x) end
 local out = {'state', int(state), 'until', int(untl), 'round', int(round), 'left', int(left),
-  'pok', int(pok), 'pfail', int(pfail), 'since', int(since), 'carry', int(carry),
-  'held_at', int(held_at), 'held_round', int(held_round)}
+  'pok', int(pok), 'pfail', int(pfail), 'since', int(since)}
 for i = 0, SLOTS - 1 do
   for _, p in ipairs({'e', 'a', 'f'}) do
     out[#out + 1] = p .. i; out[#out + 1] = int(get(p .. i))
@@ -340,8 +323,7 @@ impl RedisBackend {
                         .arg(p.probe_ok)
                         .arg(p.probe_fail)
                         .arg(p.want)
-                        .arg(p.held)
-                        .arg(c.reserve_ms),
+                        .arg(p.held),
                 );
             } else if let Some(b) = budgets.get(i - breakers.len()) {
                 let p = &b.push;
@@ -449,11 +431,6 @@ struct BreakerRecord {
     pok: u64,
     pfail: u64,
     since: u64,
-    /// The round, if it restarted while an instance held an unused probe (see the script);
-    /// when an instance last said it held one, and of which round.
-    carry: u64,
-    held_at: u64,
-    held_round: u64,
     /// Per slot: epoch, attempts, failures.
     slots: [(u64, u64, u64); SLOTS as usize],
 }
@@ -659,26 +636,21 @@ fn breaker_rules(
         h.until = now.saturating_add(c.break_ms);
         h.slots = Default::default();
     };
-    let new_round = |h: &mut BreakerRecord, carry: bool| {
+    let new_round = |h: &mut BreakerRecord| {
         h.state = HALF_OPEN;
         h.round += 1;
         h.left = c.probes;
         h.pok = 0;
         h.pfail = 0;
         h.since = now;
-        h.carry = if carry { h.round } else { 0 };
     };
     if h.state == OPEN && now >= h.until {
-        new_round(h, false);
+        new_round(h);
     }
     if h.state == HALF_OPEN {
         if p.round == h.round {
             h.pok = h.pok.saturating_add(p.probe_ok);
             h.pfail = h.pfail.saturating_add(p.probe_fail);
-            if p.held > 0 {
-                h.held_at = now;
-                h.held_round = h.round;
-            }
         }
         if h.pok.saturating_add(h.pfail) >= c.probes {
             if h.pfail as f64 >= c.ratio * c.probes as f64 {
@@ -688,8 +660,7 @@ fn breaker_rules(
                 clear(h);
             }
         } else if h.left == 0 && now.saturating_sub(h.since) >= c.break_ms {
-            let alive = h.held_round == h.round && now.saturating_sub(h.held_at) <= c.reserve_ms;
-            new_round(h, alive);
+            new_round(h);
         }
     }
     let (mut sum_a, mut sum_f) = (0u64, 0u64);
@@ -710,15 +681,16 @@ fn breaker_rules(
             open(h);
         }
     }
-    // Probes granted in an earlier round and not used yet are granted again, and for
-    // `reserve_ms` after a restart only they are.
-    let holder = h.state == HALF_OPEN && p.held > 0 && p.round != h.round;
-    let want = if holder { p.want.max(p.held) } else { p.want };
-    let kept = h.carry == h.round && now.saturating_sub(h.since) < c.reserve_ms && !holder;
+    // Probes granted in an earlier round and not used yet are granted again, beside the
+    // round's own.
     let mut grant = 0;
-    if h.state == HALF_OPEN && want > 0 && h.left > 0 && !kept {
-        grant = want.min(h.left);
-        h.left -= grant;
+    if h.state == HALF_OPEN && p.held > 0 && p.round != h.round {
+        grant = p.held;
+    }
+    if h.state == HALF_OPEN && p.want > 0 && h.left > 0 {
+        let fresh = p.want.min(h.left);
+        h.left -= fresh;
+        grant += fresh;
     }
     BreakerReply {
         state: h.state,
@@ -746,7 +718,6 @@ mod tests {
             break_ms: 1_000,
             probes: 2,
             ttl_ms: 60_000,
-            reserve_ms: 150,
         }
     }
 
