@@ -384,30 +384,36 @@ fn rule_order_check<'k>(
         top_alternatives(p, &mut alts);
         owned.extend(alts.into_iter().map(text));
     }
-    let mut arms: Vec<Vec<&syn::Pat>> = when_pats
+    // Each arm: its alternatives, and whether they are `when`s' own kinds listed in `on` too
+    // (such an arm may be unreachable, but is still checked for the names it binds).
+    let mut arms: Vec<(Vec<&syn::Pat>, bool)> = when_pats
         .iter()
         .map(|p| {
             let mut alts = Vec::new();
             top_alternatives(p, &mut alts);
-            alts
+            (alts, false)
         })
         .collect();
     for p in on.filter_map(pattern) {
         let mut alts = Vec::new();
         top_alternatives(p, &mut alts);
-        alts.retain(|a| !owned.contains(&text(a)));
-        if !alts.is_empty() {
-            arms.push(alts);
+        let (own, rest): (Vec<&syn::Pat>, Vec<&syn::Pat>) =
+            alts.into_iter().partition(|a| owned.contains(&text(a)));
+        for (alts, own) in [(rest, false), (own, true)] {
+            if !alts.is_empty() {
+                arms.push((alts, own));
+            }
         }
     }
-    let Some(first) = arms.first().and_then(|a| a.first()) else {
+    let Some(first) = arms.first().and_then(|(a, _)| a.first()) else {
         return quote!();
     };
-    let arms = arms.iter().map(|alts| {
+    let arms = arms.iter().map(|(alts, own)| {
         let alternatives = alts
             .iter()
             .flat_map(|a| against_reference(&without_at_bindings(a)));
-        quote!(#(#alternatives)|* => {})
+        let lint = own.then(|| quote!(#[allow(unreachable_patterns)]));
+        quote!(#lint #(#alternatives)|* => {})
     });
     // (Named at the first pattern: rustc does not report these lints on code whose spans
     // mix the macro's names with the user's tokens.)

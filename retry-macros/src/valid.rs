@@ -2586,9 +2586,11 @@ pub fn check_blocking_timeout(config: &Config, f: &crate::ast::Func, errors: &mu
     }
 }
 
-/// Whether `tokens` contain the identifier `name`, at any depth. Iterative: a body may nest
-/// deeper than the stack would allow a recursion.
+/// Whether `tokens` contain the identifier `name`, at any depth, or a string literal that
+/// names it as a format argument (`"{name}"`, `"{name:?}"`). Iterative: a body may nest deeper
+/// than the stack would allow a recursion.
 fn mentions(tokens: proc_macro2::TokenStream, name: &syn::Ident) -> bool {
+    let (plain, formatted) = (format!("{{{name}}}"), format!("{{{name}:"));
     let mut stack = vec![tokens.into_iter()];
     while let Some(iter) = stack.last_mut() {
         match iter.next() {
@@ -2596,6 +2598,12 @@ fn mentions(tokens: proc_macro2::TokenStream, name: &syn::Ident) -> bool {
                 stack.pop();
             }
             Some(proc_macro2::TokenTree::Ident(i)) if i == *name => return true,
+            Some(proc_macro2::TokenTree::Literal(l)) => {
+                let text = l.to_string();
+                if text.contains(&plain) || text.contains(&formatted) {
+                    return true;
+                }
+            }
             Some(proc_macro2::TokenTree::Group(g)) => stack.push(g.stream().into_iter()),
             Some(_) => {}
         }

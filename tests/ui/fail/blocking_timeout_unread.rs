@@ -34,6 +34,11 @@ fn read(deadline_seen: &mut bool) -> std::io::Result<()> {
     Ok(())
 }
 
+#[robust(timeout = 2s, attempt = ctx)]
+fn read_in_a_format_string() -> std::io::Result<String> {
+    Ok(format!("{ctx:p}"))
+}
+
 #[robust(timeout = 2s, attempt = _ctx)]
 fn read_under_a_cfg() -> std::io::Result<()> {
     #[cfg(any())]

@@ -49,6 +49,14 @@ fn wider_first_in_on() -> Result<(), ApiError> { Ok(()) }
 #[robust(when(ApiError::Status(TOO_MANY_REQUESTS), retries = 10))]
 fn binds_a_name() -> Result<(), ApiError> { Ok(()) }
 
+// The same name as a `when`'s constant, but not in scope here: still a binding.
+mod codes {
+    pub const TOO_MANY_REQUESTS: u16 = 429;
+}
+#[robust(when(ApiError::Status(codes::TOO_MANY_REQUESTS), retries = 10),
+         on = [ApiError::Status(TOO_MANY_REQUESTS)])]
+fn binds_a_when_s_constant_name() -> Result<(), ApiError> { Ok(()) }
+
 // Values too.
 #[robust(when(Ok(Reply::Later(_)), retries = 1), on = [Ok(Reply::Later(5))])]
 fn value_behind_a_wider_one() -> Result<Reply, ApiError> { Ok(Reply::Done) }
