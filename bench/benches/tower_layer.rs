@@ -478,6 +478,7 @@ fn interleaved(rounds: usize) {
                 variant(&rt, "bare", http(), echo()),
                 variant(&rt, "robust", http(), robust(echo())),
                 variant(&rt, "tower_retry", http(), tower_retry(echo())),
+                variant(&rt, "resilience", http(), resilience(echo())),
             ],
         ),
         (
@@ -486,6 +487,7 @@ fn interleaved(rounds: usize) {
                 variant(&rt, "bare", http(), echo()),
                 variant(&rt, "robust", http(), robust_timeout(echo())),
                 variant(&rt, "tower_retry", http(), tower_retry_timeout(echo())),
+                variant(&rt, "resilience", http(), resilience_timeout(echo())),
             ],
         ),
         (
@@ -494,6 +496,7 @@ fn interleaved(rounds: usize) {
                 variant(&rt, "bare", 7u32, echo_u32()),
                 variant(&rt, "robust", 7u32, robust(echo_u32())),
                 variant(&rt, "tower_retry", 7u32, tower_retry(echo_u32())),
+                variant(&rt, "resilience", 7u32, resilience(echo_u32())),
             ],
         ),
     ];
@@ -502,9 +505,9 @@ fn interleaved(rounds: usize) {
         v[((v.len() - 1) as f64 * q).round() as usize]
     };
     println!(
-        "| request, timeout | bare | robust | tower retry | robust / tower (q1, median, q3) |"
+        "| request, timeout | bare | robust | tower retry | tower-resilience | robust / tower (q1, median, q3) | robust / resilience (q1, median, q3) |"
     );
-    println!("|---|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
     for (label, mut variants) in groups {
         let n = variants.len();
         let mut times = vec![Vec::with_capacity(rounds); n];
@@ -518,12 +521,20 @@ fn interleaved(rounds: usize) {
                 times[i].push(took.as_nanos() as f64 / BATCH as f64);
             }
         }
-        let mut ratios: Vec<f64> = times[1].iter().zip(&times[2]).map(|(r, t)| r / t).collect();
-        let q = [0.25, 0.5, 0.75].map(|q| median(&mut ratios, q));
+        // The per-round ratios of robust to the variant `other`: first quartile, median, third.
+        let quartiles = |other: usize| {
+            let mut ratios: Vec<f64> = times[1]
+                .iter()
+                .zip(&times[other])
+                .map(|(r, t)| r / t)
+                .collect();
+            [0.25, 0.5, 0.75].map(|q| median(&mut ratios, q))
+        };
+        let (q, qr) = (quartiles(2), quartiles(3));
         let m: Vec<f64> = times.iter_mut().map(|t| median(t, 0.5)).collect();
         println!(
-            "| {label} | {:.1} | {:.1} | {:.1} | {:.3} ({:.3}, {:.3}) |",
-            m[0], m[1], m[2], q[1], q[0], q[2]
+            "| {label} | {:.1} | {:.1} | {:.1} | {:.1} | {:.3} ({:.3}, {:.3}) | {:.3} ({:.3}, {:.3}) |",
+            m[0], m[1], m[2], m[3], q[1], q[0], q[2], qr[1], qr[0], qr[2]
         );
     }
 }
