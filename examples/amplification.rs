@@ -8,7 +8,7 @@
 //! - 3 retries (exponential backoff 10 ms .. 1 s, full jitter);
 //! - 3 retries under a shared retry budget (capacity 5, 0.1 token earned per call, 1 per retry);
 //! - 3 retries behind a shared circuit breaker (window 100 attempts, at least 20, opens at a
-//!   50% failure ratio, 5 s break, then 10 probes that close it again below a 50% failure ratio);
+//!   50% failure ratio, 5 s break, then 5 probes that close it again below a 50% failure ratio);
 //! - 3 retries under a shared adaptive throttle (k = 2 over the last 10 s: each attempt, first
 //!   or retry, is rejected locally with probability max(0, (requests − 2·accepts) / (requests +
 //!   1)));

@@ -148,6 +148,7 @@ fn a_hint_replaces_the_backoff_but_not_the_budget() {
         .retries(5)
         .backoff(Constant::new(secs(1)))
         .jitter(NoJitter)
+        .scale(2.0)
         .max_delay(secs(20))
         .hint(|e: &(u64, bool)| e.1.then(|| secs(e.0)))
         .env(time.clone())
@@ -159,9 +160,10 @@ fn a_hint_replaces_the_backoff_but_not_the_budget() {
         n += 1;
         Err(script[n - 1])
     });
-    // 7 s hinted, 1 s from the backoff, 9 s hinted (17 s elapsed); 30 s would pass max_delay.
+    // 7 s hinted (not scaled), 2 s from the backoff (1 s scaled by 2), 9 s hinted (18 s
+    // elapsed); 30 s would pass max_delay.
     assert_eq!(r, Err((30, true)));
-    assert_eq!(time.sleeps(), [secs(7), secs(1), secs(9)]);
+    assert_eq!(time.sleeps(), [secs(7), secs(2), secs(9)]);
 }
 
 #[test]
