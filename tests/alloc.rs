@@ -179,6 +179,28 @@ fn async_paths_allocations() {
             retry_sleeping, 0,
             "async retry path with timer sleeps and a timeout"
         );
+
+        let sleeping_untimed = Policy::builder()
+            .retries(3)
+            .backoff(retry_runtime::Constant::new(Duration::from_millis(5)))
+            .build()
+            .unwrap();
+        let before = counting_alloc::allocated();
+        let r: io::Result<u32> = sleeping_untimed
+            .call_async(|a| async move {
+                if a.retries() < 3 {
+                    Err(io::Error::from(ErrorKind::Other))
+                } else {
+                    Ok(4)
+                }
+            })
+            .await;
+        let retry_sleeping_untimed = counting_alloc::allocated() - before;
+        assert_eq!(r.unwrap(), 4);
+        assert_eq!(
+            retry_sleeping_untimed, 0,
+            "async retry path with timer sleeps and no timeout"
+        );
     });
 }
 

@@ -135,6 +135,14 @@ fn minus_one_max_delay(calls: &std::cell::Cell<u32>) -> io::Result<()> {
     Err(ErrorKind::Other.into())
 }
 
+/// A negative string means what a negative number does: no bound. (A 10 s backoff would
+/// pass a `max_delay` of 1 s, and `"-1s"` read as 1 s would make no retry.)
+#[robust(max_delay = "-1s", retries = 3, backoff = constant(base = 10s), jitter = none)]
+fn minus_one_second_string_max_delay(calls: &std::cell::Cell<u32>) -> io::Result<()> {
+    calls.set(calls.get() + 1);
+    Err(ErrorKind::Other.into())
+}
+
 #[test]
 fn minus_zero_is_zero() {
     let calls = std::cell::Cell::new(0);
@@ -143,6 +151,12 @@ fn minus_zero_is_zero() {
     calls.set(0);
     let _ = minus_one_max_delay(&calls);
     assert_eq!(calls.get(), 6, "max_delay = -1 is infinite");
+    calls.set(0);
+    let time = retry_runtime::time::VirtualTime::new();
+    let _guard = time.install();
+    let _ = minus_one_second_string_max_delay(&calls);
+    assert_eq!(calls.get(), 4, "max_delay = \"-1s\" is infinite");
+    assert_eq!(time.sleeps(), [Duration::from_secs(10); 3]);
 }
 
 // ---------------------------------------------------------------------------------------------
