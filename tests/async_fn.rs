@@ -222,3 +222,41 @@ async fn max_delay_counts_virtual_time_in_async_fns() {
     assert_eq!(n.load(Ordering::SeqCst), 4);
     assert_eq!(start.elapsed(), ms(4 * 1500 + 3 * 1000));
 }
+
+/// An error an attempt returns at its deadline is a timeout, on every path: here the fn's
+/// (its attempts' starts are never read) and `call_async`'s (which keeps each attempt's
+/// deadline). The body's own 1 s sleep ends in the same tick as the attempt's 1 s timer, and
+/// the attempt is polled first: before, the fn's path took the error as no timeout, and
+/// `on = [Timeout]` did not retry it.
+#[robust(timeout = 1s, on = [Timeout], retries = 2, backoff = none)]
+async fn errs_at_its_deadline(calls: &std::sync::atomic::AtomicU32) -> io::Result<()> {
+    calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    Err(io::ErrorKind::Other.into())
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_error_at_the_attempts_deadline_is_a_timeout_on_every_path() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    let calls = AtomicU32::new(0);
+    let e = errs_at_its_deadline(&calls).await.unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::Other);
+    assert_eq!(calls.load(Ordering::SeqCst), 3, "retried as timeouts");
+    let policy = retry_runtime::Policy::builder()
+        .retries(2)
+        .backoff(retry_runtime::NoBackoff)
+        .timeout(std::time::Duration::from_secs(1))
+        .on(retry_runtime::kind::Timeout)
+        .build()
+        .unwrap();
+    let calls = AtomicU32::new(0);
+    let r: io::Result<()> = policy
+        .call_async(|_| async {
+            calls.fetch_add(1, Ordering::SeqCst);
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            Err(io::ErrorKind::Other.into())
+        })
+        .await;
+    assert_eq!(r.unwrap_err().kind(), io::ErrorKind::Other);
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+}

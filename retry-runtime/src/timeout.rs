@@ -480,8 +480,23 @@ where
     if let Some(limit) = reset {
         timer.as_mut().reset(deadline_in(limit));
     }
-    first_of::<Ret, T, Fut>(attempt, timeout, move |cx| {
-        timer.as_mut().poll(cx).is_ready()
+    let mut attempt = attempt;
+    std::future::poll_fn(move |cx| {
+        if let std::task::Poll::Ready(r) = attempt.as_mut().poll(cx) {
+            let r = r.into_result();
+            // An error returned at or after the attempt's deadline (its body held the thread
+            // past it, or was polled first in the wake its timer fired) is a timeout, as the
+            // loops that keep each attempt's deadline judge it: one clock reading, on errors
+            // only.
+            let late = r.is_err() && tokio::time::Instant::now() >= timer.deadline();
+            return std::task::Poll::Ready((r, late));
+        }
+        if timer.as_mut().poll(cx).is_ready()
+            && let Some(e) = timeout.elapsed(Elapsed::new())
+        {
+            return std::task::Poll::Ready((Err(e), true));
+        }
+        std::task::Poll::Pending
     })
 }
 
