@@ -306,16 +306,22 @@ where
     // runs twice.)
     loop {
         let left = last.as_ref().and_then(|_| call.start_left());
-        // No time left to wait: a retry takes a free slot, unless the deadline has passed.
-        let slot = if left.is_some_and(|l| l.is_zero()) {
+        // No time left to wait: a retry takes a free slot, unless the deadline has passed
+        // (read once: taking a free slot does not wait).
+        let (slot, in_time) = if left.is_some_and(|l| l.is_zero()) {
             if call.deadline_left().is_some_and(|l| l.is_zero()) {
-                None
+                (None, false)
             } else {
-                call.policy.limit().try_slot()
+                (call.policy.limit().try_slot(), true)
             }
         } else {
             match call.policy.limit().wait_blocking_for(left) {
-                Ok(slot) => slot,
+                // A slot that came as the deadline passed leaves the retry no time either: it
+                // is not made, as in the async loops.
+                Ok(slot) => (
+                    slot,
+                    left.is_none() || call.deadline_left().is_none_or(|l| !l.is_zero()),
+                ),
                 Err(_) => {
                     let refused = refused(call);
                     if refused.is_none() {
@@ -326,9 +332,6 @@ where
                 }
             }
         };
-        // A slot that came as the deadline passed leaves the retry no time either: it is not
-        // made, as in the async loops.
-        let in_time = left.is_none() || call.deadline_left().is_none_or(|l| !l.is_zero());
         match slot {
             Some(slot) if in_time => {
                 // The failure is not kept while the retry runs.
