@@ -15,6 +15,22 @@ use tokio::time::Instant;
 mod common;
 use common::*;
 
+/// Runs `policy` on an async body that fails with `ConnectionReset` at once: the result, the
+/// attempts made and the time the call took.
+async fn resets<P: retry_runtime::AsyncRetryPolicy<(), io::Error>>(
+    policy: &P,
+) -> (io::Result<()>, u32, Duration) {
+    let start = Instant::now();
+    let attempts = Cell::new(0);
+    let r = policy
+        .call_async(|_| async {
+            attempts.set(attempts.get() + 1);
+            Err(ErrorKind::ConnectionReset.into())
+        })
+        .await;
+    (r, attempts.get(), start.elapsed())
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_deadline_during_an_attempt_cancels_it_and_returns_at_once() {
     let errors = Cell::new(Vec::new());
@@ -57,19 +73,12 @@ async fn no_retry_is_made_whose_backoff_would_end_past_the_deadline() {
         .deadline(ms(250))
         .build()
         .unwrap();
-    let start = Instant::now();
-    let attempts = Cell::new(0);
-    let r: io::Result<()> = policy
-        .call_async(|_| async {
-            attempts.set(attempts.get() + 1);
-            Err(ErrorKind::ConnectionReset.into())
-        })
-        .await;
+    let (r, attempts, took) = resets(&policy).await;
     // Attempts at 0, 100 and 200 ms; a backoff to 300 ms would pass the deadline: the last
     // failure is returned unchanged, at 200 ms.
     assert_eq!(r.unwrap_err().kind(), ErrorKind::ConnectionReset);
-    assert_eq!(attempts.get(), 3);
-    assert_eq!(start.elapsed(), ms(200));
+    assert_eq!(attempts, 3);
+    assert_eq!(took, ms(200));
 }
 
 /// A blocking retry whose backoff ends at or after the deadline is not made, whatever made it
@@ -112,17 +121,10 @@ async fn an_async_retry_whose_timer_fires_at_the_deadline_ends_with_elapsed() {
         .deadline(ms(250))
         .build()
         .unwrap();
-    let start = Instant::now();
-    let attempts = Cell::new(0);
-    let r: io::Result<()> = policy
-        .call_async(|_| async {
-            attempts.set(attempts.get() + 1);
-            Err(ErrorKind::ConnectionReset.into())
-        })
-        .await;
+    let (r, attempts, took) = resets(&policy).await;
     assert_eq!(r.unwrap_err().kind(), ErrorKind::TimedOut);
-    assert_eq!(attempts.get(), 1);
-    assert_eq!(start.elapsed(), ms(250));
+    assert_eq!(attempts, 1);
+    assert_eq!(took, ms(250));
 }
 
 #[tokio::test(start_paused = true)]
@@ -162,17 +164,10 @@ async fn retries_used_up_before_the_deadline_end_the_call_as_before() {
         .deadline(secs(10))
         .build()
         .unwrap();
-    let start = Instant::now();
-    let attempts = Cell::new(0);
-    let r: io::Result<()> = policy
-        .call_async(|_| async {
-            attempts.set(attempts.get() + 1);
-            Err(ErrorKind::ConnectionReset.into())
-        })
-        .await;
+    let (r, attempts, took) = resets(&policy).await;
     assert_eq!(r.unwrap_err().kind(), ErrorKind::ConnectionReset);
-    assert_eq!(attempts.get(), 3);
-    assert_eq!(start.elapsed(), ms(20));
+    assert_eq!(attempts, 3);
+    assert_eq!(took, ms(20));
 }
 
 #[test]
