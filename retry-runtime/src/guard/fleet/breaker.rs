@@ -133,8 +133,11 @@ impl BreakerCell {
     pub(super) fn take_push(&self) -> BreakerPush {
         let round = round_of(self.probes.load(Ordering::Acquire));
         let p = self.probes.swap(with_round(round), Ordering::AcqRel);
-        // Probes held here and not used yet are granted again if a restarted round voids them.
-        let held = self.grants.load(Ordering::Acquire) & 0xFFFF_FFFF;
+        // A probe held here and not used yet is granted again if a restarted round voids it:
+        // one, however many are held (a probe given back by an attempt that was never made
+        // can leave more here, which would otherwise be granted again beside each round's own,
+        // one round after the other).
+        let held = (self.grants.load(Ordering::Acquire) & 0xFFFF_FFFF).min(1);
         let want = self.want.swap(false, Ordering::AcqRel) && held == 0;
         BreakerPush {
             attempts: self.attempts.swap(0, Ordering::AcqRel),

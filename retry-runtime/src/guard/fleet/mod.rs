@@ -1384,6 +1384,43 @@ mod tests {
         assert!(took <= Duration::from_millis(1200), "{took:?}");
     }
 
+    /// One probe held here is granted again when its round restarts, however many are held: a
+    /// probe given back by an attempt that was never made (refused by a full queue, a hedge
+    /// cancelled) can leave two here, and granting both again beside each round's own would
+    /// let one instance gather more probes round after round.
+    #[test]
+    fn at_most_one_held_probe_is_granted_again() {
+        let store = MemoryStore::new();
+        let fleet = Fleet::manual(&store, options()).unwrap();
+        let t0 = Instant::now();
+        let local = CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(1), 2).unwrap();
+        let b = fleet
+            .breaker("dep", local, Duration::from_secs(10), 2)
+            .unwrap();
+        assert!(fleet.sync(t0));
+        for _ in 0..2 {
+            let p = b.acquire(t0).unwrap();
+            (&b).record(t0, p, false);
+        }
+        assert!(fleet.sync(t0));
+        assert_eq!(b.fleet_state(t0), Some(BreakerState::Open));
+        // Half-open with two probes: one taken by an attempt that waits, one granted after.
+        let t1 = t0 + Duration::from_secs(1);
+        let taken = probe(&fleet, &b, t1);
+        assert!(b.acquire(t1).is_none());
+        assert!(fleet.sync(t1));
+        // The waiting attempt is never made: its probe comes back. Two are held.
+        b.release_permit(taken);
+        // Nobody answered: the round restarts, and one probe is granted again.
+        let t2 = t1 + Duration::from_millis(1100);
+        assert!(fleet.sync(t2));
+        assert!(b.acquire(t2).is_some());
+        assert!(
+            b.acquire(t2).is_none(),
+            "one held probe granted again, not two"
+        );
+    }
+
     /// An attempt that finds the fleet half-open asks for a probe at the next round; a round
     /// that fails for the key keeps the request for the round after (it was lost: no probe
     /// until another attempt asked again).
