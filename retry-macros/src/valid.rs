@@ -2592,12 +2592,17 @@ pub fn check_blocking_timeout(config: &Config, f: &crate::ast::Func, errors: &mu
 fn mentions(tokens: proc_macro2::TokenStream, name: &syn::Ident) -> bool {
     let (plain, formatted) = (format!("{{{name}}}"), format!("{{{name}:"));
     let mut stack = vec![tokens.into_iter()];
+    // Whether the token before was a `.` (`self.ctx` names a field, not the variable).
+    let mut after_dot = false;
     while let Some(iter) = stack.last_mut() {
-        match iter.next() {
+        let token = iter.next();
+        let dot = matches!(&token, Some(proc_macro2::TokenTree::Punct(p)) if p.as_char() == '.');
+        let field = std::mem::replace(&mut after_dot, dot);
+        match token {
             None => {
                 stack.pop();
             }
-            Some(proc_macro2::TokenTree::Ident(i)) if i == *name => return true,
+            Some(proc_macro2::TokenTree::Ident(i)) if i == *name && !field => return true,
             Some(proc_macro2::TokenTree::Literal(l)) => {
                 let text = l.to_string();
                 if text.contains(&plain) || text.contains(&formatted) {

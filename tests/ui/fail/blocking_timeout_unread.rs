@@ -26,6 +26,11 @@ fn named_and_not_read() -> std::io::Result<()> { Ok(()) }
 #[robust(timeout = 2s, attempt = _ctx)]
 fn named_not_to_be_read() -> std::io::Result<()> { Ok(()) }
 
+// A field of the same name is not the context.
+struct Conn { ctx: u32 }
+#[robust(timeout = 2s, attempt = ctx)]
+fn a_field_of_that_name(c: &Conn) -> std::io::Result<u32> { Ok(c.ctx) }
+
 // What is fine: the attempt's context read by the body (under a `cfg` too), a rule on `Timeout`, an async fn
 // (whose attempts the timeout cancels).
 #[robust(timeout = 2s, attempt = ctx)]
