@@ -250,7 +250,10 @@ fn simulate<P: RetryPolicy<(), Failure>>(
                     }
                     continue;
                 }
-                o.per_second[now.as_secs() as usize] += 1;
+                // (An attempt past the horizon, a retry's, is not drawn.)
+                if let Some(n) = o.per_second.get_mut(now.as_secs() as usize) {
+                    *n += 1;
+                }
                 let result = if down(now) {
                     o.sent_down += 1;
                     Err(Failure::Down)
