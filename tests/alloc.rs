@@ -140,20 +140,9 @@ fn async_paths_allocations() {
         assert_eq!(r.unwrap(), 1);
         assert_eq!(success_timed, 0, "async success path with a timeout");
 
-        let before = counting_alloc::allocated();
-        let r: io::Result<u32> = plain
-            .call_async(|a| async move {
-                if a.retries() < 3 {
-                    Err(io::Error::from(ErrorKind::Other))
-                } else {
-                    Ok(2)
-                }
-            })
-            .await;
-        let retry_plain = counting_alloc::allocated() - before;
-        assert_eq!(r.unwrap(), 2);
         assert_eq!(
-            retry_plain, 0,
+            allocated_by_three_failures(&plain).await,
+            0,
             "async retry path (zero delay) without timeout"
         );
 
@@ -163,20 +152,9 @@ fn async_paths_allocations() {
             .timeout(Duration::from_secs(2))
             .build()
             .unwrap();
-        let before = counting_alloc::allocated();
-        let r: io::Result<u32> = sleeping
-            .call_async(|a| async move {
-                if a.retries() < 3 {
-                    Err(io::Error::from(ErrorKind::Other))
-                } else {
-                    Ok(3)
-                }
-            })
-            .await;
-        let retry_sleeping = counting_alloc::allocated() - before;
-        assert_eq!(r.unwrap(), 3);
         assert_eq!(
-            retry_sleeping, 0,
+            allocated_by_three_failures(&sleeping).await,
+            0,
             "async retry path with timer sleeps and a timeout"
         );
 
@@ -185,23 +163,32 @@ fn async_paths_allocations() {
             .backoff(retry_runtime::Constant::new(Duration::from_millis(5)))
             .build()
             .unwrap();
-        let before = counting_alloc::allocated();
-        let r: io::Result<u32> = sleeping_untimed
-            .call_async(|a| async move {
-                if a.retries() < 3 {
-                    Err(io::Error::from(ErrorKind::Other))
-                } else {
-                    Ok(4)
-                }
-            })
-            .await;
-        let retry_sleeping_untimed = counting_alloc::allocated() - before;
-        assert_eq!(r.unwrap(), 4);
         assert_eq!(
-            retry_sleeping_untimed, 0,
+            allocated_by_three_failures(&sleeping_untimed).await,
+            0,
             "async retry path with timer sleeps and no timeout"
         );
     });
+}
+
+/// The bytes `policy` allocates for an async call whose first three attempts fail and whose
+/// fourth answers (checked).
+async fn allocated_by_three_failures<P: retry_runtime::AsyncRetryPolicy<u32, io::Error>>(
+    policy: &P,
+) -> usize {
+    let before = counting_alloc::allocated();
+    let r: io::Result<u32> = policy
+        .call_async(|a| async move {
+            if a.retries() < 3 {
+                Err(io::Error::from(ErrorKind::Other))
+            } else {
+                Ok(3)
+            }
+        })
+        .await;
+    let allocated = counting_alloc::allocated() - before;
+    assert_eq!(r.unwrap(), 3);
+    allocated
 }
 
 mod attribute {

@@ -318,10 +318,7 @@ fn the_builder_refuses_bounds_the_deadline_makes_dead() {
             "max_delay",
         ),
     ];
-    for (i, (e, which)) in refused.into_iter().enumerate() {
-        let e = e.unwrap_or_else(|| panic!("case {i} was accepted"));
-        assert_eq!((i, e.parameter()), (i, which));
-    }
+    refused_for(refused);
     // Below the deadline: accepted (an adaptive timeout's `max` may be above it).
     let b = || Policy::builder().deadline(secs(1));
     assert!(b().timeout(ms(999)).max_delay(ms(999)).build().is_ok());
@@ -377,10 +374,7 @@ fn the_builder_refuses_a_backoff_the_deadline_leaves_no_retry_for() {
             .build()
             .err(),
     ];
-    for (i, e) in refused.into_iter().enumerate() {
-        let e = e.unwrap_or_else(|| panic!("case {i} was accepted"));
-        assert_eq!((i, e.parameter()), (i, "backoff"));
-    }
+    refused_for(refused.into_iter().map(|e| (e, "backoff")));
     let accepted = [
         // Just below the deadline.
         Policy::builder()
@@ -412,9 +406,7 @@ fn the_builder_refuses_a_backoff_the_deadline_leaves_no_retry_for() {
             .build()
             .err(),
     ];
-    for (i, e) in accepted.into_iter().enumerate() {
-        assert!(e.is_none(), "case {i} was refused: {e:?}");
-    }
+    all_accepted(accepted);
 }
 
 /// The same with `max_delay`: a retry is made only if it can start before the rule's
@@ -437,11 +429,8 @@ fn the_builder_refuses_a_backoff_its_max_delay_leaves_no_retry_for() {
             .build()
             .err(),
     ];
-    for (i, e) in refused.into_iter().enumerate() {
-        let e = e.unwrap_or_else(|| panic!("case {i} was accepted"));
-        assert_eq!((i, e.parameter()), (i, "max_delay"));
-    }
-    for (i, e) in [
+    refused_for(refused.into_iter().map(|e| (e, "max_delay")));
+    all_accepted([
         Policy::builder()
             .max_delay(secs(1))
             .backoff(Constant::new(ms(999)))
@@ -455,12 +444,7 @@ fn the_builder_refuses_a_backoff_its_max_delay_leaves_no_retry_for() {
             .jitter(NoJitter)
             .build()
             .err(),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        assert!(e.is_none(), "case {i} was refused: {e:?}");
-    }
+    ]);
 }
 
 /// A rule that never retries (`retries(0)`, a `max_delay` of zero) reads none of its backoff,
@@ -571,9 +555,7 @@ fn the_builder_refuses_settings_no_rule_reads() {
             "scale",
         ),
     ];
-    for (i, (e, parameter)) in refused.into_iter().enumerate() {
-        let e = e.unwrap_or_else(|| panic!("case {i} was accepted"));
-        assert_eq!((i, e.parameter()), (i, parameter));
+    for e in refused_for(refused) {
         assert!(e.to_string().contains("no effect"), "{e}");
     }
     let accepted = [
@@ -601,9 +583,7 @@ fn the_builder_refuses_settings_no_rule_reads() {
         Policy::builder().retries(0).build().err(),
         Policy::builder().backoff(NoBackoff).build().err(),
     ];
-    for (i, e) in accepted.into_iter().enumerate() {
-        assert!(e.is_none(), "case {i} was refused: {e:?}");
-    }
+    all_accepted(accepted);
 }
 
 /// A `when_ok` rule whose kind asks for no delay of its own (an `OkIf` without a hint) is
@@ -663,11 +643,8 @@ fn the_builder_checks_the_value_rules_and_not_an_on_rule_that_takes_no_error() {
             "backoff",
         ),
     ];
-    for (i, (e, parameter)) in refused.into_iter().enumerate() {
-        let e = e.unwrap_or_else(|| panic!("case {i} was accepted"));
-        assert_eq!((i, e.parameter()), (i, parameter));
-    }
-    for (i, e) in [
+    refused_for(refused);
+    all_accepted([
         // The value asks for its own delay.
         values_only()
             .when_ok(hinted(), |s| s)
@@ -699,12 +676,7 @@ fn the_builder_checks_the_value_rules_and_not_an_on_rule_that_takes_no_error() {
             .deadline(secs(1))
             .build()
             .err(),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        assert!(e.is_none(), "case {i} was refused: {e:?}");
-    }
+    ]);
 }
 
 /// Two seconds, always; its smallest delay left at the trait's default (zero).
@@ -878,10 +850,7 @@ fn the_builder_refuses_a_deadline_the_only_attempts_timeout_always_beats() {
             .build()
             .err(),
     ];
-    for (i, e) in refused.into_iter().enumerate() {
-        let e = e.unwrap_or_else(|| panic!("case {i} was accepted"));
-        assert_eq!((i, e.parameter()), (i, "deadline"));
-    }
+    refused_for(refused.into_iter().map(|e| (e, "deadline")));
     let accepted = [
         base().deadline(secs(5)).build().err(),
         Policy::builder()
@@ -919,7 +888,5 @@ fn the_builder_refuses_a_deadline_the_only_attempts_timeout_always_beats() {
             .build()
             .err(),
     ];
-    for (i, e) in accepted.into_iter().enumerate() {
-        assert!(e.is_none(), "case {i} was refused: {e:?}");
-    }
+    all_accepted(accepted);
 }

@@ -695,10 +695,7 @@ fn the_builder_refuses_a_hedge_due_after_the_attempt_is_cut() {
             .build()
             .err(),
     ];
-    for (i, e) in refused.into_iter().enumerate() {
-        let e = e.unwrap_or_else(|| panic!("case {i} was accepted"));
-        assert_eq!((i, e.parameter()), (i, "hedge"));
-    }
+    refused_for(refused.into_iter().map(|e| (e, "hedge")));
     // Due before every cut: accepted.
     assert!(
         Policy::builder()

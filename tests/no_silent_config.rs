@@ -338,9 +338,6 @@ fn constants_written_as_paths_match_only_themselves() {
 fn the_builder_refuses_a_when_that_never_applies() {
     use retry_runtime::Policy;
     use retry_runtime::kind::{AnyError, Io, NoError, Predicate, Timeout};
-    let when_error = |e: Option<retry_runtime::ConfigError>| {
-        e.map(|e| (e.parameter(), e.to_string().contains("never applies")))
-    };
     let refused = [
         Policy::builder()
             .when(AnyError, |s| s.retries(1))
@@ -362,8 +359,8 @@ fn the_builder_refuses_a_when_that_never_applies() {
             .build()
             .err(),
     ];
-    for (i, e) in refused.into_iter().enumerate() {
-        assert_eq!((i, when_error(e)), (i, Some(("when", true))));
+    for e in refused_for(refused.into_iter().map(|e| (e, "when"))) {
+        assert!(e.to_string().contains("never applies"), "{e}");
     }
     let accepted = [
         // The narrower kind first, as the docs say.
@@ -384,7 +381,5 @@ fn the_builder_refuses_a_when_that_never_applies() {
             .build()
             .err(),
     ];
-    for (i, e) in accepted.into_iter().enumerate() {
-        assert!(e.is_none(), "case {i} was refused: {e:?}");
-    }
+    all_accepted(accepted);
 }

@@ -240,9 +240,9 @@ fn one_probe_for_the_fleet_closes_its_breaker() {
 
 /// Instances that each call less often than the break still close the fleet's breaker: a
 /// probe granted to one that has not called again when its half-open round restarts is
-/// granted to it again (the restart first waits for it to sync), so its next call probes.
-/// Before, each restart voided the probe (or gave it to another quiet instance, with the same
-/// fate) and the breaker never closed.
+/// granted to it again, beside the new round's own, so its next call probes. Before, each
+/// restart voided the probe (or gave it to another quiet instance, with the same fate) and the
+/// breaker never closed.
 #[test]
 fn quiet_instances_close_the_fleet_s_breaker() {
     let Some(s) = server("quiet_instances_close_the_fleet_s_breaker") else {

@@ -362,12 +362,13 @@ fn rule_order_check<'k>(
             _ => None,
         }
     }
-    fn top_alternatives<'p>(pat: &'p syn::Pat, out: &mut Vec<&'p syn::Pat>) {
-        match pat {
-            syn::Pat::Or(o) => o.cases.iter().for_each(|c| top_alternatives(c, out)),
-            syn::Pat::Paren(p) => top_alternatives(&p.pat, out),
-            other => out.push(other),
-        }
+    // A pattern's top-level alternatives (bare names first: their order in an arm does not
+    // change what the arm matches).
+    fn top_alternatives(pat: &syn::Pat) -> Vec<&syn::Pat> {
+        let (mut values, mut others) = (Vec::new(), Vec::new());
+        crate::valid::alternatives(pat, &mut values, &mut others);
+        values.extend(others);
+        values
     }
     // Patterns compared as written, but without `name @` bindings and with each path reduced
     // to its last segment: `when(self::Busy)` and `when(e @ Unit::Busy)` both name `Busy`.
@@ -376,29 +377,20 @@ fn rule_order_check<'k>(
         syn::visit_mut::VisitMut::visit_pat_mut(&mut LastSegments, &mut p);
         quote!(#p).to_string()
     };
-    let when_pats: Vec<&syn::Pat> = whens.filter_map(pattern).collect();
-    let mut owned = std::collections::HashSet::new();
-    for p in &when_pats {
-        owned.insert(text(p));
-        let mut alts = Vec::new();
-        top_alternatives(p, &mut alts);
-        owned.extend(alts.into_iter().map(text));
-    }
     // Each arm: its alternatives, and whether they are `when`s' own kinds listed in `on` too
     // (such an arm may be unreachable, but is still checked for the names it binds).
-    let mut arms: Vec<(Vec<&syn::Pat>, bool)> = when_pats
+    let mut arms: Vec<(Vec<&syn::Pat>, bool)> = whens
+        .filter_map(pattern)
+        .map(|p| (top_alternatives(p), false))
+        .collect();
+    let owned: std::collections::HashSet<String> = arms
         .iter()
-        .map(|p| {
-            let mut alts = Vec::new();
-            top_alternatives(p, &mut alts);
-            (alts, false)
-        })
+        .flat_map(|(alts, _)| alts.iter().map(|a| text(a)))
         .collect();
     for p in on.filter_map(pattern) {
-        let mut alts = Vec::new();
-        top_alternatives(p, &mut alts);
-        let (own, rest): (Vec<&syn::Pat>, Vec<&syn::Pat>) =
-            alts.into_iter().partition(|a| owned.contains(&text(a)));
+        let (own, rest): (Vec<&syn::Pat>, Vec<&syn::Pat>) = top_alternatives(p)
+            .into_iter()
+            .partition(|a| owned.contains(&text(a)));
         for (alts, own) in [(rest, false), (own, true)] {
             if !alts.is_empty() {
                 arms.push((alts, own));

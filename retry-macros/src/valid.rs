@@ -1470,27 +1470,14 @@ pub fn check_never_retries(config: &Config, errors: &mut Errors) {
         );
     };
     // `subject` never retries: its settings that shape retries are errors.
+    // (Not the reason itself: when `max_delay = 0` is the reason, no retry is made whatever
+    // their number, so `retries` is among them.)
+    let reason_key = |by_max_delay: bool| if by_max_delay { "max_delay" } else { "retries" };
     let dead = |o: &Overrides, errors: &mut Errors, subject: &str, by_max_delay: bool| {
-        let keys = [
-            // (When `max_delay = 0` is the reason, no retry is made whatever their number.)
-            (
-                "retries",
-                o.retries.as_ref().filter(|_| by_max_delay).map(|v| v.span),
-            ),
-            ("backoff", o.backoff.as_ref().map(|v| v.span)),
-            ("jitter", o.jitter.as_ref().map(|v| v.span)),
-            ("scale", o.scale.as_ref().map(|v| v.span)),
-            // (Unless `max_delay = 0` is the reason itself.)
-            (
-                "max_delay",
-                o.max_delay
-                    .as_ref()
-                    .filter(|_| !by_max_delay)
-                    .map(|v| v.span),
-            ),
-        ];
-        for (key, sp) in keys {
-            if let Some(sp) = sp {
+        for (key, sp, _) in rule_keys(o) {
+            if key != reason_key(by_max_delay)
+                && let Some(sp) = sp
+            {
                 no_effect(errors, sp, key, subject);
             }
         }
@@ -1531,9 +1518,7 @@ pub fn check_never_retries(config: &Config, errors: &mut Errors) {
         && !retrying.is_empty()
     {
         for (key, sp, set) in rule_keys(&config.settings) {
-            // (The reason itself is not among them.)
-            let reason_key = if top_retries { "retries" } else { "max_delay" };
-            if key != reason_key
+            if key != reason_key(!top_retries)
                 && let Some(sp) = sp
                 && retrying.iter().all(|o| set(o))
             {
@@ -1580,9 +1565,6 @@ fn rule_keys(top: &Overrides) -> [RuleKey; 5] {
         ("retries", top.retries.as_ref().map(|v| v.span), |o| {
             o.retries.is_some()
         }),
-        ("max_delay", top.max_delay.as_ref().map(|v| v.span), |o| {
-            o.max_delay.is_some()
-        }),
         ("backoff", top.backoff.as_ref().map(|v| v.span), |o| {
             o.backoff.is_some()
         }),
@@ -1591,6 +1573,9 @@ fn rule_keys(top: &Overrides) -> [RuleKey; 5] {
         }),
         ("scale", top.scale.as_ref().map(|v| v.span), |o| {
             o.scale.is_some()
+        }),
+        ("max_delay", top.max_delay.as_ref().map(|v| v.span), |o| {
+            o.max_delay.is_some()
         }),
     ]
 }

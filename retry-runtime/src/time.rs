@@ -337,8 +337,9 @@ impl Sleep for VirtualTime {
 }
 
 /// `at + d`, or thirty years after `at` when `at + d` is past what an `Instant` holds (a wait
-/// that long is never over, as for tokio's timers; it was taken as no wait at all).
-fn far_add(at: Instant, d: Duration) -> Instant {
+/// that long is never over: what tokio itself uses for "never"; `VirtualTime` took it as no
+/// wait at all).
+pub(crate) fn far_add(at: Instant, d: Duration) -> Instant {
     at.checked_add(d)
         .or_else(|| at.checked_add(Duration::from_secs(86400 * 365 * 30)))
         .unwrap_or(at)

@@ -437,9 +437,7 @@ pub(crate) fn deadline_in(d: Duration) -> tokio::time::Instant {
 #[cfg(feature = "tokio")]
 #[inline]
 pub(crate) fn after(at: tokio::time::Instant, d: Duration) -> tokio::time::Instant {
-    at.checked_add(d)
-        .or_else(|| at.checked_add(Duration::from_secs(86400 * 365 * 30)))
-        .unwrap_or(at)
+    tokio::time::Instant::from_std(crate::time::far_add(at.into_std(), d))
 }
 
 /// Runs one async attempt (already pinned in the caller) under the policy's timeout, on the
@@ -480,6 +478,8 @@ where
     if let Some(limit) = reset {
         timer.as_mut().reset(deadline_in(limit));
     }
+    // ([`first_of`], with the late error judged from the timer's own deadline: keeping a copy
+    // of it in the future would make every timed attribute fn's future 16 bytes larger.)
     let mut attempt = attempt;
     std::future::poll_fn(move |cx| {
         if let std::task::Poll::Ready(r) = attempt.as_mut().poll(cx) {

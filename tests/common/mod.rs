@@ -38,3 +38,26 @@ pub fn failing(fail: u32, kind: ErrorKind) -> impl FnMut() -> io::Result<u32> {
         if n <= fail { Err(kind.into()) } else { Ok(n) }
     }
 }
+
+/// Checks that each case (what a `build()` refused, if anything) was refused for the parameter
+/// it names; the errors, in order.
+pub fn refused_for(
+    cases: impl IntoIterator<Item = (Option<retry_runtime::ConfigError>, &'static str)>,
+) -> Vec<retry_runtime::ConfigError> {
+    cases
+        .into_iter()
+        .enumerate()
+        .map(|(i, (e, parameter))| {
+            let e = e.unwrap_or_else(|| panic!("case {i} was accepted"));
+            assert_eq!((i, e.parameter()), (i, parameter));
+            e
+        })
+        .collect()
+}
+
+/// Checks that no case (what a `build()` refused, if anything) was refused.
+pub fn all_accepted(cases: impl IntoIterator<Item = Option<retry_runtime::ConfigError>>) {
+    for (i, e) in cases.into_iter().enumerate() {
+        assert!(e.is_none(), "case {i} was refused: {e:?}");
+    }
+}

@@ -1190,11 +1190,23 @@ mod tests {
     /// stays closed) that two failures at `t0` open for the fleet.
     fn opened(fleet: &Fleet, name: &str, min_calls: u32, t0: Instant) -> SharedBreaker {
         let local = CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(1), 1).unwrap();
+        opened_with(fleet, name, local, min_calls, 2, t0)
+    }
+
+    /// [`opened`] with the local breaker `local`, opened by `failures` failures.
+    fn opened_with(
+        fleet: &Fleet,
+        name: &str,
+        local: CircuitBreaker,
+        min_calls: u32,
+        failures: u32,
+        t0: Instant,
+    ) -> SharedBreaker {
         let b = fleet
             .breaker(name, local, Duration::from_secs(10), min_calls)
             .unwrap();
         assert!(fleet.sync(t0));
-        for _ in 0..2 {
+        for _ in 0..failures {
             let p = b.acquire(t0).unwrap();
             (&b).record(t0, p, false);
         }
@@ -1281,17 +1293,8 @@ mod tests {
         let fleet = Fleet::manual(&store, options()).unwrap();
         let t0 = Instant::now();
         let local = CircuitBreaker::new(20, 4, 0.5, Duration::from_secs(1), 1).unwrap();
-        let b = fleet
-            .breaker("dep", local, Duration::from_secs(10), 3)
-            .unwrap();
-        assert!(fleet.sync(t0));
-        for _ in 0..3 {
-            let p = b.acquire(t0).unwrap();
-            (&b).record(t0, p, false);
-        }
+        let b = opened_with(&fleet, "dep", local, 3, 3, t0);
         assert_eq!(b.local().state(), BreakerState::Closed, "3 < its minimum");
-        assert!(fleet.sync(t0));
-        assert_eq!(b.fleet_state(t0), Some(BreakerState::Open));
         let t1 = t0 + Duration::from_secs(1);
         let p = probe(&fleet, &b, t1);
         (&b).record(t1, p, true);
@@ -1394,16 +1397,7 @@ mod tests {
         let fleet = Fleet::manual(&store, options()).unwrap();
         let t0 = Instant::now();
         let local = CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(1), 2).unwrap();
-        let b = fleet
-            .breaker("dep", local, Duration::from_secs(10), 2)
-            .unwrap();
-        assert!(fleet.sync(t0));
-        for _ in 0..2 {
-            let p = b.acquire(t0).unwrap();
-            (&b).record(t0, p, false);
-        }
-        assert!(fleet.sync(t0));
-        assert_eq!(b.fleet_state(t0), Some(BreakerState::Open));
+        let b = opened_with(&fleet, "dep", local, 2, 2, t0);
         // Half-open with two probes: one taken by an attempt that waits, one granted after.
         let t1 = t0 + Duration::from_secs(1);
         let taken = probe(&fleet, &b, t1);

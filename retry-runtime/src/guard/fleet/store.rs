@@ -40,8 +40,8 @@ pub(crate) struct BreakerPush {
     pub probe_fail: u64,
     /// Probes this instance asks for (0 or 1), when the breaker is half-open.
     pub want: u64,
-    /// Probes granted to this instance in `round` that it has not used yet: a later round
-    /// grants them again, beside its own, instead of voiding them.
+    /// Whether a probe granted to this instance in `round` is still unused here (0 or 1): a
+    /// later round grants it again, beside its own, instead of voiding it.
     pub held: u64,
 }
 
