@@ -122,6 +122,10 @@ async fn unavailable_responses_are_retried_after_the_delay_the_server_asks_for()
     let dynamic = retry_runtime::DynPolicy::<Resp, io::Error>::new(policy);
     let (svc, calls) = scripted(unavailable_twice());
     retries_after_the_delays_asked(RobustLayer::new(dynamic), svc, &calls).await;
+    // The same policy held by a `&'static` reference.
+    let (svc, calls) = scripted(unavailable_twice());
+    let leaked = Box::leak(Box::new(policy));
+    retries_after_the_delays_asked(RobustLayer::from_static(&*leaked), svc, &calls).await;
 }
 
 /// Under the hedged layer, an answer that asks for a delay sends no hedge (the server asked to
@@ -494,16 +498,39 @@ static BUDGET: RetryBudget = match RetryBudget::new(20.0, 0.0, 1.0) {
     Err(_) => panic!("invalid budget"),
 };
 
+static STATIC_BUDGET: RetryBudget = match RetryBudget::new(20.0, 0.0, 1.0) {
+    Ok(b) => b,
+    Err(_) => panic!("invalid budget"),
+};
+
+/// 64 requests spawned on 4 threads, each failing, spend exactly the budget's 20 retries: with
+/// the policy in an `Arc` ([`RobustLayer::new`]) and by a `&'static` reference
+/// ([`RobustLayer::from_static`]; the futures are `Send` with a policy that borrows a `static`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_requests_share_the_budget_exactly() {
-    let policy = Policy::builder()
-        .retries(3)
-        .backoff(NoBackoff)
-        .budget(&BUDGET)
-        .build()
-        .unwrap();
+    let policy = |budget: &'static RetryBudget| {
+        Policy::builder()
+            .retries(3)
+            .backoff(NoBackoff)
+            .budget(budget)
+            .build()
+            .unwrap()
+    };
     let (svc, calls) = scripted::<String>(vec![Err(ErrorKind::ConnectionReset.into())]);
-    let client = RobustLayer::new(policy).layer(svc);
+    share_the_budget_exactly(RobustLayer::new(policy(&BUDGET)), svc, &calls).await;
+    let (svc, calls) = scripted::<String>(vec![Err(ErrorKind::ConnectionReset.into())]);
+    let leaked = Box::leak(Box::new(policy(&STATIC_BUDGET)));
+    share_the_budget_exactly(RobustLayer::from_static(&*leaked), svc, &calls).await;
+}
+
+async fn share_the_budget_exactly<L, S>(layer: L, svc: S, calls: &AtomicU32)
+where
+    L: Layer<S>,
+    L::Service:
+        Service<Request<String>, Response = Resp, Error = io::Error> + Clone + Send + 'static,
+    <L::Service as Service<Request<String>>>::Future: Send,
+{
+    let client = layer.layer(svc);
     let mut tasks = Vec::new();
     for _ in 0..64 {
         let c = client.clone();
@@ -1354,9 +1381,15 @@ async fn a_readiness_wait_cut_by_the_timeout_is_given_up_for_the_backoff() {
 
 /// A half-open breaker's probe taken by a request whose future is dropped while its attempt
 /// runs (a caller's own timeout) goes back: the next request probes, and closes the breaker.
-/// (Before, every request was rejected until the probe went stale, a break later.)
+/// (Before, every request was rejected until the probe went stale, a break later.) The same
+/// with the policy held by a `&'static` reference.
 #[tokio::test(start_paused = true)]
 async fn a_dropped_request_gives_its_probe_back() {
+    dropped_request_gives_its_probe_back(false).await;
+    dropped_request_gives_its_probe_back(true).await;
+}
+
+async fn dropped_request_gives_its_probe_back(from_static: bool) {
     use retry_runtime::BreakerState;
 
     let breaker = Box::leak(Box::new(
@@ -1372,15 +1405,25 @@ async fn a_dropped_request_gives_its_probe_back() {
         .unwrap();
     // The first call hangs; the next ones answer at once.
     let (svc, calls, _) = slow::<String>(vec![(60_000, StatusCode::OK), (0, StatusCode::OK)]);
-    let client = RobustLayer::new(policy).layer(svc);
-    let hung = client.clone().oneshot(Request::new(String::new()));
-    assert!(
-        tokio::time::timeout(ms(100), hung).await.is_err(),
-        "cut by the caller"
-    );
-    assert_eq!(calls.load(Ordering::SeqCst), 1);
-    let r = client.oneshot(Request::new(String::new())).await;
-    assert_eq!(r.unwrap().status(), StatusCode::OK);
+    async fn probe<S>(client: S, calls: &AtomicU32)
+    where
+        S: Service<Request<String>, Response = Resp, Error = io::Error> + Clone,
+    {
+        let hung = client.clone().oneshot(Request::new(String::new()));
+        assert!(
+            tokio::time::timeout(ms(100), hung).await.is_err(),
+            "cut by the caller"
+        );
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        let r = client.oneshot(Request::new(String::new())).await;
+        assert_eq!(r.unwrap().status(), StatusCode::OK);
+    }
+    if from_static {
+        let leaked = Box::leak(Box::new(policy));
+        probe(RobustLayer::from_static(&*leaked).layer(svc), &calls).await;
+    } else {
+        probe(RobustLayer::new(policy).layer(svc), &calls).await;
+    }
     assert_eq!(breaker.state(), BreakerState::Closed);
 }
 

@@ -166,6 +166,30 @@ where
     RobustLayer::new(policy).layer(inner)
 }
 
+/// `RobustLayer::from_static` with the policy of [`robust`] (leaked once per service: the
+/// bench builds a handful).
+fn robust_static<Req, Res, S>(inner: S) -> impl Client<Req, Response = Res>
+where
+    Req: RetryRequest,
+    S: Inner<Req, Res>,
+{
+    let policy = Box::leak(Box::new(robust_builder().build().expect("a valid policy")));
+    RobustLayer::from_static(&*policy).layer(inner)
+}
+
+/// `RobustLayer::from_static` with the policy of [`robust_timeout`].
+fn robust_static_timeout<Req, Res, S>(inner: S) -> impl Client<Req, Response = Res>
+where
+    Req: RetryRequest,
+    S: Inner<Req, Res>,
+{
+    let policy = robust_builder()
+        .timeout(TIMEOUT)
+        .build()
+        .expect("a valid policy");
+    RobustLayer::from_static(Box::leak(Box::new(policy))).layer(inner)
+}
+
 /// `RobustLayer::hedged` with the same limits and `hedge(after = 50 ms)`: no hedge is sent
 /// (the service answers at once); the layer boxes each request's future.
 fn robust_hedged<Req, Res, S>(inner: S) -> impl Client<Req, Response = Res>
@@ -257,44 +281,64 @@ async fn call_once<S: Client<HttpReq>>(mut svc: S) -> Result<S::Response, S::Err
 /// on real time (about 2 s in all, the backoffs included).
 fn check_same_behaviour(rt: &tokio::runtime::Runtime) {
     rt.block_on(async {
-        let failing: [_; 6] = std::array::from_fn(|_| scripted(u32::MAX, 0));
-        let hanging: [_; 3] = std::array::from_fn(|_| scripted(0, 1));
-        let [(f1, _), (f2, _), (f3, _), (f4, _), (f5, _), (f6, _)] = failing.clone();
-        let [(h1, _), (h2, _), (h3, _)] = hanging.clone();
+        let failing: [_; 8] = std::array::from_fn(|_| scripted(u32::MAX, 0));
+        let hanging: [_; 4] = std::array::from_fn(|_| scripted(0, 1));
+        let [
+            (f1, _),
+            (f2, _),
+            (f3, _),
+            (f4, _),
+            (f5, _),
+            (f6, _),
+            (f7, _),
+            (f8, _),
+        ] = failing.clone();
+        let [(h1, _), (h2, _), (h3, _), (h4, _)] = hanging.clone();
         let start = Instant::now();
-        let (r1, r2, r3, r4, r5, r6, t1, t2, t3) = tokio::join!(
-            call_once(robust(f1)),
-            call_once(tower_retry(f2)),
-            call_once(resilience(f3)),
-            call_once(robust_timeout(f4)),
-            call_once(tower_retry_timeout(f5)),
-            call_once(resilience_timeout(f6)),
-            call_once(robust_timeout(h1)),
-            call_once(tower_retry_timeout(h2)),
-            call_once(resilience_timeout(h3)),
+        let ((r1, r2, r3, r4, r5, r6, r7, r8), (t1, t2, t3, t4)) = tokio::join!(
+            async {
+                tokio::join!(
+                    call_once(robust(f1)),
+                    call_once(tower_retry(f2)),
+                    call_once(resilience(f3)),
+                    call_once(robust_timeout(f4)),
+                    call_once(tower_retry_timeout(f5)),
+                    call_once(resilience_timeout(f6)),
+                    call_once(robust_static(f7)),
+                    call_once(robust_static_timeout(f8)),
+                )
+            },
+            async {
+                tokio::join!(
+                    call_once(robust_timeout(h1)),
+                    call_once(tower_retry_timeout(h2)),
+                    call_once(resilience_timeout(h3)),
+                    call_once(robust_static_timeout(h4)),
+                )
+            },
         );
         let calls = failing.map(|(_, c)| c.load(Ordering::SeqCst));
-        let errors = [r1.is_err(), r2.is_err(), r3.is_err()];
-        let errors_timeout = [r4.is_err(), r5.is_err(), r6.is_err()];
+        let errors = [r1.is_err(), r2.is_err(), r3.is_err(), r7.is_err()];
+        let errors_timeout = [r4.is_err(), r5.is_err(), r6.is_err(), r8.is_err()];
         assert_eq!(
-            errors, [true; 3],
-            "robust, tower, resilience return the error"
+            errors, [true; 4],
+            "robust, tower, resilience, robust (static) return the error"
         );
-        assert_eq!(errors_timeout, [true; 3], "the same with a timeout");
+        assert_eq!(errors_timeout, [true; 4], "the same with a timeout");
         assert_eq!(
             calls,
-            [RETRIES + 1; 6],
-            "robust, tower, resilience (then with timeout)"
+            [RETRIES + 1; 8],
+            "robust, tower, resilience (then with timeout), robust (static, without and with)"
         );
         let calls = hanging.map(|(_, c)| c.load(Ordering::SeqCst));
-        let answered = [t1.is_ok(), t2.is_ok(), t3.is_ok()];
+        let answered = [t1.is_ok(), t2.is_ok(), t3.is_ok(), t4.is_ok()];
         assert_eq!(
-            answered, [true; 3],
+            answered, [true; 4],
             "a hung attempt is cut, the retry answers"
         );
         assert_eq!(
-            calls, [2; 3],
-            "robust, tower, resilience: the hung attempt and one more"
+            calls, [2; 4],
+            "robust, tower, resilience, robust (static): the hung attempt and one more"
         );
         assert!(start.elapsed() >= TIMEOUT);
     });
@@ -346,15 +390,19 @@ fn success(c: &mut Criterion) {
         let _in_runtime = rt.enter(); // the timeout layers make their timer in `call`
         let t = template;
         println!(
-            "response future sizes (bytes), http request: bare {}, robust {}, tower_retry {}, \
-             resilience {}; with a timeout: robust {}, tower_retry {}, resilience {}",
+            "response future sizes (bytes), http request: bare {}, robust {}, robust_static {}, \
+             tower_retry {}, resilience {}; with a timeout: robust {}, tower_retry {}, \
+             resilience {}; u32 request: robust {}, tower_retry {}",
             future_size(echo(), t()),
             future_size(robust(echo()), t()),
+            future_size(robust_static(echo()), t()),
             future_size(tower_retry(echo()), t()),
             future_size(resilience(echo()), t()),
             future_size(robust_timeout(echo()), t()),
             future_size(tower_retry_timeout(echo()), t()),
             future_size(resilience_timeout(echo()), t()),
+            future_size(robust(echo_u32()), 7),
+            future_size(tower_retry(echo_u32()), 7),
         );
     }
 
@@ -362,6 +410,8 @@ fn success(c: &mut Criterion) {
     let mut g = c.benchmark_group("tower_layer");
     variant(&mut g, &rt, "bare", request.clone(), echo());
     variant(&mut g, &rt, "robust", request.clone(), robust(echo()));
+    let svc = robust_static(echo());
+    variant(&mut g, &rt, "robust_static", request.clone(), svc);
     variant(
         &mut g,
         &rt,
@@ -387,6 +437,8 @@ fn success(c: &mut Criterion) {
         request.clone(),
         robust_timeout(echo()),
     );
+    let svc = robust_static_timeout(echo());
+    variant(&mut g, &rt, "robust_static", request.clone(), svc);
     let svc = tower_retry_timeout(echo());
     variant(&mut g, &rt, "tower_retry", request.clone(), svc);
     let svc = resilience_timeout(echo());
@@ -416,6 +468,13 @@ fn success(c: &mut Criterion) {
     let mut g = c.benchmark_group("tower_layer_u32");
     variant(&mut g, &rt, "bare", 7u32, echo_u32());
     variant(&mut g, &rt, "robust", 7u32, robust(echo_u32()));
+    variant(
+        &mut g,
+        &rt,
+        "robust_static",
+        7u32,
+        robust_static(echo_u32()),
+    );
     variant(&mut g, &rt, "tower_retry", 7u32, tower_retry(echo_u32()));
     variant(&mut g, &rt, "resilience", 7u32, resilience(echo_u32()));
     g.finish();
@@ -479,6 +538,7 @@ fn interleaved(rounds: usize) {
                 variant(&rt, "robust", http(), robust(echo())),
                 variant(&rt, "tower_retry", http(), tower_retry(echo())),
                 variant(&rt, "resilience", http(), resilience(echo())),
+                variant(&rt, "robust_static", http(), robust_static(echo())),
             ],
         ),
         (
@@ -488,6 +548,7 @@ fn interleaved(rounds: usize) {
                 variant(&rt, "robust", http(), robust_timeout(echo())),
                 variant(&rt, "tower_retry", http(), tower_retry_timeout(echo())),
                 variant(&rt, "resilience", http(), resilience_timeout(echo())),
+                variant(&rt, "robust_static", http(), robust_static_timeout(echo())),
             ],
         ),
         (
@@ -497,6 +558,7 @@ fn interleaved(rounds: usize) {
                 variant(&rt, "robust", 7u32, robust(echo_u32())),
                 variant(&rt, "tower_retry", 7u32, tower_retry(echo_u32())),
                 variant(&rt, "resilience", 7u32, resilience(echo_u32())),
+                variant(&rt, "robust_static", 7u32, robust_static(echo_u32())),
             ],
         ),
     ];
@@ -505,10 +567,15 @@ fn interleaved(rounds: usize) {
         v[((v.len() - 1) as f64 * q).round() as usize]
     };
     println!(
-        "| request, timeout | bare | robust | tower retry | tower-resilience | robust / tower (q1, median, q3) | robust / resilience (q1, median, q3) |"
+        "| request, timeout | bare | robust | robust (static) | tower retry | tower-resilience | robust / tower (q1, median, q3) | robust / resilience (q1, median, q3) | static / tower (q1, median, q3) | static / resilience (q1, median, q3) |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    // `ROBUST_AB_ONLY=u32` (a prefix of the groups' labels) runs one group.
+    let only = std::env::var("ROBUST_AB_ONLY").unwrap_or_default();
     for (label, mut variants) in groups {
+        if !label.starts_with(&only) {
+            continue;
+        }
         let n = variants.len();
         let mut times = vec![Vec::with_capacity(rounds); n];
         for (_, f) in &mut variants {
@@ -521,20 +588,23 @@ fn interleaved(rounds: usize) {
                 times[i].push(took.as_nanos() as f64 / BATCH as f64);
             }
         }
-        // The per-round ratios of robust to the variant `other`: first quartile, median, third.
-        let quartiles = |other: usize| {
-            let mut ratios: Vec<f64> = times[1]
-                .iter()
-                .zip(&times[other])
-                .map(|(r, t)| r / t)
-                .collect();
-            [0.25, 0.5, 0.75].map(|q| median(&mut ratios, q))
+        // The per-round ratios of variant `a` (robust: 1, robust static: 4) to the variant `b`,
+        // as "median (first quartile, third quartile)".
+        let ratio = |a: usize, b: usize| {
+            let mut ratios: Vec<f64> = times[a].iter().zip(&times[b]).map(|(r, t)| r / t).collect();
+            let [q1, q2, q3] = [0.25, 0.5, 0.75].map(|q| median(&mut ratios, q));
+            format!("{q2:.3} ({q1:.3}, {q3:.3})")
         };
-        let (q, qr) = (quartiles(2), quartiles(3));
+        let ratios = [ratio(1, 2), ratio(1, 3), ratio(4, 2), ratio(4, 3)];
         let m: Vec<f64> = times.iter_mut().map(|t| median(t, 0.5)).collect();
         println!(
-            "| {label} | {:.1} | {:.1} | {:.1} | {:.1} | {:.3} ({:.3}, {:.3}) | {:.3} ({:.3}, {:.3}) |",
-            m[0], m[1], m[2], m[3], q[1], q[0], q[2], qr[1], qr[0], qr[2]
+            "| {label} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {} |",
+            m[0],
+            m[1],
+            m[4],
+            m[2],
+            m[3],
+            ratios.join(" | ")
         );
     }
 }

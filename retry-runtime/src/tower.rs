@@ -122,6 +122,7 @@
 //! ```
 
 use std::future::Future;
+use std::marker::PhantomData;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -282,18 +283,53 @@ cloned_requests!(
 /// [`breaker_per`](Self::breaker_per) and [`budget_per`](Self::budget_per) give each request the
 /// breaker and the budget of its key (its host, its gRPC method, its tenant) instead of the
 /// policy's own.
+///
+/// The layer and its requests hold the policy by `H`: an `Arc` ([`RobustLayer::new`]) or a
+/// `&'static` reference ([`RobustLayer::from_static`], which saves each request the `Arc`'s
+/// two atomic operations).
 #[derive(Debug)]
-pub struct RobustLayer<P, G = PerKey> {
-    policy: Arc<P>,
+pub struct RobustLayer<P, G = PerKey, H = Arc<P>> {
+    policy: H,
     guards: G,
+    _policy: PhantomData<fn() -> P>,
 }
 
-impl<P, G: Clone> Clone for RobustLayer<P, G> {
+impl<P, G: Clone, H: Clone> Clone for RobustLayer<P, G, H> {
     fn clone(&self) -> Self {
         RobustLayer {
-            policy: Arc::clone(&self.policy),
+            policy: self.policy.clone(),
             guards: self.guards.clone(),
+            _policy: PhantomData,
         }
+    }
+}
+
+/// How a [`RobustLayer`], its services and each request's future hold the policy `P`: an
+/// `Arc<P>` ([`RobustLayer::new`]: each request takes a share, an atomic increment, and gives
+/// it back when its future is dropped) or a `&'static P` ([`RobustLayer::from_static`]: each
+/// request copies the reference). Sealed: no other type can be one.
+pub trait PolicyHandle<P>: Clone + handle::Sealed {
+    /// The policy.
+    fn policy(&self) -> &P;
+}
+
+mod handle {
+    pub trait Sealed {}
+    impl<P> Sealed for std::sync::Arc<P> {}
+    impl<P> Sealed for &'static P {}
+}
+
+impl<P> PolicyHandle<P> for Arc<P> {
+    #[inline(always)]
+    fn policy(&self) -> &P {
+        self
+    }
+}
+
+impl<P> PolicyHandle<P> for &'static P {
+    #[inline(always)]
+    fn policy(&self) -> &P {
+        self
     }
 }
 
@@ -309,11 +345,51 @@ impl<P> RobustLayer<P> {
         RobustLayer {
             policy: Arc::new(policy),
             guards: PerKey::default(),
+            _policy: PhantomData,
         }
     }
 }
 
-impl<P, Bu> RobustLayer<P, PerKey<(), Bu>> {
+impl<P: 'static> RobustLayer<P, PerKey, &'static P> {
+    /// A layer whose requests hold `policy` by a `&'static` reference instead of an `Arc`: as
+    /// [`RobustLayer::new`], without the two atomic operations (an increment in `call`, a
+    /// decrement when the request's future is dropped) that each request makes on the `Arc`'s
+    /// count. Worth it on a hot path: on a request that succeeds at once, those two
+    /// operations can cost more than all the rest of the layer's work (docs/BENCHMARKS.md,
+    /// section 9). The policy lives in a `static` (a `LazyLock`) or is leaked once, at start-up
+    /// (`Box::leak`).
+    ///
+    /// ```
+    /// use std::sync::LazyLock;
+    /// use retry_runtime::tower::RobustLayer;
+    /// use retry_runtime::{ConfigError, Policy};
+    /// use tower::ServiceExt;
+    /// use tower_layer::Layer;
+    /// use tower_service::Service;
+    ///
+    /// static POLICY: LazyLock<Policy> =
+    ///     LazyLock::new(|| Policy::builder().retries(3).build().expect("a valid policy"));
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let echo = tower::service_fn(|n: u32| async move { Ok::<_, std::io::Error>(n) });
+    /// let mut client = RobustLayer::from_static(&*POLICY).layer(echo);
+    /// assert_eq!(client.ready().await?.call(7).await?, 7);
+    /// # Ok(()) }
+    /// ```
+    pub fn from_static(policy: &'static P) -> Self
+    where
+        P: PolicyCore<Timeout: Unhedged>,
+    {
+        RobustLayer {
+            policy,
+            guards: PerKey::default(),
+            _policy: PhantomData,
+        }
+    }
+}
+
+impl<P, Bu, H> RobustLayer<P, PerKey<(), Bu>, H> {
     /// Each request uses the circuit breaker of its key, `key(&request)`, taken from
     /// `breakers` (a [`KeyedBreaker`](crate::guard::KeyedBreaker), by reference or in an `Arc`), instead of the policy's
     /// own breaker: a host that keeps failing is cut off while the others are served. While a
@@ -345,7 +421,7 @@ impl<P, Bu> RobustLayer<P, PerKey<(), Bu>> {
         self,
         breakers: M,
         key: F,
-    ) -> RobustLayer<P, PerKey<ByKey<M, F>, Bu>>
+    ) -> RobustLayer<P, PerKey<ByKey<M, F>, Bu>, H>
     where
         P: PolicyCore<Breaker: NoOwnBreaker>,
         F: Fn(&Req) -> K,
@@ -353,11 +429,12 @@ impl<P, Bu> RobustLayer<P, PerKey<(), Bu>> {
         RobustLayer {
             policy: self.policy,
             guards: self.guards.breaker_per(breakers, key),
+            _policy: PhantomData,
         }
     }
 }
 
-impl<P, Br> RobustLayer<P, PerKey<Br, ()>> {
+impl<P, Br, H> RobustLayer<P, PerKey<Br, ()>, H> {
     /// Each request spends the retry budget of its key, `key(&request)`, taken from `budgets`
     /// (a [`KeyedBudget`](crate::guard::KeyedBudget), by reference or in an `Arc`), instead of
     /// the policy's own budget: one tenant's retries cannot empty another's. The policy has no
@@ -385,7 +462,7 @@ impl<P, Br> RobustLayer<P, PerKey<Br, ()>> {
         self,
         budgets: M,
         key: F,
-    ) -> RobustLayer<P, PerKey<Br, ByKey<M, F>>>
+    ) -> RobustLayer<P, PerKey<Br, ByKey<M, F>>, H>
     where
         P: PolicyCore<Budget: NoOwnBudget>,
         F: Fn(&Req) -> K,
@@ -393,25 +470,27 @@ impl<P, Br> RobustLayer<P, PerKey<Br, ()>> {
         RobustLayer {
             policy: self.policy,
             guards: self.guards.budget_per(budgets, key),
+            _policy: PhantomData,
         }
     }
 }
 
-impl<P, G> RobustLayer<P, G> {
+impl<P, G, H: PolicyHandle<P>> RobustLayer<P, G, H> {
     /// The policy.
     pub fn policy(&self) -> &P {
-        &self.policy
+        self.policy.policy()
     }
 }
 
-impl<S, P, G: Clone> Layer<S> for RobustLayer<P, G> {
-    type Service = Robust<S, P, G>;
+impl<S, P, G: Clone, H: Clone> Layer<S> for RobustLayer<P, G, H> {
+    type Service = Robust<S, P, G, H>;
 
-    fn layer(&self, inner: S) -> Robust<S, P, G> {
+    fn layer(&self, inner: S) -> Robust<S, P, G, H> {
         Robust {
             inner,
-            policy: Arc::clone(&self.policy),
+            policy: self.policy.clone(),
             guards: self.guards.clone(),
+            _policy: PhantomData,
         }
     }
 }
@@ -419,23 +498,25 @@ impl<S, P, G: Clone> Layer<S> for RobustLayer<P, G> {
 /// The service [`RobustLayer`] makes: `S` with every request run under the policy `P` (and
 /// the guards `G` choose for it).
 #[derive(Debug)]
-pub struct Robust<S, P, G = PerKey> {
+pub struct Robust<S, P, G = PerKey, H = Arc<P>> {
     inner: S,
-    policy: Arc<P>,
+    policy: H,
     guards: G,
+    _policy: PhantomData<fn() -> P>,
 }
 
-impl<S: Clone, P, G: Clone> Clone for Robust<S, P, G> {
+impl<S: Clone, P, G: Clone, H: Clone> Clone for Robust<S, P, G, H> {
     fn clone(&self) -> Self {
         Robust {
             inner: self.inner.clone(),
-            policy: Arc::clone(&self.policy),
+            policy: self.policy.clone(),
             guards: self.guards.clone(),
+            _policy: PhantomData,
         }
     }
 }
 
-impl<S, P, G> Robust<S, P, G> {
+impl<S, P, G, H> Robust<S, P, G, H> {
     /// The wrapped service.
     pub fn get_ref(&self) -> &S {
         &self.inner
@@ -868,15 +949,16 @@ where
     }
 }
 
-impl<S, P, Req, G> Service<Req> for Robust<S, P, G>
+impl<S, P, Req, G, H> Service<Req> for Robust<S, P, G, H>
 where
     S: Service<Req> + Clone,
     Req: RetryRequest,
     G: Guards<Req, P, S::Response, S::Error>,
+    H: PolicyHandle<P>,
 {
     type Response = S::Response;
     type Error = S::Error;
-    type Future = ResponseFuture<S, P, Req, G>;
+    type Future = ResponseFuture<S, P, Req, G, H>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
         self.inner.poll_ready(cx)
@@ -888,7 +970,7 @@ where
         // The service that was made ready goes with this request; this one keeps a clone.
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
-        let policy = Arc::clone(&self.policy);
+        let policy = self.policy.clone();
         let chosen = self.guards.choose(&req);
         // When nothing admits, queues or times the first attempt (known when the code is
         // compiled) and the call needs no start instant, the first attempt is sent now: the
@@ -899,7 +981,7 @@ where
             && !<G::Limit as crate::guard::Limit>::ACTIVE
             && <<G::View<'_> as PolicyCore>::Timeout as AttemptTimeout>::UNLIMITED;
         let eager = {
-            let view = G::view(&policy, &chosen);
+            let view = G::view(policy.policy(), &chosen);
             // The request credits its budget once, here (a new call's state, made where it
             // is used until one is kept, does not).
             view.budget().deposit();
@@ -911,6 +993,7 @@ where
             let attempt = inner.call(req);
             return ResponseFuture {
                 policy,
+                _policy: PhantomData,
                 chosen,
                 inner,
                 state: None,
@@ -926,6 +1009,7 @@ where
         }
         ResponseFuture {
             policy,
+            _policy: PhantomData,
             chosen,
             inner,
             state: None,
@@ -966,8 +1050,9 @@ pin_project_lite::pin_project! {
     /// allocates only for a timer: once per call whose policy has a timeout or deadline, or
     /// that makes a retry wait for a slot of its concurrency limit with a `max_delay` to end
     /// the wait; and for each backoff's sleep.
-    pub struct ResponseFuture<S: Service<Req>, P, Req, G: Guards<Req, P, S::Response, S::Error>> {
-        policy: Arc<P>,
+    pub struct ResponseFuture<S: Service<Req>, P, Req, G: Guards<Req, P, S::Response, S::Error>, H: PolicyHandle<P> = Arc<P>> {
+        policy: H,
+        _policy: PhantomData<fn() -> P>,
         chosen: G::Chosen,
         inner: S,
         // The call's state, once one must be kept (`None`: a new call's).
@@ -993,7 +1078,7 @@ pin_project_lite::pin_project! {
     // Dropped while an attempt was admitted and not settled (waiting for a slot, for the
     // service, or for its answer), the request gives its breaker permit back: a half-open
     // breaker's probe would otherwise stay taken until the probes go stale.
-    impl<S: Service<Req>, P, Req, G: Guards<Req, P, S::Response, S::Error>> PinnedDrop for ResponseFuture<S, P, Req, G> {
+    impl<S: Service<Req>, P, Req, G: Guards<Req, P, S::Response, S::Error>, H: PolicyHandle<P>> PinnedDrop for ResponseFuture<S, P, Req, G, H> {
         fn drop(this: Pin<&mut Self>) {
             let this = this.project();
             let admitted = matches!(
@@ -1001,17 +1086,18 @@ pin_project_lite::pin_project! {
                 Phase::Queued { .. } | Phase::Arm | Phase::Ready | Phase::Calling { .. }
             );
             if admitted && <<G::View<'_> as PolicyCore>::Breaker as Breaker>::ACTIVE {
-                let view = G::view(this.policy, this.chosen);
+                let view = G::view(this.policy.policy(), this.chosen);
                 resumed(this.state, &view).release();
             }
         }
     }
 }
 
-impl<S, P, Req, G> std::fmt::Debug for ResponseFuture<S, P, Req, G>
+impl<S, P, Req, G, H> std::fmt::Debug for ResponseFuture<S, P, Req, G, H>
 where
     S: Service<Req>,
     G: Guards<Req, P, S::Response, S::Error>,
+    H: PolicyHandle<P>,
 {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ResponseFuture")
@@ -1020,17 +1106,18 @@ where
     }
 }
 
-impl<S, P, Req, G> Future for ResponseFuture<S, P, Req, G>
+impl<S, P, Req, G, H> Future for ResponseFuture<S, P, Req, G, H>
 where
     S: Service<Req> + Clone,
     Req: RetryRequest,
     G: Guards<Req, P, S::Response, S::Error>,
+    H: PolicyHandle<P>,
 {
     type Output = Result<S::Response, S::Error>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
-        let view = G::view(this.policy, this.chosen);
+        let view = G::view(this.policy.policy(), this.chosen);
         let policy = &view;
         // The phase is kept in a local while the loop runs (its next step is then known, not
         // read back through a jump table), and written back when the poll returns; with a
