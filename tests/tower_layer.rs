@@ -1727,3 +1727,67 @@ async fn a_request_sent_once_waits_for_a_slot_without_the_inner_permit() {
     assert_eq!(r.unwrap().status(), StatusCode::OK);
     assert_eq!(calls.load(Ordering::SeqCst), 1);
 }
+
+/// A policy with nothing to admit, queue or time an attempt (no breaker, throttle, limit,
+/// timeout or value rule) has its running attempt's answer looked at first by the future's
+/// `poll`, which returns a success at once and hands a failure to the retry loop: failures
+/// answered at once and after a wait are both retried after their backoff, and the success
+/// after them returned, through both handles of the policy; `on_error` sees each failure and
+/// `on_success` the success. (A failure lost there would leave the request pending: the test's
+/// own timeout would end it.)
+#[tokio::test(start_paused = true)]
+async fn failures_of_an_unguarded_policy_are_retried_whether_answered_at_once_or_later() {
+    for wait in [0, 10] {
+        for from_static in [false, true] {
+            let (errors, successes) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
+            let (e, s) = (Arc::clone(&errors), Arc::clone(&successes));
+            let policy = Policy::builder()
+                .retries(3)
+                .backoff(Constant::new(ms(100)))
+                .jitter(NoJitter)
+                .on_error(move |_: &io::Error, _| {
+                    e.fetch_add(1, Ordering::SeqCst);
+                })
+                .on_success(move || {
+                    s.fetch_add(1, Ordering::SeqCst);
+                })
+                .build()
+                .unwrap();
+            let calls = Arc::new(AtomicU32::new(0));
+            let counter = Arc::clone(&calls);
+            let svc = tower::service_fn(move |_req: Request<String>| {
+                let n = counter.fetch_add(1, Ordering::SeqCst);
+                async move {
+                    tokio::time::sleep(ms(wait)).await;
+                    if n < 2 {
+                        Err(io::Error::from(ErrorKind::ConnectionReset))
+                    } else {
+                        Ok(status(StatusCode::OK))
+                    }
+                }
+            });
+            async fn send<S>(client: S) -> io::Result<Resp>
+            where
+                S: Service<Request<String>, Response = Resp, Error = io::Error>,
+            {
+                let request = client.oneshot(Request::new("ping".to_owned()));
+                tokio::time::timeout(secs(60), request)
+                    .await
+                    .expect("the request ended")
+            }
+            let start = Instant::now();
+            let r = if from_static {
+                let leaked = Box::leak(Box::new(policy));
+                send(RobustLayer::from_static(&*leaked).layer(svc)).await
+            } else {
+                send(RobustLayer::new(policy).layer(svc)).await
+            };
+            assert_eq!(r.unwrap().status(), StatusCode::OK, "wait {wait} ms");
+            assert_eq!(calls.load(Ordering::SeqCst), 3);
+            assert_eq!(errors.load(Ordering::SeqCst), 2);
+            assert_eq!(successes.load(Ordering::SeqCst), 1);
+            // Three attempts of `wait` each, two backoffs of 100 ms.
+            assert_eq!(start.elapsed(), ms(3 * wait + 200), "wait {wait} ms");
+        }
+    }
+}
