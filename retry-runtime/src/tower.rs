@@ -1153,8 +1153,8 @@ where
                             call.success::<S::Response, S::Error>();
                             return Poll::Ready(r);
                         }
-                        let late = this.timer.as_ref().is_some_and(|t| t.is_elapsed());
-                        return self.poll_loop(cx, Some((r, late, false)));
+                        // (Not timed out: such a policy arms no timer.)
+                        return self.poll_loop(cx, Some((r, false, false)));
                     }
                 }
             }
