@@ -18,7 +18,7 @@ GROUPS = [
     ("tower_layer_timeout", "http request, 2 s timeout"),
     ("tower_layer_u32", "u32 request, no timeout"),
 ]
-VARIANTS = ["bare", "robust", "tower_retry", "resilience"]
+VARIANTS = ["bare", "robust", "robust_static", "tower_retry", "resilience"]
 
 
 def ns(group, name):
@@ -28,21 +28,23 @@ def ns(group, name):
 
 
 def main():
-    print("| request, timeout | bare | robust | tower retry | tower-resilience "
-          "| robust / tower | robust / resilience | layer cost: robust / tower "
-          "| layer cost: robust / resilience |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| request, timeout | bare | robust | robust (static) | tower retry | tower-resilience "
+          "| robust / tower | robust / resilience | static / tower | static / resilience "
+          "| layer cost: robust / tower | layer cost: static / tower |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for group, label in GROUPS:
         try:
             t = {v: ns(group, v) for v in VARIANTS}
         except FileNotFoundError as e:
             sys.exit(f"missing {e.filename}: run `cargo bench -p robust-bench --bench tower_layer`")
         cost = {v: t[v] - t["bare"] for v in VARIANTS}
-        print(f"| {label} | {t['bare']:.1f} | {t['robust']:.1f} | {t['tower_retry']:.1f} | "
-              f"{t['resilience']:.1f} | {t['robust'] / t['tower_retry']:.2f} | "
-              f"{t['robust'] / t['resilience']:.2f} | "
+        print(f"| {label} | {t['bare']:.1f} | {t['robust']:.1f} | {t['robust_static']:.1f} | "
+              f"{t['tower_retry']:.1f} | {t['resilience']:.1f} | "
+              f"{t['robust'] / t['tower_retry']:.2f} | {t['robust'] / t['resilience']:.2f} | "
+              f"{t['robust_static'] / t['tower_retry']:.2f} | "
+              f"{t['robust_static'] / t['resilience']:.2f} | "
               f"{cost['robust'] / cost['tower_retry']:.2f} | "
-              f"{cost['robust'] / cost['resilience']:.2f} |")
+              f"{cost['robust_static'] / cost['tower_retry']:.2f} |")
 
 
 main()
