@@ -221,40 +221,55 @@ fn to(host: &str) -> http::Request<String> {
         .unwrap()
 }
 
+/// Through `RobustLayer::new` and, on other hosts, `RobustLayer::from_static` (the policy held
+/// by a `&'static` reference).
 #[tokio::test(start_paused = true)]
 async fn the_layer_gives_each_request_the_breaker_of_its_host() {
-    use std::sync::atomic::Ordering;
-    use tower::{Layer, ServiceExt};
+    use tower::Layer;
 
-    let policy = retry_runtime::Policy::builder()
-        .retries(1)
-        .backoff(retry_runtime::NoBackoff)
-        .build()
-        .unwrap();
+    let policy = || {
+        retry_runtime::Policy::builder()
+            .retries(1)
+            .backoff(retry_runtime::NoBackoff)
+            .build()
+            .unwrap()
+    };
     let (svc, calls) = hosts(Duration::ZERO);
-    let client = retry_runtime::tower::RobustLayer::new(policy)
+    let client = retry_runtime::tower::RobustLayer::new(policy())
         .breaker_per(&*HOST_BREAKERS, host)
         .layer(svc);
+    breaker_of_its_host(client, &calls, "down.example", "up.example").await;
+    let (svc, calls) = hosts(Duration::ZERO);
+    let leaked = Box::leak(Box::new(policy()));
+    let client = retry_runtime::tower::RobustLayer::from_static(&*leaked)
+        .breaker_per(&*HOST_BREAKERS, host)
+        .layer(svc);
+    breaker_of_its_host(client, &calls, "down2.example", "up2.example").await;
+}
+
+async fn breaker_of_its_host<S>(
+    client: S,
+    calls: &std::sync::atomic::AtomicU32,
+    down: &str,
+    up: &str,
+) where
+    S: tower::Service<http::Request<String>, Response = http::Response<String>, Error = io::Error>
+        + Clone,
+{
+    use std::sync::atomic::Ordering;
+    use tower::ServiceExt;
+
     let get = |host: &str| client.clone().oneshot(to(host));
-    assert!(get("down.example").await.is_err());
+    assert!(get(down).await.is_err());
     assert_eq!(calls.load(Ordering::SeqCst), 2);
-    assert_eq!(
-        HOST_BREAKERS.get("down.example").state(),
-        BreakerState::Open
-    );
+    assert_eq!(HOST_BREAKERS.get(down).state(), BreakerState::Open);
     // The failing host is cut off: E::from(Open), no call made.
-    assert_eq!(
-        get("down.example").await.unwrap_err().kind(),
-        ErrorKind::Other
-    );
+    assert_eq!(get(down).await.unwrap_err().kind(), ErrorKind::Other);
     assert_eq!(calls.load(Ordering::SeqCst), 2);
     // Another host is served, through its own (closed) breaker.
-    assert!(get("up.example").await.is_ok());
+    assert!(get(up).await.is_ok());
     assert_eq!(calls.load(Ordering::SeqCst), 3);
-    assert_eq!(
-        HOST_BREAKERS.get("up.example").state(),
-        BreakerState::Closed
-    );
+    assert_eq!(HOST_BREAKERS.get(up).state(), BreakerState::Closed);
 }
 
 static TENANT_BUDGETS: LazyLock<KeyedBudget<String>> = LazyLock::new(|| {

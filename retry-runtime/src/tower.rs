@@ -569,8 +569,9 @@ pub struct PerKey<Br = (), Bu = ()> {
 /// The timeout setting of a policy [`RobustLayer::new`] takes: one that does not hedge. A hedged
 /// policy runs rounds of attempts, which [`RobustLayer::hedged`]'s layer does.
 #[diagnostic::on_unimplemented(
-    message = "a hedged policy needs a hedging layer: `RobustLayer::hedged(policy)` instead of `RobustLayer::new(policy)`",
-    label = "this policy hedges (its timeout setting is `{Self}`)"
+    message = "a hedged policy needs a hedging layer: `RobustLayer::hedged(policy)` instead of `RobustLayer::new(policy)` or `RobustLayer::from_static(policy)`",
+    label = "this policy hedges (its timeout setting is `{Self}`)",
+    note = "the hedging layer takes the policy by value (it keeps it in an `Arc`)"
 )]
 pub trait Unhedged {}
 impl Unhedged for crate::timeout::NoTimeout {}
