@@ -444,3 +444,86 @@ mod guards {
         });
     }
 }
+
+/// `RobustLayer`'s response future (feature `tower`), held by an `Arc` or a `&'static`
+/// reference: a success allocates nothing, with or without a timeout (a timed policy keeps its
+/// timer in the future); a request retried twice allocates once per backoff sleep, and nothing
+/// else.
+#[test]
+fn tower_layer_allocations() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    use retry_runtime::tower::RobustLayer;
+    use tower::{Layer, Service, ServiceExt};
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    let untimed = || {
+        Policy::builder()
+            .retries(3)
+            .backoff(retry_runtime::Constant::new(Duration::from_millis(5)))
+            .build()
+            .unwrap()
+    };
+    let timed = || {
+        Policy::builder()
+            .retries(3)
+            .backoff(retry_runtime::Constant::new(Duration::from_millis(5)))
+            .timeout(Duration::from_secs(2))
+            .build()
+            .unwrap()
+    };
+    // A service whose calls fail while `failing` is above zero (counting it down).
+    let failing = Arc::new(AtomicU32::new(0));
+    let left = Arc::clone(&failing);
+    let svc = tower::service_fn(move |n: u32| {
+        let fail = left
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |f| f.checked_sub(1))
+            .is_ok();
+        std::future::ready(if fail {
+            Err(io::Error::from(ErrorKind::ConnectionReset))
+        } else {
+            Ok(n)
+        })
+    });
+    /// The allocations of a request through `client` whose first `fails` attempts fail.
+    async fn measured<S>(client: &mut S, failing: &AtomicU32, fails: u32) -> usize
+    where
+        S: Service<u32, Response = u32, Error = io::Error>,
+    {
+        // Warm-up: tokio's timer wheel and the thread's random generator.
+        failing.store(1, Ordering::SeqCst);
+        client.ready().await.unwrap().call(1).await.unwrap();
+        failing.store(fails, Ordering::SeqCst);
+        let before = counting_alloc::allocated();
+        let r = client.ready().await.unwrap().call(7).await;
+        let n = counting_alloc::allocated() - before;
+        assert_eq!(r.unwrap(), 7);
+        n
+    }
+    rt.block_on(async {
+        let mut shared_untimed = RobustLayer::new(untimed()).layer(svc.clone());
+        let mut shared_timed = RobustLayer::new(timed()).layer(svc.clone());
+        let mut static_untimed =
+            RobustLayer::from_static(Box::leak(Box::new(untimed()))).layer(svc.clone());
+        let mut static_timed =
+            RobustLayer::from_static(Box::leak(Box::new(timed()))).layer(svc.clone());
+        for fails in [0, 2] {
+            let sleeps = fails as usize;
+            let counts = [
+                measured(&mut shared_untimed, &failing, fails).await,
+                measured(&mut shared_timed, &failing, fails).await,
+                measured(&mut static_untimed, &failing, fails).await,
+                measured(&mut static_timed, &failing, fails).await,
+            ];
+            assert_eq!(
+                counts, [sleeps; 4],
+                "{fails} failures: Arc, Arc timed, static, static timed"
+            );
+        }
+    });
+}

@@ -543,6 +543,8 @@ pub trait Guards<Req, P, R, E> {
     type Env: crate::time::Env + AsyncSleep + Clone + Send + Sync + 'static;
     /// The policy's concurrency limit.
     type Limit: crate::guard::Limit;
+    /// Where a request's future keeps its attempts' timer ([`TimerOf`]).
+    type Timer: TimerSlot;
     /// Whether the policy hedges ([`RobustLayer::hedged`] runs such a policy).
     const HEDGED: bool;
     /// The policy a request runs under, with the chosen guards.
@@ -799,10 +801,12 @@ where
     Bu: Pick<Req>,
     Br::Chosen: BreakerChoice<P, E>,
     Bu::Chosen: BudgetChoice<P>,
+    P::Timeout: TimerOf,
 {
     type Chosen = (Br::Chosen, Bu::Chosen);
     type Env = P::Env;
     type Limit = P::Limit;
+    type Timer = <P::Timeout as TimerOf>::Slot;
     const HEDGED: bool = <P::Timeout as AttemptTimeout>::HEDGED;
     type View<'a>
         = Guarded<'a, P, E, Br::Chosen, Bu::Chosen>
@@ -1014,7 +1018,7 @@ where
                 attempt: Some(attempt),
                 wait: None,
                 slot: None,
-                timer: None,
+                timer: Default::default(),
                 backoff: None,
                 started: None,
             };
@@ -1030,7 +1034,7 @@ where
             attempt: None,
             wait: None,
             slot: None,
-            timer: None,
+            timer: Default::default(),
             backoff: None,
             started: None,
         }
@@ -1059,9 +1063,10 @@ enum Phase {
 
 pin_project_lite::pin_project! {
     /// The future of a [`Robust`] service's response: the retry loop of one request. It
-    /// allocates only for a timer: once per call whose policy has a timeout or deadline, or
-    /// that makes a retry wait for a slot of its concurrency limit with a `max_delay` to end
-    /// the wait; and for each backoff's sleep.
+    /// allocates for each backoff's sleep, and for a timer only when its policy has no
+    /// timeout (nor deadline) and a retry waits for a slot of its concurrency limit with a
+    /// `max_delay` to end the wait, once per call; a policy with a timeout keeps its timer in
+    /// the future.
     pub struct ResponseFuture<S: Service<Req>, P, Req, G: Guards<Req, P, S::Response, S::Error>, H: PolicyHandle<P> = Arc<P>> {
         policy: H,
         _policy: PhantomData<fn() -> P>,
@@ -1079,9 +1084,11 @@ pin_project_lite::pin_project! {
         #[pin]
         wait: Option<<G::Limit as crate::guard::Limit>::Wait>,
         slot: Option<<G::Limit as crate::guard::Limit>::Slot>,
-        // The attempt's timer, made the first time an attempt has a limit and reset after
-        // (boxed: a policy without a timeout keeps the future small).
-        timer: Option<Pin<Box<tokio::time::Sleep>>>,
+        // The attempt's timer, made the first time an attempt has a limit and reset after: in
+        // the future when the policy has a timeout, boxed when it has none (its future stays
+        // small; only a retry waiting for a slot of its concurrency limit makes one).
+        #[pin]
+        timer: G::Timer,
         backoff: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
         // When the attempt started, for an adaptive timeout, which learns from latencies.
         started: Option<std::time::Instant>,
@@ -1147,7 +1154,7 @@ where
             if let Some(attempt) = this.attempt.as_mut().as_pin_mut() {
                 match attempt.poll(cx) {
                     // (Such a policy arms no timer: nothing else to poll.)
-                    Poll::Pending if this.timer.is_none() => return Poll::Pending,
+                    Poll::Pending if !this.timer.is_armed() => return Poll::Pending,
                     Poll::Pending => {}
                     Poll::Ready(r) => {
                         this.attempt.set(None);
@@ -1269,7 +1276,7 @@ where
                     this.wait
                         .set(Some(crate::guard::Limit::wait(policy.limit())));
                     if let Some(left) = left {
-                        arm_in(this.timer, left);
+                        this.timer.as_mut().arm_in(left);
                     }
                     to!(Phase::Queued {
                         timed: left.is_some(),
@@ -1287,8 +1294,10 @@ where
                         // the deadline cuts an attempt), or its rule's `max_delay` was spent
                         // (it ends with `E::from(Rejected)`); the attempt's breaker permit is
                         // given back.
-                        let ended = fired(this.timer, cx)
-                            .then(|| crate::call::start_missed(&mut resumed(this.state, policy)));
+                        let ended =
+                            this.timer.as_mut().fired(cx).then(|| {
+                                crate::call::start_missed(&mut resumed(this.state, policy))
+                            });
                         match ended {
                             Some(Some(e)) => {
                                 this.wait.set(None);
@@ -1349,10 +1358,10 @@ where
                     break Poll::Ready(crate::call::finish(policy, Err(e)));
                 }
                 match limit {
-                    Some(limit) => arm_in(this.timer, limit),
+                    Some(limit) => this.timer.as_mut().arm_in(limit),
                     // (A timer armed for a retry's wait for a slot, bounded by its `max_delay`,
                     // does not time an attempt that has no limit.)
-                    None => *this.timer = None,
+                    None => this.timer.as_mut().clear(),
                 }
                 to!(Phase::Ready);
             }
@@ -1362,7 +1371,7 @@ where
                 match this.inner.poll_ready(cx) {
                     // (An attempt whose time is already over, a deadline passed, is not sent:
                     // below.)
-                    Poll::Ready(Ok(())) if !this.timer.as_ref().is_some_and(|t| t.is_elapsed()) => {
+                    Poll::Ready(Ok(())) if !this.timer.is_elapsed() => {
                         // A copy is sent and the request kept for the next attempt; a request
                         // that cannot be copied is sent itself, once: its only attempt.
                         let copy = match this.request.as_ref() {
@@ -1396,7 +1405,11 @@ where
                     }
                     // Not ready yet, or ready when the attempt's time was already over.
                     Poll::Ready(Ok(())) | Poll::Pending => {
-                        match expired::<_, S::Response, S::Error>(policy, this.timer, cx) {
+                        match expired::<_, S::Response, S::Error, _>(
+                            policy,
+                            this.timer.as_mut(),
+                            cx,
+                        ) {
                             Some(e) => {
                                 // What the service reserved, or the readiness wait the attempt
                                 // gave up (a queued permit of an inner `ConcurrencyLimit`,
@@ -1441,12 +1454,15 @@ where
                         }
                         // An error returned when the attempt's time is up counts as a
                         // timeout, as in `call_async`.
-                        let late =
-                            r.is_err() && this.timer.as_ref().is_some_and(|t| t.is_elapsed());
+                        let late = r.is_err() && this.timer.is_elapsed();
                         outcome = Some((r, late, single));
                     }
                     Poll::Pending => {
-                        match expired::<_, S::Response, S::Error>(policy, this.timer, cx) {
+                        match expired::<_, S::Response, S::Error, _>(
+                            policy,
+                            this.timer.as_mut(),
+                            cx,
+                        ) {
                             Some(e) => {
                                 // Dropping the attempt's future cancels it.
                                 this.attempt.set(None);
@@ -1513,14 +1529,132 @@ fn resumed<'p, P: PolicyCore>(
     Call::resume(policy, state_of(state, policy))
 }
 
-/// Sets the future's timer to fire `after` from now: made the first time, reset after.
-fn arm_in(timer: &mut Option<Pin<Box<tokio::time::Sleep>>>, after: std::time::Duration) {
-    let deadline = crate::timeout::deadline_in(after);
-    match timer.as_mut() {
-        Some(timer) => timer.as_mut().reset(deadline),
-        None => *timer = Some(Box::pin(tokio::time::sleep_until(deadline))),
+/// Where a request's future keeps the timer of its attempts: in the future
+/// ([`InlineTimer`]) or boxed ([`BoxedTimer`]), by the policy's timeout setting ([`TimerOf`]).
+#[doc(hidden)]
+pub trait TimerSlot: Default {
+    /// Sets the timer to fire `after` from now: made the first time, reset after.
+    fn arm_in(self: Pin<&mut Self>, after: std::time::Duration);
+    /// No timer (an attempt without a limit).
+    fn clear(self: Pin<&mut Self>);
+    /// Whether there is a timer and it has fired (registering `cx` if not).
+    fn fired(self: Pin<&mut Self>, cx: &mut Context<'_>) -> bool;
+    /// Whether there is a timer and its deadline has passed.
+    fn is_elapsed(&self) -> bool;
+    /// Whether there is a timer.
+    fn is_armed(&self) -> bool;
+}
+
+pin_project_lite::pin_project! {
+    /// A timer kept in the request's future: the slot of a policy with a timeout or a
+    /// deadline, which arms one for every request (without an allocation).
+    #[doc(hidden)]
+    #[derive(Debug, Default)]
+    pub struct InlineTimer {
+        #[pin]
+        sleep: Option<tokio::time::Sleep>,
     }
 }
+
+impl TimerSlot for InlineTimer {
+    #[inline]
+    fn arm_in(self: Pin<&mut Self>, after: std::time::Duration) {
+        let deadline = crate::timeout::deadline_in(after);
+        let mut sleep = self.project().sleep;
+        match sleep.as_mut().as_pin_mut() {
+            Some(timer) => timer.reset(deadline),
+            None => sleep.set(Some(tokio::time::sleep_until(deadline))),
+        }
+    }
+    #[inline]
+    fn clear(self: Pin<&mut Self>) {
+        self.project().sleep.set(None);
+    }
+    #[inline]
+    fn fired(self: Pin<&mut Self>, cx: &mut Context<'_>) -> bool {
+        self.project()
+            .sleep
+            .as_pin_mut()
+            .is_some_and(|t| t.poll(cx).is_ready())
+    }
+    #[inline]
+    fn is_elapsed(&self) -> bool {
+        self.sleep.as_ref().is_some_and(|t| t.is_elapsed())
+    }
+    #[inline]
+    fn is_armed(&self) -> bool {
+        self.sleep.is_some()
+    }
+}
+
+/// A boxed timer: the slot of a policy without a timeout, whose requests make one only for a
+/// retry that waits for a slot of the concurrency limit with a `max_delay` to end the wait
+/// (its future stays smaller by the size of a `tokio::time::Sleep`).
+#[doc(hidden)]
+#[derive(Debug, Default)]
+pub struct BoxedTimer(Option<Pin<Box<tokio::time::Sleep>>>);
+
+impl TimerSlot for BoxedTimer {
+    #[inline]
+    fn arm_in(self: Pin<&mut Self>, after: std::time::Duration) {
+        let deadline = crate::timeout::deadline_in(after);
+        let timer = &mut self.get_mut().0;
+        match timer.as_mut() {
+            Some(timer) => timer.as_mut().reset(deadline),
+            None => *timer = Some(Box::pin(tokio::time::sleep_until(deadline))),
+        }
+    }
+    #[inline]
+    fn clear(self: Pin<&mut Self>) {
+        self.get_mut().0 = None;
+    }
+    #[inline]
+    fn fired(self: Pin<&mut Self>, cx: &mut Context<'_>) -> bool {
+        self.get_mut()
+            .0
+            .as_mut()
+            .is_some_and(|t| t.as_mut().poll(cx).is_ready())
+    }
+    #[inline]
+    fn is_elapsed(&self) -> bool {
+        self.0.as_ref().is_some_and(|t| t.is_elapsed())
+    }
+    #[inline]
+    fn is_armed(&self) -> bool {
+        self.0.is_some()
+    }
+}
+
+/// The timer slot ([`TimerSlot`]) of a timeout setting: [`BoxedTimer`] for
+/// [`NoTimeout`](crate::timeout::NoTimeout), [`InlineTimer`] for every setting that can limit
+/// an attempt.
+#[doc(hidden)]
+pub trait TimerOf {
+    /// The slot.
+    type Slot: TimerSlot;
+}
+
+impl TimerOf for crate::timeout::NoTimeout {
+    type Slot = BoxedTimer;
+}
+
+macro_rules! inline_timers {
+    ($({$($g:tt)*} $t:ty;)*) => {$(
+        impl<$($g)*> TimerOf for $t {
+            type Slot = InlineTimer;
+        }
+    )*};
+}
+inline_timers!(
+    {} crate::timeout::PerAttempt;
+    {} crate::timeout::Adaptive<'_>;
+    {} crate::policy::dynamic::DynTimeout;
+    {T} crate::timeout::WithDeadline<T>;
+    {T, E} crate::timeout::AsyncDeadline<T, E>;
+    {E} crate::timeout::AsyncLimit<E>;
+    {T, E} crate::timeout::ElapsedAs<T, E>;
+    {T} crate::hedge::Hedged<'_, T>;
+);
 
 /// An attempt is over with `result`: its slot of the concurrency limit is freed, its latency
 /// measured (for an adaptive timeout, from `started`), and its call resumed from `state`,
@@ -1557,26 +1691,15 @@ fn cannot_copy<Req: RetryRequest>(request: &Option<Req>) -> bool {
 }
 
 /// The error of an attempt whose timer fired, if it did (and the attempt has a limit).
-fn expired<P, R, E>(
-    policy: &P,
-    timer: &mut Option<Pin<Box<tokio::time::Sleep>>>,
-    cx: &mut Context<'_>,
-) -> Option<E>
+fn expired<P, R, E, T: TimerSlot>(policy: &P, timer: Pin<&mut T>, cx: &mut Context<'_>) -> Option<E>
 where
     P: AsyncRetryPolicy<R, E>,
 {
-    if fired(timer, cx) {
+    if timer.fired(cx) {
         crate::timeout::AsyncTimeout::elapsed(policy.timeout_setting(), crate::Elapsed::new())
     } else {
         None
     }
-}
-
-/// Whether the future's timer, if it has one, has fired.
-fn fired(timer: &mut Option<Pin<Box<tokio::time::Sleep>>>, cx: &mut Context<'_>) -> bool {
-    timer
-        .as_mut()
-        .is_some_and(|t| t.as_mut().poll(cx).is_ready())
 }
 
 #[cfg(test)]
