@@ -298,12 +298,14 @@ fn simulations() -> (Outcome, Outcome) {
     let policies: Vec<_> = local.iter().map(|(b, br)| policy(b, br)).collect();
     let per_process = simulate(&time, &policies, &[]);
 
+    // The fleets read the simulation's clock, as its policies do: whether a fleet's view is
+    // fresh is judged on it, not on the real time the simulation takes.
+    let time = VirtualTime::new();
     let store = MemoryStore::new();
     let fleets: Vec<Fleet> = (0..CLIENTS)
-        .map(|_| Fleet::manual(&store, one.options()).expect("valid"))
+        .map(|_| Fleet::manual_on(&store, one.options(), time.clone()).expect("valid"))
         .collect();
     let guards: Vec<(SharedBreaker, SharedBudget)> = fleets.iter().map(|f| one.shared(f)).collect();
-    let time = VirtualTime::new();
     let policy = |b, br| client_policy!(one, b, br, env = time.clone());
     let policies: Vec<_> = guards.iter().map(|(br, b)| policy(b, br)).collect();
     let shared = simulate(&time, &policies, &fleets);

@@ -1734,7 +1734,9 @@ async fn a_request_sent_once_waits_for_a_slot_without_the_inner_permit() {
 /// answered at once and after a wait are both retried after their backoff, and the success
 /// after them returned, through both handles of the policy; `on_error` sees each failure and
 /// `on_success` the success. (A failure lost there would leave the request pending: the test's
-/// own timeout would end it.)
+/// own timeout would end it.) That `poll` sees an attempt's answer when the attempt was
+/// pending at an earlier poll (`wait` 10 ms), or when `call` sent the first attempt (not with
+/// the `tracing` feature, whose events need the call's start).
 #[tokio::test(start_paused = true)]
 async fn failures_of_an_unguarded_policy_are_retried_whether_answered_at_once_or_later() {
     for wait in [0, 10] {

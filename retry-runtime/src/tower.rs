@@ -373,7 +373,7 @@ impl<P: 'static> RobustLayer<P, PerKey, &'static P> {
     /// ```
     /// use std::sync::LazyLock;
     /// use retry_runtime::tower::RobustLayer;
-    /// use retry_runtime::{ConfigError, Policy};
+    /// use retry_runtime::Policy;
     /// use tower::ServiceExt;
     /// use tower_layer::Layer;
     /// use tower_service::Service;
@@ -1064,9 +1064,10 @@ enum Phase {
 pin_project_lite::pin_project! {
     /// The future of a [`Robust`] service's response: the retry loop of one request. It
     /// allocates for each backoff's sleep, and for a timer only when its policy has no
-    /// timeout (nor deadline) and a retry waits for a slot of its concurrency limit with a
-    /// `max_delay` to end the wait, once per call; a policy with a timeout keeps its timer in
-    /// the future.
+    /// timeout (nor deadline): once for each retry that waits for a slot of its concurrency
+    /// limit with a `max_delay` to end the wait. A policy with a timeout keeps its timer in
+    /// the future, which is then not `Unpin` (as tower's `Timeout`'s): pin it (`Box::pin`,
+    /// `std::pin::pin!`) to poll it by reference.
     pub struct ResponseFuture<S: Service<Req>, P, Req, G: Guards<Req, P, S::Response, S::Error>, H: PolicyHandle<P> = Arc<P>> {
         policy: H,
         _policy: PhantomData<fn() -> P>,
@@ -1546,8 +1547,9 @@ pub trait TimerSlot: Default {
 }
 
 pin_project_lite::pin_project! {
-    /// A timer kept in the request's future: the slot of a policy with a timeout or a
-    /// deadline, which arms one for every request (without an allocation).
+    /// A timer kept in the request's future (no allocation): the slot of a policy whose
+    /// timeout setting can limit an attempt (a timeout, a deadline, a `DynTimeout`), armed
+    /// for each attempt that has a limit.
     #[doc(hidden)]
     #[derive(Debug, Default)]
     pub struct InlineTimer {

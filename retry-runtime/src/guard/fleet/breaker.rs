@@ -375,7 +375,7 @@ impl SharedBreaker {
     /// The state that decides now: the fleet's while its view is fresh (its closed state
     /// reads as the local breaker's), the local breaker's otherwise.
     pub fn state(&self) -> BreakerState {
-        if !self.cell.live(Instant::now()) {
+        if !self.cell.live(self.cell.fleet.now()) {
             return self.cell.local.state();
         }
         match self.cell.state.load(Ordering::Acquire) {

@@ -177,7 +177,7 @@ impl BudgetCell {
 
     #[inline]
     fn deposit(&self) {
-        if self.live(Instant::now()) {
+        if self.live(self.fleet.now()) {
             if self.earn > 0 {
                 self.deposits.fetch_add(1, Ordering::Relaxed);
             }
@@ -188,7 +188,7 @@ impl BudgetCell {
 
     #[inline]
     fn try_withdraw(&self) -> bool {
-        if !self.live(Instant::now()) {
+        if !self.live(self.fleet.now()) {
             return self.fallback.try_withdraw();
         }
         self.active.store(true, Ordering::Relaxed);

@@ -301,6 +301,10 @@ const FALLBACK: u8 = 2;
 /// What a fleet's guards share with its sync thread.
 pub(crate) struct FleetShared {
     epoch: Instant,
+    /// The clock the guards read to know whether the fleet's view is fresh when they are given
+    /// no instant (a budget's `deposit` and `try_withdraw`, a breaker's `state`): the
+    /// system's, or the one a [`Fleet::manual_on`] fleet was given.
+    clock: Option<Arc<dyn crate::time::Clock + Send + Sync>>,
     /// Until when (ms since `epoch`) the fleet's view is trusted (each guard keeps its own
     /// copy, which a failure of its key alone resets).
     valid_until: AtomicU64,
@@ -336,6 +340,15 @@ impl fmt::Debug for FleetShared {
 }
 
 impl FleetShared {
+    /// The current instant on the fleet's clock.
+    #[inline]
+    pub(crate) fn now(&self) -> Instant {
+        match &self.clock {
+            None => Instant::now(),
+            Some(clock) => clock.now(),
+        }
+    }
+
     /// `t` in ms since the fleet's epoch.
     #[inline]
     pub(crate) fn ms(&self, t: Instant) -> u64 {
@@ -484,10 +497,14 @@ impl fmt::Debug for Fleet {
 }
 
 impl Fleet {
-    fn shared(options: FleetOptions) -> Result<Arc<FleetShared>, ConfigError> {
+    fn shared(
+        options: FleetOptions,
+        clock: Option<Arc<dyn crate::time::Clock + Send + Sync>>,
+    ) -> Result<Arc<FleetShared>, ConfigError> {
         options.validate()?;
         Ok(Arc::new(FleetShared {
-            epoch: Instant::now(),
+            epoch: clock.as_ref().map_or_else(Instant::now, |c| c.now()),
+            clock,
             valid_until: AtomicU64::new(0),
             status: AtomicU8::new(CONNECTING),
             fallbacks: AtomicU64::new(0),
@@ -508,7 +525,7 @@ impl Fleet {
     pub fn connect(url: &str, options: FleetOptions) -> Result<Fleet, ConfigError> {
         let client = redis::Client::open(url)
             .map_err(|_| ConfigError::new("url", "must be a redis:// URL"))?;
-        let shared = Self::shared(options)?;
+        let shared = Self::shared(options, None)?;
         let timeout = shared.options.timeout;
         spawn(&shared, RedisBackend::new(client, timeout))?;
         Ok(Fleet {
@@ -520,7 +537,7 @@ impl Fleet {
     /// A fleet on a [`MemoryStore`], synced by a background thread as with Redis: the fleet of
     /// a test or a simulation whose instances are in one process, or where no Redis runs.
     pub fn in_memory(store: &MemoryStore, options: FleetOptions) -> Result<Fleet, ConfigError> {
-        let shared = Self::shared(options)?;
+        let shared = Self::shared(options, None)?;
         spawn(&shared, MemoryBackend(store.clone()))?;
         Ok(Fleet {
             shared,
@@ -529,10 +546,55 @@ impl Fleet {
     }
 
     /// A fleet on a [`MemoryStore`] with no thread: each [`sync`](Self::sync) is one round,
-    /// at the time it is given (deterministic simulations on a virtual clock).
+    /// at the time it is given. Its guards read the system's clock to know whether the fleet's
+    /// view is still fresh when they are given no instant (a budget's `deposit` and
+    /// `try_withdraw`, a breaker's `state`): a simulation whose instants come from another
+    /// clock uses [`manual_on`](Self::manual_on).
     pub fn manual(store: &MemoryStore, options: FleetOptions) -> Result<Fleet, ConfigError> {
         Ok(Fleet {
-            shared: Self::shared(options)?,
+            shared: Self::shared(options, None)?,
+            manual: Some(Mutex::new(MemoryBackend(store.clone()))),
+        })
+    }
+
+    /// A [`manual`](Self::manual) fleet whose guards read `clock` (a
+    /// [`VirtualTime`](crate::time::VirtualTime)) wherever they would read the system's: a
+    /// deterministic simulation, whose syncs are given instants of that clock. (With
+    /// [`manual`](Self::manual), such a simulation would judge the freshness of its fleet's
+    /// view against the real time that passed while it ran.)
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use retry_runtime::guard::fleet::{Fleet, FleetOptions, MemoryStore};
+    /// use retry_runtime::time::{Clock, VirtualTime};
+    /// use retry_runtime::RetryBudget;
+    ///
+    /// let time = VirtualTime::new();
+    /// let fleet = Fleet::manual_on(&MemoryStore::new(), FleetOptions::new(), time.clone())?;
+    /// let budget = fleet.budget(
+    ///     "retries",
+    ///     RetryBudget::new(10.0, 0.0, 1.0)?, // the fleet's bucket
+    ///     RetryBudget::new(3.0, 0.0, 1.0)?,  // this instance's, while the fleet is not followed
+    /// )?;
+    /// assert!(fleet.sync(time.now()));
+    /// assert!(!budget.try_withdraw()); // no lease yet: the next round asks for one
+    /// time.advance(Duration::from_millis(200));
+    /// assert!(fleet.sync(time.now()));
+    /// assert!(budget.try_withdraw()); // paid from the lease
+    /// assert_eq!(budget.fallback().tokens(), 3.0);
+    /// // No sync for a minute of the virtual clock: the fallback budget pays.
+    /// time.advance(Duration::from_secs(60));
+    /// assert!(budget.try_withdraw());
+    /// assert_eq!(budget.fallback().tokens(), 2.0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn manual_on(
+        store: &MemoryStore,
+        options: FleetOptions,
+        clock: impl crate::time::Clock + Send + Sync + 'static,
+    ) -> Result<Fleet, ConfigError> {
+        Ok(Fleet {
+            shared: Self::shared(options, Some(Arc::new(clock)))?,
             manual: Some(Mutex::new(MemoryBackend(store.clone()))),
         })
     }
