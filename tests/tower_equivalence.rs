@@ -1,0 +1,336 @@
+//! `RobustLayer` retries a service as `call_async` retries the same calls: generated scripts
+//! (each attempt answers after a delay with a success, an error every rule retries, or one only
+//! `AnyError` retries) under generated policies (retries, a constant backoff, a timeout or none,
+//! `on = [AnyError]` or a reset only, a circuit breaker or none, a deadline or none), run on
+//! tokio's paused clock through `RobustLayer::new`, `RobustLayer::from_static` and `call_async`,
+//! give the same result, the same number of calls and the same elapsed time. The layer's paths
+//! differ by the policy (the first attempt sent from `call` and a success looked at first by
+//! `poll` without a guard or timeout, the loop with its timer kept in the future with one, the
+//! breaker's admission and permits); the loop of `call_async` is the reference. Each of the
+//! three runs has its own breaker. A policy with a breaker or a deadline runs as a
+//! `DynPolicy` (one type for the combinations), which takes the loop's path.
+
+use std::io::{self, ErrorKind};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use proptest::prelude::*;
+use proptest::strategy::ValueTree;
+use retry_runtime::kind::{AnyError, ClassifyExt, Io, Timeout};
+use retry_runtime::policy::PolicyCore;
+use retry_runtime::tower::{Guards, PerKey, RobustLayer, Unhedged};
+use retry_runtime::{AsyncRetryPolicy, CircuitBreaker, Constant, DynPolicy, NoJitter, Policy};
+use tower::util::BoxCloneSyncService;
+use tower::{Layer, ServiceExt};
+
+/// What an attempt answers.
+#[derive(Debug, Clone, Copy)]
+enum Answer {
+    Ok,
+    /// Retried by both `on` lists.
+    Reset,
+    /// Retried by `on = [AnyError]` only.
+    Denied,
+}
+
+/// An attempt: its answer, after `after_ms` (a multiple of 10 ms; the timeouts end in 5 ms,
+/// so that an answer never comes at the instant its attempt is cut).
+#[derive(Debug, Clone, Copy)]
+struct Step {
+    after_ms: u64,
+    answer: Answer,
+}
+
+/// A generated case.
+#[derive(Debug, Clone)]
+struct Case {
+    script: Vec<Step>,
+    retries: u32,
+    backoff_ms: u64,
+    timeout_ms: Option<u64>,
+    reset_only: bool,
+    /// A breaker over the last 4 attempts (at least 2) that opens at half of them failed,
+    /// for 50 ms, then lets one probe through.
+    breaker: bool,
+    deadline_ms: Option<u64>,
+}
+
+/// What a call gave: its result (an error by its kind), the calls the service saw, and the
+/// time it took.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Outcome {
+    result: Result<u32, ErrorKind>,
+    calls: u32,
+    elapsed: Duration,
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    (
+        0u64..=6,
+        prop_oneof![Just(Answer::Ok), Just(Answer::Reset), Just(Answer::Denied)],
+    )
+        .prop_map(|(tens, answer)| Step {
+            after_ms: tens * 10,
+            answer,
+        })
+}
+
+fn case() -> impl Strategy<Value = Case> {
+    (
+        prop::collection::vec(step(), 1..6),
+        // (At least one: a backoff beside `retries(0)` is a configuration error.)
+        1u32..4,
+        0u64..4,
+        prop::option::of(prop_oneof![Just(15u64), Just(35), Just(55)]),
+        any::<bool>(),
+        any::<bool>(),
+        // (Above every timeout: a timeout at or past the deadline is a configuration error.)
+        prop::option::of(prop_oneof![Just(65u64), Just(95)]),
+    )
+        .prop_map(
+            |(script, retries, backoff, timeout_ms, reset_only, breaker, deadline_ms)| Case {
+                script,
+                retries,
+                backoff_ms: backoff * 10,
+                timeout_ms,
+                reset_only,
+                breaker,
+                deadline_ms,
+            },
+        )
+}
+
+/// The answer of the service's call number `n` (the script's last step repeats).
+async fn answer(script: &[Step], n: usize, request: u32) -> io::Result<u32> {
+    let step = script[n.min(script.len() - 1)];
+    tokio::time::sleep(Duration::from_millis(step.after_ms)).await;
+    match step.answer {
+        Answer::Ok => Ok(request),
+        Answer::Reset => Err(ErrorKind::ConnectionReset.into()),
+        Answer::Denied => Err(ErrorKind::PermissionDenied.into()),
+    }
+}
+
+type Svc = BoxCloneSyncService<u32, u32, io::Error>;
+
+/// The scripted service, and the count of its calls.
+fn service(script: &[Step]) -> (Svc, Arc<AtomicU32>) {
+    let calls = Arc::new(AtomicU32::new(0));
+    let counter = Arc::clone(&calls);
+    let script: Arc<[Step]> = script.into();
+    let svc = tower::service_fn(move |request: u32| {
+        let n = counter.fetch_add(1, Ordering::SeqCst) as usize;
+        let script = Arc::clone(&script);
+        async move { answer(&script, n, request).await }
+    });
+    (BoxCloneSyncService::new(svc), calls)
+}
+
+async fn through_layer<L>(layer: L, script: &[Step]) -> Outcome
+where
+    L: Layer<Svc>,
+    L::Service: tower::Service<u32, Response = u32, Error = io::Error>,
+{
+    let (svc, calls) = service(script);
+    let start = tokio::time::Instant::now();
+    let result = layer.layer(svc).oneshot(7).await.map_err(|e| e.kind());
+    Outcome {
+        result,
+        calls: calls.load(Ordering::SeqCst),
+        elapsed: start.elapsed(),
+    }
+}
+
+async fn through_call_async<P: AsyncRetryPolicy<u32, io::Error>>(
+    policy: &P,
+    script: &[Step],
+) -> Outcome {
+    let calls = AtomicU32::new(0);
+    let start = tokio::time::Instant::now();
+    let result = policy
+        .call_async(|_| {
+            let n = calls.fetch_add(1, Ordering::SeqCst) as usize;
+            answer(script, n, 7)
+        })
+        .await
+        .map_err(|e| e.kind());
+    Outcome {
+        result,
+        calls: calls.load(Ordering::SeqCst),
+        elapsed: start.elapsed(),
+    }
+}
+
+/// The three outcomes on `script` of the policies `make` makes (one for each run, so that
+/// each has its own breaker): `call_async`, `RobustLayer::new`, `RobustLayer::from_static`.
+fn outcomes<P>(make: impl Fn() -> P, script: &[Step]) -> [Outcome; 3]
+where
+    P: AsyncRetryPolicy<u32, io::Error> + PolicyCore<Timeout: Unhedged> + 'static,
+    PerKey: Guards<u32, P, u32, io::Error>,
+{
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("a runtime");
+    rt.block_on(async {
+        let direct = through_call_async(&make(), script).await;
+        let shared = through_layer(RobustLayer::new(make()), script).await;
+        let leaked: &'static P = Box::leak(Box::new(make()));
+        let by_static = through_layer(RobustLayer::from_static(leaked), script).await;
+        [direct, shared, by_static]
+    })
+}
+
+/// A breaker of its own for one run (leaked: a policy borrows its breaker).
+fn breaker() -> &'static CircuitBreaker {
+    Box::leak(Box::new(
+        CircuitBreaker::new(4, 2, 0.5, Duration::from_millis(50), 1).expect("a valid breaker"),
+    ))
+}
+
+fn run(case: &Case) -> [Outcome; 3] {
+    let builder = || {
+        Policy::builder()
+            .retries(case.retries)
+            .backoff(Constant::new(Duration::from_millis(case.backoff_ms)))
+            .jitter(NoJitter)
+    };
+    let timeout = |t: u64| Duration::from_millis(t);
+    if case.breaker || case.deadline_ms.is_some() {
+        // The combinations, as one type.
+        let make = || -> DynPolicy<u32, io::Error> {
+            let deadline = Duration::from_millis(case.deadline_ms.unwrap_or(3_600_000));
+            match (case.timeout_ms, case.reset_only, case.breaker) {
+                (None, false, false) => {
+                    DynPolicy::new(builder().on(AnyError).deadline(deadline).build().unwrap())
+                }
+                (None, false, true) => DynPolicy::new(
+                    builder()
+                        .on(AnyError)
+                        .deadline(deadline)
+                        .breaker(breaker())
+                        .build()
+                        .unwrap(),
+                ),
+                (None, true, false) => DynPolicy::new(
+                    builder()
+                        .on(Timeout.or(Io::of([ErrorKind::ConnectionReset])))
+                        .deadline(deadline)
+                        .build()
+                        .unwrap(),
+                ),
+                (None, true, true) => DynPolicy::new(
+                    builder()
+                        .on(Timeout.or(Io::of([ErrorKind::ConnectionReset])))
+                        .deadline(deadline)
+                        .breaker(breaker())
+                        .build()
+                        .unwrap(),
+                ),
+                (Some(t), false, false) => DynPolicy::new(
+                    builder()
+                        .timeout(timeout(t))
+                        .on(AnyError)
+                        .deadline(deadline)
+                        .build()
+                        .unwrap(),
+                ),
+                (Some(t), false, true) => DynPolicy::new(
+                    builder()
+                        .timeout(timeout(t))
+                        .on(AnyError)
+                        .deadline(deadline)
+                        .breaker(breaker())
+                        .build()
+                        .unwrap(),
+                ),
+                (Some(t), true, false) => DynPolicy::new(
+                    builder()
+                        .timeout(timeout(t))
+                        .on(Timeout.or(Io::of([ErrorKind::ConnectionReset])))
+                        .deadline(deadline)
+                        .build()
+                        .unwrap(),
+                ),
+                (Some(t), true, true) => DynPolicy::new(
+                    builder()
+                        .timeout(timeout(t))
+                        .on(Timeout.or(Io::of([ErrorKind::ConnectionReset])))
+                        .deadline(deadline)
+                        .breaker(breaker())
+                        .build()
+                        .unwrap(),
+                ),
+            }
+        };
+        return outcomes(make, &case.script);
+    }
+    // Without a guard or deadline: four shapes of policy, four types (the layer's fast paths).
+    match (case.timeout_ms, case.reset_only) {
+        (None, false) => outcomes(|| builder().on(AnyError).build().unwrap(), &case.script),
+        (None, true) => outcomes(
+            || {
+                builder()
+                    .on(Io::of([ErrorKind::ConnectionReset]))
+                    .build()
+                    .unwrap()
+            },
+            &case.script,
+        ),
+        (Some(t), false) => outcomes(
+            || builder().timeout(timeout(t)).on(AnyError).build().unwrap(),
+            &case.script,
+        ),
+        (Some(t), true) => outcomes(
+            || {
+                builder()
+                    .timeout(timeout(t))
+                    .on(Timeout.or(Io::of([ErrorKind::ConnectionReset])))
+                    .build()
+                    .unwrap()
+            },
+            &case.script,
+        ),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn the_layer_retries_as_call_async_does(case in case()) {
+        let [direct, shared, by_static] = run(&case);
+        prop_assert_eq!(&shared, &direct, "RobustLayer::new against call_async");
+        prop_assert_eq!(&by_static, &direct, "RobustLayer::from_static against call_async");
+    }
+}
+
+/// The generator reaches every path the property is about: successes after failures, errors
+/// given up, timeouts, and both policies' shapes (so that the property cannot hold by
+/// comparing the same trivial outcome).
+#[test]
+fn the_cases_cover_retries_give_ups_and_timeouts() {
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let (mut retried_to_success, mut given_up, mut timed_out, mut rejected) = (0, 0, 0, 0);
+    for _ in 0..300 {
+        let case = case().new_tree(&mut runner).unwrap().current();
+        let [direct, ..] = run(&case);
+        match direct.result {
+            // (`E::from(Open)` for an `io::Error`: kind `Other`; the script has none.)
+            Err(ErrorKind::Other) => rejected += 1,
+            Ok(_) if direct.calls > 1 => retried_to_success += 1,
+            Err(ErrorKind::TimedOut) => timed_out += 1,
+            Err(_) if direct.calls > 1 => given_up += 1,
+            _ => {}
+        }
+    }
+    assert!(
+        retried_to_success >= 20,
+        "{retried_to_success} successes after a retry"
+    );
+    assert!(given_up >= 20, "{given_up} errors after retries");
+    assert!(timed_out >= 10, "{timed_out} calls ended by a timeout");
+    assert!(rejected >= 10, "{rejected} calls ended by the open breaker");
+}
