@@ -1,0 +1,280 @@
+//! An async fn under `#[robust(...)]` retries as `call_async` does with the policy the builder
+//! makes of the same settings: generated scripts (each attempt answers after a delay with a
+//! success, a reset or a refusal) run on tokio's paused clock through both give the same
+//! result, the same number of attempts and the same elapsed time, for each of a few fixed
+//! configurations (the attribute's expansion takes different paths for them: the success path
+//! that reads no clock, the lazily armed timer, the deadline, a breaker given by a parameter,
+//! a hedge). `call_async`'s loop is the reference.
+
+use std::io::{self, ErrorKind};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use proptest::prelude::*;
+use proptest::strategy::ValueTree;
+use retry_runtime::hedge::Hedge;
+use retry_runtime::kind::{ClassifyExt, Io, Timeout};
+use retry_runtime::{AsyncRetryPolicy, CircuitBreaker, Constant, NoJitter, Policy, robust};
+
+/// What an attempt answers.
+#[derive(Debug, Clone, Copy)]
+enum Answer {
+    Ok,
+    /// Retried by every configuration.
+    Reset,
+    /// Retried only where every error is.
+    Refused,
+}
+
+/// An attempt: its answer after `after_ms` (a multiple of 10 ms; the timeouts and deadlines
+/// end in 5 ms, so that an answer never comes at the instant its attempt is cut).
+#[derive(Debug, Clone, Copy)]
+struct Step {
+    after_ms: u64,
+    answer: Answer,
+}
+
+/// The steps of a call's attempts (the last one repeats) and the attempts made.
+struct Script {
+    steps: Vec<Step>,
+    calls: AtomicU32,
+}
+
+impl Script {
+    fn new(steps: &[Step]) -> Self {
+        Script {
+            steps: steps.to_vec(),
+            calls: AtomicU32::new(0),
+        }
+    }
+
+    /// The next attempt's answer.
+    async fn attempt(&self) -> io::Result<u32> {
+        let n = self.calls.fetch_add(1, Ordering::SeqCst) as usize;
+        let step = self.steps[n.min(self.steps.len() - 1)];
+        tokio::time::sleep(Duration::from_millis(step.after_ms)).await;
+        match step.answer {
+            Answer::Ok => Ok(n as u32),
+            Answer::Reset => Err(ErrorKind::ConnectionReset.into()),
+            Answer::Refused => Err(ErrorKind::ConnectionRefused.into()),
+        }
+    }
+}
+
+/// What a call gave: its result (an error by its kind), its attempts, the time it took.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Outcome {
+    result: Result<u32, ErrorKind>,
+    attempts: u32,
+    elapsed: Duration,
+}
+
+fn steps() -> impl Strategy<Value = Vec<Step>> {
+    let step = (
+        0u64..=6,
+        prop_oneof![Just(Answer::Ok), Just(Answer::Reset), Just(Answer::Refused)],
+    )
+        .prop_map(|(tens, answer)| Step {
+            after_ms: tens * 10,
+            answer,
+        });
+    prop::collection::vec(step, 1..7)
+}
+
+// The configurations, each as an attribute fn and as the builder's policy.
+
+#[robust(retries = 3, backoff = constant(base = 20ms), jitter = none)]
+async fn plain(s: &Script) -> io::Result<u32> {
+    s.attempt().await
+}
+
+fn plain_policy() -> impl AsyncRetryPolicy<u32, io::Error> {
+    Policy::builder()
+        .retries(3)
+        .backoff(Constant::new(Duration::from_millis(20)))
+        .jitter(NoJitter)
+        .build()
+        .unwrap()
+}
+
+#[robust(timeout = 35ms, retries = 3, backoff = constant(base = 20ms), jitter = none,
+         on = [Timeout, Io(ConnectionReset)])]
+async fn timed(s: &Script) -> io::Result<u32> {
+    s.attempt().await
+}
+
+fn timed_policy() -> impl AsyncRetryPolicy<u32, io::Error> {
+    Policy::builder()
+        .timeout(Duration::from_millis(35))
+        .retries(3)
+        .backoff(Constant::new(Duration::from_millis(20)))
+        .jitter(NoJitter)
+        .on(Timeout.or(Io::of([ErrorKind::ConnectionReset])))
+        .build()
+        .unwrap()
+}
+
+#[robust(timeout = 35ms, deadline = 95ms, retries = 5, backoff = constant(base = 10ms),
+         jitter = none)]
+async fn deadlined(s: &Script) -> io::Result<u32> {
+    s.attempt().await
+}
+
+fn deadlined_policy() -> impl AsyncRetryPolicy<u32, io::Error> {
+    Policy::builder()
+        .timeout(Duration::from_millis(35))
+        .deadline(Duration::from_millis(95))
+        .retries(5)
+        .backoff(Constant::new(Duration::from_millis(10)))
+        .jitter(NoJitter)
+        .build()
+        .unwrap()
+}
+
+/// A breaker of the caller's: over the last 4 attempts (at least 2), open at half of them
+/// failed, for 30 ms, then one probe.
+fn new_breaker() -> CircuitBreaker {
+    CircuitBreaker::new(4, 2, 0.5, Duration::from_millis(30), 1).expect("a valid breaker")
+}
+
+#[robust(retries = 4, backoff = constant(base = 10ms), jitter = none, breaker = b)]
+async fn guarded(s: &Script, b: &CircuitBreaker) -> io::Result<u32> {
+    s.attempt().await
+}
+
+fn guarded_policy(b: &CircuitBreaker) -> impl AsyncRetryPolicy<u32, io::Error> + '_ {
+    Policy::builder()
+        .retries(4)
+        .backoff(Constant::new(Duration::from_millis(10)))
+        .jitter(NoJitter)
+        .breaker(b)
+        .build()
+        .unwrap()
+}
+
+#[robust(hedge(after = 25ms, max = 1), retries = 2, backoff = constant(base = 10ms),
+         jitter = none)]
+async fn hedged(s: &Script) -> io::Result<u32> {
+    s.attempt().await
+}
+
+fn hedged_policy() -> impl AsyncRetryPolicy<u32, io::Error> {
+    Policy::builder()
+        .hedge(Hedge::after(Duration::from_millis(25), 1).unwrap())
+        .retries(2)
+        .backoff(Constant::new(Duration::from_millis(10)))
+        .jitter(NoJitter)
+        .build()
+        .unwrap()
+}
+
+/// `call` on a fresh script of `steps`, on a paused clock.
+fn outcome(steps: &[Step], call: impl AsyncFnOnce(&Script) -> io::Result<u32>) -> Outcome {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("a runtime");
+    let script = Script::new(steps);
+    rt.block_on(async {
+        let start = tokio::time::Instant::now();
+        let result = call(&script).await.map_err(|e| e.kind());
+        Outcome {
+            result,
+            attempts: script.calls.load(Ordering::SeqCst),
+            elapsed: start.elapsed(),
+        }
+    })
+}
+
+/// The outcomes of the five configurations on `steps`, each as (attribute, builder).
+fn pairs(steps: &[Step]) -> [(&'static str, Outcome, Outcome); 5] {
+    [
+        (
+            "plain",
+            outcome(steps, async |s| plain(s).await),
+            outcome(steps, async |s| {
+                plain_policy().call_async(|_| s.attempt()).await
+            }),
+        ),
+        (
+            "timed",
+            outcome(steps, async |s| timed(s).await),
+            outcome(steps, async |s| {
+                timed_policy().call_async(|_| s.attempt()).await
+            }),
+        ),
+        (
+            "deadlined",
+            outcome(steps, async |s| deadlined(s).await),
+            outcome(steps, async |s| {
+                deadlined_policy().call_async(|_| s.attempt()).await
+            }),
+        ),
+        (
+            "guarded",
+            outcome(steps, async |s| guarded(s, &new_breaker()).await),
+            outcome(steps, async |s| {
+                let b = new_breaker();
+                guarded_policy(&b).call_async(|_| s.attempt()).await
+            }),
+        ),
+        (
+            "hedged",
+            outcome(steps, async |s| hedged(s).await),
+            outcome(steps, async |s| {
+                hedged_policy().call_async(|_| s.attempt()).await
+            }),
+        ),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn the_attribute_retries_as_call_async_does(steps in steps()) {
+        for (name, attribute, builder) in pairs(&steps) {
+            prop_assert_eq!(attribute, builder, "{}", name);
+        }
+    }
+}
+
+/// The generator reaches every path the property is about, in every configuration: successes
+/// after failures, errors given up, timeouts (where there is one), open-breaker rejections.
+#[test]
+fn the_scripts_cover_retries_give_ups_timeouts_and_rejections() {
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let mut seen = std::collections::BTreeMap::<(&str, &str), u32>::new();
+    for _ in 0..300 {
+        let steps = steps().new_tree(&mut runner).unwrap().current();
+        for (name, attribute, _) in pairs(&steps) {
+            let what = match attribute.result {
+                Ok(_) if attribute.attempts > 1 => "retried to success",
+                Err(ErrorKind::TimedOut) => "timed out",
+                // `E::from(Open)` for an `io::Error`: kind `Other` (the scripts make none).
+                Err(ErrorKind::Other) => "rejected",
+                Err(_) if attribute.attempts > 1 => "given up",
+                _ => continue,
+            };
+            *seen.entry((name, what)).or_default() += 1;
+        }
+    }
+    let expected = [
+        ("plain", "retried to success"),
+        ("plain", "given up"),
+        ("timed", "retried to success"),
+        ("timed", "given up"),
+        ("timed", "timed out"),
+        ("deadlined", "retried to success"),
+        ("deadlined", "timed out"),
+        ("guarded", "retried to success"),
+        ("guarded", "rejected"),
+        ("hedged", "retried to success"),
+        ("hedged", "given up"),
+    ];
+    for key in expected {
+        let n = seen.get(&key).copied().unwrap_or(0);
+        assert!(n >= 5, "{key:?}: {n} cases (all: {seen:?})");
+    }
+}
