@@ -8,7 +8,8 @@
 //! `poll` without a guard or timeout, the loop with its timer kept in the future with one, the
 //! breaker's admission and permits); the loop of `call_async` is the reference. Each of the
 //! three runs has its own breaker. A policy with a breaker or a deadline runs as a
-//! `DynPolicy` (one type for the combinations), which takes the loop's path.
+//! `DynPolicy` (one type for the combinations), which takes the loop's path; one with a hedge
+//! (and neither) runs through `RobustLayer::hedged`.
 
 use std::io::{self, ErrorKind};
 use std::sync::Arc;
@@ -17,6 +18,7 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
+use retry_runtime::hedge::Hedge;
 use retry_runtime::kind::{AnyError, ClassifyExt, Io, Timeout};
 use retry_runtime::policy::PolicyCore;
 use retry_runtime::tower::{Guards, PerKey, RobustLayer, Unhedged};
@@ -54,6 +56,10 @@ struct Case {
     /// for 50 ms, then lets one probe through.
     breaker: bool,
     deadline_ms: Option<u64>,
+    /// (Without a breaker or deadline.) A hedge 7 ms into each round, through
+    /// `RobustLayer::hedged` (7 ms: its events never fall at the instant of the first
+    /// attempt's, which end in 0 or 5 ms from the round's start).
+    hedge: bool,
 }
 
 /// What a call gave: its result (an error by its kind), the calls the service saw, and the
@@ -85,18 +91,22 @@ fn case() -> impl Strategy<Value = Case> {
         prop::option::of(prop_oneof![Just(15u64), Just(35), Just(55)]),
         any::<bool>(),
         any::<bool>(),
+        any::<bool>(),
         // (Above every timeout: a timeout at or past the deadline is a configuration error.)
         prop::option::of(prop_oneof![Just(65u64), Just(95)]),
     )
         .prop_map(
-            |(script, retries, backoff, timeout_ms, reset_only, breaker, deadline_ms)| Case {
-                script,
-                retries,
-                backoff_ms: backoff * 10,
-                timeout_ms,
-                reset_only,
-                breaker,
-                deadline_ms,
+            |(script, retries, backoff, timeout_ms, reset_only, breaker, hedge, deadline_ms)| {
+                Case {
+                    script,
+                    retries,
+                    backoff_ms: backoff * 10,
+                    timeout_ms,
+                    reset_only,
+                    breaker,
+                    deadline_ms,
+                    hedge,
+                }
             },
         )
 }
@@ -267,6 +277,51 @@ fn run(case: &Case) -> [Outcome; 3] {
         };
         return outcomes(make, &case.script);
     }
+    if case.hedge {
+        // `RobustLayer::hedged` (twice: the layer has one handle, an `Arc`).
+        macro_rules! hedged {
+            ($make:expr) => {{
+                let make = $make;
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_time()
+                    .start_paused(true)
+                    .build()
+                    .expect("a runtime");
+                rt.block_on(async {
+                    let direct = through_call_async(&make(), &case.script).await;
+                    let layer = through_layer(RobustLayer::hedged(make()), &case.script).await;
+                    [direct, layer.clone(), layer]
+                })
+            }};
+        }
+        let hedge = || Hedge::after(Duration::from_millis(7), 1).expect("a valid hedge");
+        return match (case.timeout_ms, case.reset_only) {
+            (None, false) => hedged!(|| builder().hedge(hedge()).on(AnyError).build().unwrap()),
+            (None, true) => hedged!(|| {
+                builder()
+                    .hedge(hedge())
+                    .on(Io::of([ErrorKind::ConnectionReset]))
+                    .build()
+                    .unwrap()
+            }),
+            (Some(t), false) => hedged!(|| {
+                builder()
+                    .timeout(timeout(t))
+                    .hedge(hedge())
+                    .on(AnyError)
+                    .build()
+                    .unwrap()
+            }),
+            (Some(t), true) => hedged!(|| {
+                builder()
+                    .timeout(timeout(t))
+                    .hedge(hedge())
+                    .on(Timeout.or(Io::of([ErrorKind::ConnectionReset])))
+                    .build()
+                    .unwrap()
+            }),
+        };
+    }
     // Without a guard or deadline: four shapes of policy, four types (the layer's fast paths).
     match (case.timeout_ms, case.reset_only) {
         (None, false) => outcomes(|| builder().on(AnyError).build().unwrap(), &case.script),
@@ -314,9 +369,17 @@ proptest! {
 fn the_cases_cover_retries_give_ups_and_timeouts() {
     let mut runner = proptest::test_runner::TestRunner::deterministic();
     let (mut retried_to_success, mut given_up, mut timed_out, mut rejected) = (0, 0, 0, 0);
+    // Hedged cases whose first attempt still ran when its hedge was due (7 ms): a hedge was
+    // sent beside it.
+    let mut hedged_twice = 0;
     for _ in 0..300 {
         let case = case().new_tree(&mut runner).unwrap().current();
         let [direct, ..] = run(&case);
+        let hedged = case.hedge && !case.breaker && case.deadline_ms.is_none();
+        if hedged && case.script[0].after_ms >= 10 {
+            assert!(direct.calls >= 2, "no hedge sent: {case:?}");
+            hedged_twice += 1;
+        }
         match direct.result {
             // (`E::from(Open)` for an `io::Error`: kind `Other`; the script has none.)
             Err(ErrorKind::Other) => rejected += 1,
@@ -333,4 +396,8 @@ fn the_cases_cover_retries_give_ups_and_timeouts() {
     assert!(given_up >= 20, "{given_up} errors after retries");
     assert!(timed_out >= 10, "{timed_out} calls ended by a timeout");
     assert!(rejected >= 10, "{rejected} calls ended by the open breaker");
+    assert!(
+        hedged_twice >= 10,
+        "{hedged_twice} calls hedged beside a running attempt"
+    );
 }
