@@ -7,7 +7,8 @@
 //! differ by the policy (the first attempt sent from `call` and a success looked at first by
 //! `poll` without a guard or timeout, the loop with its timer kept in the future with one, the
 //! breaker's admission and permits); the loop of `call_async` is the reference. Each of the
-//! three runs has its own breaker. A policy with a breaker or a deadline runs as a
+//! three runs has its own breaker. A policy with a breaker, a deadline or a value rule (an
+//! `Ok` answer retried) runs as a
 //! `DynPolicy` (one type for the combinations), which takes the loop's path; one with a hedge
 //! (and neither) runs through `RobustLayer::hedged`.
 
@@ -19,7 +20,7 @@ use std::time::Duration;
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use retry_runtime::hedge::Hedge;
-use retry_runtime::kind::{AnyError, ClassifyExt, Io, Timeout};
+use retry_runtime::kind::{AnyError, ClassifyExt, Io, OkIf, Timeout};
 use retry_runtime::policy::PolicyCore;
 use retry_runtime::tower::{Guards, PerKey, RobustLayer, Unhedged};
 use retry_runtime::{AsyncRetryPolicy, CircuitBreaker, Constant, DynPolicy, NoJitter, Policy};
@@ -56,7 +57,9 @@ struct Case {
     /// for 50 ms, then lets one probe through.
     breaker: bool,
     deadline_ms: Option<u64>,
-    /// (Without a breaker or deadline.) A hedge 7 ms into each round, through
+    /// A value rule: an odd answer is retried (as a `DynPolicy`).
+    values: bool,
+    /// (Without a breaker, deadline or value rule.) A hedge 7 ms into each round, through
     /// `RobustLayer::hedged` (7 ms: its events never fall at the instant of the first
     /// attempt's, which end in 0 or 5 ms from the round's start).
     hedge: bool,
@@ -92,11 +95,22 @@ fn case() -> impl Strategy<Value = Case> {
         any::<bool>(),
         any::<bool>(),
         any::<bool>(),
+        any::<bool>(),
         // (Above every timeout: a timeout at or past the deadline is a configuration error.)
         prop::option::of(prop_oneof![Just(65u64), Just(95)]),
     )
         .prop_map(
-            |(script, retries, backoff, timeout_ms, reset_only, breaker, hedge, deadline_ms)| {
+            |(
+                script,
+                retries,
+                backoff,
+                timeout_ms,
+                reset_only,
+                breaker,
+                hedge,
+                values,
+                deadline_ms,
+            )| {
                 Case {
                     script,
                     retries,
@@ -105,6 +119,7 @@ fn case() -> impl Strategy<Value = Case> {
                     reset_only,
                     breaker,
                     deadline_ms,
+                    values,
                     hedge,
                 }
             },
@@ -116,7 +131,8 @@ async fn answer(script: &[Step], n: usize, request: u32) -> io::Result<u32> {
     let step = script[n.min(script.len() - 1)];
     tokio::time::sleep(Duration::from_millis(step.after_ms)).await;
     match step.answer {
-        Answer::Ok => Ok(request),
+        // The request plus the call's number: a value rule can match some answers.
+        Answer::Ok => Ok(request + n as u32),
         Answer::Reset => Err(ErrorKind::ConnectionReset.into()),
         Answer::Denied => Err(ErrorKind::PermissionDenied.into()),
     }
@@ -208,8 +224,11 @@ fn run(case: &Case) -> [Outcome; 3] {
             .jitter(NoJitter)
     };
     let timeout = |t: u64| Duration::from_millis(t);
-    if case.breaker || case.deadline_ms.is_some() {
-        // The combinations, as one type.
+    if case.breaker || case.deadline_ms.is_some() || case.values {
+        // The combinations, as one type (the value rule is always there, matching nothing
+        // without `values`).
+        let values = case.values;
+        let builder = || builder().on_ok(OkIf(move |v: &u32| values && v % 2 == 1));
         let make = || -> DynPolicy<u32, io::Error> {
             let deadline = Duration::from_millis(case.deadline_ms.unwrap_or(3_600_000));
             match (case.timeout_ms, case.reset_only, case.breaker) {
@@ -372,10 +391,21 @@ fn the_cases_cover_retries_give_ups_and_timeouts() {
     // Hedged cases whose first attempt still ran when its hedge was due (7 ms): a hedge was
     // sent beside it.
     let mut hedged_twice = 0;
+    // Value-rule cases whose first `Ok` answer matched the rule and was retried.
+    let mut value_retried = 0;
     for _ in 0..300 {
         let case = case().new_tree(&mut runner).unwrap().current();
         let [direct, ..] = run(&case);
-        let hedged = case.hedge && !case.breaker && case.deadline_ms.is_none();
+        // (Attempt i answers `7 + i` when its step is `Ok`; the last step repeats.)
+        let ok_at =
+            |i: usize| matches!(case.script[i.min(case.script.len() - 1)].answer, Answer::Ok);
+        let first_ok = (0..direct.calls as usize).find(|&i| ok_at(i));
+        if case.values
+            && first_ok.is_some_and(|i| (7 + i) % 2 == 1 && direct.calls as usize > i + 1)
+        {
+            value_retried += 1;
+        }
+        let hedged = case.hedge && !case.breaker && case.deadline_ms.is_none() && !case.values;
         if hedged && case.script[0].after_ms >= 10 {
             assert!(direct.calls >= 2, "no hedge sent: {case:?}");
             hedged_twice += 1;
@@ -399,5 +429,9 @@ fn the_cases_cover_retries_give_ups_and_timeouts() {
     assert!(
         hedged_twice >= 10,
         "{hedged_twice} calls hedged beside a running attempt"
+    );
+    assert!(
+        value_retried >= 5,
+        "{value_retried} calls that retried a matched answer"
     );
 }
