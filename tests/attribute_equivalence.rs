@@ -4,7 +4,10 @@
 //! result, the same number of attempts and the same elapsed time, for each of a few fixed
 //! configurations (the attribute's expansion takes different paths for them: the success path
 //! that reads no clock, the lazily armed timer, the deadline, a breaker given by a parameter,
-//! a hedge). `call_async`'s loop is the reference.
+//! a hedge). `call_async`'s loop is the reference. Blocking fns the same, against
+//! `Policy::call`, on a `VirtualTime` (installed for the attribute's fn, the policy's
+//! environment for the builder's): plain, with `max_delay`, with a deadline read through the
+//! attempt, with a breaker.
 
 use std::io::{self, ErrorKind};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -14,6 +17,7 @@ use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use retry_runtime::hedge::Hedge;
 use retry_runtime::kind::{ClassifyExt, Io, Timeout};
+use retry_runtime::time::{Clock, Sleep, VirtualTime};
 use retry_runtime::{AsyncRetryPolicy, CircuitBreaker, Constant, NoJitter, Policy, robust};
 
 /// What an attempt answers.
@@ -53,6 +57,20 @@ impl Script {
         let n = self.calls.fetch_add(1, Ordering::SeqCst) as usize;
         let step = self.steps[n.min(self.steps.len() - 1)];
         tokio::time::sleep(Duration::from_millis(step.after_ms)).await;
+        match step.answer {
+            Answer::Ok => Ok(n as u32),
+            Answer::Reset => Err(ErrorKind::ConnectionReset.into()),
+            Answer::Refused => Err(ErrorKind::ConnectionRefused.into()),
+        }
+    }
+}
+
+impl Script {
+    /// The next attempt's answer, for a blocking fn: its delay slept on `time`.
+    fn attempt_blocking(&self, time: &VirtualTime) -> io::Result<u32> {
+        let n = self.calls.fetch_add(1, Ordering::SeqCst) as usize;
+        let step = self.steps[n.min(self.steps.len() - 1)];
+        Sleep::sleep(time, Duration::from_millis(step.after_ms));
         match step.answer {
             Answer::Ok => Ok(n as u32),
             Answer::Reset => Err(ErrorKind::ConnectionReset.into()),
@@ -168,6 +186,134 @@ fn hedged_policy() -> impl AsyncRetryPolicy<u32, io::Error> {
         .unwrap()
 }
 
+// Blocking fns.
+
+#[robust(retries = 3, backoff = constant(base = 20ms), jitter = none)]
+fn blocking_plain(s: &Script, time: &VirtualTime) -> io::Result<u32> {
+    s.attempt_blocking(time)
+}
+
+#[robust(retries = 5, max_delay = 75ms, backoff = constant(base = 20ms), jitter = none)]
+fn blocking_max_delay(s: &Script, time: &VirtualTime) -> io::Result<u32> {
+    s.attempt_blocking(time)
+}
+
+#[robust(deadline = 95ms, retries = 5, backoff = constant(base = 10ms), jitter = none,
+         attempt = ctx)]
+fn blocking_deadline(s: &Script, time: &VirtualTime) -> io::Result<u32> {
+    // A cooperative body reads the time left (the loop starts no attempt once the deadline
+    // passed, so it never finds none).
+    if ctx.remaining() == Some(Duration::ZERO) {
+        return Err(ErrorKind::TimedOut.into());
+    }
+    s.attempt_blocking(time)
+}
+
+#[robust(retries = 4, backoff = constant(base = 10ms), jitter = none, breaker = b)]
+fn blocking_guarded(s: &Script, time: &VirtualTime, b: &CircuitBreaker) -> io::Result<u32> {
+    s.attempt_blocking(time)
+}
+
+/// A blocking call's outcome on a fresh script and a fresh virtual clock (given to `call`).
+fn blocking_outcome(
+    steps: &[Step],
+    call: impl FnOnce(&Script, &VirtualTime) -> io::Result<u32>,
+) -> Outcome {
+    let time = VirtualTime::new();
+    let script = Script::new(steps);
+    let start = time.now();
+    let result = call(&script, &time).map_err(|e| e.kind());
+    Outcome {
+        result,
+        attempts: script.calls.load(Ordering::SeqCst),
+        elapsed: time.now() - start,
+    }
+}
+
+/// The outcomes of the blocking configurations on `steps`, each as (attribute, builder).
+fn blocking_pairs(steps: &[Step]) -> [(&'static str, Outcome, Outcome); 4] {
+    let constant = |ms| Constant::new(Duration::from_millis(ms));
+    [
+        (
+            "blocking plain",
+            blocking_outcome(steps, |s, t| {
+                let _installed = t.install();
+                blocking_plain(s, t)
+            }),
+            blocking_outcome(steps, |s, t| {
+                let policy = Policy::builder()
+                    .retries(3)
+                    .backoff(constant(20))
+                    .jitter(NoJitter)
+                    .env(t.clone())
+                    .build()
+                    .unwrap();
+                policy.call(|_| s.attempt_blocking(t))
+            }),
+        ),
+        (
+            "blocking max_delay",
+            blocking_outcome(steps, |s, t| {
+                let _installed = t.install();
+                blocking_max_delay(s, t)
+            }),
+            blocking_outcome(steps, |s, t| {
+                let policy = Policy::builder()
+                    .retries(5)
+                    .max_delay(Duration::from_millis(75))
+                    .backoff(constant(20))
+                    .jitter(NoJitter)
+                    .env(t.clone())
+                    .build()
+                    .unwrap();
+                policy.call(|_| s.attempt_blocking(t))
+            }),
+        ),
+        (
+            "blocking deadline",
+            blocking_outcome(steps, |s, t| {
+                let _installed = t.install();
+                blocking_deadline(s, t)
+            }),
+            blocking_outcome(steps, |s, t| {
+                let policy = Policy::builder()
+                    .deadline(Duration::from_millis(95))
+                    .retries(5)
+                    .backoff(constant(10))
+                    .jitter(NoJitter)
+                    .env(t.clone())
+                    .build()
+                    .unwrap();
+                policy.call(|a| {
+                    if a.remaining() == Some(Duration::ZERO) {
+                        return Err(ErrorKind::TimedOut.into());
+                    }
+                    s.attempt_blocking(t)
+                })
+            }),
+        ),
+        (
+            "blocking guarded",
+            blocking_outcome(steps, |s, t| {
+                let _installed = t.install();
+                blocking_guarded(s, t, &new_breaker())
+            }),
+            blocking_outcome(steps, |s, t| {
+                let b = new_breaker();
+                let policy = Policy::builder()
+                    .retries(4)
+                    .backoff(constant(10))
+                    .jitter(NoJitter)
+                    .breaker(&b)
+                    .env(t.clone())
+                    .build()
+                    .unwrap();
+                policy.call(|_| s.attempt_blocking(t))
+            }),
+        ),
+    ]
+}
+
 /// `call` on a fresh script of `steps`, on a paused clock.
 fn outcome(steps: &[Step], call: impl AsyncFnOnce(&Script) -> io::Result<u32>) -> Outcome {
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -237,6 +383,9 @@ proptest! {
         for (name, attribute, builder) in pairs(&steps) {
             prop_assert_eq!(attribute, builder, "{}", name);
         }
+        for (name, attribute, builder) in blocking_pairs(&steps) {
+            prop_assert_eq!(attribute, builder, "{}", name);
+        }
     }
 }
 
@@ -248,7 +397,7 @@ fn the_scripts_cover_retries_give_ups_timeouts_and_rejections() {
     let mut seen = std::collections::BTreeMap::<(&str, &str), u32>::new();
     for _ in 0..300 {
         let steps = steps().new_tree(&mut runner).unwrap().current();
-        for (name, attribute, _) in pairs(&steps) {
+        for (name, attribute, _) in pairs(&steps).into_iter().chain(blocking_pairs(&steps)) {
             let what = match attribute.result {
                 Ok(_) if attribute.attempts > 1 => "retried to success",
                 Err(ErrorKind::TimedOut) => "timed out",
@@ -272,6 +421,14 @@ fn the_scripts_cover_retries_give_ups_timeouts_and_rejections() {
         ("guarded", "rejected"),
         ("hedged", "retried to success"),
         ("hedged", "given up"),
+        ("blocking plain", "retried to success"),
+        ("blocking plain", "given up"),
+        ("blocking max_delay", "retried to success"),
+        ("blocking max_delay", "given up"),
+        ("blocking deadline", "retried to success"),
+        ("blocking deadline", "given up"),
+        ("blocking guarded", "retried to success"),
+        ("blocking guarded", "rejected"),
     ];
     for key in expected {
         let n = seen.get(&key).copied().unwrap_or(0);
