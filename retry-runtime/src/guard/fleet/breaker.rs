@@ -346,8 +346,9 @@ impl BreakerCell {
 ///
 /// Its instants come from the policy's clock, and the fleet's view from the sync thread's
 /// real clock: give a breaker synced by a thread a policy on the real clock (the default). A
-/// simulation on a virtual clock syncs a [`Fleet::manual`](super::Fleet::manual) at its
-/// virtual instants instead.
+/// simulation on a virtual clock syncs a [`Fleet::manual_on`](super::Fleet::manual_on) fleet
+/// of that clock at its virtual instants instead ([`state`](Self::state), which is given no
+/// instant, reads the fleet's clock).
 #[derive(Clone)]
 pub struct SharedBreaker {
     cell: Arc<BreakerCell>,

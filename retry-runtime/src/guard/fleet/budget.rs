@@ -223,7 +223,8 @@ impl BudgetCell {
 ///
 /// While the fleet is not followed (Redis out of reach, this key failing, or before the
 /// guard's first round), the `fallback` budget decides. (`deposit` and `try_withdraw` take no
-/// instant: they read the real clock once, to know whether the fleet's view is fresh.)
+/// instant: they read the fleet's clock once, to know whether the fleet's view is fresh: the
+/// system's, or the one given to [`Fleet::manual_on`](super::Fleet::manual_on).)
 #[derive(Clone)]
 pub struct SharedBudget {
     cell: Arc<BudgetCell>,

@@ -318,6 +318,9 @@ pub(crate) struct FleetShared {
     budgets: Mutex<Vec<Weak<BudgetCell>>>,
     /// Set when the last handle goes away: the sync thread stops (it is woken up).
     stop: Arc<AtomicBool>,
+    /// Set by [`Fleet::wait_connected`]: the sync thread starts its next round at once (it is
+    /// woken up) instead of at the end of its interval or reconnect delay.
+    sync_now: Arc<AtomicBool>,
     thread: OnceLock<std::thread::Thread>,
 }
 
@@ -514,6 +517,7 @@ impl Fleet {
             breakers: Mutex::new(Vec::new()),
             budgets: Mutex::new(Vec::new()),
             stop: Arc::new(AtomicBool::new(false)),
+            sync_now: Arc::new(AtomicBool::new(false)),
             thread: OnceLock::new(),
         }))
     }
@@ -714,8 +718,9 @@ impl Fleet {
 
     /// Waits (blocking, up to `timeout`) until a sync round that began after this call has
     /// succeeded, so that every guard made before the call follows the fleet (unless its own
-    /// key fails); `true` if one has. A [`manual`](Self::manual) fleet does not wait: whether
-    /// its last sync succeeded.
+    /// key fails); `true` if one has. The sync thread is asked for that round at once, not at
+    /// the end of its interval (or of its wait before reconnecting). A
+    /// [`manual`](Self::manual) fleet does not wait: whether its last sync succeeded.
     pub fn wait_connected(&self, timeout: Duration) -> bool {
         if self.manual.is_some() {
             return self.status() == FleetStatus::Connected;
@@ -725,6 +730,11 @@ impl Fleet {
             .started
             .load(Ordering::Acquire)
             .saturating_add(1);
+        // The next round now: the one in progress, if any, is followed by another at once.
+        self.shared.sync_now.store(true, Ordering::Release);
+        if let Some(t) = self.shared.thread.get() {
+            t.unpark();
+        }
         let start = Instant::now();
         loop {
             if self.status() == FleetStatus::Connected
@@ -755,6 +765,7 @@ fn spawn(
 ) -> Result<(), ConfigError> {
     let weak = Arc::downgrade(shared);
     let stop = Arc::clone(&shared.stop);
+    let sync_now = Arc::clone(&shared.sync_now);
     let interval = shared.options.interval;
     let max_delay = shared.options.max_reconnect_delay;
     let handle = std::thread::Builder::new()
@@ -780,13 +791,17 @@ fn spawn(
                     delay = delay.saturating_mul(2).min(max_delay);
                     jittered(d, &mut rand::rng())
                 };
-                // Sleep, but wake up at once when the last handle goes away.
+                // Sleep, but wake up at once when the last handle goes away, or when
+                // `wait_connected` asks for a round.
                 let Some(deadline) = Instant::now().checked_add(wait) else {
                     continue;
                 };
                 loop {
                     let left = deadline.saturating_duration_since(Instant::now());
-                    if left.is_zero() || stop.load(Ordering::Acquire) {
+                    if left.is_zero()
+                        || stop.load(Ordering::Acquire)
+                        || sync_now.swap(false, Ordering::AcqRel)
+                    {
                         break;
                     }
                     std::thread::park_timeout(left);
@@ -1563,6 +1578,33 @@ mod tests {
         (&b).record(t3, old, true);
         assert!(fleet.sync(t3));
         assert_eq!(b.fleet_state(t3), Some(BreakerState::HalfOpen));
+    }
+
+    /// `wait_connected` asks the sync thread for a round at once: with a 10 s interval, a
+    /// guard made after the first round follows the fleet in well under a second (before, the
+    /// wait lasted until the next interval, and a 5 s wait failed).
+    #[test]
+    fn wait_connected_does_not_wait_for_the_interval() {
+        let store = MemoryStore::new();
+        let o = FleetOptions::new()
+            .interval(Duration::from_secs(10))
+            .max_reconnect_delay(Duration::from_secs(10));
+        let fleet = Fleet::in_memory(&store, o).unwrap();
+        assert!(fleet.wait_connected(Duration::from_secs(5)));
+        let rounds = fleet.shared.started.load(Ordering::Acquire);
+        let local = CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(20), 1).unwrap();
+        let b = fleet
+            .breaker("late", local, Duration::from_secs(10), 10)
+            .unwrap();
+        let start = Instant::now();
+        assert!(fleet.wait_connected(Duration::from_secs(5)));
+        assert!(
+            start.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            start.elapsed()
+        );
+        assert!(fleet.shared.started.load(Ordering::Acquire) > rounds);
+        assert_eq!(b.fleet_state(Instant::now()), Some(BreakerState::Closed));
     }
 
     #[test]

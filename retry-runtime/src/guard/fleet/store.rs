@@ -443,7 +443,9 @@ enum Record {
 
 #[derive(Debug)]
 struct Memory {
-    epoch: Instant,
+    /// The store's time origin: the first instant a round or a query gives it (so that a
+    /// store synced on a virtual clock counts that clock's time, whenever it was made).
+    epoch: Option<Instant>,
     /// Key: (record, expiry in ms since `epoch`).
     keys: HashMap<String, (Record, u64)>,
     down: bool,
@@ -466,11 +468,11 @@ impl Default for MemoryStore {
 }
 
 impl MemoryStore {
-    /// An empty store; its clock starts now.
+    /// An empty store; its clock starts at the first instant a sync gives it.
     pub fn new() -> Self {
         Self {
             inner: Arc::new(Mutex::new(Memory {
-                epoch: Instant::now(),
+                epoch: None,
                 keys: HashMap::new(),
                 down: false,
                 broken: Vec::new(),
@@ -511,8 +513,8 @@ impl MemoryStore {
 
     /// The keys alive at `now`.
     pub fn keys(&self, now: Instant) -> Vec<String> {
-        let m = self.lock();
-        let t = ms(m.epoch, now);
+        let mut m = self.lock();
+        let t = m.ms(now);
         let mut k: Vec<String> = m
             .keys
             .iter()
@@ -529,6 +531,11 @@ pub(crate) fn ms(epoch: Instant, t: Instant) -> u64 {
 }
 
 impl Memory {
+    /// `now` in ms since the store's epoch (`now` itself, the first time).
+    fn ms(&mut self, now: Instant) -> u64 {
+        ms(*self.epoch.get_or_insert(now), now)
+    }
+
     fn check(&self) -> Result<(), String> {
         if self.down {
             Err("memory store: down".to_owned())
@@ -602,7 +609,7 @@ impl Backend for MemoryBackend {
     ) -> Result<RoundReply, String> {
         let mut m = self.0.lock();
         m.check()?;
-        let now = ms(m.epoch, now);
+        let now = m.ms(now);
         // Expired keys go, as in Redis: a guard dropped for good (one per tenant, say) does
         // not stay in the map.
         m.keys.retain(|_, (_, exp)| *exp > now);
