@@ -1,0 +1,392 @@
+//! Hedging (SPEC section 15) against a model of the SPEC's words: generated scripts (each
+//! attempt answers after a delay with a success, a reset or a refusal) run through
+//! `call_async` with a hedged policy, through `RobustLayer::hedged` and through an async fn
+//! under `#[robust(hedge(..))]`, on tokio's paused clock, give the result, the number of
+//! attempts and the elapsed time that the model below computes by hand:
+//!
+//! - a round starts one attempt; when it has not finished after `after`, a hedge starts
+//!   (`max = 1`: one per round);
+//! - the first success wins (the other attempt is dropped), and so does an error no rule
+//!   retries;
+//! - a retryable failure of the round's first attempt before `after` starts the hedge at
+//!   once;
+//! - when both attempts of a round failed retryably, the round is one failed attempt of the
+//!   retry loop: its last failure decides, and the loop backs off as usual (after `retries`
+//!   failed rounds, that failure is returned);
+//! - each attempt has its own timeout, which ends it with a `TimedOut` error.
+//!
+//! The hedge is due 7 ms into a round and the answers come at multiples of 10 ms from their
+//! attempt's start (timeouts end in 5 ms), so no two events of a round fall at the same
+//! instant (the model would otherwise have to know which one the loops see first).
+
+use std::io::{self, ErrorKind};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use proptest::prelude::*;
+use proptest::strategy::ValueTree;
+use retry_runtime::hedge::Hedge;
+use retry_runtime::kind::{AnyError, Io};
+use retry_runtime::policy::PolicyCore;
+use retry_runtime::tower::{Hedges, RobustLayer};
+use retry_runtime::{AsyncRetryPolicy, Constant, NoJitter, Policy, robust};
+use tower::util::BoxCloneSyncService;
+use tower::{Layer, ServiceExt};
+
+const AFTER_MS: u64 = 7;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Answer {
+    Ok,
+    Reset,
+    Refused,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Step {
+    after_ms: u64,
+    answer: Answer,
+}
+
+#[derive(Debug, Clone)]
+struct Case {
+    steps: Vec<Step>,
+    retries: u32,
+    backoff_ms: u64,
+    timeout_ms: Option<u64>,
+    /// Only resets are retried (a refusal and a timeout end the call); otherwise every error.
+    reset_only: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Outcome {
+    result: Result<u32, ErrorKind>,
+    attempts: u32,
+    elapsed: Duration,
+}
+
+fn steps() -> impl Strategy<Value = Vec<Step>> {
+    let step = (
+        0u64..=6,
+        prop_oneof![
+            2 => Just(Answer::Ok),
+            2 => Just(Answer::Reset),
+            1 => Just(Answer::Refused)
+        ],
+    )
+        .prop_map(|(tens, answer)| Step {
+            after_ms: tens * 10,
+            answer,
+        });
+    prop::collection::vec(step, 1..8)
+}
+
+fn case() -> impl Strategy<Value = Case> {
+    (
+        steps(),
+        // (At least one: a backoff beside `retries(0)` is a configuration error.)
+        1u32..4,
+        0u64..4,
+        prop::option::of(prop_oneof![Just(15u64), Just(35), Just(55)]),
+        any::<bool>(),
+    )
+        .prop_map(|(steps, retries, backoff, timeout_ms, reset_only)| Case {
+            steps,
+            retries,
+            backoff_ms: backoff * 10,
+            timeout_ms,
+            reset_only,
+        })
+}
+
+// --- the model ----------------------------------------------------------------------------------
+
+/// An attempt of the model: when it ends (ms from the call's start) and what it gives.
+#[derive(Debug, Clone, Copy)]
+struct Ended {
+    at: u64,
+    result: Result<u32, ErrorKind>,
+}
+
+/// Attempt number `n` (from 0), started at `start`.
+fn attempt(case: &Case, n: u32, start: u64) -> Ended {
+    let step = case.steps[(n as usize).min(case.steps.len() - 1)];
+    match case.timeout_ms {
+        Some(t) if t < step.after_ms => Ended {
+            at: start + t,
+            result: Err(ErrorKind::TimedOut),
+        },
+        _ => Ended {
+            at: start + step.after_ms,
+            result: match step.answer {
+                Answer::Ok => Ok(n),
+                Answer::Reset => Err(ErrorKind::ConnectionReset),
+                Answer::Refused => Err(ErrorKind::ConnectionRefused),
+            },
+        },
+    }
+}
+
+/// Whether an attempt's result ends the call: a success, or an error no rule retries.
+fn decides(case: &Case, result: Result<u32, ErrorKind>) -> bool {
+    match result {
+        Ok(_) => true,
+        Err(kind) => case.reset_only && kind != ErrorKind::ConnectionReset,
+    }
+}
+
+fn model(case: &Case) -> Outcome {
+    let mut attempts = 0u32;
+    let mut start = 0u64;
+    let mut round = 0u32;
+    loop {
+        let first = attempt(case, attempts, start);
+        attempts += 1;
+        let hedge_at = start + AFTER_MS;
+        // The round's outcome: the attempt that decided the call, or its last failure.
+        let (ended, call_decided) = if first.at < hedge_at {
+            if decides(case, first.result) {
+                (first, true)
+            } else {
+                // A retryable failure before the hedge was due: the hedge starts at once.
+                let hedge = attempt(case, attempts, first.at);
+                attempts += 1;
+                (hedge, decides(case, hedge.result))
+            }
+        } else {
+            let hedge = attempt(case, attempts, hedge_at);
+            attempts += 1;
+            let (sooner, later) = if first.at < hedge.at {
+                (first, hedge)
+            } else {
+                (hedge, first)
+            };
+            if decides(case, sooner.result) {
+                (sooner, true)
+            } else {
+                (later, decides(case, later.result))
+            }
+        };
+        if call_decided || round == case.retries {
+            return Outcome {
+                result: ended.result,
+                attempts,
+                elapsed: Duration::from_millis(ended.at),
+            };
+        }
+        round += 1;
+        start = ended.at + case.backoff_ms;
+    }
+}
+
+// --- the runs -----------------------------------------------------------------------------------
+
+/// Attempt number `n`'s answer, on tokio's clock.
+async fn answer(case: &Case, n: u32) -> io::Result<u32> {
+    let step = case.steps[(n as usize).min(case.steps.len() - 1)];
+    tokio::time::sleep(Duration::from_millis(step.after_ms)).await;
+    match step.answer {
+        Answer::Ok => Ok(n),
+        Answer::Reset => Err(ErrorKind::ConnectionReset.into()),
+        Answer::Refused => Err(ErrorKind::ConnectionRefused.into()),
+    }
+}
+
+fn paused<T>(f: impl Future<Output = T>) -> T {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("a runtime")
+        .block_on(f)
+}
+
+/// `case` through `call_async` and through `RobustLayer::hedged`, with `policy`.
+fn runs<P>(case: &Case, make: impl Fn() -> P) -> [Outcome; 2]
+where
+    P: AsyncRetryPolicy<u32, io::Error> + PolicyCore<Timeout: Hedges> + Send + Sync + 'static,
+    retry_runtime::tower::HedgedLayer<P>: Layer<BoxCloneSyncService<u32, u32, io::Error>>,
+    <retry_runtime::tower::HedgedLayer<P> as Layer<BoxCloneSyncService<u32, u32, io::Error>>>::Service:
+        tower::Service<u32, Response = u32, Error = io::Error>,
+{
+    let direct = paused(async {
+        let calls = AtomicU32::new(0);
+        let start = tokio::time::Instant::now();
+        let result = make()
+            .call_async(|_| answer(case, calls.fetch_add(1, Ordering::SeqCst)))
+            .await
+            .map_err(|e| e.kind());
+        Outcome {
+            result,
+            attempts: calls.load(Ordering::SeqCst),
+            elapsed: start.elapsed(),
+        }
+    });
+    let layer = paused(async {
+        let calls = Arc::new(AtomicU32::new(0));
+        let counter = Arc::clone(&calls);
+        let script = Arc::new(case.clone());
+        let svc = BoxCloneSyncService::new(tower::service_fn(move |_: u32| {
+            let n = counter.fetch_add(1, Ordering::SeqCst);
+            let script = Arc::clone(&script);
+            async move { answer(&script, n).await }
+        }));
+        let start = tokio::time::Instant::now();
+        let result = RobustLayer::hedged(make())
+            .layer(svc)
+            .oneshot(0)
+            .await
+            .map_err(|e| e.kind());
+        Outcome {
+            result,
+            attempts: calls.load(Ordering::SeqCst),
+            elapsed: start.elapsed(),
+        }
+    });
+    [direct, layer]
+}
+
+fn run(case: &Case) -> [Outcome; 2] {
+    let builder = || {
+        Policy::builder()
+            .hedge(Hedge::after(Duration::from_millis(AFTER_MS), 1).expect("a valid hedge"))
+            .retries(case.retries)
+            .backoff(Constant::new(Duration::from_millis(case.backoff_ms)))
+            .jitter(NoJitter)
+    };
+    let timeout = |t| Duration::from_millis(t);
+    match (case.timeout_ms, case.reset_only) {
+        (None, false) => runs(case, || builder().on(AnyError).build().unwrap()),
+        (None, true) => runs(case, || {
+            builder()
+                .on(Io::of([ErrorKind::ConnectionReset]))
+                .build()
+                .unwrap()
+        }),
+        (Some(t), false) => runs(case, || {
+            builder().timeout(timeout(t)).on(AnyError).build().unwrap()
+        }),
+        (Some(t), true) => runs(case, || {
+            builder()
+                .timeout(timeout(t))
+                .on(Io::of([ErrorKind::ConnectionReset]))
+                .build()
+                .unwrap()
+        }),
+    }
+}
+
+// Two attribute fns: every error retried without a timeout, and only resets with a 35 ms one.
+
+/// The script of the attribute fns' calls, and their count.
+struct Script {
+    case: Case,
+    calls: AtomicU32,
+}
+
+impl Script {
+    async fn attempt(&self) -> io::Result<u32> {
+        answer(&self.case, self.calls.fetch_add(1, Ordering::SeqCst)).await
+    }
+}
+
+#[robust(hedge(after = 7ms, max = 1), retries = 2, backoff = constant(base = 10ms), jitter = none)]
+async fn hedged_any(s: &Script) -> io::Result<u32> {
+    s.attempt().await
+}
+
+#[robust(hedge(after = 7ms, max = 1), timeout = 35ms, retries = 2,
+         backoff = constant(base = 10ms), jitter = none, on = [Io(ConnectionReset)])]
+async fn hedged_resets(s: &Script) -> io::Result<u32> {
+    s.attempt().await
+}
+
+/// The attribute fn of `case`'s settings, if it is one of the two.
+fn through_attribute(case: &Case) -> Option<Outcome> {
+    let which = match (
+        case.retries,
+        case.backoff_ms,
+        case.timeout_ms,
+        case.reset_only,
+    ) {
+        (2, 10, None, false) => false,
+        (2, 10, Some(35), true) => true,
+        _ => return None,
+    };
+    let script = Script {
+        case: case.clone(),
+        calls: AtomicU32::new(0),
+    };
+    Some(paused(async {
+        let start = tokio::time::Instant::now();
+        let result = if which {
+            hedged_resets(&script).await
+        } else {
+            hedged_any(&script).await
+        };
+        Outcome {
+            result: result.map_err(|e| e.kind()),
+            attempts: script.calls.load(Ordering::SeqCst),
+            elapsed: start.elapsed(),
+        }
+    }))
+}
+
+fn attribute_case() -> impl Strategy<Value = Case> {
+    (steps(), any::<bool>()).prop_map(|(steps, resets)| Case {
+        steps,
+        retries: 2,
+        backoff_ms: 10,
+        timeout_ms: resets.then_some(35),
+        reset_only: resets,
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(400))]
+
+    #[test]
+    fn hedged_calls_follow_the_model(case in case()) {
+        let expected = model(&case);
+        let [direct, layer] = run(&case);
+        prop_assert_eq!(&direct, &expected, "call_async");
+        prop_assert_eq!(&layer, &expected, "RobustLayer::hedged");
+    }
+
+    #[test]
+    fn hedged_fns_follow_the_model(case in attribute_case()) {
+        let expected = model(&case);
+        let through = through_attribute(&case).expect("one of the attribute's settings");
+        prop_assert_eq!(&through, &expected, "#[robust(hedge(..))]");
+    }
+}
+
+/// The generator reaches the model's branches: a first attempt that decides before its
+/// hedge, a hedge started at once by a failure, a hedge that wins beside a slower attempt, a
+/// round failed in full and followed by another, timeouts.
+#[test]
+fn the_cases_reach_every_branch_of_the_model() {
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let (mut alone, mut hedged, mut several_rounds, mut timed_out) = (0, 0, 0, 0);
+    for _ in 0..400 {
+        let case = case().new_tree(&mut runner).unwrap().current();
+        let o = model(&case);
+        match o.attempts {
+            1 => alone += 1,
+            2 => hedged += 1,
+            _ => several_rounds += 1,
+        }
+        if o.result == Err(ErrorKind::TimedOut) {
+            timed_out += 1;
+        }
+    }
+    for (what, n) in [
+        ("decided by the first attempt", alone),
+        ("two attempts in one round", hedged),
+        ("more than one round", several_rounds),
+        ("ended by a timeout", timed_out),
+    ] {
+        assert!(n >= 20, "{what}: {n} cases");
+    }
+}
