@@ -332,8 +332,9 @@ fn constants_written_as_paths_match_only_themselves() {
 
 /// The builder refuses a `when` rule that its kinds' types show can never apply: one added
 /// after `when(AnyError, ..)`, an I/O kind after `when(Io::ANY, ..)`, a second
-/// `when(Timeout, ..)`, or `when(NoError, ..)`. Kinds whose values decide (`Io::of`, closures)
-/// are not compared.
+/// `when(Timeout, ..)`, or `when(NoError, ..)`, the kinds written by reference too (before, a
+/// `when` after `when(&AnyError, ..)` was accepted and never applied). Kinds whose values
+/// decide (`Io::of`, closures) are not compared.
 #[test]
 fn the_builder_refuses_a_when_that_never_applies() {
     use retry_runtime::Policy;
@@ -356,6 +357,26 @@ fn the_builder_refuses_a_when_that_never_applies() {
             .err(),
         Policy::builder()
             .when(NoError, |s| s.retries(1))
+            .build()
+            .err(),
+        // The same kinds by reference (a kind is one through a reference too).
+        Policy::builder()
+            .when(&AnyError, |s| s.retries(1))
+            .when(Timeout, |s| s.retries(10))
+            .build()
+            .err(),
+        Policy::builder()
+            .when(&Io::ANY, |s| s.retries(1))
+            .when(&Io::of([ErrorKind::ConnectionReset]), |s| s.retries(10))
+            .build()
+            .err(),
+        Policy::builder()
+            .when(&Timeout, |s| s.retries(1))
+            .when(&&Timeout, |s| s.retries(10))
+            .build()
+            .err(),
+        Policy::builder()
+            .when(&NoError, |s| s.retries(1))
             .build()
             .err(),
     ];

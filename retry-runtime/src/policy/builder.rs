@@ -199,7 +199,7 @@ impl Checks {
     /// added), or `K` matches no error.
     fn never_applies<K: ?Sized>(&self) -> Option<&'static str> {
         let io = std::any::type_name::<crate::kind::Io<0>>();
-        let name = std::any::type_name::<K>();
+        let name = referent(std::any::type_name::<K>());
         // (`Io<0>` may be named without its parameter, which is the default one.)
         let io_path = io.split('<').next().unwrap_or(io);
         let is_io = name == io
@@ -238,7 +238,8 @@ impl Checks {
     /// Notes a `when` rule of kind `K` (see [`never_applies`](Self::never_applies)).
     fn add_when<K: ?Sized>(&mut self) {
         self.every_error |= same_type::<K, crate::kind::AnyError>();
-        self.every_io |= std::any::type_name::<K>() == std::any::type_name::<crate::kind::Io<0>>();
+        self.every_io |=
+            referent(std::any::type_name::<K>()) == std::any::type_name::<crate::kind::Io<0>>();
         self.timeout |= same_type::<K, crate::kind::Timeout>();
     }
 }
@@ -319,16 +320,33 @@ fn unread_beside_no_backoff<B: ?Sized, J: ?Sized>(written: Written) -> Option<&'
         .find_map(|(key, set)| set.then_some(key))
 }
 
-/// Whether `A` is `B` (`B` without its type parameters, if it has any: `OkIf<()>` stands for
-/// every `OkIf<F>`). By the types' names, which need no `'static` bound (an `OkIf` holds a
-/// closure that may borrow): both names are made by the same compiler, as the path to the
-/// type in its crate.
+/// Whether `A` is `B`, or a reference to it (a kind is one through a reference too: `&AnyError`
+/// takes every error as `AnyError` does), `B` without its type parameters if it has any
+/// (`OkIf<()>` stands for every `OkIf<F>`). By the types' names, which need no `'static`
+/// bound (an `OkIf` holds a closure that may borrow): both names are made by the same
+/// compiler, as the path to the type in its crate.
 fn same_type<A: ?Sized, B: ?Sized>() -> bool {
-    let (a, b) = (std::any::type_name::<A>(), std::any::type_name::<B>());
+    let (a, b) = (
+        referent(std::any::type_name::<A>()),
+        std::any::type_name::<B>(),
+    );
     if b.contains('<') {
         a.starts_with(generic_prefix::<B>())
     } else {
         a == b
+    }
+}
+
+/// The name of the type a reference type's name points to, through every `&` and `&mut`
+/// (the name itself for any other type).
+fn referent(mut name: &str) -> &str {
+    loop {
+        let rest = name.trim_start();
+        let Some(rest) = rest.strip_prefix('&') else {
+            return rest;
+        };
+        let rest = rest.trim_start();
+        name = rest.strip_prefix("mut ").unwrap_or(rest);
     }
 }
 
