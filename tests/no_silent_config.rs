@@ -338,7 +338,7 @@ fn constants_written_as_paths_match_only_themselves() {
 #[test]
 fn the_builder_refuses_a_when_that_never_applies() {
     use retry_runtime::Policy;
-    use retry_runtime::kind::{AnyError, Io, NoError, Predicate, Timeout};
+    use retry_runtime::kind::{AnyError, ClassifyExt, Io, NoError, Predicate, Timeout};
     let refused = [
         Policy::builder()
             .when(AnyError, |s| s.retries(1))
@@ -379,6 +379,39 @@ fn the_builder_refuses_a_when_that_never_applies() {
             .when(&NoError, |s| s.retries(1))
             .build()
             .err(),
+        // A catch-all inside an `or` (before, these were accepted: the second rule never
+        // applied).
+        Policy::builder()
+            .when(Timeout.or(Io::ANY), |s| s.retries(5))
+            .when(Io::of([ErrorKind::ConnectionRefused]), |s| s.retries(0))
+            .build()
+            .err(),
+        Policy::builder()
+            .when(AnyError.or(Timeout), |s| s.retries(5))
+            .when(Predicate(|e: &io::Error| e.raw_os_error().is_some()), |s| {
+                s.retries(1)
+            })
+            .build()
+            .err(),
+        Policy::builder()
+            .when(Predicate(|_: &io::Error| true).or(Timeout), |s| {
+                s.retries(5)
+            })
+            .when(&Timeout, |s| s.retries(1))
+            .build()
+            .err(),
+        // A part of an `or` that never applies, the rest of it applying.
+        Policy::builder()
+            .when(Io::ANY, |s| s.retries(5))
+            .when(Timeout.or(Io::of([ErrorKind::ConnectionReset])), |s| {
+                s.retries(1)
+            })
+            .build()
+            .err(),
+        Policy::builder()
+            .when(Timeout.or(NoError), |s| s.retries(1))
+            .build()
+            .err(),
     ];
     for e in refused_for(refused.into_iter().map(|e| (e, "when"))) {
         assert!(e.to_string().contains("never applies"), "{e}");
@@ -399,6 +432,85 @@ fn the_builder_refuses_a_when_that_never_applies() {
             .when(Predicate(|e: &io::Error| e.raw_os_error().is_some()), |s| {
                 s.retries(3)
             })
+            .build()
+            .err(),
+        // Kinds combined with `or`, none of them taken first.
+        Policy::builder()
+            .when(Timeout.or(Io::of([ErrorKind::ConnectionReset])), |s| {
+                s.retries(3)
+            })
+            .when(Io::ANY, |s| s.retries(1))
+            .build()
+            .err(),
+    ];
+    all_accepted(accepted);
+}
+
+/// The builder refuses an `on` kind that a `when` rule takes first (the `when` rules are tried
+/// before `on`, whatever the order they were written in): every kind after a
+/// `when(AnyError, ..)`, an I/O kind after a `when(Io::ANY, ..)`, through `or` and references
+/// too. An `on` kind that is a `when`'s own (`on(Timeout)` beside `when(Timeout, ..)`: the
+/// `when` gives its settings) and the default `on` (every error, not written) are accepted.
+#[test]
+fn the_builder_refuses_an_on_kind_a_when_takes_first() {
+    use retry_runtime::Policy;
+    use retry_runtime::kind::{AnyError, ClassifyExt, Io, NoError, OkIf, Timeout};
+    let refused = [
+        Policy::builder()
+            .on(Io::ANY)
+            .when(Timeout, |s| s.retries(10))
+            .when(AnyError, |s| s.retries(0))
+            .build()
+            .err(),
+        Policy::builder()
+            .on(Io::of([ErrorKind::ConnectionReset]))
+            .when(Io::ANY, |s| s.retries(1))
+            .build()
+            .err(),
+        Policy::builder()
+            .on(Timeout.or(Io::ANY))
+            .when(&AnyError, |s| s.retries(1))
+            .build()
+            .err(),
+        // `on` written after the `when`s: the same.
+        Policy::builder()
+            .when(Io::ANY.or(Timeout), |s| s.retries(1))
+            .on(Io::of([ErrorKind::BrokenPipe]))
+            .build()
+            .err(),
+    ];
+    for e in refused_for(refused.into_iter().map(|e| (e, "on"))) {
+        assert!(e.to_string().contains("never applies"), "{e}");
+    }
+    let accepted = [
+        Policy::builder()
+            .on(Timeout.or(Io::ANY))
+            .when(Timeout, |s| s.retries(10))
+            .build()
+            .err(),
+        Policy::builder()
+            .on(Io::ANY)
+            .when(Io::ANY, |s| s.retries(1))
+            .build()
+            .err(),
+        Policy::builder()
+            .on(AnyError)
+            .when(AnyError, |s| s.retries(1))
+            .build()
+            .err(),
+        Policy::builder()
+            .when(AnyError, |s| s.retries(1))
+            .build()
+            .err(),
+        Policy::builder()
+            .on(Timeout)
+            .when(Io::ANY, |s| s.retries(1))
+            .build()
+            .err(),
+        Policy::builder()
+            .on(NoError)
+            .on_ok(OkIf(|v: &u32| *v == 0))
+            .when(AnyError, |s| s.retries(1))
             .build()
             .err(),
     ];

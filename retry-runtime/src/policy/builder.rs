@@ -153,6 +153,9 @@ struct Checks {
     /// Whether the `on` kind is [`NoError`](crate::kind::NoError): the `on` rule then takes
     /// no error, and is checked only for the values of an `on_ok` kind (`on_plain_values`).
     on_never: bool,
+    /// Whether `on` was called (the default kind, every error, is not checked against the
+    /// `when` rules).
+    on_written: bool,
     /// Whether the `on_ok` kind is an [`OkIf`](crate::kind::OkIf) without a hint: its values
     /// wait the `on` rule's backoff.
     on_plain_values: bool,
@@ -183,6 +186,7 @@ impl Checks {
         value_shortest: None,
         value_past_max_delay: false,
         on_never: false,
+        on_written: false,
         on_plain_values: false,
         whens_retry: false,
         on_values: false,
@@ -197,32 +201,56 @@ impl Checks {
     /// Why a `when` rule of kind `K` would never apply, as far as the kinds' types tell: a
     /// rule added before it takes every error it would first (rules are tried in the order
     /// added), or `K` matches no error.
+    ///
+    /// A kind made with [`or`](crate::kind::ClassifyExt::or) is checked part by part: one of
+    /// its parts that never applies is refused too (it would read as retried by this rule).
     fn never_applies<K: ?Sized>(&self) -> Option<&'static str> {
-        let io = std::any::type_name::<crate::kind::Io<0>>();
-        let name = referent(std::any::type_name::<K>());
-        // (`Io<0>` may be named without its parameter, which is the default one.)
-        let io_path = io.split('<').next().unwrap_or(io);
-        let is_io = name == io
-            || name
-                .strip_prefix(io_path)
-                .is_some_and(|rest| rest.starts_with('<'));
-        if same_type::<K, crate::kind::NoError>() {
-            Some("never applies: `NoError` matches no error; leave it out")
-        } else if self.every_error {
-            Some(
-                "never applies: an earlier `when(AnyError, ..)` takes every error first (rules are tried in the order added); add this one first, or leave it out",
-            )
-        } else if self.every_io && is_io {
-            Some(
-                "never applies: an earlier `when(Io::ANY, ..)` takes every I/O error first (rules are tried in the order added); add this one first, or leave it out",
-            )
-        } else if self.timeout && same_type::<K, crate::kind::Timeout>() {
-            Some(
-                "never applies: an earlier `when(Timeout, ..)` takes every timeout first; merge the two",
-            )
-        } else {
-            None
+        let parts = kind_parts(std::any::type_name::<K>());
+        let several = parts.len() > 1;
+        parts.into_iter().find_map(|part| {
+            let why = match part {
+                Part::NoError => (
+                    "never applies: `NoError` matches no error; leave it out",
+                    "has a kind that never applies: `NoError` matches no error; leave it out",
+                ),
+                _ if self.every_error => (
+                    "never applies: an earlier `when(AnyError, ..)` takes every error first (rules are tried in the order added); add this one first, or leave it out",
+                    "has a kind that never applies: an earlier `when(AnyError, ..)` takes every error first (rules are tried in the order added); add this one first, or leave that kind out",
+                ),
+                Part::IoAny | Part::Io if self.every_io => (
+                    "never applies: an earlier `when(Io::ANY, ..)` takes every I/O error first (rules are tried in the order added); add this one first, or leave it out",
+                    "has a kind that never applies: an earlier `when(Io::ANY, ..)` takes every I/O error first (rules are tried in the order added); add this one first, or leave that kind out",
+                ),
+                Part::Timeout if self.timeout => (
+                    "never applies: an earlier `when(Timeout, ..)` takes every timeout first; merge the two",
+                    "has a kind that never applies: an earlier `when(Timeout, ..)` takes every timeout first; merge the two",
+                ),
+                _ => return None,
+            };
+            Some(if several { why.1 } else { why.0 })
+        })
+    }
+
+    /// Why a kind of the `on` rule (written with [`on`](PolicyBuilder::on)) never applies: the
+    /// `when` rules are tried before it, and one takes every error, or every I/O error, first.
+    /// (A kind that is a `when`'s own, `on(Timeout)` beside `when(Timeout, ..)`, is allowed:
+    /// the `when` gives its settings.)
+    fn on_never_applies<K: ?Sized>(&self) -> Option<&'static str> {
+        if !self.on_written {
+            return None;
         }
+        kind_parts(std::any::type_name::<K>())
+            .into_iter()
+            .find_map(|part| match part {
+                Part::NoError | Part::Any => None,
+                _ if self.every_error => Some(
+                    "never applies: the `when` rules are tried before `on`, and a `when(AnyError, ..)` takes every error first; leave this kind out of `on`, or narrow that `when`",
+                ),
+                Part::Io if self.every_io => Some(
+                    "never applies: the `when` rules are tried before `on`, and a `when(Io::ANY, ..)` takes every I/O error first; leave this kind out of `on`, or narrow that `when`",
+                ),
+                _ => None,
+            })
     }
 
     /// Notes the settings of a `when` or `when_ok` rule: whether it may retry, and whether it
@@ -237,10 +265,11 @@ impl Checks {
 
     /// Notes a `when` rule of kind `K` (see [`never_applies`](Self::never_applies)).
     fn add_when<K: ?Sized>(&mut self) {
-        self.every_error |= same_type::<K, crate::kind::AnyError>();
-        self.every_io |=
-            referent(std::any::type_name::<K>()) == std::any::type_name::<crate::kind::Io<0>>();
-        self.timeout |= same_type::<K, crate::kind::Timeout>();
+        for part in kind_parts(std::any::type_name::<K>()) {
+            self.every_error |= matches!(part, Part::Any);
+            self.every_io |= matches!(part, Part::IoAny);
+            self.timeout |= matches!(part, Part::Timeout);
+        }
     }
 }
 
@@ -335,6 +364,69 @@ fn same_type<A: ?Sized, B: ?Sized>() -> bool {
     } else {
         a == b
     }
+}
+
+/// An error kind (a part of an `Or`), as far as its type tells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Part {
+    /// [`AnyError`](crate::kind::AnyError).
+    Any,
+    /// [`Io::ANY`](crate::kind::Io::ANY).
+    IoAny,
+    /// Another [`Io`](crate::kind::Io) kind (`Io::of`).
+    Io,
+    /// [`Timeout`](crate::kind::Timeout).
+    Timeout,
+    /// [`NoError`](crate::kind::NoError).
+    NoError,
+    /// Any other kind (a closure's, a `Predicate`, a pattern's, a user's).
+    Other,
+}
+
+/// The kinds an error kind's type name combines: the parts of an
+/// [`Or`](crate::kind::Or) (through nested ones), or the kind itself, each through references.
+fn kind_parts(name: &str) -> Vec<Part> {
+    let name = referent(name);
+    let or = generic_prefix::<crate::kind::Or<(), ()>>();
+    if let Some(args) = name
+        .strip_prefix(or)
+        .and_then(|rest| rest.strip_suffix('>'))
+    {
+        // The two type arguments, split at the comma outside any brackets.
+        let mut depth = 0usize;
+        for (i, c) in args.char_indices() {
+            match c {
+                '<' | '(' | '[' => depth += 1,
+                '>' | ')' | ']' => depth = depth.saturating_sub(1),
+                ',' if depth == 0 => {
+                    let mut parts = kind_parts(&args[..i]);
+                    parts.extend(kind_parts(&args[i + 1..]));
+                    return parts;
+                }
+                _ => {}
+            }
+        }
+    }
+    let io = std::any::type_name::<crate::kind::Io<0>>();
+    // (`Io<0>` may be named without its parameter, which is the default one.)
+    let io_path = io.split('<').next().unwrap_or(io);
+    let part = if name == std::any::type_name::<crate::kind::AnyError>() {
+        Part::Any
+    } else if name == io {
+        Part::IoAny
+    } else if name
+        .strip_prefix(io_path)
+        .is_some_and(|rest| rest.starts_with('<'))
+    {
+        Part::Io
+    } else if name == std::any::type_name::<crate::kind::Timeout>() {
+        Part::Timeout
+    } else if name == std::any::type_name::<crate::kind::NoError>() {
+        Part::NoError
+    } else {
+        Part::Other
+    };
+    vec![part]
 }
 
 /// The name of the type a reference type's name points to, through every `&` and `&mut`
@@ -491,6 +583,7 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
     pub fn on<K2>(self, kind: K2) -> PolicyBuilder<W, K2, B, J, T, S, F, C, X> {
         let mut b = map_part!(self, on, |_| kind);
         b.checks.on_never = same_type::<K2, crate::kind::NoError>();
+        b.checks.on_written = true;
         b
     }
 
@@ -786,7 +879,8 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
     }
 
     /// The policy, or the first invalid value given to the builder, or a setting another one
-    /// makes dead: a hedge that could never run beside its attempt (one due no sooner than the
+    /// makes dead: an `on` kind a `when` rule takes first (`on(Io::ANY)` beside
+    /// `when(AnyError, ..)`: the `when` rules are tried before `on`), a hedge that could never run beside its attempt (one due no sooner than the
     /// attempt's timeout, an adaptive timeout's `max`, or the deadline, all of which cut the
     /// attempt first), or a timeout (an adaptive timeout's `min`) or `max_delay` no shorter than
     /// the deadline, which always decides first.
@@ -800,6 +894,9 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
     {
         if let Some(e) = self.error {
             return Err(e);
+        }
+        if let Some(why) = self.checks.on_never_applies::<K>() {
+            return Err(ConfigError::new("on", why));
         }
         let p = self.policy;
         if let Some(hedge) = p.timeout.hedge()
