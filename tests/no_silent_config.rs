@@ -516,3 +516,45 @@ fn the_builder_refuses_an_on_kind_a_when_takes_first() {
     ];
     all_accepted(accepted);
 }
+
+/// The builder refuses a `hint` in a policy that retries only values (`on(NoError)` beside an
+/// `on_ok` kind or a `when_ok` rule, no `when` on errors that retries): the hint reads errors,
+/// and none is retried (the attribute refuses the same). With an error retried, accepted.
+#[test]
+fn the_builder_refuses_a_hint_with_only_values_retried() {
+    use retry_runtime::Policy;
+    use retry_runtime::kind::{NoError, OkIf, Timeout};
+    let hint = |_: &io::Error| Some(Duration::from_secs(1));
+    let refused = [
+        Policy::builder()
+            .on(NoError)
+            .on_ok(OkIf(|v: &u32| *v == 0))
+            .hint(hint)
+            .build()
+            .err(),
+        Policy::builder()
+            .on(NoError)
+            .when_ok(OkIf(|v: &u32| *v == 0), |s| s.retries(2))
+            .hint(hint)
+            .build()
+            .err(),
+    ];
+    for e in refused_for(refused.into_iter().map(|e| (e, "hint"))) {
+        assert!(e.to_string().contains("only values are retried"), "{e}");
+    }
+    let accepted = [
+        Policy::builder()
+            .on(NoError)
+            .on_ok(OkIf(|v: &u32| *v == 0))
+            .when(Timeout, |s| s.retries(2))
+            .hint(hint)
+            .build()
+            .err(),
+        Policy::builder()
+            .on_ok(OkIf(|v: &u32| *v == 0))
+            .hint(hint)
+            .build()
+            .err(),
+    ];
+    all_accepted(accepted);
+}

@@ -161,6 +161,8 @@ struct Checks {
     on_plain_values: bool,
     /// Whether a `when` or `when_ok` rule may retry (not `retries(0)` nor `max_delay` zero).
     whens_retry: bool,
+    /// Whether a `when` rule (on errors) may retry.
+    error_whens_retry: bool,
     /// Whether an `on_ok` kind is set: the `on` rule then takes values too.
     on_values: bool,
     /// The kinds of the `when` rules so far that later rules cannot get past, as far as
@@ -187,6 +189,7 @@ impl Checks {
         value_past_max_delay: false,
         on_never: false,
         on_written: false,
+        error_whens_retry: false,
         on_plain_values: false,
         whens_retry: false,
         on_values: false,
@@ -610,6 +613,7 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
         let shortest = settings.rule.shortest_delay();
         let mut checks = self.checks;
         let unread = checks.add_rule(&settings);
+        checks.error_whens_retry |= may_retry(&settings.rule);
         let dead = checks.never_applies::<K2>();
         checks.add_when::<K2>();
         let mut b = map_part!(self, whens, |whens| (whens, Rule::new(kind, settings.rule)));
@@ -940,6 +944,17 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
                     "has no effect: no rule ever retries (the `on` rule has `retries(0)`, a `max_delay` of zero, or `on(NoError)` with no `on_ok`, and no `when` rule retries); leave it out, or allow retries",
                 ));
             }
+        }
+        // A hint reads the errors a rule retries: with only values retried (`on(NoError)`
+        // beside an `on_ok` kind or a `when_ok` rule, and no `when` rule on errors that
+        // retries), it has none to read. (With no retry at all, it was refused above.)
+        let errors_retried =
+            (!self.checks.on_never && may_retry(&p.settings.rule)) || self.checks.error_whens_retry;
+        if self.checks.hinted && !errors_retried && (on_retries || self.checks.whens_retry) {
+            return Err(ConfigError::new(
+                "hint",
+                "has no effect: it reads the errors a rule retries, and here only values are retried (`on(NoError)`, and no `when` on an error retries); a value's delay is read by its kind (`OkIf::hint`)",
+            ));
         }
         if on_retries
             && let Some(key) = unread_beside_no_backoff::<B, J>(p.settings.written)
