@@ -450,8 +450,8 @@ fn the_builder_refuses_a_backoff_its_max_delay_leaves_no_retry_for() {
 /// A rule that never retries (`retries(0)`, a `max_delay` of zero) reads none of its backoff,
 /// jitter and scale: written, they are refused as having no effect (not as a backoff the
 /// deadline or `max_delay` leaves no retry for), as are `hint` and `on_retry` where no rule
-/// retries; so is a jitter or a scale beside `NoBackoff`, unless a `when` rule with a strategy
-/// that waits reads the `on` rule's.
+/// retries; so is a jitter (but `NoJitter`) or a scale beside `NoBackoff`, unless a `when`
+/// rule with a strategy that waits reads the `on` rule's.
 #[test]
 fn the_builder_refuses_settings_no_rule_reads() {
     use retry_runtime::kind::{Io, NoError};
@@ -530,11 +530,20 @@ fn the_builder_refuses_settings_no_rule_reads() {
                 .err(),
             "jitter",
         ),
-        // Beside `NoBackoff`, a built-in jitter or a scale has no delay to act on.
+        // Beside `NoBackoff`, a built-in jitter or a scale has no delay to act on, by value or
+        // by reference.
         (
             Policy::builder()
                 .backoff(NoBackoff)
-                .jitter(NoJitter)
+                .jitter(retry_runtime::FullJitter)
+                .build()
+                .err(),
+            "jitter",
+        ),
+        (
+            Policy::builder()
+                .backoff(&NoBackoff)
+                .jitter(&retry_runtime::EqualJitter)
                 .build()
                 .err(),
             "jitter",
@@ -577,6 +586,14 @@ fn the_builder_refuses_settings_no_rule_reads() {
         Policy::builder()
             .backoff(NoBackoff)
             .jitter(retry_runtime::Decorrelated)
+            .build()
+            .err(),
+        // `NoJitter` beside `NoBackoff` says what it does (as `jitter = none` beside
+        // `backoff = none` does in the attribute): a sweep over strategies and jitters may
+        // write it.
+        Policy::builder()
+            .backoff(NoBackoff)
+            .jitter(NoJitter)
             .build()
             .err(),
         // `retries(0)` alone, the defaults left as they are.

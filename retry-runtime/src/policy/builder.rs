@@ -347,7 +347,10 @@ fn unread_beside_no_backoff<B: ?Sized, J: ?Sized>(written: Written) -> Option<&'
     if !(same_type::<B, crate::NoBackoff>() && built_in_jitter::<J>()) {
         return None;
     }
-    [("jitter", written.jitter), ("scale", written.scale)]
+    // (`NoJitter` written out says what it does, as `jitter = none` beside `backoff = none`
+    // does in the attribute.)
+    let jitter = written.jitter && !same_type::<J, crate::jitter::NoJitter>();
+    [("jitter", jitter), ("scale", written.scale)]
         .into_iter()
         .find_map(|(key, set)| set.then_some(key))
 }
