@@ -558,3 +558,81 @@ fn the_builder_refuses_a_hint_with_only_values_retried() {
     ];
     all_accepted(accepted);
 }
+
+/// The builder refuses a jitter its rule's strategy gives nothing to do, as the attribute
+/// does: `AwsDecorrelated` beside a strategy whose `base` is 0 (every delay 0) or beside
+/// `Constant` (always `base`), `Decorrelated` beside a strategy whose delay does not depend on
+/// the exponent it moves, in a policy of one rule. Other pairs, and a `when` rule with a
+/// strategy of its own that reads the `on` rule's jitter, are accepted.
+#[test]
+fn the_builder_refuses_a_jitter_the_strategy_gives_nothing_to_do() {
+    use retry_runtime::kind::Io;
+    use retry_runtime::{
+        AwsDecorrelated, Constant, Decorrelated, Exponential, Fibonacci, Policy, Random,
+    };
+    let s = Duration::from_secs;
+    let refused = [
+        Policy::builder()
+            .backoff(Constant::new(s(1)))
+            .jitter(AwsDecorrelated)
+            .build()
+            .err(),
+        Policy::builder()
+            .backoff(Fibonacci::new(Duration::ZERO, s(30)).unwrap())
+            .jitter(AwsDecorrelated)
+            .build()
+            .err(),
+        Policy::builder()
+            .backoff(Constant::new(s(1)))
+            .jitter(Decorrelated)
+            .build()
+            .err(),
+        Policy::builder()
+            .backoff(Random::new(s(1), s(2)).unwrap())
+            .jitter(&Decorrelated)
+            .build()
+            .err(),
+        // In a `when` rule too (AWS decorrelated: whatever the other rules).
+        Policy::builder()
+            .when(Io::ANY, |r| {
+                r.backoff(Constant::new(s(1))).jitter(AwsDecorrelated)
+            })
+            .build()
+            .err(),
+    ];
+    for e in refused_for(refused.into_iter().map(|e| (e, "jitter"))) {
+        assert!(
+            e.to_string().contains("AwsDecorrelated") || e.to_string().contains("Decorrelated"),
+            "{e}"
+        );
+    }
+    let accepted = [
+        Policy::builder()
+            .backoff(Exponential::new(s(1), s(30), 2.0).unwrap())
+            .jitter(AwsDecorrelated)
+            .build()
+            .err(),
+        Policy::builder()
+            .backoff(Exponential::new(s(1), s(30), 2.0).unwrap())
+            .jitter(Decorrelated)
+            .build()
+            .err(),
+        // A `when` rule with a strategy that grows reads the `on` rule's jitter.
+        Policy::builder()
+            .backoff(Constant::new(s(1)))
+            .jitter(AwsDecorrelated)
+            .when(Io::ANY, |r| {
+                r.backoff(Exponential::new(s(1), s(30), 2.0).unwrap())
+            })
+            .build()
+            .err(),
+        // With several rules, the decorrelated jitter moves the state they share.
+        Policy::builder()
+            .backoff(Constant::new(s(1)))
+            .jitter(Decorrelated)
+            .when(Io::ANY, |r| r.retries(2))
+            .build()
+            .err(),
+    ];
+    all_accepted(accepted);
+}

@@ -258,7 +258,7 @@ impl Checks {
 
     /// Notes the settings of a `when` or `when_ok` rule: whether it may retry, and whether it
     /// reads the `on` rule's jitter and scale. The error for a setting it has no use for.
-    fn add_rule<B2, J2>(&mut self, settings: &Settings<B2, J2>) -> Option<ConfigError> {
+    fn add_rule<B2: Backoff, J2>(&mut self, settings: &Settings<B2, J2>) -> Option<ConfigError> {
         let (jitter, scale) = reads_top::<B2>(settings);
         self.whens_retry |= may_retry(&settings.rule);
         self.top_jitter_read |= jitter;
@@ -274,6 +274,37 @@ impl Checks {
             self.timeout |= matches!(part, Part::Timeout);
         }
     }
+}
+
+/// Why the jitter `J`, written for a rule whose strategy is `backoff`, changes nothing or makes
+/// every delay 0 (as the attribute refuses it): the AWS decorrelated jitter beside a strategy
+/// whose `base` is 0 (every delay 0) or beside `Constant` (it draws between the strategy's
+/// `base` and `max`, which a constant strategy makes the same), the decorrelated jitter
+/// beside a strategy whose delay does not depend on the exponent it moves (`Constant`,
+/// `Random`, or a `base` no lower than `max`) in a policy of one rule (in one of several, it
+/// also moves the state the other rules share).
+fn dead_jitter<B: Backoff, J>(backoff: &B, single: bool) -> Option<&'static str> {
+    if same_type::<J, crate::jitter::AwsDecorrelated>() {
+        if backoff.base().is_zero() && !same_type::<B, crate::NoBackoff>() {
+            return Some(
+                "`AwsDecorrelated` makes every delay 0 here: it draws each delay between the strategy's `base` and three times the previous delay, starting from `base`, and the `base` is 0; give `base` a value above 0, or choose another jitter",
+            );
+        }
+        if same_type::<B, crate::Constant>() {
+            return Some(
+                "`AwsDecorrelated` has no effect beside `Constant`: it draws between the strategy's `base` and `max`, which a constant strategy makes the same; choose another jitter or strategy",
+            );
+        }
+    }
+    let flat = same_type::<B, crate::Constant>()
+        || same_type::<B, crate::Random>()
+        || (!same_type::<B, crate::NoBackoff>() && backoff.base() >= backoff.max());
+    if single && flat && same_type::<J, crate::jitter::Decorrelated>() {
+        return Some(
+            "`Decorrelated` has no effect here: it only moves the backoff exponent, which this strategy's delay does not depend on; choose another jitter or strategy",
+        );
+    }
+    None
 }
 
 /// Whether a rule with these settings may retry: not `retries(0)`, nor a `max_delay` of zero.
@@ -305,7 +336,13 @@ fn unread_by_a_dead_rule<B, J>(
 
 /// The error for a `when` rule's setting that has no effect: written for a rule that never
 /// retries, or a jitter or scale beside `NoBackoff`.
-fn unread_setting<B2, J2>(settings: &Settings<B2, J2>) -> Option<ConfigError> {
+fn unread_setting<B2: Backoff, J2>(settings: &Settings<B2, J2>) -> Option<ConfigError> {
+    if may_retry(&settings.rule)
+        && settings.written.jitter
+        && let Some(why) = dead_jitter::<B2, J2>(&settings.rule.backoff, false)
+    {
+        return Some(ConfigError::new("jitter", why));
+    }
     if let Some(key) = unread_by_a_dead_rule(&settings.rule, settings.written) {
         return Some(ConfigError::new(
             key,
@@ -968,6 +1005,15 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
                 key,
                 "has no effect beside `NoBackoff`: every delay is 0, which no built-in jitter spreads nor any scale multiplies; leave it out, or choose a strategy that waits",
             ));
+        }
+        // A jitter the `on` rule's strategy gives nothing to do (unless a `when` rule with a
+        // strategy of its own reads it).
+        if on_retries
+            && p.settings.written.jitter
+            && !self.checks.top_jitter_read
+            && let Some(why) = dead_jitter::<B, J>(&p.settings.rule.backoff, same_type::<W, ()>())
+        {
+            return Err(ConfigError::new("jitter", why));
         }
         // The `on` rule's shortest delay, when it applies to failures that wait its backoff:
         // errors (not with `NoError`) whose delay no hint may choose, or values of an `on_ok`
