@@ -563,6 +563,16 @@ fn the_builder_refuses_settings_no_rule_reads() {
                 .err(),
             "scale",
         ),
+        // A decorrelated jitter in a policy of one rule: it moves only that rule's exponent,
+        // which `NoBackoff` does not read.
+        (
+            Policy::builder()
+                .backoff(NoBackoff)
+                .jitter(retry_runtime::Decorrelated)
+                .build()
+                .err(),
+            "jitter",
+        ),
     ];
     for e in refused_for(refused) {
         assert!(e.to_string().contains("no effect"), "{e}");
@@ -582,10 +592,12 @@ fn the_builder_refuses_settings_no_rule_reads() {
             .when(Io::ANY, |s| s.backoff(Constant::new(ms(10))))
             .build()
             .err(),
-        // A decorrelated jitter moves the jitter state every rule of the call shares.
+        // A decorrelated jitter moves the jitter state every rule of the call shares (here
+        // the `when` rule's, which waits).
         Policy::builder()
             .backoff(NoBackoff)
             .jitter(retry_runtime::Decorrelated)
+            .when(Io::ANY, |s| s.backoff(Constant::new(ms(10))))
             .build()
             .err(),
         // `NoJitter` beside `NoBackoff` says what it does (as `jitter = none` beside

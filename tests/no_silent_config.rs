@@ -409,7 +409,7 @@ fn the_builder_refuses_a_when_that_never_applies() {
             .build()
             .err(),
         Policy::builder()
-            .when(Timeout.or(NoError), |s| s.retries(1))
+            .when(NoError.or(NoError), |s| s.retries(1))
             .build()
             .err(),
     ];
@@ -440,6 +440,11 @@ fn the_builder_refuses_a_when_that_never_applies() {
                 s.retries(3)
             })
             .when(Io::ANY, |s| s.retries(1))
+            .build()
+            .err(),
+        // `NoError` beside other kinds adds nothing, as generic code may write it.
+        Policy::builder()
+            .when(Timeout.or(NoError), |s| s.retries(1))
             .build()
             .err(),
     ];
@@ -568,7 +573,8 @@ fn the_builder_refuses_a_hint_with_only_values_retried() {
 fn the_builder_refuses_a_jitter_the_strategy_gives_nothing_to_do() {
     use retry_runtime::kind::Io;
     use retry_runtime::{
-        AwsDecorrelated, Constant, Decorrelated, Exponential, Fibonacci, Policy, Random,
+        AwsDecorrelated, Constant, Decorrelated, Exponential, Fibonacci, NoBackoff, NoJitter,
+        Policy, Random,
     };
     let s = Duration::from_secs;
     let refused = [
@@ -590,6 +596,21 @@ fn the_builder_refuses_a_jitter_the_strategy_gives_nothing_to_do() {
         Policy::builder()
             .backoff(Random::new(s(1), s(2)).unwrap())
             .jitter(&Decorrelated)
+            .build()
+            .err(),
+        Policy::builder()
+            .backoff(Exponential::new(s(1), s(1), 2.0).unwrap())
+            .jitter(AwsDecorrelated)
+            .build()
+            .err(),
+        Policy::builder()
+            .backoff(NoBackoff)
+            .jitter(AwsDecorrelated)
+            .build()
+            .err(),
+        Policy::builder()
+            .backoff(NoBackoff)
+            .jitter(Decorrelated)
             .build()
             .err(),
         // In a `when` rule too (AWS decorrelated: whatever the other rules).
@@ -624,6 +645,13 @@ fn the_builder_refuses_a_jitter_the_strategy_gives_nothing_to_do() {
             .when(Io::ANY, |r| {
                 r.backoff(Exponential::new(s(1), s(30), 2.0).unwrap())
             })
+            .build()
+            .err(),
+        // With several rules, the AWS jitter may start from another rule's delay.
+        Policy::builder()
+            .backoff(Fibonacci::new(Duration::ZERO, s(30)).unwrap())
+            .jitter(AwsDecorrelated)
+            .when(Io::ANY, |r| r.backoff(Constant::new(s(1))).jitter(NoJitter))
             .build()
             .err(),
         // With several rules, the decorrelated jitter moves the state they share.

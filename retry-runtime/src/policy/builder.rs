@@ -210,8 +210,12 @@ impl Checks {
     fn never_applies<K: ?Sized>(&self) -> Option<&'static str> {
         let parts = kind_parts(std::any::type_name::<K>());
         let several = parts.len() > 1;
+        // (`NoError` beside other kinds says what it does, "add nothing", as generic code may
+        // write it; alone, the rule never applies.)
+        let only_no_error = parts.iter().all(|p| *p == Part::NoError);
         parts.into_iter().find_map(|part| {
             let why = match part {
+                Part::NoError if several && !only_no_error => return None,
                 Part::NoError => (
                     "never applies: `NoError` matches no error; leave it out",
                     "has a kind that never applies: `NoError` matches no error; leave it out",
@@ -278,27 +282,31 @@ impl Checks {
 
 /// Why the jitter `J`, written for a rule whose strategy is `backoff`, changes nothing or makes
 /// every delay 0 (as the attribute refuses it): the AWS decorrelated jitter beside a strategy
-/// whose `base` is 0 (every delay 0) or beside `Constant` (it draws between the strategy's
-/// `base` and `max`, which a constant strategy makes the same), the decorrelated jitter
-/// beside a strategy whose delay does not depend on the exponent it moves (`Constant`,
+/// whose `base` is 0 or `NoBackoff` in a policy of one rule (every delay 0; with other rules,
+/// the previous delay it starts from may be another rule's) or beside a strategy whose `base`
+/// is its `max` (`Constant`: it draws between the two), the decorrelated jitter beside a
+/// strategy whose delay does not depend on the exponent it moves (`NoBackoff`, `Constant`,
 /// `Random`, or a `base` no lower than `max`) in a policy of one rule (in one of several, it
 /// also moves the state the other rules share).
 fn dead_jitter<B: Backoff, J>(backoff: &B, single: bool) -> Option<&'static str> {
+    let none = same_type::<B, crate::NoBackoff>();
     if same_type::<J, crate::jitter::AwsDecorrelated>() {
-        if backoff.base().is_zero() && !same_type::<B, crate::NoBackoff>() {
+        // (With other rules, the previous delay it starts from may be another rule's.)
+        if single && (none || backoff.base().is_zero()) {
             return Some(
                 "`AwsDecorrelated` makes every delay 0 here: it draws each delay between the strategy's `base` and three times the previous delay, starting from `base`, and the `base` is 0; give `base` a value above 0, or choose another jitter",
             );
         }
-        if same_type::<B, crate::Constant>() {
+        if !none && backoff.base() >= backoff.max() {
             return Some(
-                "`AwsDecorrelated` has no effect beside `Constant`: it draws between the strategy's `base` and `max`, which a constant strategy makes the same; choose another jitter or strategy",
+                "`AwsDecorrelated` has no effect here: it draws between the strategy's `base` and `max`, which this strategy makes the same (a `Constant`, or a `base` no lower than `max`); choose another jitter or strategy",
             );
         }
     }
-    let flat = same_type::<B, crate::Constant>()
+    let flat = none
+        || same_type::<B, crate::Constant>()
         || same_type::<B, crate::Random>()
-        || (!same_type::<B, crate::NoBackoff>() && backoff.base() >= backoff.max());
+        || backoff.base() >= backoff.max();
     if single && flat && same_type::<J, crate::jitter::Decorrelated>() {
         return Some(
             "`Decorrelated` has no effect here: it only moves the backoff exponent, which this strategy's delay does not depend on; choose another jitter or strategy",
