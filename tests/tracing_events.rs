@@ -379,3 +379,105 @@ fn a_hedge_is_a_debug_event() {
     assert_eq!(e.get("hedge"), Some("1"));
     assert_eq!(e.get("retries"), Some("0"));
 }
+
+static ONE_SLOT: retry_runtime::ConcurrencyLimit = match retry_runtime::ConcurrencyLimit::new(1, 4)
+{
+    Ok(l) => l,
+    Err(_) => panic!("invalid limit"),
+};
+
+/// Fails its first attempt, succeeds after.
+#[robust(retries = 1, backoff = constant(base = 100ms), jitter = none, limit = ONE_SLOT)]
+async fn waits_for_its_slot(failed: &std::cell::Cell<bool>) -> io::Result<()> {
+    if failed.replace(true) {
+        Ok(())
+    } else {
+        Err(ErrorKind::Other.into())
+    }
+}
+
+/// An event's elapsed time counts from the first attempt's start, after the call's wait for a
+/// slot of its concurrency limit (before, in a fn that reads no attempt's start, it counted
+/// from the call's start: the retry below was reported at 500 ms, the wait included).
+#[test]
+fn elapsed_times_count_from_the_first_attempt_after_its_wait_for_a_slot() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    let events = capture(|| {
+        rt.block_on(async {
+            // The only slot is held for 500 ms: the call waits for it.
+            let held = ONE_SLOT.try_acquire().expect("a free slot");
+            let start = tokio::time::Instant::now();
+            let failed = std::cell::Cell::new(false);
+            let (r, ()) = tokio::join!(waits_for_its_slot(&failed), async move {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                drop(held);
+            });
+            assert!(r.is_ok());
+            // 500 ms for the slot, 100 ms of backoff.
+            assert_eq!(start.elapsed(), Duration::from_millis(600));
+        })
+    });
+    let retry = events
+        .iter()
+        .find(|e| e.get("message") == Some("attempt failed, retrying"))
+        .unwrap_or_else(|| panic!("{events:#?}"));
+    assert_eq!(retry.get("function"), Some("waits_for_its_slot"));
+    assert_eq!(retry.get("elapsed_ms"), Some("0"));
+}
+
+static ONE_BLOCKING_SLOT: retry_runtime::ConcurrencyLimit =
+    match retry_runtime::ConcurrencyLimit::new(1, 4) {
+        Ok(l) => l,
+        Err(_) => panic!("invalid limit"),
+    };
+
+/// Fails its first attempt, succeeds after.
+#[robust(retries = 1, backoff = constant(base = 100ms), jitter = none, limit = ONE_BLOCKING_SLOT)]
+fn blocks_for_its_slot(failed: &std::cell::Cell<bool>) -> io::Result<()> {
+    if failed.replace(true) {
+        Ok(())
+    } else {
+        Err(ErrorKind::Other.into())
+    }
+}
+
+/// The same for a blocking fn, on a virtual clock that the slot's holder moves 500 ms on before
+/// giving the slot back (once the call waits in the queue).
+#[test]
+fn a_blocking_fn_s_elapsed_times_count_from_its_first_attempt_after_its_wait() {
+    let time = VirtualTime::new();
+    let _installed = time.install();
+    let start = retry_runtime::time::Clock::now(&time);
+    let held = ONE_BLOCKING_SLOT.try_acquire().expect("a free slot");
+    let events = std::thread::scope(|scope| {
+        let holder = scope.spawn(|| {
+            // (Bounded: the call queues at once.)
+            for _ in 0..10_000 {
+                if ONE_BLOCKING_SLOT.queued() == 1 {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            assert_eq!(ONE_BLOCKING_SLOT.queued(), 1, "the call waits for the slot");
+            time.advance(Duration::from_millis(500));
+            drop(held);
+        });
+        let failed = std::cell::Cell::new(false);
+        let events = capture(|| assert!(blocks_for_its_slot(&failed).is_ok()));
+        holder.join().unwrap();
+        events
+    });
+    assert_eq!(
+        retry_runtime::time::Clock::now(&time) - start,
+        Duration::from_millis(600)
+    );
+    let retry = events
+        .iter()
+        .find(|e| e.get("message") == Some("attempt failed, retrying"))
+        .unwrap_or_else(|| panic!("{events:#?}"));
+    assert_eq!(retry.get("elapsed_ms"), Some("0"));
+}

@@ -1471,12 +1471,21 @@ pub fn expand(
                 } else {
                     quote!()
                 };
+                // A lazy call's first instant (kept for the `tracing` events only) moves to
+                // when its first attempt holds the slot. (A call that reads its attempts'
+                // starts reads the first when the attempt starts.)
+                let retime = if needs_clock {
+                    quote!()
+                } else {
+                    quote!(#call.first_attempt_starts_now();)
+                };
                 quote! {
                     match #p::limit_try(&#policy) {
                         ::core::option::Option::Some(__robust_s) => ::core::option::Option::Some(__robust_s),
                         ::core::option::Option::None => match #p::limit_slot::<#ret, _, _>(&mut #call).await {
                             ::core::result::Result::Ok(__robust_s) => {
                                 #restart
+                                #retime
                                 __robust_s
                             }
                             #ended
@@ -1493,9 +1502,19 @@ pub fn expand(
                     }
                 }
             } else {
+                // (As above: a lazy call's first instant moves to when its first attempt holds
+                // the slot.)
+                let retime = if needs_clock {
+                    quote!()
+                } else {
+                    quote!(#call.first_attempt_starts_now();)
+                };
                 quote! {
                     match #p::limit_wait_blocking(&#policy) {
-                        ::core::result::Result::Ok(__robust_s) => ::core::option::Option::Some(__robust_s),
+                        ::core::result::Result::Ok(__robust_s) => {
+                            #retime
+                            ::core::option::Option::Some(__robust_s)
+                        }
                         ::core::result::Result::Err(_) => #refused,
                     }
                 }

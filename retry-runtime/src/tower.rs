@@ -328,6 +328,10 @@ mod handle {
     pub trait Sealed {}
     impl<P> Sealed for std::sync::Arc<P> {}
     impl<P> Sealed for &'static P {}
+
+    /// Only [`PerKey`](super::PerKey) implements [`Guards`](super::Guards).
+    pub trait SealedGuards {}
+    impl<Br, Bu> SealedGuards for super::PerKey<Br, Bu> {}
 }
 
 impl<P> PolicyHandle<P> for Arc<P> {
@@ -535,8 +539,9 @@ impl<S, P, G, H> Robust<S, P, G, H> {
 }
 
 /// The guards a [`Robust`] service chooses for each request: [`PerKey`], the breaker and the
-/// budget of the request's key or the policy's own.
-pub trait Guards<Req, P, R, E> {
+/// budget of the request's key or the policy's own. Sealed: [`PerKey`] is the only one (generic
+/// code names the trait in bounds; its items may grow).
+pub trait Guards<Req, P, R, E>: handle::SealedGuards {
     /// What is chosen for one request (kept by its future).
     type Chosen;
     /// The policy's environment (its clock and sleepers).

@@ -732,6 +732,18 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
         self
     }
 
+    /// The first attempt starts now after all: it waited for a slot of a concurrency limit since
+    /// the call started (a lazy call keeps its first instant for the `tracing` events'
+    /// elapsed times only, which count from the first attempt's start).
+    #[doc(hidden)]
+    #[inline]
+    pub fn first_attempt_starts_now(&mut self) {
+        if self.retries == 0 && self.times.first().is_some() {
+            let now = self.now();
+            self.times.restart_first(now);
+        }
+    }
+
     /// The current instant on the call's clock: [`Clock::now_blocking`] for a blocking call,
     /// [`Clock::now`] otherwise.
     #[inline]

@@ -33,6 +33,11 @@ pub trait Times: Default {
     #[doc(hidden)]
     #[inline(always)]
     fn set_own_end(&mut self, _own_end: Option<Instant>) {}
+    /// The first attempt starts at `now` after all (it waited for a slot of a concurrency limit
+    /// since the call read its start): a kept first instant moves there; nothing by default.
+    #[doc(hidden)]
+    #[inline(always)]
+    fn restart_first(&mut self, _now: Instant) {}
 }
 
 /// The instants of a call that reads time (see [`Times`]).
@@ -75,6 +80,12 @@ impl Times for Timed {
     #[inline]
     fn set_deadline(&mut self, deadline: Option<Instant>) {
         self.deadline = deadline;
+    }
+    #[inline]
+    fn restart_first(&mut self, now: Instant) {
+        if self.first.is_some() {
+            self.first = Some(now);
+        }
     }
 }
 
@@ -141,6 +152,10 @@ impl<Tm: Times> Times for Blocking<Tm> {
     #[inline(always)]
     fn set_own_end(&mut self, own_end: Option<Instant>) {
         self.1 = own_end;
+    }
+    #[inline(always)]
+    fn restart_first(&mut self, now: Instant) {
+        self.0.restart_first(now);
     }
 }
 
