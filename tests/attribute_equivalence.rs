@@ -22,26 +22,14 @@ use retry_runtime::kind::{ClassifyExt, Io, Timeout};
 use retry_runtime::time::{Clock, Sleep, VirtualTime};
 use retry_runtime::{AsyncRetryPolicy, CircuitBreaker, Constant, NoJitter, Policy, robust};
 
-/// What an attempt answers.
-#[derive(Debug, Clone, Copy)]
-enum Answer {
-    Ok,
-    /// Retried by every configuration.
-    Reset,
-    /// Retried only where every error is.
-    Refused,
-}
+#[path = "common/scripts.rs"]
+mod scripts;
+use scripts::{Outcome, Step, answer, paused, step_at};
 
-/// An attempt: its answer after `after_ms` (a multiple of 10 ms; the timeouts and deadlines
-/// end in 5 ms, so that an answer does not come at the instant its own timeout cuts it; one
-/// can still come at the instant the deadline, counted from the call's start, cuts it, which
-/// both loops settle alike on the paused clock: the attempt is polled first, and an error then
-/// is a timeout).
-#[derive(Debug, Clone, Copy)]
-struct Step {
-    after_ms: u64,
-    answer: Answer,
-}
+// The scripts' answers come at multiples of 10 ms and the timeouts and deadlines end in 5 ms,
+// so that an answer does not come at the instant its own timeout cuts it; one can still come at
+// the instant the deadline, counted from the call's start, cuts it, which both loops settle
+// alike on the paused clock: the attempt is polled first, and an error then is a timeout.
 
 /// The steps of a call's attempts (the last one repeats) and the attempts made.
 struct Script {
@@ -59,49 +47,21 @@ impl Script {
 
     /// The next attempt's answer.
     async fn attempt(&self) -> io::Result<u32> {
-        let n = self.calls.fetch_add(1, Ordering::SeqCst) as usize;
-        let step = self.steps[n.min(self.steps.len() - 1)];
-        tokio::time::sleep(Duration::from_millis(step.after_ms)).await;
-        match step.answer {
-            Answer::Ok => Ok(n as u32),
-            Answer::Reset => Err(ErrorKind::ConnectionReset.into()),
-            Answer::Refused => Err(ErrorKind::ConnectionRefused.into()),
-        }
+        let n = self.calls.fetch_add(1, Ordering::SeqCst);
+        answer(&self.steps, n, n).await
     }
-}
 
-impl Script {
     /// The next attempt's answer, for a blocking fn: its delay slept on `time`.
     fn attempt_blocking(&self, time: &VirtualTime) -> io::Result<u32> {
-        let n = self.calls.fetch_add(1, Ordering::SeqCst) as usize;
-        let step = self.steps[n.min(self.steps.len() - 1)];
+        let n = self.calls.fetch_add(1, Ordering::SeqCst);
+        let step = step_at(&self.steps, n);
         Sleep::sleep(time, Duration::from_millis(step.after_ms));
-        match step.answer {
-            Answer::Ok => Ok(n as u32),
-            Answer::Reset => Err(ErrorKind::ConnectionReset.into()),
-            Answer::Refused => Err(ErrorKind::ConnectionRefused.into()),
-        }
+        step.answer.result(n).map_err(io::Error::from)
     }
-}
-
-/// What a call gave: its result (an error by its kind), its attempts, the time it took.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Outcome {
-    result: Result<u32, ErrorKind>,
-    attempts: u32,
-    elapsed: Duration,
 }
 
 fn steps() -> impl Strategy<Value = Vec<Step>> {
-    let step = (
-        0u64..=6,
-        prop_oneof![Just(Answer::Ok), Just(Answer::Reset), Just(Answer::Refused)],
-    )
-        .prop_map(|(tens, answer)| Step {
-            after_ms: tens * 10,
-            answer,
-        });
-    prop::collection::vec(step, 1..7)
+    scripts::steps(7, [1, 1, 1])
 }
 
 // The configurations, each as an attribute fn and as the builder's policy.
@@ -321,13 +281,8 @@ fn blocking_pairs(steps: &[Step]) -> [(&'static str, Outcome, Outcome); 4] {
 
 /// `call` on a fresh script of `steps`, on a paused clock.
 fn outcome(steps: &[Step], call: impl AsyncFnOnce(&Script) -> io::Result<u32>) -> Outcome {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .expect("a runtime");
     let script = Script::new(steps);
-    rt.block_on(async {
+    paused(async {
         let start = tokio::time::Instant::now();
         let result = call(&script).await.map_err(|e| e.kind());
         Outcome {

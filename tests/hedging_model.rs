@@ -34,20 +34,11 @@ use retry_runtime::{AsyncRetryPolicy, Constant, NoJitter, Policy, robust};
 use tower::util::BoxCloneSyncService;
 use tower::{Layer, ServiceExt};
 
+#[path = "common/scripts.rs"]
+mod scripts;
+use scripts::{Outcome, Step, answer, paused, step_at, through_call_async};
+
 const AFTER_MS: u64 = 7;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Answer {
-    Ok,
-    Reset,
-    Refused,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Step {
-    after_ms: u64,
-    answer: Answer,
-}
 
 #[derive(Debug, Clone)]
 struct Case {
@@ -59,27 +50,8 @@ struct Case {
     reset_only: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Outcome {
-    result: Result<u32, ErrorKind>,
-    attempts: u32,
-    elapsed: Duration,
-}
-
 fn steps() -> impl Strategy<Value = Vec<Step>> {
-    let step = (
-        0u64..=6,
-        prop_oneof![
-            2 => Just(Answer::Ok),
-            2 => Just(Answer::Reset),
-            1 => Just(Answer::Refused)
-        ],
-    )
-        .prop_map(|(tens, answer)| Step {
-            after_ms: tens * 10,
-            answer,
-        });
-    prop::collection::vec(step, 1..8)
+    scripts::steps(8, [2, 2, 1])
 }
 
 fn case() -> impl Strategy<Value = Case> {
@@ -111,7 +83,7 @@ struct Ended {
 
 /// Attempt number `n` (from 0), started at `start`.
 fn attempt(case: &Case, n: u32, start: u64) -> Ended {
-    let step = case.steps[(n as usize).min(case.steps.len() - 1)];
+    let step = step_at(&case.steps, n);
     match case.timeout_ms {
         Some(t) if t < step.after_ms => Ended {
             at: start + t,
@@ -119,11 +91,7 @@ fn attempt(case: &Case, n: u32, start: u64) -> Ended {
         },
         _ => Ended {
             at: start + step.after_ms,
-            result: match step.answer {
-                Answer::Ok => Ok(n),
-                Answer::Reset => Err(ErrorKind::ConnectionReset),
-                Answer::Refused => Err(ErrorKind::ConnectionRefused),
-            },
+            result: step.answer.result(n),
         },
     }
 }
@@ -182,26 +150,6 @@ fn model(case: &Case) -> Outcome {
 
 // --- the runs -----------------------------------------------------------------------------------
 
-/// Attempt number `n`'s answer, on tokio's clock.
-async fn answer(case: &Case, n: u32) -> io::Result<u32> {
-    let step = case.steps[(n as usize).min(case.steps.len() - 1)];
-    tokio::time::sleep(Duration::from_millis(step.after_ms)).await;
-    match step.answer {
-        Answer::Ok => Ok(n),
-        Answer::Reset => Err(ErrorKind::ConnectionReset.into()),
-        Answer::Refused => Err(ErrorKind::ConnectionRefused.into()),
-    }
-}
-
-fn paused<T>(f: impl Future<Output = T>) -> T {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .expect("a runtime")
-        .block_on(f)
-}
-
 /// `case` through `call_async` and through `RobustLayer::hedged`, with `policy`.
 fn runs<P>(case: &Case, make: impl Fn() -> P) -> [Outcome; 2]
 where
@@ -210,19 +158,7 @@ where
     <retry_runtime::tower::HedgedLayer<P> as Layer<BoxCloneSyncService<u32, u32, io::Error>>>::Service:
         tower::Service<u32, Response = u32, Error = io::Error>,
 {
-    let direct = paused(async {
-        let calls = AtomicU32::new(0);
-        let start = tokio::time::Instant::now();
-        let result = make()
-            .call_async(|_| answer(case, calls.fetch_add(1, Ordering::SeqCst)))
-            .await
-            .map_err(|e| e.kind());
-        Outcome {
-            result,
-            attempts: calls.load(Ordering::SeqCst),
-            elapsed: start.elapsed(),
-        }
-    });
+    let direct = paused(through_call_async(&make(), &case.steps, 0));
     let layer = paused(async {
         let calls = Arc::new(AtomicU32::new(0));
         let counter = Arc::clone(&calls);
@@ -230,7 +166,7 @@ where
         let svc = BoxCloneSyncService::new(tower::service_fn(move |_: u32| {
             let n = counter.fetch_add(1, Ordering::SeqCst);
             let script = Arc::clone(&script);
-            async move { answer(&script, n).await }
+            async move { answer(&script.steps, n, n).await }
         }));
         let start = tokio::time::Instant::now();
         let result = RobustLayer::hedged(make())
@@ -287,7 +223,8 @@ struct Script {
 
 impl Script {
     async fn attempt(&self) -> io::Result<u32> {
-        answer(&self.case, self.calls.fetch_add(1, Ordering::SeqCst)).await
+        let n = self.calls.fetch_add(1, Ordering::SeqCst);
+        answer(&self.case.steps, n, n).await
     }
 }
 

@@ -18,7 +18,6 @@
 //! two events fall at the same instant.
 
 use std::io::{self, ErrorKind};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use proptest::prelude::*;
@@ -26,18 +25,9 @@ use proptest::strategy::ValueTree;
 use retry_runtime::kind::{AnyError, Io};
 use retry_runtime::{AsyncRetryPolicy, Constant, NoJitter, Policy};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Answer {
-    Ok,
-    Reset,
-    Refused,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Step {
-    after_ms: u64,
-    answer: Answer,
-}
+#[path = "common/scripts.rs"]
+mod scripts;
+use scripts::{Outcome, Step, paused, step_at, steps, through_call_async};
 
 #[derive(Debug, Clone)]
 struct Case {
@@ -49,28 +39,9 @@ struct Case {
     reset_only: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Outcome {
-    result: Result<u32, ErrorKind>,
-    attempts: u32,
-    elapsed: Duration,
-}
-
 fn case() -> impl Strategy<Value = Case> {
-    let step = (
-        0u64..=6,
-        prop_oneof![
-            2 => Just(Answer::Ok),
-            3 => Just(Answer::Reset),
-            1 => Just(Answer::Refused)
-        ],
-    )
-        .prop_map(|(tens, answer)| Step {
-            after_ms: tens * 10,
-            answer,
-        });
     (
-        prop::collection::vec(step, 1..8),
+        steps(8, [2, 3, 1]),
         // (At least one: a backoff beside `retries(0)` is a configuration error.)
         1u32..6,
         0u64..5,
@@ -105,7 +76,7 @@ fn model(case: &Case) -> Outcome {
     let mut start = 0u64;
     let mut attempts = 0u32;
     loop {
-        let step = case.steps[(attempts as usize).min(case.steps.len() - 1)];
+        let step = step_at(&case.steps, attempts);
         let n = attempts;
         attempts += 1;
         let left = case.deadline_ms.map(|d| d - start);
@@ -118,14 +89,7 @@ fn model(case: &Case) -> Outcome {
         }
         let (result, end) = match case.timeout_ms {
             Some(t) if t < step.after_ms => (Err(ErrorKind::TimedOut), start + t),
-            _ => (
-                match step.answer {
-                    Answer::Ok => Ok(n),
-                    Answer::Reset => Err(ErrorKind::ConnectionReset),
-                    Answer::Refused => Err(ErrorKind::ConnectionRefused),
-                },
-                start + step.after_ms,
-            ),
+            _ => (step.answer.result(n), start + step.after_ms),
         };
         if !retried(result) || attempts > case.retries {
             return done(result, attempts, end);
@@ -138,35 +102,9 @@ fn model(case: &Case) -> Outcome {
     }
 }
 
-/// `case` through `call_async` with the policy `make` builds.
+/// `case` through `call_async` with `policy`.
 fn through<P: AsyncRetryPolicy<u32, io::Error>>(case: &Case, policy: P) -> Outcome {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .expect("a runtime")
-        .block_on(async {
-            let calls = AtomicU32::new(0);
-            let start = tokio::time::Instant::now();
-            let result = policy
-                .call_async(|_| async {
-                    let n = calls.fetch_add(1, Ordering::SeqCst);
-                    let step = case.steps[(n as usize).min(case.steps.len() - 1)];
-                    tokio::time::sleep(Duration::from_millis(step.after_ms)).await;
-                    match step.answer {
-                        Answer::Ok => Ok(n),
-                        Answer::Reset => Err(io::Error::from(ErrorKind::ConnectionReset)),
-                        Answer::Refused => Err(io::Error::from(ErrorKind::ConnectionRefused)),
-                    }
-                })
-                .await
-                .map_err(|e| e.kind());
-            Outcome {
-                result,
-                attempts: calls.load(Ordering::SeqCst),
-                elapsed: start.elapsed(),
-            }
-        })
+    paused(through_call_async(&policy, &case.steps, 0))
 }
 
 fn run(case: &Case) -> Outcome {

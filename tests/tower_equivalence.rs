@@ -30,25 +30,15 @@ use retry_runtime::{AsyncRetryPolicy, CircuitBreaker, Constant, DynPolicy, NoJit
 use tower::util::BoxCloneSyncService;
 use tower::{Layer, ServiceExt};
 
-/// What an attempt answers.
-#[derive(Debug, Clone, Copy)]
-enum Answer {
-    Ok,
-    /// Retried by both `on` lists.
-    Reset,
-    /// Retried by `on = [AnyError]` only.
-    Denied,
-}
+#[path = "common/scripts.rs"]
+mod scripts;
+use scripts::{Answer, Outcome, Step, answer, paused, step_at, steps, through_call_async};
 
-/// An attempt: its answer, after `after_ms` (a multiple of 10 ms; the timeouts end in 5 ms, so
-/// that an answer does not come at the instant its own timeout cuts it; one can still come at
-/// the instant the deadline, counted from the call's start, cuts it, which both loops settle
-/// alike on the paused clock: the attempt is polled first, and an error then is a timeout).
-#[derive(Debug, Clone, Copy)]
-struct Step {
-    after_ms: u64,
-    answer: Answer,
-}
+// The scripts' answers come at multiples of 10 ms and the timeouts end in 5 ms, so that an
+// answer does not come at the instant its own timeout cuts it; one can still come at the
+// instant the deadline, counted from the call's start, cuts it, which both loops settle alike
+// on the paused clock: the attempt is polled first, and an error then is a timeout. A reset is
+// retried by both `on` lists, a refusal by `on = [AnyError]` only.
 
 /// A generated case.
 #[derive(Debug, Clone)]
@@ -70,29 +60,9 @@ struct Case {
     hedge: bool,
 }
 
-/// What a call gave: its result (an error by its kind), the calls the service saw, and the
-/// time it took.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Outcome {
-    result: Result<u32, ErrorKind>,
-    calls: u32,
-    elapsed: Duration,
-}
-
-fn step() -> impl Strategy<Value = Step> {
-    (
-        0u64..=6,
-        prop_oneof![Just(Answer::Ok), Just(Answer::Reset), Just(Answer::Denied)],
-    )
-        .prop_map(|(tens, answer)| Step {
-            after_ms: tens * 10,
-            answer,
-        })
-}
-
 fn case() -> impl Strategy<Value = Case> {
     (
-        prop::collection::vec(step(), 1..6),
+        steps(6, [1, 1, 1]),
         // (At least one: a backoff beside `retries(0)` is a configuration error.)
         1u32..4,
         0u64..4,
@@ -131,18 +101,6 @@ fn case() -> impl Strategy<Value = Case> {
         )
 }
 
-/// The answer of the service's call number `n` (the script's last step repeats).
-async fn answer(script: &[Step], n: usize, request: u32) -> io::Result<u32> {
-    let step = script[n.min(script.len() - 1)];
-    tokio::time::sleep(Duration::from_millis(step.after_ms)).await;
-    match step.answer {
-        // The request plus the call's number: a value rule can match some answers.
-        Answer::Ok => Ok(request + n as u32),
-        Answer::Reset => Err(ErrorKind::ConnectionReset.into()),
-        Answer::Denied => Err(ErrorKind::PermissionDenied.into()),
-    }
-}
-
 type Svc = BoxCloneSyncService<u32, u32, io::Error>;
 
 /// The scripted service, and the count of its calls.
@@ -151,9 +109,10 @@ fn service(script: &[Step]) -> (Svc, Arc<AtomicU32>) {
     let counter = Arc::clone(&calls);
     let script: Arc<[Step]> = script.into();
     let svc = tower::service_fn(move |request: u32| {
-        let n = counter.fetch_add(1, Ordering::SeqCst) as usize;
+        let n = counter.fetch_add(1, Ordering::SeqCst);
         let script = Arc::clone(&script);
-        async move { answer(&script, n, request).await }
+        // The request plus the call's number: a value rule can match some answers.
+        async move { answer(&script, n, request + n).await }
     });
     (BoxCloneSyncService::new(svc), calls)
 }
@@ -168,27 +127,7 @@ where
     let result = layer.layer(svc).oneshot(7).await.map_err(|e| e.kind());
     Outcome {
         result,
-        calls: calls.load(Ordering::SeqCst),
-        elapsed: start.elapsed(),
-    }
-}
-
-async fn through_call_async<P: AsyncRetryPolicy<u32, io::Error>>(
-    policy: &P,
-    script: &[Step],
-) -> Outcome {
-    let calls = AtomicU32::new(0);
-    let start = tokio::time::Instant::now();
-    let result = policy
-        .call_async(|_| {
-            let n = calls.fetch_add(1, Ordering::SeqCst) as usize;
-            answer(script, n, 7)
-        })
-        .await
-        .map_err(|e| e.kind());
-    Outcome {
-        result,
-        calls: calls.load(Ordering::SeqCst),
+        attempts: calls.load(Ordering::SeqCst),
         elapsed: start.elapsed(),
     }
 }
@@ -200,13 +139,8 @@ where
     P: AsyncRetryPolicy<u32, io::Error> + PolicyCore<Timeout: Unhedged> + 'static,
     PerKey: Guards<u32, P, u32, io::Error>,
 {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .expect("a runtime");
-    rt.block_on(async {
-        let direct = through_call_async(&make(), script).await;
+    paused(async {
+        let direct = through_call_async(&make(), script, 7).await;
         let shared = through_layer(RobustLayer::new(make()), script).await;
         let leaked: &'static P = Box::leak(Box::new(make()));
         let by_static = through_layer(RobustLayer::from_static(leaked), script).await;
@@ -306,13 +240,8 @@ fn run(case: &Case) -> [Outcome; 3] {
         macro_rules! hedged {
             ($make:expr) => {{
                 let make = $make;
-                let rt = tokio::runtime::Builder::new_current_thread()
-                    .enable_time()
-                    .start_paused(true)
-                    .build()
-                    .expect("a runtime");
-                rt.block_on(async {
-                    let direct = through_call_async(&make(), &case.script).await;
+                paused(async {
+                    let direct = through_call_async(&make(), &case.script, 7).await;
                     let layer = through_layer(RobustLayer::hedged(make()), &case.script).await;
                     [direct, layer.clone(), layer]
                 })
@@ -403,26 +332,25 @@ fn the_cases_cover_retries_give_ups_and_timeouts() {
         let case = case().new_tree(&mut runner).unwrap().current();
         let [direct, ..] = run(&case);
         // (Attempt i answers `7 + i` when its step is `Ok`; the last step repeats.)
-        let ok_at =
-            |i: usize| matches!(case.script[i.min(case.script.len() - 1)].answer, Answer::Ok);
-        let first_ok = (0..direct.calls as usize).find(|&i| ok_at(i));
+        let ok_at = |i: usize| step_at(&case.script, i as u32).answer == Answer::Ok;
+        let first_ok = (0..direct.attempts as usize).find(|&i| ok_at(i));
         if case.values
             && case.timeout_ms.is_none()
-            && first_ok.is_some_and(|i| (7 + i) % 2 == 1 && direct.calls as usize > i + 1)
+            && first_ok.is_some_and(|i| (7 + i) % 2 == 1 && direct.attempts as usize > i + 1)
         {
             value_retried += 1;
         }
         let hedged = case.hedge && !case.breaker && case.deadline_ms.is_none() && !case.values;
         if hedged && case.script[0].after_ms >= 10 {
-            assert!(direct.calls >= 2, "no hedge sent: {case:?}");
+            assert!(direct.attempts >= 2, "no hedge sent: {case:?}");
             hedged_twice += 1;
         }
         match direct.result {
             // (`E::from(Open)` for an `io::Error`: kind `Other`; the script has none.)
             Err(ErrorKind::Other) => rejected += 1,
-            Ok(_) if direct.calls > 1 => retried_to_success += 1,
+            Ok(_) if direct.attempts > 1 => retried_to_success += 1,
             Err(ErrorKind::TimedOut) => timed_out += 1,
-            Err(_) if direct.calls > 1 => given_up += 1,
+            Err(_) if direct.attempts > 1 => given_up += 1,
             _ => {}
         }
     }

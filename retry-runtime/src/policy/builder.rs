@@ -438,25 +438,10 @@ enum Part {
 /// [`Or`](crate::kind::Or) (through nested ones), or the kind itself, each through references.
 fn kind_parts(name: &str) -> Vec<Part> {
     let name = referent(name);
-    let or = generic_prefix::<crate::kind::Or<(), ()>>();
-    if let Some(args) = name
-        .strip_prefix(or)
-        .and_then(|rest| rest.strip_suffix('>'))
-    {
-        // The two type arguments, split at the comma outside any brackets.
-        let mut depth = 0usize;
-        for (i, c) in args.char_indices() {
-            match c {
-                '<' | '(' | '[' => depth += 1,
-                '>' | ')' | ']' => depth = depth.saturating_sub(1),
-                ',' if depth == 0 => {
-                    let mut parts = kind_parts(&args[..i]);
-                    parts.extend(kind_parts(&args[i + 1..]));
-                    return parts;
-                }
-                _ => {}
-            }
-        }
+    if let Some((a, b)) = or_arguments(name) {
+        let mut parts = kind_parts(a);
+        parts.extend(kind_parts(b));
+        return parts;
     }
     let io = std::any::type_name::<crate::kind::Io<0>>();
     // (`Io<0>` may be named without its parameter, which is the default one.)
@@ -504,36 +489,35 @@ fn generic_prefix<T: ?Sized>() -> &'static str {
 /// from the type's name, as [`same_type`] does; any other kind (one with a hint, one of the
 /// user's) may ask for a delay, and its rule is not checked (never wrongly refused).
 fn plain_value_kind<K: ?Sized>() -> bool {
-    fn plain(name: &str, ok_if: &str, or: &str) -> bool {
-        let name = name.trim_start().trim_start_matches('&').trim_start();
+    fn plain(name: &str, ok_if: &str) -> bool {
+        let name = referent(name);
         if name.starts_with(ok_if) {
             return true;
         }
-        let Some(args) = name
-            .strip_prefix(or)
-            .and_then(|rest| rest.strip_suffix('>'))
-        else {
-            return false;
-        };
-        // The two type arguments, split at the comma outside any brackets.
-        let mut depth = 0usize;
-        for (i, c) in args.char_indices() {
-            match c {
-                '<' | '(' | '[' => depth += 1,
-                '>' | ')' | ']' => depth = depth.saturating_sub(1),
-                ',' if depth == 0 => {
-                    return plain(&args[..i], ok_if, or) && plain(&args[i + 1..], ok_if, or);
-                }
-                _ => {}
-            }
-        }
-        false
+        or_arguments(name).is_some_and(|(a, b)| plain(a, ok_if) && plain(b, ok_if))
     }
     plain(
         std::any::type_name::<K>(),
         generic_prefix::<crate::kind::OkIf<()>>(),
-        generic_prefix::<crate::kind::Or<(), ()>>(),
     )
+}
+
+/// The two type arguments of an [`Or`](crate::kind::Or) type's name (split at the comma
+/// outside any brackets), or `None` for another type.
+fn or_arguments(name: &str) -> Option<(&str, &str)> {
+    let args = name
+        .strip_prefix(generic_prefix::<crate::kind::Or<(), ()>>())?
+        .strip_suffix('>')?;
+    let mut depth = 0usize;
+    for (i, c) in args.char_indices() {
+        match c {
+            '<' | '(' | '[' => depth += 1,
+            '>' | ')' | ']' => depth = depth.saturating_sub(1),
+            ',' if depth == 0 => return Some((&args[..i], &args[i + 1..])),
+            _ => {}
+        }
+    }
+    None
 }
 
 /// The rules a builder holds before its first [`when`](PolicyBuilder::when) or
