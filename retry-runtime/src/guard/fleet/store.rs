@@ -454,8 +454,8 @@ struct Memory {
 }
 
 /// The fleet's shared state kept in this process, with the rules of the Redis scripts: what
-/// [`Fleet::in_memory`](super::Fleet::in_memory) and [`Fleet::manual`](super::Fleet::manual)
-/// use where no Redis runs (tests, simulations, a laptop). Clones share the store.
+/// [`Fleet::in_memory`](super::Fleet::in_memory), [`Fleet::manual`](super::Fleet::manual) and
+/// [`Fleet::manual_on`](super::Fleet::manual_on) use where no Redis runs (tests, simulations, a laptop). Clones share the store.
 #[derive(Debug, Clone)]
 pub struct MemoryStore {
     inner: Arc<Mutex<Memory>>,
@@ -468,7 +468,8 @@ impl Default for MemoryStore {
 }
 
 impl MemoryStore {
-    /// An empty store; its clock starts at the first instant a sync gives it.
+    /// An empty store; its clock starts at the first instant a sync (or [`keys`](Self::keys))
+    /// gives it.
     pub fn new() -> Self {
         Self {
             inner: Arc::new(Mutex::new(Memory {
