@@ -613,6 +613,13 @@ fn the_builder_refuses_a_jitter_the_strategy_gives_nothing_to_do() {
             .jitter(Decorrelated)
             .build()
             .err(),
+        // A `when` rule that inherits the pair reads it as the `on` rule does.
+        Policy::builder()
+            .backoff(Constant::new(s(1)))
+            .jitter(AwsDecorrelated)
+            .when(Io::ANY, |r| r.retries(2))
+            .build()
+            .err(),
         // In a `when` rule too (AWS decorrelated: whatever the other rules).
         Policy::builder()
             .when(Io::ANY, |r| {

@@ -176,6 +176,9 @@ struct Checks {
     /// Whether a `when` rule with a strategy that waits reads the `on` rule's jitter, or its
     /// scale (it set none of its own).
     top_jitter_read: bool,
+    /// Whether such a `when` rule reads the `on` rule's jitter with a strategy of its own (one
+    /// that inherits the `on` rule's strategy too reads the pair as the `on` rule does).
+    top_jitter_read_elsewhere: bool,
     top_scale_read: bool,
 }
 
@@ -198,6 +201,7 @@ impl Checks {
         timeout: false,
         on_retry: false,
         top_jitter_read: false,
+        top_jitter_read_elsewhere: false,
         top_scale_read: false,
     };
 
@@ -266,6 +270,7 @@ impl Checks {
         let (jitter, scale) = reads_top::<B2>(settings);
         self.whens_retry |= may_retry(&settings.rule);
         self.top_jitter_read |= jitter;
+        self.top_jitter_read_elsewhere |= jitter && settings.written.backoff;
         self.top_scale_read |= scale;
         unread_setting::<B2, J2>(settings)
     }
@@ -1002,7 +1007,7 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
         // strategy of its own reads it).
         if on_retries
             && p.settings.written.jitter
-            && !self.checks.top_jitter_read
+            && !self.checks.top_jitter_read_elsewhere
             && let Some(why) = dead_jitter::<B, J>(&p.settings.rule.backoff, same_type::<W, ()>())
         {
             return Err(ConfigError::new("jitter", why));
