@@ -4,20 +4,21 @@
 //! under `#[robust(hedge(..))]`, on tokio's paused clock, give the result, the number of
 //! attempts and the elapsed time that the model below computes by hand:
 //!
-//! - a round starts one attempt; when it has not finished after `after`, a hedge starts
-//!   (`max = 1`: one per round);
-//! - the first success wins (the other attempt is dropped), and so does an error no rule
+//! - a round starts one attempt; `after` later, if the round is not decided, a hedge starts,
+//!   and another `after` after that one, up to `max` hedges per round (1 or 2 here);
+//! - the first success wins (the others are dropped), and so does an error no rule
 //!   retries;
-//! - a retryable failure of the round's first attempt before `after` starts the hedge at
-//!   once;
-//! - when both attempts of a round failed retryably, the round is one failed attempt of the
+//! - a retryable failure starts the next hedge at once, if one is left, whatever else still
+//!   runs (the one after it is due `after` later);
+//! - when every attempt of a round failed retryably, the round is one failed attempt of the
 //!   retry loop: its last failure decides, and the loop backs off as usual (after `retries`
 //!   failed rounds, that failure is returned);
 //! - each attempt has its own timeout, which ends it with a `TimedOut` error.
 //!
-//! The hedge is due 7 ms into a round and the answers come at multiples of 10 ms from their
-//! attempt's start (timeouts end in 5 ms), so no two events of a round fall at the same
-//! instant (the model would otherwise have to know which one the loops see first).
+//! The hedges are due 7 ms apart and the answers come at multiples of 10 ms from their
+//! attempt's start (timeouts end in 5 ms), so that two events of a round seldom fall at the
+//! same instant; the model returns `None` for a case where they do (it would have to know
+//! which one the loops see first), and the case is skipped.
 
 use std::io::{self, ErrorKind};
 use std::sync::Arc;
@@ -48,6 +49,8 @@ struct Case {
     timeout_ms: Option<u64>,
     /// Only resets are retried (a refusal and a timeout end the call); otherwise every error.
     reset_only: bool,
+    /// Hedges per round (`max`): 1 or 2.
+    hedges: u32,
 }
 
 fn steps() -> impl Strategy<Value = Vec<Step>> {
@@ -62,14 +65,18 @@ fn case() -> impl Strategy<Value = Case> {
         0u64..4,
         prop::option::of(prop_oneof![Just(15u64), Just(35), Just(55)]),
         any::<bool>(),
+        1u32..=2,
     )
-        .prop_map(|(steps, retries, backoff, timeout_ms, reset_only)| Case {
-            steps,
-            retries,
-            backoff_ms: backoff * 10,
-            timeout_ms,
-            reset_only,
-        })
+        .prop_map(
+            |(steps, retries, backoff, timeout_ms, reset_only, hedges)| Case {
+                steps,
+                retries,
+                backoff_ms: backoff * 10,
+                timeout_ms,
+                reset_only,
+                hedges,
+            },
+        )
 }
 
 // --- the model ----------------------------------------------------------------------------------
@@ -104,44 +111,67 @@ fn decides(case: &Case, result: Result<u32, ErrorKind>) -> bool {
     }
 }
 
-fn model(case: &Case) -> Outcome {
+/// The model's outcome, or `None` when two events of a round fall at the same instant (the
+/// model would have to know which one the loops see first; such cases are skipped).
+fn model(case: &Case) -> Option<Outcome> {
     let mut attempts = 0u32;
     let mut start = 0u64;
     let mut round = 0u32;
     loop {
-        let first = attempt(case, attempts, start);
+        let mut live = vec![attempt(case, attempts, start)];
         attempts += 1;
-        let hedge_at = start + AFTER_MS;
-        // The round's outcome: the attempt that decided the call, or its last failure.
-        let (ended, call_decided) = if first.at < hedge_at {
-            if decides(case, first.result) {
-                (first, true)
-            } else {
-                // A retryable failure before the hedge was due: the hedge starts at once.
-                let hedge = attempt(case, attempts, first.at);
-                attempts += 1;
-                (hedge, decides(case, hedge.result))
+        let (mut sent, mut next) = (0u32, start + AFTER_MS);
+        let mut last = None;
+        // The round: the attempt that decided the call, or `None` when all failed retryably.
+        let decided = loop {
+            let soonest = (0..live.len()).min_by_key(|&i| live[i].at);
+            let ends: Vec<u64> = live.iter().map(|e| e.at).collect();
+            let due = sent < case.hedges;
+            if ends
+                .iter()
+                .enumerate()
+                .any(|(i, a)| ends[i + 1..].contains(a))
+                || (due && ends.contains(&next))
+            {
+                return None;
             }
-        } else {
-            let hedge = attempt(case, attempts, hedge_at);
-            attempts += 1;
-            let (sooner, later) = if first.at < hedge.at {
-                (first, hedge)
-            } else {
-                (hedge, first)
-            };
-            if decides(case, sooner.result) {
-                (sooner, true)
-            } else {
-                (later, decides(case, later.result))
+            match soonest {
+                Some(i) if !due || live[i].at < next => {
+                    let ended = live.remove(i);
+                    if decides(case, ended.result) {
+                        break Some(ended);
+                    }
+                    last = Some(ended);
+                    // A retryable failure starts the next hedge at once, if one is left.
+                    if sent < case.hedges {
+                        live.push(attempt(case, attempts, ended.at));
+                        attempts += 1;
+                        sent += 1;
+                        next = ended.at + AFTER_MS;
+                    }
+                    if live.is_empty() {
+                        break None;
+                    }
+                }
+                _ => {
+                    // A hedge is due while the attempts run.
+                    live.push(attempt(case, attempts, next));
+                    attempts += 1;
+                    sent += 1;
+                    next += AFTER_MS;
+                }
             }
         };
-        if call_decided || round == case.retries {
-            return Outcome {
+        let ended = match decided {
+            Some(ended) => ended,
+            None => last.expect("a failed round has a last failure"),
+        };
+        if decided.is_some() || round == case.retries {
+            return Some(Outcome {
                 result: ended.result,
                 attempts,
                 elapsed: Duration::from_millis(ended.at),
-            };
+            });
         }
         round += 1;
         start = ended.at + case.backoff_ms;
@@ -186,7 +216,9 @@ where
 fn run(case: &Case) -> [Outcome; 2] {
     let builder = || {
         Policy::builder()
-            .hedge(Hedge::after(Duration::from_millis(AFTER_MS), 1).expect("a valid hedge"))
+            .hedge(
+                Hedge::after(Duration::from_millis(AFTER_MS), case.hedges).expect("a valid hedge"),
+            )
             .retries(case.retries)
             .backoff(Constant::new(Duration::from_millis(case.backoff_ms)))
             .jitter(NoJitter)
@@ -277,6 +309,7 @@ fn attribute_case() -> impl Strategy<Value = Case> {
         backoff_ms: 10,
         timeout_ms: resets.then_some(35),
         reset_only: resets,
+        hedges: 1,
     })
 }
 
@@ -286,6 +319,8 @@ proptest! {
     #[test]
     fn hedged_calls_follow_the_model(case in case()) {
         let expected = model(&case);
+        prop_assume!(expected.is_some(), "two events at one instant");
+        let expected = expected.unwrap();
         let [direct, layer] = run(&case);
         prop_assert_eq!(&direct, &expected, "call_async");
         prop_assert_eq!(&layer, &expected, "RobustLayer::hedged");
@@ -294,6 +329,8 @@ proptest! {
     #[test]
     fn hedged_fns_follow_the_model(case in attribute_case()) {
         let expected = model(&case);
+        prop_assume!(expected.is_some(), "two events at one instant");
+        let expected = expected.unwrap();
         let through = through_attribute(&case).expect("one of the attribute's settings");
         prop_assert_eq!(&through, &expected, "#[robust(hedge(..))]");
     }
@@ -308,7 +345,9 @@ fn the_cases_reach_every_branch_of_the_model() {
     let (mut alone, mut hedged, mut several_rounds, mut timed_out) = (0, 0, 0, 0);
     for _ in 0..400 {
         let case = case().new_tree(&mut runner).unwrap().current();
-        let o = model(&case);
+        let Some(o) = model(&case) else {
+            continue;
+        };
         match o.attempts {
             1 => alone += 1,
             2 => hedged += 1,
