@@ -21,7 +21,6 @@
 //! which one the loops see first), and the case is skipped.
 
 use std::io::{self, ErrorKind};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
@@ -32,12 +31,12 @@ use retry_runtime::kind::{AnyError, Io};
 use retry_runtime::policy::PolicyCore;
 use retry_runtime::tower::{Hedges, RobustLayer};
 use retry_runtime::{AsyncRetryPolicy, Constant, NoJitter, Policy, robust};
+use tower::Layer;
 use tower::util::BoxCloneSyncService;
-use tower::{Layer, ServiceExt};
 
 #[path = "common/scripts.rs"]
 mod scripts;
-use scripts::{Outcome, Step, answer, paused, step_at, through_call_async};
+use scripts::{Outcome, Step, answer, paused, step_at, through_call_async, through_layer};
 
 const AFTER_MS: u64 = 7;
 
@@ -189,27 +188,7 @@ where
         tower::Service<u32, Response = u32, Error = io::Error>,
 {
     let direct = paused(through_call_async(&make(), &case.steps, 0));
-    let layer = paused(async {
-        let calls = Arc::new(AtomicU32::new(0));
-        let counter = Arc::clone(&calls);
-        let script = Arc::new(case.clone());
-        let svc = BoxCloneSyncService::new(tower::service_fn(move |_: u32| {
-            let n = counter.fetch_add(1, Ordering::SeqCst);
-            let script = Arc::clone(&script);
-            async move { answer(&script.steps, n, n).await }
-        }));
-        let start = tokio::time::Instant::now();
-        let result = RobustLayer::hedged(make())
-            .layer(svc)
-            .oneshot(0)
-            .await
-            .map_err(|e| e.kind());
-        Outcome {
-            result,
-            attempts: calls.load(Ordering::SeqCst),
-            elapsed: start.elapsed(),
-        }
-    });
+    let layer = paused(through_layer(RobustLayer::hedged(make()), &case.steps, 0));
     [direct, layer]
 }
 

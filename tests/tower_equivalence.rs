@@ -16,8 +16,6 @@
 //! `tests/hedging.rs` does.)
 
 use std::io::{self, ErrorKind};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use proptest::prelude::*;
@@ -27,12 +25,10 @@ use retry_runtime::kind::{AnyError, ClassifyExt, Io, OkIf, Timeout};
 use retry_runtime::policy::PolicyCore;
 use retry_runtime::tower::{Guards, PerKey, RobustLayer, Unhedged};
 use retry_runtime::{AsyncRetryPolicy, CircuitBreaker, Constant, DynPolicy, NoJitter, Policy};
-use tower::util::BoxCloneSyncService;
-use tower::{Layer, ServiceExt};
 
 #[path = "common/scripts.rs"]
 mod scripts;
-use scripts::{Answer, Outcome, Step, answer, paused, step_at, steps, through_call_async};
+use scripts::{Answer, Outcome, Step, paused, step_at, steps, through_call_async, through_layer};
 
 // The scripts' answers come at multiples of 10 ms and the timeouts end in 5 ms, so that an
 // answer does not come at the instant its own timeout cuts it; one can still come at the
@@ -101,37 +97,6 @@ fn case() -> impl Strategy<Value = Case> {
         )
 }
 
-type Svc = BoxCloneSyncService<u32, u32, io::Error>;
-
-/// The scripted service, and the count of its calls.
-fn service(script: &[Step]) -> (Svc, Arc<AtomicU32>) {
-    let calls = Arc::new(AtomicU32::new(0));
-    let counter = Arc::clone(&calls);
-    let script: Arc<[Step]> = script.into();
-    let svc = tower::service_fn(move |request: u32| {
-        let n = counter.fetch_add(1, Ordering::SeqCst);
-        let script = Arc::clone(&script);
-        // The request plus the call's number: a value rule can match some answers.
-        async move { answer(&script, n, request + n).await }
-    });
-    (BoxCloneSyncService::new(svc), calls)
-}
-
-async fn through_layer<L>(layer: L, script: &[Step]) -> Outcome
-where
-    L: Layer<Svc>,
-    L::Service: tower::Service<u32, Response = u32, Error = io::Error>,
-{
-    let (svc, calls) = service(script);
-    let start = tokio::time::Instant::now();
-    let result = layer.layer(svc).oneshot(7).await.map_err(|e| e.kind());
-    Outcome {
-        result,
-        attempts: calls.load(Ordering::SeqCst),
-        elapsed: start.elapsed(),
-    }
-}
-
 /// The three outcomes on `script` of the policies `make` makes (one for each run, so that
 /// each has its own breaker): `call_async`, `RobustLayer::new`, `RobustLayer::from_static`.
 fn outcomes<P>(make: impl Fn() -> P, script: &[Step]) -> [Outcome; 3]
@@ -141,9 +106,9 @@ where
 {
     paused(async {
         let direct = through_call_async(&make(), script, 7).await;
-        let shared = through_layer(RobustLayer::new(make()), script).await;
+        let shared = through_layer(RobustLayer::new(make()), script, 7).await;
         let leaked: &'static P = Box::leak(Box::new(make()));
-        let by_static = through_layer(RobustLayer::from_static(leaked), script).await;
+        let by_static = through_layer(RobustLayer::from_static(leaked), script, 7).await;
         [direct, shared, by_static]
     })
 }
@@ -242,7 +207,7 @@ fn run(case: &Case) -> [Outcome; 3] {
                 let make = $make;
                 paused(async {
                     let direct = through_call_async(&make(), &case.script, 7).await;
-                    let layer = through_layer(RobustLayer::hedged(make()), &case.script).await;
+                    let layer = through_layer(RobustLayer::hedged(make()), &case.script, 7).await;
                     [direct, layer.clone(), layer]
                 })
             }};

@@ -5,6 +5,7 @@
 #![allow(dead_code)] // not every test uses every helper
 
 use std::io::{self, ErrorKind};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
@@ -89,6 +90,45 @@ pub async fn through_call_async<P: AsyncRetryPolicy<u32, io::Error>>(
             let n = calls.fetch_add(1, Ordering::SeqCst);
             answer(steps, n, first + n)
         })
+        .await
+        .map_err(|e| e.kind());
+    Outcome {
+        result,
+        attempts: calls.load(Ordering::SeqCst),
+        elapsed: start.elapsed(),
+    }
+}
+
+/// A boxed service of `u32` requests.
+pub type Svc = tower::util::BoxCloneSyncService<u32, u32, io::Error>;
+
+/// A service whose call number `n` answers as attempt `n` of `steps` (`request + n` on a
+/// success), and the count of its calls.
+pub fn service(steps: &[Step]) -> (Svc, Arc<AtomicU32>) {
+    let calls = Arc::new(AtomicU32::new(0));
+    let counter = Arc::clone(&calls);
+    let steps: Arc<[Step]> = steps.into();
+    let svc = tower::service_fn(move |request: u32| {
+        let n = counter.fetch_add(1, Ordering::SeqCst);
+        let steps = Arc::clone(&steps);
+        async move { answer(&steps, n, request + n).await }
+    });
+    (Svc::new(svc), calls)
+}
+
+/// `request` through `layer` over the [`service`] of `steps`, on tokio's clock (run it on a
+/// paused one).
+pub async fn through_layer<L>(layer: L, steps: &[Step], request: u32) -> Outcome
+where
+    L: tower::Layer<Svc>,
+    L::Service: tower::Service<u32, Response = u32, Error = io::Error>,
+{
+    use tower::ServiceExt;
+    let (svc, calls) = service(steps);
+    let start = tokio::time::Instant::now();
+    let result = layer
+        .layer(svc)
+        .oneshot(request)
         .await
         .map_err(|e| e.kind());
     Outcome {
