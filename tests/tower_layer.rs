@@ -665,6 +665,44 @@ async fn the_deadline_counts_from_the_first_attempt_and_an_error_at_the_timeout_
     assert_eq!(calls.load(Ordering::SeqCst), 2);
 }
 
+/// An error that comes after the attempt's timeout, before tokio's driver has fired the timer
+/// (here the service held the thread past it: the driver cannot have run), is a `Timeout` all
+/// the same, as `call_async` judges it: by the clock. (On tokio's real clock, for a body that
+/// blocks; 30 ms of real time.)
+#[tokio::test]
+async fn an_error_after_the_timeout_is_a_timeout_before_the_timer_fires() {
+    let policy = Policy::builder()
+        .retries(1)
+        .backoff(NoBackoff)
+        .timeout(ms(10))
+        .on(retry_runtime::kind::Timeout)
+        .build()
+        .unwrap();
+    let calls = Arc::new(AtomicU32::new(0));
+    let counter = Arc::clone(&calls);
+    let svc = tower::service_fn(move |_r: Request<String>| {
+        let n = counter.fetch_add(1, Ordering::SeqCst);
+        async move {
+            if n == 0 {
+                std::thread::sleep(ms(30));
+                Err(io::Error::other("answered after the timeout"))
+            } else {
+                Ok(status(StatusCode::OK))
+            }
+        }
+    });
+    let r = RobustLayer::new(policy)
+        .layer(svc)
+        .oneshot(Request::new(String::new()))
+        .await;
+    assert_eq!(
+        r.unwrap().status(),
+        StatusCode::OK,
+        "the late error was not retried as a timeout"
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_boxed_streaming_body_is_sent_once_and_a_readiness_error_is_not_retried() {
     use http_body_util::BodyExt;

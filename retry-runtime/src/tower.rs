@@ -1459,8 +1459,9 @@ where
                             break Poll::Ready(r);
                         }
                         // An error returned when the attempt's time is up counts as a
-                        // timeout, as in `call_async`.
-                        let late = r.is_err() && this.timer.is_elapsed();
+                        // timeout, as in `call_async`: judged by the clock (one reading, on
+                        // errors only), since the timer may not have fired yet.
+                        let late = r.is_err() && this.timer.is_late();
                         outcome = Some((r, late, single));
                     }
                     Poll::Pending => {
@@ -1545,8 +1546,12 @@ pub trait TimerSlot: Default {
     fn clear(self: Pin<&mut Self>);
     /// Whether there is a timer and it has fired (registering `cx` if not).
     fn fired(self: Pin<&mut Self>, cx: &mut Context<'_>) -> bool;
-    /// Whether there is a timer and its deadline has passed.
+    /// Whether there is a timer and tokio's driver has fired it (no clock reading).
     fn is_elapsed(&self) -> bool;
+    /// Whether there is a timer and its deadline has passed by the clock, fired or not (the
+    /// driver fires a timer on its next turn, after the tasks it woke: an answer that came at
+    /// or after the deadline, in a poll before that turn, is late all the same).
+    fn is_late(&self) -> bool;
     /// Whether there is a timer.
     fn is_armed(&self) -> bool;
 }
@@ -1589,6 +1594,12 @@ impl TimerSlot for InlineTimer {
         self.sleep.as_ref().is_some_and(|t| t.is_elapsed())
     }
     #[inline]
+    fn is_late(&self) -> bool {
+        self.sleep
+            .as_ref()
+            .is_some_and(|t| t.is_elapsed() || tokio::time::Instant::now() >= t.deadline())
+    }
+    #[inline]
     fn is_armed(&self) -> bool {
         self.sleep.is_some()
     }
@@ -1625,6 +1636,12 @@ impl TimerSlot for BoxedTimer {
     #[inline]
     fn is_elapsed(&self) -> bool {
         self.0.as_ref().is_some_and(|t| t.is_elapsed())
+    }
+    #[inline]
+    fn is_late(&self) -> bool {
+        self.0
+            .as_ref()
+            .is_some_and(|t| t.is_elapsed() || tokio::time::Instant::now() >= t.deadline())
     }
     #[inline]
     fn is_armed(&self) -> bool {
