@@ -83,8 +83,12 @@ struct Inner {
     recorded: u32,
     failures: u32,
     opened_at: Option<Instant>,
-    /// When the current half-open round began.
-    half_opened_at: Option<Instant>,
+    /// When the current half-open round let its newest probe through (or began): a round
+    /// whose probes are all taken starts again once that probe has been out for a whole
+    /// break without an answer (timed from the round's start instead, a probe let through
+    /// late in a long-idle round would be voided by the next caller, and one more let
+    /// through).
+    probed_at: Option<Instant>,
     probes_started: u32,
     probes_succeeded: u32,
     probes_failed: u32,
@@ -100,7 +104,7 @@ impl Inner {
         recorded: 0,
         failures: 0,
         opened_at: None,
-        half_opened_at: None,
+        probed_at: None,
         probes_started: 0,
         probes_succeeded: 0,
         probes_failed: 0,
@@ -115,8 +119,10 @@ impl Inner {
 /// `failure_ratio`, it opens. Open, every attempt fails fast with [`Open`] for
 /// `break_duration`; then it is half-open: `probes` attempts go through, and once they all
 /// have answered, it closes (with an empty window) if their failure ratio is below
-/// `failure_ratio`, and opens again otherwise. Time comes from the policy's clock, so tests
-/// drive it with a virtual one.
+/// `failure_ratio`, and opens again otherwise. Probes that never answer (their calls were
+/// dropped) do not keep it half-open: once every probe is taken and the newest has been out
+/// for a whole `break_duration`, the round starts again, and answers of the old round no
+/// longer count. Time comes from the policy's clock, so tests drive it with a virtual one.
 ///
 /// ```
 /// use std::time::{Duration, Instant};
@@ -242,7 +248,7 @@ impl CircuitBreaker {
                 .is_none_or(|t| now.saturating_duration_since(t) >= self.break_duration),
             BreakerState::HalfOpen => {
                 s.probes_started < self.probes
-                    || s.half_opened_at
+                    || s.probed_at
                         .is_some_and(|t| now.saturating_duration_since(t) >= self.break_duration)
             }
         }
@@ -261,7 +267,7 @@ impl CircuitBreaker {
             }
             s.state = BreakerState::HalfOpen;
             s.generation = s.generation.wrapping_add(1) & Permit::GENERATION;
-            s.half_opened_at = Some(now);
+            s.probed_at = Some(now);
             s.probes_started = 0;
             s.probes_succeeded = 0;
             s.probes_failed = 0;
@@ -270,19 +276,19 @@ impl CircuitBreaker {
             // Probes that never answer (their call was dropped, or panicked) must not keep the
             // breaker half-open for ever: after another break the round starts again.
             let stale = s
-                .half_opened_at
+                .probed_at
                 .is_some_and(|t| now.saturating_duration_since(t) >= self.break_duration);
             if s.probes_started >= self.probes && stale {
                 s.probes_started = 0;
                 s.probes_succeeded = 0;
                 s.probes_failed = 0;
-                s.half_opened_at = Some(now);
                 s.generation = s.generation.wrapping_add(1) & Permit::GENERATION;
             }
             if s.probes_started >= self.probes {
                 return None;
             }
             s.probes_started += 1;
+            s.probed_at = Some(now);
         }
         Some(Permit(s.generation))
     }
@@ -488,6 +494,53 @@ mod tests {
             "a new round after another break"
         );
         b.record(t + secs(21), true);
+        assert_eq!(b.state(), BreakerState::Closed);
+    }
+
+    /// A round is stale a whole break after its newest probe, not after it began: a probe let
+    /// through late in a round that sat idle is not voided by the next caller (who would get
+    /// one more probe than `probes`), whether the probe before it answered or was given back.
+    #[test]
+    fn a_probe_let_through_late_in_a_round_is_not_voided() {
+        let b = CircuitBreaker::new(4, 1, 0.5, secs(30), 2).unwrap();
+        let t = Instant::now();
+        b.record(t, false);
+        let p1 = b.acquire(t + secs(30)).expect("the first probe");
+        b.record_permit(t + secs(30), p1, true);
+        // Idle for 40 s, then the second probe.
+        let p2 = b.acquire(t + secs(70)).expect("the second probe");
+        assert!(
+            b.acquire(t + secs(70) + Duration::from_millis(1)).is_none(),
+            "two probes out of two are taken"
+        );
+        assert!(!b.would_admit(t + secs(71)));
+        assert!(
+            b.record_counted(t + secs(71), p2, true),
+            "p2's answer counts"
+        );
+        assert_eq!(b.state(), BreakerState::Closed);
+
+        // One probe, given back (a concurrency limit refused it), taken again late.
+        let b = CircuitBreaker::new(4, 1, 0.5, secs(30), 1).unwrap();
+        b.record(t, false);
+        let p1 = b.acquire(t + secs(30)).expect("the probe");
+        b.release_permit(p1);
+        let p2 = b.acquire(t + secs(70)).expect("the probe, again");
+        assert!(
+            b.acquire(t + secs(71)).is_none(),
+            "one probe out of one is taken"
+        );
+        assert!(b.record_counted(t + secs(71), p2, false));
+        assert_eq!(b.state(), BreakerState::Open);
+        // A probe that never answers still frees the round a break after it was let through.
+        let p3 = b.acquire(t + secs(101)).expect("a probe after the break");
+        assert!(b.acquire(t + secs(130)).is_none());
+        let p4 = b.acquire(t + secs(131)).expect("a new round");
+        assert!(
+            !b.record_counted(t + secs(132), p3, true),
+            "p3's round is over"
+        );
+        assert!(b.record_counted(t + secs(132), p4, true));
         assert_eq!(b.state(), BreakerState::Closed);
     }
 

@@ -88,7 +88,7 @@
 //! |---|---|---|
 //! | `…:breaker:NAME` | `state` | 0 closed, 1 open, 2 half-open |
 //! | | `until` | while open: when the break ends (Redis time, ms since the Unix epoch) |
-//! | | `round`, `left`, `pok`, `pfail`, `since` | half-open: round number, probes left to grant, probe successes and failures, when the round began |
+//! | | `round`, `left`, `pok`, `pfail`, `since` | half-open: round number, probes left to grant, probe successes and failures, when the round granted its last probe (or began; the round starts again a break after it with every probe granted and unanswered) |
 //! | | `e0`..`e9`, `a0`..`a9`, `f0`..`f9` | the window in 10 slots: slot epoch (`time / (window / 10)`), attempts, failures |
 //! | `…:budget:NAME` | `tokens` | the tokens not leased, in thousandths |
 //!
@@ -626,7 +626,7 @@ impl Fleet {
     /// restarted; a probe's own latency counts too: keep the break well above it),
     /// `min_calls` = 0, a window plus break duration longer than the TTL (an open state or
     /// the window could expire while nobody syncs). A half-open round whose probes have not
-    /// all answered a break after it began restarts; a probe granted to an instance that has
+    /// all answered a break after it granted its last one restarts; a probe granted to an instance that has
     /// not used it yet is granted to it again in the new round, beside the round's own (which
     /// go to the instances that ask), so that instances calling less often than the break
     /// still close the breaker; the round's first `probes` answers decide it.

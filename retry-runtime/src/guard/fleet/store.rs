@@ -126,6 +126,8 @@ if state == 2 then
   if round_in == round then pok = pok + pok_in; pfail = pfail + pfail_in end
   if pok + pfail >= probes then
     if pfail >= ratio * probes then open() else state = 0; clear() end
+  -- (`since`: when the round granted its last probe, or began: a probe granted late in a
+  -- long round is not voided by the next sync.)
   elseif left <= 0 and now - since >= break_ms then
     new_round()
   end
@@ -153,7 +155,7 @@ end
 local grant = 0
 if state == 2 and held > 0 and round_in ~= round then grant = held end
 if state == 2 and want > 0 and left > 0 then
-  local fresh = math.min(want, left); left = left - fresh; grant = grant + fresh
+  local fresh = math.min(want, left); left = left - fresh; grant = grant + fresh; since = now
 end
 local remaining = 0
 if state == 1 then remaining = untl - now end
@@ -430,6 +432,7 @@ struct BreakerRecord {
     left: u64,
     pok: u64,
     pfail: u64,
+    /// When the half-open round granted its last probe, or began.
     since: u64,
     /// Per slot: epoch, attempts, failures.
     slots: [(u64, u64, u64); SLOTS as usize],
@@ -699,6 +702,7 @@ fn breaker_rules(
         let fresh = p.want.min(h.left);
         h.left -= fresh;
         grant += fresh;
+        h.since = now;
     }
     BreakerReply {
         state: h.state,
@@ -792,6 +796,37 @@ mod tests {
         // The probes never answer: after another break, a new round.
         let r = breaker_rules(&mut h, &c, &want, 14_000);
         assert_eq!((r.state, r.round, r.grant), (HALF_OPEN, 2, 2));
+    }
+
+    /// A round restarts a break after it granted its last probe, not after it began: a probe
+    /// granted late in a round that sat idle is not voided by the next sync.
+    #[test]
+    fn a_probe_granted_late_in_a_round_is_not_voided() {
+        let c = conf();
+        let mut h = BreakerRecord::default();
+        let fail = BreakerPush {
+            attempts: 10,
+            failures: 10,
+            ..Default::default()
+        };
+        assert_eq!(breaker_rules(&mut h, &c, &fail, 0).state, OPEN);
+        let want = BreakerPush {
+            want: 1,
+            ..Default::default()
+        };
+        let r = breaker_rules(&mut h, &c, &want, 1_000);
+        assert_eq!((r.state, r.grant, r.round), (HALF_OPEN, 1, 1));
+        // The round sits idle past its break; then its second probe goes.
+        assert_eq!(breaker_rules(&mut h, &c, &want, 5_000).grant, 1);
+        // The next sync, a moment later: the same round, nothing more to grant.
+        let r = breaker_rules(&mut h, &c, &want, 5_010);
+        assert_eq!((r.state, r.round, r.grant), (HALF_OPEN, 1, 0));
+        let ok = BreakerPush {
+            round: 1,
+            probe_ok: 2,
+            ..Default::default()
+        };
+        assert_eq!(breaker_rules(&mut h, &c, &ok, 5_100).state, CLOSED);
     }
 
     #[test]
