@@ -163,9 +163,12 @@ pub trait PolicyCore: sealed::Sealed {
     }
 
     /// Starts a call that reads the clock only when something needs it: use it when no
-    /// attempt context is read, no rule has a `max_delay` and the timeout (if any) is enforced
-    /// by cancellation (async), as the `#[robust]` expansion does. Such a call's success path
-    /// reads no clock at all.
+    /// attempt context is read, no rule has a `max_delay`, the policy has no deadline and the
+    /// timeout (if any) is enforced by cancellation (async), as the `#[robust]` expansion does.
+    /// Such a call's success path reads no clock at all. (Without the `tracing` feature it
+    /// does not know when its first attempt started: a deadline would bound each attempt
+    /// from its own start instead of the call, and a `max_delay` would never be spent. Use
+    /// [`start`](Self::start) for those.)
     ///
     /// With the `tracing` feature this is [`start`](Self::start), so that events report the
     /// time since the first attempt.
@@ -214,8 +217,9 @@ pub trait PolicyCore: sealed::Sealed {
     }
 
     /// Starts a call that keeps no instants at all ([`Untimed`]), for policies whose rules
-    /// have no `max_delay` and that have no `on_retry` callback: such a call does not know when
-    /// its first attempt started, so a `max_delay` budget would never be spent and
+    /// have no `max_delay`, that have no deadline and no `on_retry` callback: such a call does
+    /// not know when its first attempt started, so a `max_delay` budget would never be spent,
+    /// a deadline would bound each attempt from its own start (not the call), and
     /// [`RetryInfo::elapsed`](crate::RetryInfo) would read zero. Use [`start`](Self::start)
     /// otherwise.
     fn start_untimed(&self) -> Call<'_, Self, Untimed>
