@@ -166,6 +166,63 @@ async fn the_future_is_send_and_runs_on_a_multi_thread_runtime() {
     }
 }
 
+/// Owned arguments that are `Send` but not `Sync` (a `RefCell`, a `Cell`, a pattern over
+/// one): each attempt gets its own clone, and no attempt holds a reference to the original,
+/// so the fn's future is `Send` as it is without the attribute (with and without a timeout,
+/// which run the attempt differently).
+#[robust(retries = 2, backoff = none)]
+async fn not_sync_args(
+    log: std::cell::RefCell<Vec<u32>>,
+    (seen, _tag): (std::cell::Cell<u32>, u8),
+    calls: Arc<AtomicU32>,
+) -> io::Result<usize> {
+    let n = calls.fetch_add(1, Ordering::SeqCst);
+    log.borrow_mut().push(n);
+    seen.set(seen.get() + 1);
+    tokio::task::yield_now().await;
+    if n == 0 {
+        return Err(ErrorKind::Other.into());
+    }
+    // Each attempt starts from the value passed in, not from what an earlier one left.
+    Ok(log.borrow().len() + seen.get() as usize)
+}
+
+#[robust(timeout = "1s", retries = 2, backoff = none,
+         fallback = |e: io::Error| if log.borrow().is_empty() { Err(e) } else { Ok(0) })]
+async fn not_sync_args_timed(
+    log: std::cell::RefCell<Vec<u32>>,
+    calls: Arc<AtomicU32>,
+) -> io::Result<usize> {
+    let n = calls.fetch_add(1, Ordering::SeqCst);
+    log.borrow_mut().push(n);
+    tokio::task::yield_now().await;
+    if n == 0 {
+        return Err(ErrorKind::Other.into());
+    }
+    Ok(log.borrow().len())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn owned_arguments_that_are_not_sync_keep_the_future_send() {
+    let calls = Arc::new(AtomicU32::new(0));
+    let args = (
+        std::cell::RefCell::new(vec![7]),
+        (std::cell::Cell::new(0), 1),
+        Arc::clone(&calls),
+    );
+    let h = tokio::spawn(not_sync_args(args.0, args.1, args.2));
+    assert_eq!(h.await.unwrap().unwrap(), 2 + 1);
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+
+    let calls = Arc::new(AtomicU32::new(0));
+    let h = tokio::spawn(not_sync_args_timed(
+        std::cell::RefCell::new(Vec::new()),
+        Arc::clone(&calls),
+    ));
+    assert_eq!(h.await.unwrap().unwrap(), 1);
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+}
+
 #[robust(retries = 2, backoff = none)]
 async fn question_mark(inputs: &[&str], n: &AtomicU32) -> Result<u32, std::num::ParseIntError> {
     let i = n.fetch_add(1, Ordering::SeqCst) as usize;

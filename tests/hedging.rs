@@ -1069,3 +1069,54 @@ async fn a_kept_failure_is_not_a_timeout_because_its_round_ended_late() {
     assert_eq!(attempts.load(Ordering::SeqCst), 3);
     assert_eq!(start.elapsed(), ms(3050));
 }
+
+/// A hedged fn's owned arguments that are `Send` but not `Sync`: the attempts' maker owns them
+/// (moved in, or cloned when an expression of the attribute reads one, as the fallback reads
+/// `name` here) and each attempt its own clone, so the fn's future is `Send`, as without the
+/// attribute. Each attempt starts from the value passed in.
+#[robust(hedge(after = 50ms, max = 2), retries = 0,
+         fallback = |e: io::Error| Ok(format!("{}: {e}", name.borrow())))]
+async fn hedged_not_sync(
+    name: std::cell::RefCell<String>,
+    (seen, _): (std::cell::Cell<u32>, u8),
+    calls: std::sync::Arc<AtomicU32>,
+    fail: bool,
+) -> io::Result<String> {
+    let n = calls.fetch_add(1, Ordering::SeqCst);
+    seen.set(seen.get() + 1);
+    name.borrow_mut().push('!');
+    // The first attempt is slow: a hedge goes at 50 ms and answers first.
+    tokio::time::sleep(ms(if n == 0 { 1000 } else { 10 })).await;
+    if fail {
+        return Err(io::Error::other(format!("attempt {n}")));
+    }
+    Ok(format!("{} {} {n}", name.borrow(), seen.get()))
+}
+
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_hedged_fn_with_owned_arguments_that_are_not_sync_is_send() {
+    let calls = std::sync::Arc::new(AtomicU32::new(0));
+    let t0 = Instant::now();
+    let call = hedged_not_sync(
+        std::cell::RefCell::new("a".into()),
+        (std::cell::Cell::new(0), 0),
+        std::sync::Arc::clone(&calls),
+        false,
+    );
+    let r = tokio::spawn(call).await.unwrap();
+    assert_eq!(r.unwrap(), "a! 1 1");
+    assert_eq!(t0.elapsed(), ms(60));
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+
+    // Every attempt fails: the fallback reads the argument as it was passed.
+    let calls = std::sync::Arc::new(AtomicU32::new(0));
+    let call = hedged_not_sync(
+        std::cell::RefCell::new("b".into()),
+        (std::cell::Cell::new(0), 0),
+        std::sync::Arc::clone(&calls),
+        true,
+    );
+    let r = tokio::spawn(call).await.unwrap();
+    assert!(r.unwrap().starts_with("b: attempt "));
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+}

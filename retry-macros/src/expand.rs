@@ -572,7 +572,14 @@ fn rule_settings(
 /// (`views`: the names and a `let` that binds them, for the attribute's expressions, which run
 /// outside the attempts).
 struct Rebound {
+    /// With `hedge`: what the attempts' maker owns, bound before it (each owned parameter,
+    /// moved, or cloned when the attribute's expressions read it too).
+    held: Vec<TokenStream>,
     outer: Vec<TokenStream>,
+    /// With `split` (an async fn that is not hedged): the clones of owned parameters, made
+    /// before each attempt's `async` block (which moves them in), so that the block borrows
+    /// no parameter that it owns a copy of.
+    pre: Vec<TokenStream>,
     prelude: Vec<TokenStream>,
     views: Vec<(Vec<String>, TokenStream)>,
 }
@@ -582,11 +589,26 @@ struct Rebound {
 /// attempt. Every statement carries the parameter's attributes, so a parameter under
 /// `#[cfg(...)]` is rebound exactly when it exists.
 ///
-/// With `hedge`, attempts are `async move` blocks made by a closure, several alive at once:
-/// the closure first takes a reference to each owned parameter (`outer`), which the block
-/// moves in and clones from.
-fn rebind_args(p: &TokenStream, f: &mut Func, hedge: bool) -> Rebound {
+/// With `hedge`, attempts are `async move` blocks made by a `move` closure, several alive at
+/// once: the closure owns each owned parameter (`held`: moved in, or a clone when one of the
+/// attribute's expressions, `attr_names`, may read it too) and clones it for each block
+/// (`outer`), which moves the clone in. Neither holds a reference to a parameter, so the fn's
+/// future is `Send` for parameters that are `Send` and not `Sync`.
+///
+/// With `split` (an async fn, not hedged), an owned parameter is cloned before the attempt's
+/// block (`pre`) and the block moves the clone in: a block that cloned it itself would hold a
+/// reference to it for its whole life, and the fn's future would not be `Send` for a `Send`
+/// parameter that is not `Sync` (a `RefCell`, a `Cell`), as it is without the attribute.
+fn rebind_args(
+    p: &TokenStream,
+    f: &mut Func,
+    hedge: bool,
+    split: bool,
+    attr_names: &std::collections::HashSet<String>,
+) -> Rebound {
+    let mut held = Vec::new();
     let mut outer = Vec::new();
+    let mut pre = Vec::new();
     let mut prelude = Vec::new();
     let mut views = Vec::new();
     for (i, arg) in f.sig.inputs.iter_mut().enumerate() {
@@ -598,10 +620,31 @@ fn rebind_args(p: &TokenStream, f: &mut Func, hedge: bool) -> Rebound {
         let ty_span = pt.ty.span();
         let cloned = |name: &Ident| {
             let p = respan(p, ty_span);
+            quote_spanned!(ty_span=> #p::clone_arg(&#name))
+        };
+        // An owned parameter `source`, bound by `binding` in each attempt (`movable`: no
+        // expression of the attribute reads it).
+        let mut owned = |source: &Ident, binding: TokenStream, movable: bool| {
+            let own = format_ident!("__robust_own{}", i, span = Span::mixed_site());
+            let ps = respan(p, ty_span);
             if hedge {
-                quote_spanned!(ty_span=> #p::clone_arg(#name))
+                let hold = format_ident!("__robust_hold{}", i, span = Span::mixed_site());
+                let value = if movable {
+                    quote!(#source)
+                } else {
+                    cloned(source)
+                };
+                held.push(quote!(#(#attrs)* let #hold = #value;));
+                let clone = cloned(&hold);
+                outer.push(quote!(#(#attrs)* let #own = #ps::Owned(#clone);));
+                prelude.push(quote!(#(#attrs)* let #binding = #own.into_inner();));
+            } else if split {
+                let clone = cloned(source);
+                pre.push(quote!(#(#attrs)* let #own = #ps::Owned(#clone);));
+                prelude.push(quote!(#(#attrs)* let #binding = #own.into_inner();));
             } else {
-                quote_spanned!(ty_span=> #p::clone_arg(&#name))
+                let clone = cloned(source);
+                prelude.push(quote!(#(#attrs)* let #binding = #clone;));
             }
         };
         match &mut *pt.pat {
@@ -620,11 +663,8 @@ fn rebind_args(p: &TokenStream, f: &mut Func, hedge: bool) -> Rebound {
                     }
                 } else {
                     let m = pi.mutability.take();
-                    let clone = cloned(&ident);
-                    if hedge {
-                        outer.push(quote!(#(#attrs)* let #ident = &#ident;));
-                    }
-                    prelude.push(quote!(#(#attrs)* let #m #ident = #clone;));
+                    let read = attr_names.contains(&syn::ext::IdentExt::unraw(&ident).to_string());
+                    owned(&ident, quote!(#m #ident), !read);
                 }
             }
             pat => {
@@ -665,17 +705,17 @@ fn rebind_args(p: &TokenStream, f: &mut Func, hedge: bool) -> Rebound {
                 } else if is_ref {
                     prelude.push(quote!(#(#attrs)* let #original = #name;));
                 } else {
-                    let clone = cloned(&name);
-                    if hedge {
-                        outer.push(quote!(#(#attrs)* let #name = &#name;));
-                    }
-                    prelude.push(quote!(#(#attrs)* let #original = #clone;));
+                    // (The attribute's expressions read the pattern's names from their views,
+                    // bound above from clones: the parameter itself may be moved.)
+                    owned(&name, quote!(#original), true);
                 }
             }
         }
     }
     Rebound {
+        held,
         outer,
+        pre,
         prelude,
         views,
     }
@@ -901,10 +941,18 @@ pub fn expand(
     let is_async = f.sig.asyncness.is_some();
     let latencies = Ident::new("__ROBUST_LATENCIES", Span::mixed_site());
     let Rebound {
+        held,
         outer,
+        pre,
         prelude,
         views,
-    } = rebind_args(&p, &mut f, config.hedge.is_some());
+    } = rebind_args(
+        &p,
+        &mut f,
+        config.hedge.is_some(),
+        is_async && config.hedge.is_none(),
+        attr_names,
+    );
     // The views the attribute's expressions may read.
     let views = views
         .into_iter()
@@ -1260,7 +1308,8 @@ pub fn expand(
     let pr = respan(&p, ret_span);
     let returned = Ident::new("__robust_returned", Span::mixed_site());
     let sync_attempt = quote_spanned!(ret_span=> #pr::sync_attempt::<#ret, _>(|| #body));
-    let async_attempt = quote_spanned!(ret_span=> #pr::pin_output::<#ret, _>(async #body));
+    let async_attempt =
+        quote_spanned!(ret_span=> { #(#pre)* #pr::pin_output::<#ret, _>(async #body) });
     let from_result = quote_spanned!(ret_span=> <#ret as #pr::IsResult>::from_result(#returned));
     // Bind with patterns spanned at the return type: a type error in the binding is then
     // reported there too (and merged with the error above) instead of on the whole attribute.
@@ -1280,15 +1329,17 @@ pub fn expand(
             let (ok_at, err_at) = (respan(&ok, e.span()), respan(&err, e.span()));
             let value = if is_async {
                 quote_spanned! {e.span()=>
-                    match #ps::async_fallback::<#err, _, _>(#e).run(#fe) {
-                        #out => {
-                            #[allow(unused_imports)]
-                            use #ps::{FallbackIsFuture as _, FallbackIsResult as _};
-                            // The tag is bound first: no borrow of the future is held across
-                            // the `.await` (the fn's future stays `Send` when the fallback's is).
-                            let #tag = (&#out).fallback_kind();
-                            #tag.into_future::<#ok_at, #err_at, _>(#out).await
-                        }
+                    {
+                        // Bound by a `let`: the fallback (a closure that may borrow arguments)
+                        // is dropped before the `.await`, which a `match` on the call would
+                        // hold it across.
+                        let #out = #ps::async_fallback::<#err, _, _>(#e).run(#fe);
+                        #[allow(unused_imports)]
+                        use #ps::{FallbackIsFuture as _, FallbackIsResult as _};
+                        // The tag is bound first: no borrow of the future is held across
+                        // the `.await` (the fn's future stays `Send` when the fallback's is).
+                        let #tag = (&#out).fallback_kind();
+                        #tag.into_future::<#ok_at, #err_at, _>(#out).await
                     }
                 }
             } else {
@@ -1337,7 +1388,7 @@ pub fn expand(
     let run_attempt = if is_async && !timed {
         let plain = quote_spanned! {ret_span=>
             (<#ret as #pr::IsResult>::into_result(
-                #pr::pin_output::<#ret, _>(async #body).await
+                { #(#pre)* #pr::pin_output::<#ret, _>(async #body) }.await
             ), false)
         };
         quote!(let #pattern = #plain;)
@@ -1573,13 +1624,14 @@ pub fn expand(
             None => (quote!(||), quote!(hedged_loop_blind)),
         };
         let make = quote_spanned! {ret_span=>
-            #make_args {
+            move #make_args {
                 #(#outer)*
                 #pr::pin_output::<#ret, _>(async move #attempt_body)
             }
         };
         quote! {{
             #policy_setup
+            #(#held)*
             let #returned = #p::#hedged_loop(&#policy, #make).await;
             #apply_fallback
             return #from_result;

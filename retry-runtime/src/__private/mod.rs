@@ -35,6 +35,21 @@ pub use crate::{Backoff, Jitter};
 
 pub use crate::checks::*;
 
+/// An owned argument's clone for one attempt, made before the attempt's `async` block and
+/// taken out by value inside it ([`Owned::into_inner`]): the block then captures the clone
+/// itself, never a reference to it (a `Copy` value read in a block is captured by reference,
+/// which would outlive the clone), nor to the original argument.
+#[derive(Debug)]
+pub struct Owned<T>(pub T);
+
+impl<T> Owned<T> {
+    /// The clone.
+    #[inline(always)]
+    pub fn into_inner(self) -> T {
+        self.0
+    }
+}
+
 // The defaults the attribute names for what it leaves unset: read from the one definition,
 // `RuleSettings::DEFAULT`.
 /// The default strategy's type.
