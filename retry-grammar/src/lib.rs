@@ -55,6 +55,9 @@ pub enum DurationError {
     UnknownSuffix,
     /// Not a humantime string nor a number.
     Syntax,
+    /// The unit `M` in a string: humantime reads it as months (30.44 days), where `10M` is
+    /// more often meant as minutes (`m`), and the attribute refuses `10M` written as a number.
+    AmbiguousMonth,
 }
 
 impl DurationError {
@@ -69,6 +72,9 @@ impl DurationError {
             }
             DurationError::Syntax => {
                 "must be a humantime string like \"2s\", \"150ms\" or \"1m 30s\", or a number of seconds"
+            }
+            DurationError::AmbiguousMonth => {
+                "uses the unit `M`, which humantime reads as months (30.44 days): write `m` for minutes, or `months`"
             }
         }
     }

@@ -47,6 +47,13 @@ pub(crate) fn parse(text: &str) -> Result<Duration, DurationError> {
     if estimate_secs(unsigned) > MAX_SECS {
         return Err(TOO_LARGE);
     }
+    // `M` alone is humantime's month; `"10M"` is more often a typo for minutes.
+    if unsigned
+        .split(|c: char| !(c.is_ascii_alphabetic() || c == 'µ'))
+        .any(|unit| unit == "M")
+    {
+        return Err(DurationError::AmbiguousMonth);
+    }
     match humantime::parse_duration(unsigned) {
         Ok(d) if negative && !d.is_zero() => Err(NEGATIVE),
         Ok(d) => Ok(d),
@@ -141,9 +148,16 @@ mod tests {
         assert_eq!(parse("0.25"), Ok(Duration::from_millis(250)));
         assert_eq!(parse("1 000ms"), Ok(Duration::from_secs(1)));
         assert_eq!(parse("1.5h"), Ok(Duration::from_secs(5400)));
-        for unit in ["ns", "us", "µs", "ms", "s", "m", "h", "d", "w", "M", "y"] {
+        for unit in [
+            "ns", "us", "µs", "ms", "s", "m", "h", "d", "w", "months", "y",
+        ] {
             assert!(parse(&format!("7{unit}")).is_ok(), "{unit}");
         }
+        // `M` alone (humantime's month) is refused: it is more often meant as minutes.
+        for text in ["10M", "1h 10M", " 2 M", "-0M"] {
+            assert_eq!(parse(text), Err(DurationError::AmbiguousMonth), "{text}");
+        }
+        assert_eq!(parse("1month"), Ok(Duration::from_secs(2_630_016)));
     }
 
     #[test]
@@ -225,7 +239,9 @@ mod tests {
             }
             match parse(&text) {
                 Ok(d) => prop_assert!(d.as_secs_f64() <= MAX_SECS * (1.0 + 1e-9)),
-                Err(rule) => prop_assert!([NEGATIVE, TOO_LARGE, MALFORMED].contains(&rule)),
+                Err(rule) => prop_assert!(
+                    [NEGATIVE, TOO_LARGE, MALFORMED, DurationError::AmbiguousMonth].contains(&rule)
+                ),
             }
         }
 
@@ -243,6 +259,10 @@ mod tests {
                 // value is about the bound.
                 Err(TOO_LARGE) => {
                     prop_assert!(theirs.is_none_or(|d| d.as_secs_f64() > 0.99 * MAX_SECS));
+                }
+                // The unit `M` (humantime's month) is refused on purpose.
+                Err(DurationError::AmbiguousMonth) => {
+                    prop_assert!(pairs.iter().any(|(_, u)| *u == "M"));
                 }
                 ours => prop_assert_eq!(ours.ok(), theirs),
             }

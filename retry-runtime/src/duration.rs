@@ -7,8 +7,9 @@ use crate::ConfigError;
 
 /// Parses a duration written as a humantime string (`"2s"`, `"150ms"`, `"1m 30s"`) or a
 /// number of seconds (`"1"`, `"0.5"`). Negative values (other than `-0`, which is zero: the
-/// sign is the value's), NaN, infinite values and values above 10^18 seconds are rejected.
-/// No input panics.
+/// sign is the value's), NaN, infinite values and values above 10^18 seconds are rejected, and
+/// so is humantime's unit `M` (a month: `"10M"` is more often meant as minutes; write `m`, or
+/// `months`). No input panics.
 ///
 /// ```
 /// use std::time::Duration;
@@ -18,6 +19,7 @@ use crate::ConfigError;
 /// assert_eq!(parse_duration("-0")?, Duration::ZERO);
 /// assert!(parse_duration("-1").is_err());
 /// assert!(parse_duration("soon").is_err());
+/// assert!(parse_duration("10M").is_err()); // minutes are `m`
 /// assert!(parse_duration("18446744073709551615s 1000000000ns").is_err()); // too large
 /// # Ok::<(), retry_runtime::ConfigError>(())
 /// ```
