@@ -2158,7 +2158,14 @@ pub fn validate(items: Vec<Item>, params: &[String], errors: &mut Errors) -> Con
             ("throttle", Value::Expr(e)) => errors.set_once(&mut c.throttle, &key, Some(e)),
             ("limit", Value::Expr(e)) => errors.set_once(&mut c.limit, &key, Some(e)),
             ("attempt", Value::Word(w)) => {
-                if params.contains(&w.to_string()) {
+                if w == "_" {
+                    // `_` binds nothing: a `timeout` the body was to check would go unread,
+                    // and the checks that look for the context's use would take `_` for one.
+                    errors.at(
+                        w.span(),
+                        "`attempt = _` binds nothing: name the attempt context (`attempt = ctx`) and read it in the body, or leave `attempt` out",
+                    );
+                } else if params.contains(&w.to_string()) {
                     errors.at(
                         w.span(),
                         format!("`attempt = {w}` would shadow the parameter `{w}` in the body: choose another name, like `attempt = ctx`"),

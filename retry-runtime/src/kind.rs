@@ -124,19 +124,27 @@ pub fn chain<'a>(
     std::iter::successors(root, |e: &&'a (dyn Error + 'static)| (*e).source()).take(MAX_CHAIN)
 }
 
+/// `e` as a `T`, also when it is a `T` in an `Arc` or a `Box` (an error shared between
+/// callers, `Arc<io::Error>`): those forward `source()` to the `T`'s own source, so the chain
+/// would otherwise never show the `T` itself.
+fn peeled<'a, T: Error + 'static>(e: &'a (dyn Error + 'static)) -> Option<&'a T> {
+    e.downcast_ref::<T>()
+        .or_else(|| e.downcast_ref::<std::sync::Arc<T>>().map(|a| &**a))
+        .or_else(|| e.downcast_ref::<Box<T>>().map(|b| &**b))
+}
+
 /// Whether the chain holds an `std::io::Error` whose kind is in `kinds` (any kind if empty).
 pub fn chain_has_io(root: Option<&(dyn Error + 'static)>, kinds: &[io::ErrorKind]) -> bool {
     chain(root)
-        .filter_map(|e| e.downcast_ref::<io::Error>())
+        .filter_map(peeled::<io::Error>)
         .any(|io| kinds.is_empty() || kinds.contains(&io.kind()))
 }
 
 /// Whether the chain holds an [`Elapsed`] or an `std::io::Error` of kind `TimedOut`.
 pub fn chain_has_timeout(root: Option<&(dyn Error + 'static)>) -> bool {
     chain(root).any(|e| {
-        e.is::<Elapsed>()
-            || e.downcast_ref::<io::Error>()
-                .is_some_and(|io| io.kind() == io::ErrorKind::TimedOut)
+        peeled::<Elapsed>(e).is_some()
+            || peeled::<io::Error>(e).is_some_and(|io| io.kind() == io::ErrorKind::TimedOut)
     })
 }
 
