@@ -573,8 +573,8 @@ fn the_builder_refuses_a_hint_with_only_values_retried() {
 fn the_builder_refuses_a_jitter_the_strategy_gives_nothing_to_do() {
     use retry_runtime::kind::Io;
     use retry_runtime::{
-        AwsDecorrelated, Constant, Decorrelated, Exponential, Fibonacci, NoBackoff, NoJitter,
-        Policy, Random,
+        AwsDecorrelated, Constant, Decorrelated, Exponential, Fibonacci, Linear, NoBackoff,
+        NoJitter, Policy, Polynomial, Random,
     };
     let s = Duration::from_secs;
     let refused = [
@@ -611,6 +611,23 @@ fn the_builder_refuses_a_jitter_the_strategy_gives_nothing_to_do() {
         Policy::builder()
             .backoff(NoBackoff)
             .jitter(Decorrelated)
+            .build()
+            .err(),
+        // The AWS jitter never reads a strategy's growth, only its `base` and `max`.
+        Policy::builder()
+            .backoff(Linear::new(s(1), s(30)).unwrap())
+            .jitter(AwsDecorrelated)
+            .build()
+            .err(),
+        Policy::builder()
+            .backoff(Fibonacci::new(s(1), s(30)).unwrap())
+            .jitter(AwsDecorrelated)
+            .when(Io::ANY, |r| r.retries(2))
+            .build()
+            .err(),
+        Policy::builder()
+            .backoff(Polynomial::new(s(1), s(30), [2.0, 3.0]).unwrap())
+            .jitter(AwsDecorrelated)
             .build()
             .err(),
         // A `when` rule that inherits the pair reads it as the `on` rule does.
@@ -656,7 +673,7 @@ fn the_builder_refuses_a_jitter_the_strategy_gives_nothing_to_do() {
             .err(),
         // With several rules, the AWS jitter may start from another rule's delay.
         Policy::builder()
-            .backoff(Fibonacci::new(Duration::ZERO, s(30)).unwrap())
+            .backoff(Random::new(Duration::ZERO, s(30)).unwrap())
             .jitter(AwsDecorrelated)
             .when(Io::ANY, |r| r.backoff(Constant::new(s(1))).jitter(NoJitter))
             .build()

@@ -1299,6 +1299,32 @@ pub fn check_jitter_reads_strategy(config: &Config, errors: &mut Errors) {
             );
             continue;
         }
+        if matches!(jitter.value, JitterSpec::AwsDecorrelated) {
+            // A strategy chosen for its growth, which the jitter never reads (with a parameter
+            // of it written, reported above).
+            let growth = match &strategy.value {
+                Strategy::Linear { .. } => Some("linear"),
+                Strategy::Fibonacci { .. } => Some("fibonacci"),
+                Strategy::Polynomial { .. } => Some("polynomial"),
+                _ => None,
+            };
+            if let Some(name) = growth {
+                errors.at(
+                    strategy.span,
+                    format!(
+                        "`{name}` has no effect: `jitter = aws_decorrelated` draws each delay from the strategy's `base` and `max` and the previous delay only, so any strategy with the same `base` and `max` gives the same delays; write `exponential(base = .., max = ..)`, or choose another jitter"
+                    ),
+                );
+                continue;
+            }
+            if matches!(strategy.value, Strategy::Custom(_)) {
+                errors.at(
+                    jitter.span,
+                    "`jitter = aws_decorrelated` reads only a strategy's `base()` and `max()`, never its delays, and a `custom` strategy's are 0 and unbounded unless it defines them (every delay 0: a hot loop); for a strategy that defines both, write `jitter = custom(retry_runtime::AwsDecorrelated)`, or choose another jitter",
+                );
+                continue;
+            }
+        }
         // A strategy whose delay is the same for every exponent.
         let flat = match &strategy.value {
             Strategy::Constant { .. } | Strategy::Random { .. } | Strategy::None => true,

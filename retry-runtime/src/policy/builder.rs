@@ -307,6 +307,20 @@ fn dead_jitter<B: Backoff, J>(backoff: &B, single: bool) -> Option<&'static str>
                 "`AwsDecorrelated` has no effect here: it draws between the strategy's `base` and `max`, which this strategy makes the same (a `Constant`, or a `base` no lower than `max`); choose another jitter or strategy",
             );
         }
+        // (`Polynomial`'s name has no `<1>`: the default is left out, so every `Polynomial<N>`
+        // is matched by its name's start.)
+        let polynomial = std::any::type_name::<crate::Polynomial>();
+        let name = referent(std::any::type_name::<B>());
+        if same_type::<B, crate::Linear>()
+            || same_type::<B, crate::Fibonacci>()
+            || name
+                .strip_prefix(polynomial)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('<'))
+        {
+            return Some(
+                "`AwsDecorrelated` draws each delay from the strategy's `base` and `max` and the previous delay only: a `Linear`, `Fibonacci` or `Polynomial` strategy's growth has no effect beside it; use `Exponential::new(base, max, 2.0)`, or choose another jitter",
+            );
+        }
     }
     let flat = none
         || same_type::<B, crate::Constant>()

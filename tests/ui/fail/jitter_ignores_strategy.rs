@@ -13,6 +13,31 @@ fn aws_ignores_p() -> std::io::Result<()> { Ok(()) }
 #[robust(when(Io, backoff = fibonacci(base = 100ms, max = 10s, unit = 100ms), jitter = aws_decorrelated))]
 fn aws_in_a_when() -> std::io::Result<()> { Ok(()) }
 
+// Nor the growth of a strategy chosen for it, parameters written or not.
+#[robust(backoff = fibonacci(base = 100ms, max = 10s), jitter = aws_decorrelated)]
+fn aws_ignores_fibonacci() -> std::io::Result<()> { Ok(()) }
+#[robust(backoff = linear(base = 100ms, max = 10s), jitter = aws_decorrelated)]
+fn aws_ignores_linear() -> std::io::Result<()> { Ok(()) }
+// A custom strategy's delays are never read: only its `base()` and `max()`, 0 and unbounded
+// by default (every delay 0).
+struct Steps;
+impl retry_runtime::Backoff for Steps {
+    fn delay(&self, x: u32, _: &mut dyn rand::Rng) -> std::time::Duration {
+        std::time::Duration::from_secs(u64::from(x.min(60)))
+    }
+}
+#[robust(backoff = custom(Steps), jitter = aws_decorrelated, retries = -1)]
+fn aws_reads_no_custom_delay() -> std::io::Result<()> { Ok(()) }
+// (Fine, said explicitly: the jitter as a custom one, for a strategy that defines both.)
+struct Bounded;
+impl retry_runtime::Backoff for Bounded {
+    fn delay(&self, _: u32, _: &mut dyn rand::Rng) -> std::time::Duration { std::time::Duration::from_secs(1) }
+    fn base(&self) -> std::time::Duration { std::time::Duration::from_secs(1) }
+    fn max(&self) -> std::time::Duration { std::time::Duration::from_secs(30) }
+}
+#[robust(backoff = custom(Bounded), jitter = custom(retry_runtime::AwsDecorrelated))]
+fn fine_custom_aws() -> std::io::Result<()> { Ok(()) }
+
 // `decorrelated` only moves the exponent, which these strategies do not read.
 #[robust(backoff = constant(base = 1s), jitter = decorrelated)]
 fn decorrelated_constant() -> std::io::Result<()> { Ok(()) }
