@@ -928,6 +928,7 @@ pub fn expand(
     config: Config,
     mut f: Func,
     attr_names: &std::collections::HashSet<String>,
+    io_dead: &[(crate::ast::Sp, String)],
 ) -> TokenStream {
     let param_names = crate::valid::param_names(&f);
     let p = match &config.krate {
@@ -1480,7 +1481,23 @@ pub fn expand(
             _ => Vec::new(),
         }
     });
-    let name_checks: Vec<TokenStream> = name_checks.collect();
+    let mut name_checks: Vec<TokenStream> = name_checks.collect();
+    // Rules that never apply when the error type is `std::io::Error`, which its spelling did
+    // not show (an imported `Error`, an alias): checked against the type, at compile time.
+    name_checks.extend(io_dead.iter().map(|(sp, msg)| {
+        let at = sp.start;
+        let ps = respan(&p, at);
+        let err_at = respan(&err, at);
+        quote_spanned! {at=>
+            const {
+                #[allow(unused_imports)]
+                use #ps::NotIo as _;
+                if #ps::IoProbe::<#err_at>::IS_IO {
+                    ::core::panic!("{}", #msg)
+                }
+            };
+        }
+    }));
     // The fast path of a blocking fn: when no breaker must admit the first attempt and no
     // clock is read for it, the body (a closure) runs first, and the policy and the call are
     // made only if it fails. Async fns start the call first: measured, a lazy call or an async

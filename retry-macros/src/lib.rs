@@ -93,15 +93,17 @@ fn robust2(
     valid::check_backoff_fits(&config, &mut errors);
     valid::check_jitter_reads_strategy(&config, &mut errors);
     valid::check_backoff_never_waits(&config, &mut errors);
+    // Rules dead only if the error type is `std::io::Error`, for the expansion to check.
+    let mut io_dead = Vec::new();
     if let Some(f) = &func {
         valid::check_fn(f, &mut errors);
         valid::check_hedge(&config, f, &mut errors);
         valid::check_blocking_timeout(&config, f, &mut errors);
         valid::check_async_deadline(&config, f, &mut errors);
-        valid::check_dead_whens(&config, f, &mut errors);
+        io_dead = valid::check_dead_whens(&config, f, &mut errors);
     }
     match (errors.finish(), func) {
-        (None, Some(func)) => expand::expand(config, func, &attr_names),
+        (None, Some(func)) => expand::expand(config, func, &attr_names, &io_dead),
         (Some(e), _) => with_errors(item, e),
         (None, None) => item,
     }

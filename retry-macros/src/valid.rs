@@ -1613,9 +1613,44 @@ fn rule_keys(top: &Overrides) -> [RuleKey; 5] {
 /// an `io::Error` of kind `TimedOut`, and every error is an `Io` one) or after `Io(TimedOut)`
 /// (in an async fn, or a blocking one without a per-attempt timeout, whose late errors would
 /// otherwise count as timeouts).
-pub fn check_dead_whens(config: &Config, f: &crate::ast::Func, errors: &mut Errors) {
+///
+/// Those that are dead only when the error type is `std::io::Error` (a `Timeout` after `Io`, any
+/// error kind after a bare `Io`) are errors here when the return type says so as written
+/// (`io::Result<T>`); otherwise (an imported `Error`, an alias) they are returned, for the
+/// expansion to check against the error type itself, at compile time (see
+/// `retry_runtime::__private::IoProbe`).
+pub fn check_dead_whens(
+    config: &Config,
+    f: &crate::ast::Func,
+    errors: &mut Errors,
+) -> Vec<(Sp, String)> {
     let complete = errors.is_empty();
-    let io_error = returns_io_error(&f.sig.output);
+    let io_written = returns_io_error(&f.sig.output);
+    let mut written = Vec::new();
+    dead_whens(config, f, io_written, complete, &mut |sp, msg| {
+        written.push(msg.clone());
+        errors.at(sp, msg);
+    });
+    let mut by_type = Vec::new();
+    if !io_written {
+        dead_whens(config, f, true, complete, &mut |sp, msg| {
+            if !written.contains(&msg) {
+                by_type.push((sp, msg));
+            }
+        });
+    }
+    by_type
+}
+
+/// [`check_dead_whens`]' rules, each dead rule `report`ed, judged as if the error type were
+/// `std::io::Error` or not (`io_error`).
+fn dead_whens(
+    config: &Config,
+    f: &crate::ast::Func,
+    io_error: bool,
+    complete: bool,
+    report: &mut dyn FnMut(Sp, String),
+) {
     let per_attempt = finite_limit(&config.timeout).is_some() || config.adaptive.is_some();
     let late_errors_time_out = f.sig.asyncness.is_none() && per_attempt;
     let io_kinds = |k: &Kind| match k {
@@ -1636,6 +1671,16 @@ pub fn check_dead_whens(config: &Config, f: &crate::ast::Func, errors: &mut Erro
             return Some("the errors of kind `TimedOut`, which are timeouts");
         }
         let before = io_kinds(earlier)?;
+        // For an `io::Error`, `Io` takes every error: a closure's, a pattern's, `_` too.
+        if io_error
+            && before.is_empty()
+            && !later.is_ok()
+            && !matches!(later, Kind::Io { .. } | Kind::Timeout(_))
+        {
+            return Some(
+                "every error (the fn's error type is `std::io::Error`, and every one is an `Io` error)",
+            );
+        }
         match later {
             // `Io` takes every I/O error; `Io(A, B)` takes those of its kinds.
             Kind::Io { kinds, .. }
@@ -1651,7 +1696,7 @@ pub fn check_dead_whens(config: &Config, f: &crate::ast::Func, errors: &mut Erro
                         || !late_errors_time_out && before.iter().any(|k| k == "TimedOut")) =>
             {
                 Some(
-                    "the errors of timeouts (`io::Error`s of kind `TimedOut`, the error type the fn's `io::` return type names)",
+                    "the errors of timeouts (`io::Error`s of kind `TimedOut`, and the fn's error type is `std::io::Error`)",
                 )
             }
             _ => None,
@@ -1683,7 +1728,7 @@ pub fn check_dead_whens(config: &Config, f: &crate::ast::Func, errors: &mut Erro
             .filter(|w| !on_of_a_when(w))
             .find_map(|w| Some((taken(&w.kind, later)?, &w.kind)));
         if let Some((takes, earlier)) = first {
-            errors.at(
+            report(
                 later.sp(),
                 format!(
                     "{what} never applies: `when({}, ..)` above takes first {takes} (rules are tried in the order written, `on` last); {fix}",
@@ -1712,7 +1757,7 @@ pub fn check_dead_whens(config: &Config, f: &crate::ast::Func, errors: &mut Erro
             if let Some(sp) = sp
                 && all_set(set)
             {
-                errors.at(
+                report(
                     sp,
                     format!(
                         "`{key}` has no effect: a `when` takes first every error the top level's rule would retry, and each `when` sets its own `{key}`; leave it out"
@@ -1748,7 +1793,7 @@ pub fn check_dead_whens(config: &Config, f: &crate::ast::Func, errors: &mut Erro
             .enumerate()
             .find(|&(j, w)| j != i && wider(w, k) || both_every(j, w))
         {
-            errors.at(
+            report(
                 k.sp(),
                 format!(
                     "this kind of `on` adds nothing: `{}` in the same list already takes every error it would; leave it out",

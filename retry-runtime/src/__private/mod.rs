@@ -50,6 +50,26 @@ impl<T> Owned<T> {
     }
 }
 
+/// Whether a type is `std::io::Error`, at compile time: `IoProbe::<E>::IS_IO` is the inherent
+/// constant (true) for `std::io::Error` however it is named (imported, an alias), and the
+/// trait's (false) for any other type, a generic one included. The attribute checks with it
+/// the rules that never apply for an `io::Error` only (a `when` after a bare `Io`).
+#[derive(Debug)]
+pub struct IoProbe<E: ?Sized>(core::marker::PhantomData<E>);
+
+impl IoProbe<std::io::Error> {
+    /// `std::io::Error`.
+    pub const IS_IO: bool = true;
+}
+
+/// The answer for every other type ([`IoProbe`]).
+pub trait NotIo {
+    /// Not `std::io::Error`.
+    const IS_IO: bool = false;
+}
+
+impl<E: ?Sized> NotIo for IoProbe<E> {}
+
 // The defaults the attribute names for what it leaves unset: read from the one definition,
 // `RuleSettings::DEFAULT`.
 /// The default strategy's type.

@@ -60,4 +60,8 @@ async fn own_alias() -> crate::mine::io::Result<()> { Ok(()) }
 #[robust(timeout = 1s, on = [Timeout, Io], when(Timeout, retries = 10), when(Io(ConnectionReset), retries = 2), on_success = || {})]
 async fn listed_and_tuned() -> io::Result<()> { Ok(()) }
 
+// For an `io::Error`, a bare `Io` takes every error: a closure's rule after it never applies.
+#[robust(when(Io, retries = 2), when(|e: &std::io::Error| e.raw_os_error() == Some(11), retries = 10))]
+fn closure_after_io() -> std::io::Result<()> { Ok(()) }
+
 fn main() {}
