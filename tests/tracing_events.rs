@@ -481,3 +481,72 @@ fn a_blocking_fn_s_elapsed_times_count_from_its_first_attempt_after_its_wait() {
         .unwrap_or_else(|| panic!("{events:#?}"));
     assert_eq!(retry.get("elapsed_ms"), Some("0"));
 }
+
+/// A tower service whose first attempt fails and which then fails to become ready.
+#[derive(Clone, Default)]
+struct NotReady {
+    calls: Arc<std::sync::atomic::AtomicU32>,
+}
+
+impl tower::Service<http::Request<String>> for NotReady {
+    type Response = http::Response<String>;
+    type Error = io::Error;
+    type Future = std::future::Ready<io::Result<http::Response<String>>>;
+    fn poll_ready(&mut self, _: &mut std::task::Context<'_>) -> std::task::Poll<io::Result<()>> {
+        if self.calls.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+            std::task::Poll::Ready(Ok(()))
+        } else {
+            std::task::Poll::Ready(Err(ErrorKind::BrokenPipe.into()))
+        }
+    }
+    fn call(&mut self, _: http::Request<String>) -> Self::Future {
+        self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        std::future::ready(Err(ErrorKind::ConnectionReset.into()))
+    }
+}
+
+/// A call a service ends by failing to become ready (for the retry) is a WARN, under both
+/// tower layers: the call ends there, with that error, and nothing else would say so.
+#[tokio::test(start_paused = true)]
+async fn a_readiness_error_that_ends_a_tower_call_is_a_warning() {
+    use retry_runtime::tower::RobustLayer;
+    use tower::{Layer, ServiceExt};
+    for hedged in [false, true] {
+        let c = Capture::default();
+        let _guard = tracing::subscriber::set_default(c.clone());
+        let builder = Policy::builder()
+            .name("upstream")
+            .retries(3)
+            .backoff(retry_runtime::NoBackoff);
+        let svc = NotReady::default();
+        let r = if hedged {
+            let policy = builder
+                .hedge(retry_runtime::hedge::Hedge::after(Duration::from_millis(50), 1).unwrap())
+                .build()
+                .unwrap();
+            RobustLayer::hedged(policy)
+                .layer(svc.clone())
+                .oneshot(http::Request::new(String::new()))
+                .await
+        } else {
+            RobustLayer::new(builder.build().unwrap())
+                .layer(svc.clone())
+                .oneshot(http::Request::new(String::new()))
+                .await
+        };
+        assert_eq!(r.unwrap_err().kind(), ErrorKind::BrokenPipe);
+        let events = c.0.lock().unwrap().clone();
+        let warning = events
+            .iter()
+            .find(|e| {
+                e.get("message")
+                    .is_some_and(|m| m.contains("failed to become ready"))
+            })
+            .unwrap_or_else(|| panic!("hedged: {hedged}: no event: {events:?}"));
+        assert_eq!(warning.level, Level::WARN);
+        assert_eq!(warning.get("function"), Some("upstream"));
+        // (A builder's policy names the error by its type: see above.)
+        assert_eq!(warning.get("error_type"), Some("std::io::error::Error"));
+        assert_eq!(svc.calls.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+}

@@ -1407,7 +1407,10 @@ where
                         if breaker {
                             resumed(this.state, policy).release();
                         }
-                        break Poll::Ready(crate::call::finish(policy, Err(e)));
+                        let r = Err(e);
+                        #[cfg(feature = "tracing")]
+                        crate::call::trace_not_ready(policy, &r);
+                        break Poll::Ready(crate::call::finish(policy, r));
                     }
                     // Not ready yet, or ready when the attempt's time was already over.
                     Poll::Ready(Ok(())) | Poll::Pending => {
@@ -2259,7 +2262,12 @@ where
                     return Poll::Ready(r);
                 }
                 match not_ready.lock().unwrap_or_else(|p| p.into_inner()).take() {
-                    Some(e) => Poll::Ready(Err(e)),
+                    Some(e) => {
+                        let r = Err(e);
+                        #[cfg(feature = "tracing")]
+                        crate::call::trace_not_ready(policy, &r);
+                        Poll::Ready(r)
+                    }
                     None => Poll::Pending,
                 }
             })
@@ -2314,6 +2322,8 @@ where
     if not_ready {
         // Not sent: no attempt (the breaker's permit goes back); the error is the call's.
         call.release();
+        #[cfg(feature = "tracing")]
+        crate::call::trace_not_ready(policy, &result);
         return crate::call::finish(policy, result);
     }
     // Its latency counts for an adaptive timeout and `hedge(after = pNN)` as any attempt's.

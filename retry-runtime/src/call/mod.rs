@@ -1379,6 +1379,22 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
 #[cfg(feature = "tracing")]
 struct OutcomeText<'a, P, R, E>(&'a P, &'a Result<R, E>);
 
+/// The WARN event of a call a tower service ended by failing to become ready: its error is the
+/// call's, unretried, and no request was sent for it (tower's contract: such a service is to be
+/// discarded). The other ways a call ends each have theirs; this one is how a call through a
+/// `Buffer` or a balancer fails when the stack below is gone.
+#[cfg(feature = "tracing")]
+#[cold]
+pub(crate) fn trace_not_ready<P: RetryPolicy<R, E>, R, E>(policy: &P, outcome: &Result<R, E>) {
+    tracing::warn!(
+        target: "retry_runtime",
+        function = policy.name(),
+        error = %OutcomeText(policy, outcome),
+        error_type = std::any::type_name::<E>(),
+        "the service failed to become ready: the call ends with its error, not retried (no request was sent)"
+    );
+}
+
 #[cfg(feature = "tracing")]
 impl<P: RetryPolicy<R, E>, R, E> fmt::Display for OutcomeText<'_, P, R, E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
