@@ -63,7 +63,10 @@
 //! `poll_ready`, which polls the service's, before `call` and outside any timer, guard or
 //! fallback (an error there is returned by `poll_ready` itself). Bound that wait above the
 //! layer (`tower::timeout::TimeoutLayer` outside it, or `tokio::time::timeout` around
-//! `ready()`). The
+//! `ready()`). (Under [`RobustLayer::hedged`] with a concurrency limit, the service made ready
+//! by the caller is dropped at `call` and the first attempt makes a clone ready once it has
+//! its slot, within its timeout, as its hedges do: the attempts of a round take their slots in
+//! the round, so the ready service cannot wait with the request.) The
 //! deadline counts from the first attempt's start (when it is
 //! sent, after any wait for a slot of the concurrency limit), not from `call`; a retry does
 //! not wait for a slot past it (nor past its rule's `max_delay`: it then ends with
