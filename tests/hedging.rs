@@ -1120,3 +1120,16 @@ async fn a_hedged_fn_with_owned_arguments_that_are_not_sync_is_send() {
     assert!(r.unwrap().starts_with("b: attempt "));
     assert_eq!(calls.load(Ordering::SeqCst), 3);
 }
+
+/// A raw identifier read by the fallback is cloned for the attempts' maker, not moved into it.
+#[robust(hedge(after = 50ms, max = 1), retries = 0,
+         fallback = |_e: io::Error| Ok(r#type.clone()))]
+async fn hedged_raw_name(r#type: String) -> io::Result<String> {
+    tokio::time::sleep(ms(10)).await;
+    Err(io::Error::other(r#type))
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_raw_identifier_read_by_the_fallback_stays_with_the_fn() {
+    assert_eq!(hedged_raw_name("kind".into()).await.unwrap(), "kind");
+}

@@ -663,7 +663,9 @@ fn rebind_args(
                     }
                 } else {
                     let m = pi.mutability.take();
-                    let read = attr_names.contains(&syn::ext::IdentExt::unraw(&ident).to_string());
+                    // (`names_in` keeps a raw identifier's `r#`.)
+                    let read = attr_names.contains(&ident.to_string())
+                        || attr_names.contains(&syn::ext::IdentExt::unraw(&ident).to_string());
                     owned(&ident, quote!(#m #ident), !read);
                 }
             }
@@ -928,7 +930,7 @@ pub fn expand(
     config: Config,
     mut f: Func,
     attr_names: &std::collections::HashSet<String>,
-    io_dead: &[(crate::ast::Sp, String)],
+    io_dead: &(Vec<(crate::ast::Sp, String)>, crate::valid::IoSpelling),
 ) -> TokenStream {
     let param_names = crate::valid::param_names(&f);
     let p = match &config.krate {
@@ -1484,18 +1486,37 @@ pub fn expand(
     let mut name_checks: Vec<TokenStream> = name_checks.collect();
     // Rules that never apply when the error type is `std::io::Error`, which its spelling did
     // not show (an imported `Error`, an alias): checked against the type, at compile time.
+    // Written `io::Result<T>`, the alias's error type is looked at by a `const` item (which
+    // `cargo check` evaluates, and which names no generic parameter of the fn); otherwise the
+    // fn's own error type, by an inline `const` (evaluated where the fn is built).
+    let (io_dead, spelling) = io_dead;
     name_checks.extend(io_dead.iter().map(|(sp, msg)| {
         let at = sp.start;
         let ps = respan(&p, at);
-        let err_at = respan(&err, at);
-        quote_spanned! {at=>
-            const {
+        let probe = |e: TokenStream| {
+            quote_spanned! {at=>
                 #[allow(unused_imports)]
                 use #ps::NotIo as _;
-                if #ps::IoProbe::<#err_at>::IS_IO {
+                if #ps::IoProbe::<#e>::IS_IO {
                     ::core::panic!("{}", #msg)
                 }
-            };
+            }
+        };
+        match spelling {
+            crate::valid::IoSpelling::Bare { ty, result } => {
+                let ty = respan(&quote::ToTokens::to_token_stream(&**ty), at);
+                let e = if *result {
+                    quote_spanned!(at=> <#ty as #ps::IsResult>::Err)
+                } else {
+                    ty
+                };
+                let check = probe(e);
+                quote_spanned!(at=> const _: () = { #check };)
+            }
+            _ => {
+                let check = probe(respan(&err, at));
+                quote_spanned!(at=> const { #check };)
+            }
         }
     }));
     // The fast path of a blocking fn: when no breaker must admit the first attempt and no

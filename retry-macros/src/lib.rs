@@ -94,7 +94,7 @@ fn robust2(
     valid::check_jitter_reads_strategy(&config, &mut errors);
     valid::check_backoff_never_waits(&config, &mut errors);
     // Rules dead only if the error type is `std::io::Error`, for the expansion to check.
-    let mut io_dead = Vec::new();
+    let mut io_dead = (Vec::new(), valid::IoSpelling::Unknown);
     if let Some(f) = &func {
         valid::check_fn(f, &mut errors);
         valid::check_hedge(&config, f, &mut errors);

@@ -1616,16 +1616,19 @@ fn rule_keys(top: &Overrides) -> [RuleKey; 5] {
 ///
 /// Those that are dead only when the error type is `std::io::Error` (a `Timeout` after `Io`, any
 /// error kind after a bare `Io`) are errors here when the return type says so as written
-/// (`io::Result<T>`); otherwise (an imported `Error`, an alias) they are returned, for the
-/// expansion to check against the error type itself, at compile time (see
-/// `retry_runtime::__private::IoProbe`).
+/// (`std::io::Result<T>`); otherwise they are returned, with how the type is written, for the
+/// expansion to check against the error type itself (see `retry_runtime::__private::IoProbe`):
+/// where the fn is written for `io::Result<T>` (a `const` item, which `cargo check` evaluates),
+/// where it is built for an imported `Error` or an alias (an inline `const`, which may name
+/// the fn's generic parameters).
 pub fn check_dead_whens(
     config: &Config,
     f: &crate::ast::Func,
     errors: &mut Errors,
-) -> Vec<(Sp, String)> {
+) -> (Vec<(Sp, String)>, IoSpelling) {
     let complete = errors.is_empty();
-    let io_written = returns_io_error(&f.sig.output);
+    let spelling = io_spelling(&f.sig.output);
+    let io_written = matches!(spelling, IoSpelling::Std);
     let mut written = Vec::new();
     dead_whens(config, f, io_written, complete, &mut |sp, msg| {
         written.push(msg.clone());
@@ -1639,7 +1642,7 @@ pub fn check_dead_whens(
             }
         });
     }
-    by_type
+    (by_type, spelling)
 }
 
 /// [`check_dead_whens`]' rules, each dead rule `report`ed, judged as if the error type were
@@ -1804,11 +1807,23 @@ fn dead_whens(
     }
 }
 
-/// Whether the fn returns `io::Result<_>` or `Result<_, io::Error>` (as written: `io::`, or the
-/// `io` module of std or of a crate that re-exports std's types there, `tokio::io::Result`;
-/// not a path through a module of the crate's own, `crate::io::Result`, which may be an alias
-/// of another error type).
-fn returns_io_error(output: &syn::ReturnType) -> bool {
+/// How the fn's return type names its error type, as far as `std::io::Error` goes.
+pub enum IoSpelling {
+    /// `CRATE::io::Result<_>` or `Result<_, CRATE::io::Error>` for std or a crate that
+    /// re-exports std's types there (`tokio::io::Result`): std's, as written.
+    Std,
+    /// `io::Result<_>` or `Result<_, io::Error>`: std's whenever `io` is `std::io` (nearly
+    /// always), checked against the type all the same (a `use rustix::io;` is not). `ty` is
+    /// the type to look at: `io::Result<()>`'s `Err` (`result`), or `io::Error` itself.
+    Bare { ty: Box<syn::Type>, result: bool },
+    /// Anything else (an imported `Error`, an alias, a generic type): the error type itself
+    /// is looked at, where the fn is built.
+    Unknown,
+}
+
+/// How the fn's return type names its error type (not a path through a module of the
+/// crate's own, `crate::io::Result`, which may be an alias of another error type).
+fn io_spelling(output: &syn::ReturnType) -> IoSpelling {
     // The crates whose `io::Result` and `io::Error` are std's.
     const STD_IO: &[&str] = &[
         "std",
@@ -1819,7 +1834,7 @@ fn returns_io_error(output: &syn::ReturnType) -> bool {
         "async_std",
         "smol",
     ];
-    // `io::NAME` or `CRATE::io::NAME`.
+    // `io::NAME` (`Some(false)`) or `CRATE::io::NAME` (`Some(true)`).
     let named = |path: &syn::Path, name: &str| {
         let names: Vec<String> = path.segments.iter().map(|s| s.ident.to_string()).collect();
         match names
@@ -1828,30 +1843,50 @@ fn returns_io_error(output: &syn::ReturnType) -> bool {
             .collect::<Vec<_>>()
             .as_slice()
         {
-            ["io", last] => *last == name,
-            [krate, "io", last] => STD_IO.contains(krate) && *last == name,
-            _ => false,
+            ["io", last] if *last == name => Some(false),
+            [krate, "io", last] if STD_IO.contains(krate) && *last == name => Some(true),
+            _ => None,
         }
     };
     let syn::ReturnType::Type(_, ty) = output else {
-        return false;
+        return IoSpelling::Unknown;
     };
     let syn::Type::Path(tp) = peel(ty) else {
-        return false;
+        return IoSpelling::Unknown;
     };
-    if named(&tp.path, "Result") {
-        return true;
+    match named(&tp.path, "Result") {
+        Some(true) => return IoSpelling::Std,
+        Some(false) => {
+            // `io::Result<()>`: the alias's `Err`, whatever its `Ok`.
+            let mut path = tp.path.clone();
+            if let Some(last) = path.segments.last_mut() {
+                last.arguments = syn::PathArguments::AngleBracketed(syn::parse_quote!(<()>));
+            }
+            let ty = syn::Type::Path(syn::TypePath { qself: None, path });
+            return IoSpelling::Bare {
+                ty: Box::new(ty),
+                result: true,
+            };
+        }
+        None => {}
     }
     let Some(last) = tp.path.segments.last().filter(|l| l.ident == "Result") else {
-        return false;
+        return IoSpelling::Unknown;
     };
     let syn::PathArguments::AngleBracketed(args) = &last.arguments else {
-        return false;
+        return IoSpelling::Unknown;
     };
-    matches!(
-        args.args.iter().nth(1),
-        Some(syn::GenericArgument::Type(syn::Type::Path(e))) if named(&e.path, "Error")
-    )
+    match args.args.iter().nth(1) {
+        Some(syn::GenericArgument::Type(syn::Type::Path(e))) => match named(&e.path, "Error") {
+            Some(true) => IoSpelling::Std,
+            Some(false) => IoSpelling::Bare {
+                ty: Box::new(syn::Type::Path(e.clone())),
+                result: false,
+            },
+            None => IoSpelling::Unknown,
+        },
+        _ => IoSpelling::Unknown,
+    }
 }
 
 /// A hedge must be due before its attempt is cut: otherwise the attempt is always cut first,

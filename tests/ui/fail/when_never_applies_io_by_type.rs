@@ -26,4 +26,15 @@ fn fine_mine() -> Result<(), Mine> { Ok(()) }
 #[robust(when(Io, retries = 2), when(|_: &E| true, retries = 10))]
 fn fine_generic<E: std::error::Error + 'static>(e: fn() -> Result<(), E>) -> Result<(), E> { e() }
 
+// Fine: an `io` module that is not std's (`use rustix::io;`, say), whose `Result` has another
+// error type.
+mod other {
+    pub mod io {
+        pub type Result<T> = std::result::Result<T, crate::Mine>;
+    }
+}
+use other::io;
+#[robust(when(Io, retries = 2), when(|_: &Mine| true, retries = 10))]
+fn fine_other_io() -> io::Result<()> { Ok(()) }
+
 fn main() {}
