@@ -238,6 +238,9 @@ mod from_secs_tests {
             assert_eq!(Constant::from_secs(v).unwrap_err().parameter(), "base");
         }
         assert_eq!(Random::from_secs(2.0, 1.0).unwrap_err().parameter(), "base");
+        // Every delay 0 (the attribute's `random(base = 0, max = 0)` is refused too).
+        assert_eq!(Random::from_secs(0.0, 0.0).unwrap_err().parameter(), "max");
+        assert!(Random::from_secs(0.0, 0.001).is_ok());
         assert_eq!(
             Exponential::from_secs(1.0, 2.0, 0.5)
                 .unwrap_err()

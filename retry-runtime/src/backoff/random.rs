@@ -39,9 +39,16 @@ impl Random {
         Self { base, max }
     }
 
-    /// A new random backoff. Error: `base > max`.
+    /// A new random backoff. Errors: `base > max`; `max` = 0 (every delay would be 0: use
+    /// [`NoBackoff`](crate::NoBackoff), as the attribute's `random(max = 0)` says).
     pub fn new(base: Duration, max: Duration) -> Result<Self, ConfigError> {
         check_range(base, max)?;
+        if max.is_zero() {
+            return Err(ConfigError::new(
+                "max",
+                "must be above 0: a random delay between `base` and a `max` of 0 is always 0; use `NoBackoff` for no wait",
+            ));
+        }
         Ok(Self { base, max })
     }
 }
