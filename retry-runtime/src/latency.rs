@@ -63,9 +63,12 @@ impl Quantile {
         self.0 * 100.0
     }
 
-    /// The cache key: the percentile in thousandths of a percent (99.9 → 99,900).
+    /// The cache key: the fraction's bits, so that a cached percentile is recomputed for
+    /// exactly the fraction it was asked for (a key rounded to 0.001% recomputed 99.9999 as
+    /// 100, and gave two percentiles closer than that one slot). A fraction in (0, 1) is never
+    /// `NONE` nor `PENDING` (both NaN patterns).
     fn key(self) -> u64 {
-        (self.0 * 100_000.0).round() as u64
+        self.0.to_bits()
     }
 
     /// How many samples the histogram needs before this percentile is reported:
@@ -101,10 +104,11 @@ pub struct Latencies {
     halves: [[AtomicU32; BUCKETS]; 2],
     /// Samples recorded since creation.
     samples: AtomicU64,
-    /// The last switch of halves (`samples / WINDOW` at the switch) whose clearing is done: a
-    /// percentile is not computed while the current half may still hold the samples of two
-    /// windows ago (the thread that clears it was paused before it was done).
-    cleared: AtomicU64,
+    /// Per half, the last switch to it (`samples / WINDOW` at the switch) whose clearing is
+    /// done: a percentile is not computed while either half may still hold the samples of an
+    /// older window (the thread that clears it was paused before it was done). Per half, so
+    /// that a later switch, to the other half, does not hide a clear still in progress.
+    cleared: [AtomicU64; 2],
     /// The cached percentiles: their keys ([`Quantile::key`], `NONE` for a free slot) and
     /// values in nanoseconds (`NONE`: not enough samples).
     keys: [AtomicU64; CACHED],
@@ -137,7 +141,7 @@ impl Latencies {
         Latencies {
             halves: [HALF, HALF],
             samples: AtomicU64::new(0),
-            cleared: AtomicU64::new(0),
+            cleared: [AtomicU64::new(0), AtomicU64::new(0)],
             keys: [FREE; CACHED],
             values: [FREE; CACHED],
         }
@@ -154,7 +158,7 @@ impl Latencies {
             for b in &self.halves[half] {
                 b.store(0, Ordering::Relaxed);
             }
-            self.cleared.fetch_max(n / WINDOW, Ordering::Release);
+            self.cleared[half].fetch_max(n / WINDOW, Ordering::Release);
         }
         self.halves[half][bucket(latency)].fetch_add(1, Ordering::Relaxed);
         if (n + 1).is_multiple_of(REFRESH) {
@@ -208,7 +212,7 @@ impl Latencies {
         for (k, v) in self.keys.iter().zip(&self.values) {
             let key = k.load(Ordering::Acquire);
             if key != NONE {
-                let q = Quantile(key as f64 / 100_000.0);
+                let q = Quantile(f64::from_bits(key));
                 // (While a half is being cleared, the value computed before stays.)
                 let value = self.compute(q);
                 if value != PENDING {
@@ -226,10 +230,30 @@ impl Latencies {
     /// from the sample count (the current half holds the samples since it became current,
     /// the older one a whole half); a second when samples were lost.
     fn compute(&self, q: Quantile) -> u64 {
-        let samples = self.samples.load(Ordering::Relaxed);
-        if samples > WINDOW && self.cleared.load(Ordering::Acquire) < (samples - 1) / WINDOW {
+        self.compute_from(self.samples.load(Ordering::Relaxed), q)
+    }
+
+    /// [`compute`](Self::compute) with the sample count read at its start: `PENDING` too when
+    /// a switch of halves came while the buckets were read (the count they were read for no
+    /// longer says what they hold: the older half may have been cleared under the scan).
+    fn compute_from(&self, samples: u64, q: Quantile) -> u64 {
+        let window = samples.saturating_sub(1) / WINDOW;
+        // The switch to each half, the current one's and (before it) the older one's, is
+        // cleared. (The first window's half was never switched to: nothing to clear.)
+        let done = |w: u64| self.cleared[(w % 2) as usize].load(Ordering::Acquire) >= w;
+        if samples > WINDOW && (!done(window) || !done(window - 1)) {
             return PENDING;
         }
+        let value = self.percentile_of(samples, q);
+        let now = self.samples.load(Ordering::Relaxed);
+        if samples > 0 && (now.saturating_sub(1) / WINDOW) != window {
+            return PENDING;
+        }
+        value
+    }
+
+    /// The percentile the buckets give for `samples` recorded (see [`compute`](Self::compute)).
+    fn percentile_of(&self, samples: u64, q: Quantile) -> u64 {
         let total = match samples {
             0 => return NONE,
             s if s <= WINDOW => s,
@@ -407,6 +431,87 @@ mod tests {
         }
         assert_eq!(h.compute(p95), PENDING);
         assert_eq!(h.percentile(p95), Some(before), "kept until the clear");
+    }
+
+    /// A cached percentile is recomputed for the fraction asked for, however close to 100 it
+    /// is, and two close ones are cached apart (their keys differ).
+    #[test]
+    fn a_cached_percentile_keeps_its_exact_fraction() {
+        let h = Latencies::new();
+        let close = Quantile::new(99.9999).unwrap();
+        let p99 = Quantile::new(99.0).unwrap();
+        for i in 0..WINDOW {
+            // 4095 samples at 1 ms, one at 10 s.
+            h.record(if i == 7 {
+                Duration::from_secs(10)
+            } else {
+                Duration::from_millis(1)
+            });
+        }
+        // p99.9999 of 4096 samples: the rank is 4096 (the slowest), as asked.
+        let first = h.percentile(close).unwrap();
+        assert!(first >= Duration::from_secs(10), "{first:?}");
+        assert!(h.percentile(p99).unwrap() < Duration::from_millis(2));
+        for _ in 0..REFRESH {
+            h.record(Duration::from_millis(1));
+        }
+        // Refreshed for the same fraction: the 10 s sample is still in the window.
+        assert_eq!(h.percentile(close), Some(first));
+        assert_ne!(close.key(), Quantile::new(99.9998).unwrap().key());
+    }
+
+    /// A clear still in progress is not hidden by the next switch, which clears the other
+    /// half: until it is done, the older half may hold two windows, counted as one.
+    #[test]
+    fn a_later_switch_does_not_hide_a_clear_in_progress() {
+        let h = Latencies::new();
+        let p95 = Quantile::new(95.0).unwrap();
+        let slow_tail = |i: u64| {
+            if i % 10 == 0 {
+                Duration::from_secs(1)
+            } else {
+                Duration::from_millis(10)
+            }
+        };
+        // Windows 0 (1 ms) and 1 (p95 at 1 s).
+        for _ in 0..WINDOW {
+            h.record(Duration::from_millis(1));
+        }
+        for i in 0..WINDOW {
+            h.record(slow_tail(i));
+        }
+        assert!(h.percentile(p95).unwrap() >= Duration::from_secs(1));
+        // The switch to window 2 (half 0): its thread is paused before the clear; window 2's
+        // samples go into half 0 beside window 0's.
+        h.samples.fetch_add(1, Ordering::Relaxed);
+        for i in 1..WINDOW {
+            h.record(slow_tail(i));
+        }
+        // The switch to window 3 (half 1) is done by another thread, and more samples come.
+        for i in 0..REFRESH {
+            h.record(slow_tail(i));
+        }
+        // Half 0 holds windows 0 and 2, counted as one: p95 would fall towards 1 ms.
+        assert_eq!(h.compute(p95), PENDING, "half 0 is not cleared yet");
+        assert!(
+            h.percentile(p95).unwrap() >= Duration::from_secs(1),
+            "the cached value is kept"
+        );
+    }
+
+    /// A switch of halves that comes while the buckets are read makes the result `PENDING`:
+    /// the count the scan started from no longer says what the buckets hold.
+    #[test]
+    fn a_switch_during_the_scan_keeps_the_cached_percentile() {
+        let h = Latencies::new();
+        let p50 = Quantile::new(50.0).unwrap();
+        for _ in 0..2 * WINDOW + 10 {
+            h.record(Duration::from_millis(5));
+        }
+        let now = h.samples();
+        assert_ne!(h.compute_from(now, p50), PENDING);
+        // A scan that started before the last switch (its count is of the window before).
+        assert_eq!(h.compute_from(2 * WINDOW - 5, p50), PENDING);
     }
 
     #[test]
