@@ -467,7 +467,7 @@ mod tests {
         let h = Latencies::new();
         let p95 = Quantile::new(95.0).unwrap();
         let slow_tail = |i: u64| {
-            if i % 10 == 0 {
+            if i.is_multiple_of(10) {
                 Duration::from_secs(1)
             } else {
                 Duration::from_millis(10)
