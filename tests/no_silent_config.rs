@@ -630,6 +630,17 @@ fn the_builder_refuses_a_jitter_the_strategy_gives_nothing_to_do() {
             .jitter(AwsDecorrelated)
             .build()
             .err(),
+        // A strategy whose delay does not grow, seen by its delays: `m` = 1, an interval of 0.
+        Policy::builder()
+            .backoff(Exponential::new(s(1), s(30), 1.0).unwrap())
+            .jitter(Decorrelated)
+            .build()
+            .err(),
+        Policy::builder()
+            .backoff(Linear::with_interval(s(1), s(30), Duration::ZERO).unwrap())
+            .jitter(Decorrelated)
+            .build()
+            .err(),
         // A `when` rule that inherits the pair reads it as the `on` rule does.
         Policy::builder()
             .backoff(Constant::new(s(1)))

@@ -325,13 +325,25 @@ fn dead_jitter<B: Backoff, J>(backoff: &B, single: bool) -> Option<&'static str>
     let flat = none
         || same_type::<B, crate::Constant>()
         || same_type::<B, crate::Random>()
-        || backoff.base() >= backoff.max();
+        || backoff.base() >= backoff.max()
+        || exponent_free(backoff);
     if single && flat && same_type::<J, crate::jitter::Decorrelated>() {
         return Some(
             "`Decorrelated` has no effect here: it only moves the backoff exponent, which this strategy's delay does not depend on; choose another jitter or strategy",
         );
     }
     None
+}
+
+/// Whether the strategy's delay is the same for every exponent, asked of the strategy itself
+/// (an `Exponential` with `m` = 1, a `Linear` whose interval is 0, a custom one that never
+/// grows): its delays at exponents 0 to 3, 8 and 32, drawn with one seed each time (a strategy
+/// that draws its delay may differ between draws, and is then not taken for flat).
+fn exponent_free<B: Backoff>(backoff: &B) -> bool {
+    use rand::SeedableRng;
+    let at = |x: u32| backoff.delay(x, &mut rand::rngs::SmallRng::seed_from_u64(0x5EED));
+    let first = at(0);
+    [1, 2, 3, 8, 32].into_iter().all(|x| at(x) == first)
 }
 
 /// Whether a rule with these settings may retry: not `retries(0)`, nor a `max_delay` of zero.
