@@ -52,9 +52,11 @@ pub(crate) struct BreakerCell {
     /// successes (bits 16..32) and failures (bits 0..16). One word, so that an answer is
     /// counted in its own round or not at all.
     probes: AtomicU64,
-    /// Outcomes since the last sync, recorded while this guard followed the fleet.
-    attempts: AtomicU64,
-    failures: AtomicU64,
+    /// Outcomes since the last sync, recorded while this guard followed the fleet: attempts
+    /// (high half) and failures (low half). One word, so that a push never carries a failure
+    /// without its attempt (taken between two swaps, that made a window of 20 attempts and 10
+    /// failures of what were 21 and 10, and could open the fleet's breaker early).
+    outcomes: AtomicU64,
     /// An attempt found the fleet half-open with no probe granted here.
     want: AtomicBool,
     /// The fleet's window at the last sync.
@@ -90,8 +92,7 @@ impl BreakerCell {
             open_until: AtomicU64::new(0),
             grants: AtomicU64::new(0),
             probes: AtomicU64::new(0),
-            attempts: AtomicU64::new(0),
-            failures: AtomicU64::new(0),
+            outcomes: AtomicU64::new(0),
             want: AtomicBool::new(false),
             fleet_attempts: AtomicU64::new(0),
             fleet_failures: AtomicU64::new(0),
@@ -139,9 +140,10 @@ impl BreakerCell {
         // one round after the other).
         let held = (self.grants.load(Ordering::Acquire) & 0xFFFF_FFFF).min(1);
         let want = self.want.swap(false, Ordering::AcqRel) && held == 0;
+        let outcomes = self.outcomes.swap(0, Ordering::AcqRel);
         BreakerPush {
-            attempts: self.attempts.swap(0, Ordering::AcqRel),
-            failures: self.failures.swap(0, Ordering::AcqRel),
+            attempts: outcomes >> 32,
+            failures: outcomes & 0xFFFF_FFFF,
             round: u64::from(round_of(p)),
             probe_ok: (p >> 16) & PROBE_COUNT_MAX,
             probe_fail: p & PROBE_COUNT_MAX,
@@ -286,10 +288,10 @@ impl BreakerCell {
         // (the others are from before it opened, not for the window it starts anew).
         let counted = self.local.record_counted(now, permit, success);
         if counted && self.live(now) {
-            self.attempts.fetch_add(1, Ordering::AcqRel);
-            if !success {
-                self.failures.fetch_add(1, Ordering::AcqRel);
-            }
+            // (2^32 outcomes between two syncs would carry into the attempts: not within
+            // an interval.)
+            self.outcomes
+                .fetch_add((1 << 32) | u64::from(!success), Ordering::AcqRel);
         }
     }
 

@@ -175,15 +175,16 @@ impl BudgetCell {
         }
     }
 
+    // The fallback budget runs all along: while the fleet decides, it is credited with each
+    // call (and not charged: the fleet's tokens pay the retries), so that an outage finds it
+    // refilled by this instance's traffic since the last one (frozen, a budget drained by one
+    // outage stayed empty into the next).
     #[inline]
     fn deposit(&self) {
-        if self.live(self.fleet.now()) {
-            if self.earn > 0 {
-                self.deposits.fetch_add(1, Ordering::Relaxed);
-            }
-        } else {
-            self.fallback.deposit();
+        if self.live(self.fleet.now()) && self.earn > 0 {
+            self.deposits.fetch_add(1, Ordering::Relaxed);
         }
+        self.fallback.deposit();
     }
 
     #[inline]

@@ -1087,6 +1087,46 @@ mod tests {
         assert_eq!(made, 7, "ten instances, seven tokens: seven retries");
     }
 
+    /// The fallback budget runs while the fleet decides: credited with each call (the fleet's
+    /// tokens pay the retries), so that one outage that drained it does not leave it empty for
+    /// the next.
+    #[test]
+    fn the_fallback_budget_runs_while_the_fleet_decides() {
+        let store = MemoryStore::new();
+        let fleet = Fleet::manual(&store, options()).unwrap();
+        let b = fleet
+            .budget(
+                "dep",
+                RetryBudget::new(100.0, 0.5, 1.0).unwrap(),
+                RetryBudget::new(2.0, 0.5, 1.0).unwrap(),
+            )
+            .unwrap();
+        let t0 = Instant::now();
+        // An outage: the fallback decides, and is drained.
+        store.set_down(true);
+        assert!(!fleet.sync(t0));
+        assert!((&b).try_withdraw());
+        assert!((&b).try_withdraw());
+        assert!(!(&b).try_withdraw(), "the fallback's two tokens are spent");
+        // Redis is back; four calls while the fleet decides earn the fallback two tokens.
+        store.set_down(false);
+        assert!(fleet.sync(t0 + Duration::from_secs(1)));
+        for _ in 0..4 {
+            (&b).deposit();
+        }
+        // Retries the fleet pays for (from the lease the next round grants, once one is
+        // asked for) are not charged to it.
+        assert!(!(&b).try_withdraw(), "no lease yet");
+        assert!(fleet.sync(t0 + Duration::from_millis(1100)));
+        assert!((&b).try_withdraw());
+        // The next outage finds the two tokens earned.
+        store.set_down(true);
+        assert!(!fleet.sync(t0 + Duration::from_secs(2)));
+        assert!((&b).try_withdraw(), "earned while the fleet decided");
+        assert!((&b).try_withdraw());
+        assert!(!(&b).try_withdraw());
+    }
+
     #[test]
     fn outcomes_of_an_outage_are_not_pushed_at_the_rejoin() {
         let store = MemoryStore::new();
