@@ -786,6 +786,50 @@ fn a_key_of_the_wrong_type_fails_alone() {
     );
 }
 
+/// A server that refuses every key's script whatever the key (here a replica: a failover
+/// that left the connection on the demoted node) fails the round: the fleet falls back, says
+/// so, and reconnects; once the server takes writes again it rejoins. (Before, each key
+/// failed alone and the fleet reported itself connected, on the same connection.)
+#[test]
+fn a_server_that_refuses_every_key_fails_the_round() {
+    let Some(s) = server("a_server_that_refuses_every_key_fails_the_round") else {
+        return;
+    };
+    let mut con = redis(&s);
+    let fleet = connect(&s, options().namespace("readonly"));
+    let local = CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(30), 1).unwrap();
+    let b = fleet
+        .breaker("dep", local, Duration::from_secs(5), 20)
+        .unwrap();
+    synced([&fleet]);
+    within(Duration::from_secs(2), || {
+        b.fleet_state(Instant::now()).is_some()
+    })
+    .expect("the guard follows the fleet");
+    assert_eq!(fleet.fallbacks(), 0);
+    // A replica of a primary that is not there (a refused port on loopback): read-only.
+    redis::cmd("REPLICAOF")
+        .arg("127.0.0.1")
+        .arg(1)
+        .exec(&mut con)
+        .unwrap();
+    within(Duration::from_secs(3), || {
+        fleet.status() != FleetStatus::Connected
+            && fleet.fallbacks() >= 1
+            && b.fleet_state(Instant::now()).is_none()
+    })
+    .expect("the round fails and the guard decides locally");
+    redis::cmd("REPLICAOF")
+        .arg("NO")
+        .arg("ONE")
+        .exec(&mut con)
+        .unwrap();
+    within(Duration::from_secs(3), || {
+        fleet.status() == FleetStatus::Connected && b.fleet_state(Instant::now()).is_some()
+    })
+    .expect("it rejoins once the server takes writes");
+}
+
 /// A breaker's hash holding a state this version does not know (written by hand, or by
 /// another version) makes its guard decide locally, instead of rejecting every call.
 #[test]

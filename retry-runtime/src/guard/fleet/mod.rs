@@ -36,7 +36,8 @@
 //! - when the last round is older than `stale_after` (a sync thread that is stuck or
 //!   starved);
 //! - for one guard only, when its own key fails (a key of the wrong type, a script error):
-//!   the other guards of the fleet keep following it.
+//!   the other guards of the fleet keep following it. (A server that refuses every key, a
+//!   read-only replica or one out of memory, fails the round: the first case above.)
 //!
 //! The first two are the fleet's fallbacks: [`Fleet::status`] says `Fallback` and
 //! [`Fleet::fallbacks`] counts them, with an event. (A stuck thread changes no status, as

@@ -287,6 +287,28 @@ fn is_noscript(v: &redis::Value) -> bool {
     matches!(v, redis::Value::ServerError(e) if e.kind() == Some(redis::ServerErrorKind::NoScript))
 }
 
+/// The error of a server that refuses every key's script whatever the key (a replica after a
+/// failover left this connection on it, memory full under `noeviction`, a failed snapshot, a
+/// missing permission, a dump being loaded): the round fails, as for a lost connection, and
+/// the next one reconnects (to the new primary, after a failover). A key's own error
+/// (`WRONGTYPE`) fails that key alone.
+fn server_wide(v: &redis::Value) -> Option<String> {
+    const CODES: &[&str] = &[
+        "READONLY",
+        "MASTERDOWN",
+        "LOADING",
+        "OOM",
+        "MISCONF",
+        "NOPERM",
+        "BUSY",
+        "CLUSTERDOWN",
+    ];
+    match v {
+        redis::Value::ServerError(e) if CODES.contains(&e.code()) => Some(e.to_string()),
+        _ => None,
+    }
+}
+
 impl RedisBackend {
     /// One pipeline: the scripts of the keys `todo` (indices into the breakers, then the
     /// budgets), headed by `SCRIPT LOAD` of both scripts if this connection has not loaded
@@ -297,6 +319,9 @@ impl RedisBackend {
         budgets: &[BudgetSync<'_>],
         todo: &[usize],
     ) -> Result<Vec<redis::Value>, String> {
+        // Connected first: a new connection has loaded no script (its first pipeline loads
+        // them, not a second one after `NOSCRIPT`).
+        self.connect()?;
         let loading = !self.loaded;
         let mut pipe = redis::pipe();
         pipe.ignore_errors();
@@ -342,6 +367,11 @@ impl RedisBackend {
         }
         let con = self.connect()?;
         match pipe.query::<Vec<redis::Value>>(con) {
+            Ok(v) if v.iter().any(|v| server_wide(v).is_some()) => {
+                let e = v.iter().find_map(server_wide).unwrap_or_default();
+                self.con = None;
+                Err(format!("the server refuses every key: {e}"))
+            }
             Ok(v) => {
                 self.loaded = true;
                 Ok(v)
