@@ -1106,26 +1106,26 @@ mod tests {
         // An outage: the fallback decides, and is drained.
         store.set_down(true);
         assert!(!fleet.sync(t0));
-        assert!((&b).try_withdraw());
-        assert!((&b).try_withdraw());
-        assert!(!(&b).try_withdraw(), "the fallback's two tokens are spent");
+        assert!(b.try_withdraw());
+        assert!(b.try_withdraw());
+        assert!(!b.try_withdraw(), "the fallback's two tokens are spent");
         // Redis is back; four calls while the fleet decides earn the fallback two tokens.
         store.set_down(false);
         assert!(fleet.sync(t0 + Duration::from_secs(1)));
         for _ in 0..4 {
-            (&b).deposit();
+            b.deposit();
         }
         // Retries the fleet pays for (from the lease the next round grants, once one is
         // asked for) are not charged to it.
-        assert!(!(&b).try_withdraw(), "no lease yet");
+        assert!(!b.try_withdraw(), "no lease yet");
         assert!(fleet.sync(t0 + Duration::from_millis(1100)));
-        assert!((&b).try_withdraw());
+        assert!(b.try_withdraw());
         // The next outage finds the two tokens earned.
         store.set_down(true);
         assert!(!fleet.sync(t0 + Duration::from_secs(2)));
-        assert!((&b).try_withdraw(), "earned while the fleet decided");
-        assert!((&b).try_withdraw());
-        assert!(!(&b).try_withdraw());
+        assert!(b.try_withdraw(), "earned while the fleet decided");
+        assert!(b.try_withdraw());
+        assert!(!b.try_withdraw());
     }
 
     #[test]
