@@ -100,6 +100,7 @@ fn robust2(
         valid::check_hedge(&config, f, &mut errors);
         valid::check_blocking_timeout(&config, f, &mut errors);
         valid::check_async_deadline(&config, f, &mut errors);
+        valid::check_mut_params_in_callbacks(&config, f, &mut errors);
         io_dead = valid::check_dead_whens(&config, f, &mut errors);
     }
     match (errors.finish(), func) {

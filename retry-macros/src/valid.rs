@@ -2687,6 +2687,102 @@ pub fn check_blocking_timeout(config: &Config, f: &crate::ast::Func, errors: &mu
 /// Whether `tokens` contain the identifier `name`, at any depth, or a string literal that
 /// names it as a format argument (`"{name}"`, `"{name:?}"`). Iterative: a body may nest deeper
 /// than the stack would allow a recursion.
+/// An expression of the attribute (`on_error`, `on_success`, `on_retry`, `hint`, a guard, a
+/// kind's closure) that reads a parameter each attempt borrows mutably (a `&mut` parameter, or
+/// `self` behind `&mut self`): the policy holds the callbacks, and their borrows, across the
+/// attempts, and a blocking fn's first attempt may still hold its borrow when they are made;
+/// the compiler refuses either with a bare borrow error. Said here, at the expression. (The
+/// `fallback` is made after the loop: it may read them.)
+pub fn check_mut_params_in_callbacks(config: &Config, f: &crate::ast::Func, errors: &mut Errors) {
+    let mut names: Vec<syn::Ident> = Vec::new();
+    for arg in &f.sig.inputs {
+        match arg {
+            syn::FnArg::Receiver(r) if r.reference.is_some() && r.mutability.is_some() => {
+                names.push(syn::Ident::new("self", r.self_token.span));
+            }
+            syn::FnArg::Typed(pt) => {
+                if let (syn::Type::Reference(r), syn::Pat::Ident(pi)) = (peel(&pt.ty), &*pt.pat)
+                    && r.mutability.is_some()
+                {
+                    names.push(pi.ident.clone());
+                }
+            }
+            _ => {}
+        }
+    }
+    if names.is_empty() {
+        return;
+    }
+    let mut exprs: Vec<(&str, &Expr)> = Vec::new();
+    for (key, e) in [
+        ("on_error", &config.on_error),
+        ("on_success", &config.on_success),
+        ("on_retry", &config.on_retry),
+        ("hint", &config.hint),
+        ("budget", &config.budget),
+        ("breaker", &config.breaker),
+        ("throttle", &config.throttle),
+        ("limit", &config.limit),
+    ] {
+        if let Some(e) = e {
+            exprs.push((key, e));
+        }
+    }
+    for w in &config.whens {
+        if let Some(e) = &w.hint {
+            exprs.push(("hint", e));
+        }
+    }
+    let kinds = config
+        .on
+        .iter()
+        .flat_map(|o| o.value.iter())
+        .chain(config.whens.iter().map(|w| &w.kind));
+    let mut kind_closures: Vec<&syn::ExprClosure> = Vec::new();
+    for k in kinds {
+        match k {
+            Kind::Closure(c) => kind_closures.push(c),
+            Kind::Ok { inner, .. } => {
+                if let Kind::Closure(c) = &**inner {
+                    kind_closures.push(c);
+                }
+            }
+            _ => {}
+        }
+    }
+    let report = |errors: &mut Errors, what: &str, sp: Sp, tokens: proc_macro2::TokenStream| {
+        if let Some(name) = names.iter().find(|n| mentions(tokens.clone(), n)) {
+            let whose = if name == "self" {
+                "`self`, which each attempt borrows mutably (`&mut self`)".to_owned()
+            } else {
+                format!("`{name}`, which each attempt borrows mutably (`&mut`)")
+            };
+            errors.at(
+                sp,
+                format!(
+                    "{what} reads {whose}: the attribute's expressions are made and held while the attempts run, so none of them can read it; only the `fallback`, made after the retries, can"
+                ),
+            );
+        }
+    };
+    for (key, e) in exprs {
+        report(
+            errors,
+            &format!("`{key}`"),
+            Sp::of(e),
+            quote::ToTokens::to_token_stream(e),
+        );
+    }
+    for c in kind_closures {
+        report(
+            errors,
+            "this kind's closure",
+            Sp::of(c),
+            quote::ToTokens::to_token_stream(c),
+        );
+    }
+}
+
 fn mentions(tokens: proc_macro2::TokenStream, name: &syn::Ident) -> bool {
     let (plain, formatted) = (format!("{{{name}}}"), format!("{{{name}:"));
     let mut stack = vec![tokens.into_iter()];
