@@ -307,15 +307,9 @@ fn dead_jitter<B: Backoff, J>(backoff: &B, single: bool) -> Option<&'static str>
                 "`AwsDecorrelated` has no effect here: it draws between the strategy's `base` and `max`, which this strategy makes the same (a `Constant`, or a `base` no lower than `max`); choose another jitter or strategy",
             );
         }
-        // (`Polynomial`'s name has no `<1>`: the default is left out, so every `Polynomial<N>`
-        // is matched by its name's start.)
-        let polynomial = std::any::type_name::<crate::Polynomial>();
-        let name = referent(std::any::type_name::<B>());
         if same_type::<B, crate::Linear>()
             || same_type::<B, crate::Fibonacci>()
-            || name
-                .strip_prefix(polynomial)
-                .is_some_and(|rest| rest.is_empty() || rest.starts_with('<'))
+            || is_polynomial::<B>()
         {
             return Some(
                 "`AwsDecorrelated` draws each delay from the strategy's `base` and `max` and the previous delay only: a `Linear`, `Fibonacci` or `Polynomial` strategy's growth has no effect beside it; use `Exponential::new(base, max, 2.0)`, or choose another jitter",
@@ -335,12 +329,28 @@ fn dead_jitter<B: Backoff, J>(backoff: &B, single: bool) -> Option<&'static str>
     None
 }
 
-/// Whether the strategy's delay is the same for every exponent, asked of the strategy itself
-/// (an `Exponential` with `m` = 1, a `Linear` whose interval is 0, a custom one that never
-/// grows): its delays at exponents 0 to 3, 8 and 32, drawn with one seed each time (a strategy
-/// that draws its delay may differ between draws, and is then not taken for flat).
+/// Whether `B` is a `Polynomial<N>`, whatever `N` (its name has no `<1>`: the default is left
+/// out, so every `Polynomial<N>` is matched by the name's start).
+fn is_polynomial<B: ?Sized>() -> bool {
+    let polynomial = std::any::type_name::<crate::Polynomial>();
+    referent(std::any::type_name::<B>())
+        .strip_prefix(polynomial)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('<'))
+}
+
+/// Whether a built-in strategy's delay is the same for every exponent, asked of the strategy
+/// itself (an `Exponential` with `m` = 1, a `Linear` whose interval is 0, a `Fibonacci` or
+/// `Polynomial` whose unit is 0): its delays at exponents 0 to 3, 8 and 32. (A strategy of the
+/// user's is not asked: its `delay` might not expect an exponent its retries never reach.)
 fn exponent_free<B: Backoff>(backoff: &B) -> bool {
     use rand::SeedableRng;
+    let built_in = same_type::<B, crate::Exponential>()
+        || same_type::<B, crate::Linear>()
+        || same_type::<B, crate::Fibonacci>()
+        || is_polynomial::<B>();
+    if !built_in {
+        return false;
+    }
     let at = |x: u32| backoff.delay(x, &mut rand::rngs::SmallRng::seed_from_u64(0x5EED));
     let first = at(0);
     [1, 2, 3, 8, 32].into_iter().all(|x| at(x) == first)
