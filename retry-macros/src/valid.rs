@@ -2684,20 +2684,22 @@ pub fn check_blocking_timeout(config: &Config, f: &crate::ast::Func, errors: &mu
     }
 }
 
-/// Whether `tokens` contain the identifier `name`, at any depth, or a string literal that
-/// names it as a format argument (`"{name}"`, `"{name:?}"`). Iterative: a body may nest deeper
-/// than the stack would allow a recursion.
-/// An expression of the attribute (`on_error`, `on_success`, `on_retry`, `hint`, a guard, a
-/// kind's closure) that reads a parameter each attempt borrows mutably (a `&mut` parameter, or
-/// `self` behind `&mut self`): the policy holds the callbacks, and their borrows, across the
-/// attempts, and a blocking fn's first attempt may still hold its borrow when they are made;
-/// the compiler refuses either with a bare borrow error. Said here, at the expression. (The
-/// `fallback` is made after the loop: it may read them.)
+/// A callback of the attribute written as a closure (`on_error`, `on_success`, `on_retry`,
+/// `hint`, a kind's closure) that reads a parameter each attempt borrows mutably (a `&mut`
+/// parameter, or `self` behind `&mut self`): the policy holds the closure, and its borrow,
+/// across the attempts, which the compiler refuses with a bare borrow error. Said here, at the
+/// closure. Not for the guards (bound before the loop, to a value that need not borrow the
+/// parameter: `BREAKERS.get(&conn.host)`), nor a value computed before a `move` closure is
+/// made (`{ let n = buf.len(); move |..| .. }`, which compiles where the callbacks are made
+/// before the first attempt); nor for the `fallback`, made after the loop. A name a closure's
+/// own parameter binds, or a path segment (`conn::X`), is not the parameter.
 pub fn check_mut_params_in_callbacks(config: &Config, f: &crate::ast::Func, errors: &mut Errors) {
     let mut names: Vec<syn::Ident> = Vec::new();
     for arg in &f.sig.inputs {
         match arg {
-            syn::FnArg::Receiver(r) if r.reference.is_some() && r.mutability.is_some() => {
+            // (`&mut self` and `self: &mut Self` alike: syn gives both their type.)
+            syn::FnArg::Receiver(r) if matches!(peel(&r.ty), syn::Type::Reference(t) if t.mutability.is_some()) =>
+            {
                 names.push(syn::Ident::new("self", r.self_token.span));
             }
             syn::FnArg::Typed(pt) => {
@@ -2713,24 +2715,30 @@ pub fn check_mut_params_in_callbacks(config: &Config, f: &crate::ast::Func, erro
     if names.is_empty() {
         return;
     }
-    let mut exprs: Vec<(&str, &Expr)> = Vec::new();
+    let closure_of = |e: &Expr| -> Option<syn::ExprClosure> {
+        let mut e = e;
+        while let Expr::Paren(p) = e {
+            e = &p.expr;
+        }
+        match e {
+            Expr::Closure(c) => Some(c.clone()),
+            _ => None,
+        }
+    };
+    let mut closures: Vec<(String, syn::ExprClosure)> = Vec::new();
     for (key, e) in [
         ("on_error", &config.on_error),
         ("on_success", &config.on_success),
         ("on_retry", &config.on_retry),
         ("hint", &config.hint),
-        ("budget", &config.budget),
-        ("breaker", &config.breaker),
-        ("throttle", &config.throttle),
-        ("limit", &config.limit),
     ] {
-        if let Some(e) = e {
-            exprs.push((key, e));
+        if let Some(c) = e.as_deref().and_then(closure_of) {
+            closures.push((format!("`{key}`"), c));
         }
     }
     for w in &config.whens {
-        if let Some(e) = &w.hint {
-            exprs.push(("hint", e));
+        if let Some(c) = w.hint.as_deref().and_then(closure_of) {
+            closures.push(("`hint`".to_owned(), c));
         }
     }
     let kinds = config
@@ -2738,51 +2746,78 @@ pub fn check_mut_params_in_callbacks(config: &Config, f: &crate::ast::Func, erro
         .iter()
         .flat_map(|o| o.value.iter())
         .chain(config.whens.iter().map(|w| &w.kind));
-    let mut kind_closures: Vec<&syn::ExprClosure> = Vec::new();
     for k in kinds {
-        match k {
-            Kind::Closure(c) => kind_closures.push(c),
-            Kind::Ok { inner, .. } => {
-                if let Kind::Closure(c) = &**inner {
-                    kind_closures.push(c);
-                }
-            }
-            _ => {}
+        let k = match k {
+            Kind::Ok { inner, .. } => &**inner,
+            k => k,
+        };
+        if let Kind::Closure(c) = k {
+            closures.push(("this kind's closure".to_owned(), (**c).clone()));
         }
     }
-    let report = |errors: &mut Errors, what: &str, sp: Sp, tokens: proc_macro2::TokenStream| {
-        if let Some(name) = names.iter().find(|n| mentions(tokens.clone(), n)) {
+    for (what, c) in closures {
+        let mut own = Vec::new();
+        for input in &c.inputs {
+            bound_names(input, &mut own);
+        }
+        let read = names.iter().find(|n| {
+            !own.iter().any(|o| *n == o)
+                && reads_variable(quote::ToTokens::to_token_stream(&c.body), n)
+        });
+        if let Some(name) = read {
             let whose = if name == "self" {
                 "`self`, which each attempt borrows mutably (`&mut self`)".to_owned()
             } else {
                 format!("`{name}`, which each attempt borrows mutably (`&mut`)")
             };
             errors.at(
-                sp,
+                Sp::of(&c),
                 format!(
-                    "{what} reads {whose}: the attribute's expressions are made and held while the attempts run, so none of them can read it; only the `fallback`, made after the retries, can"
+                    "{what} reads {whose}, and the retry loop holds the closure across the attempts: read it in the `fallback`, which is made after the retries (an async fn may also give a `move` closure a value computed from it first: `{{ let n = ..; move |..| .. }}`)"
                 ),
             );
         }
-    };
-    for (key, e) in exprs {
-        report(
-            errors,
-            &format!("`{key}`"),
-            Sp::of(e),
-            quote::ToTokens::to_token_stream(e),
-        );
-    }
-    for c in kind_closures {
-        report(
-            errors,
-            "this kind's closure",
-            Sp::of(c),
-            quote::ToTokens::to_token_stream(c),
-        );
     }
 }
 
+/// [`mentions`], but not a path segment (`name::X`, `X::name`): whether `tokens` may read the
+/// variable `name`.
+fn reads_variable(tokens: proc_macro2::TokenStream, name: &syn::Ident) -> bool {
+    use proc_macro2::TokenTree;
+    let (plain, formatted) = (format!("{{{name}}}"), format!("{{{name}:"));
+    let mut stack: Vec<Vec<TokenTree>> = vec![tokens.into_iter().collect()];
+    while let Some(level) = stack.pop() {
+        let colon =
+            |t: Option<&TokenTree>| matches!(t, Some(TokenTree::Punct(p)) if p.as_char() == ':');
+        let dot =
+            |t: Option<&TokenTree>| matches!(t, Some(TokenTree::Punct(p)) if p.as_char() == '.');
+        for (i, t) in level.iter().enumerate() {
+            match t {
+                TokenTree::Ident(id) if id == name => {
+                    let before = i.checked_sub(1).and_then(|j| level.get(j));
+                    let path_after = colon(level.get(i + 1)) && colon(level.get(i + 2));
+                    let path_before = i >= 2 && colon(before) && colon(level.get(i - 2));
+                    if !dot(before) && !path_after && !path_before {
+                        return true;
+                    }
+                }
+                TokenTree::Literal(l) => {
+                    let text = l.to_string();
+                    if text.contains(&plain) || text.contains(&formatted) {
+                        return true;
+                    }
+                }
+                TokenTree::Group(g) => stack.push(g.stream().into_iter().collect()),
+                _ => {}
+            }
+        }
+    }
+    false
+}
+
+/// Whether `tokens` contain the identifier `name`, at any depth, or a string literal that
+/// names it as a format argument (`"{name}"`, `"{name:?}"`). Iterative: a body may nest deeper
+/// than the stack would allow a recursion.
 fn mentions(tokens: proc_macro2::TokenStream, name: &syn::Ident) -> bool {
     let (plain, formatted) = (format!("{{{name}}}"), format!("{{{name}:"));
     let mut stack = vec![tokens.into_iter()];

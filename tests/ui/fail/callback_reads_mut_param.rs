@@ -1,5 +1,5 @@
-// An expression of the attribute that reads a parameter each attempt borrows mutably: the
-// retry loop holds the callbacks (and their borrows) across the attempts.
+// A callback, written as a closure, that reads a parameter each attempt borrows mutably: the
+// retry loop holds the closure (and its borrow) across the attempts.
 use std::io;
 
 use retry_runtime::robust;
@@ -13,14 +13,8 @@ impl Conn {
     #[robust(retries = 1, on = [|_e: &io::Error| self.sent < 3])]
     fn kind_reads_self(&mut self) -> io::Result<()> { self.sent += 1; Err(io::ErrorKind::Other.into()) }
 
-    // Fine: the fallback is made after the retries.
-    #[robust(retries = 1, fallback = |_e: io::Error| Ok(self.sent))]
-    fn fallback_reads_self(&mut self) -> io::Result<u32> { self.sent += 1; Err(io::ErrorKind::Other.into()) }
+    #[robust(retries = 1, on_success = || eprintln!("{}", self.sent))]
+    fn typed_receiver(self: &mut Self) -> io::Result<()> { self.sent += 1; Ok(()) }
 }
-
-// Nor a value computed from it when the callback is made: a blocking fn's first attempt may
-// still hold its borrow then.
-#[robust(retries = 1, on_error = { let n = buf.len(); move |_e: &io::Error, _| eprintln!("{n}") })]
-fn computed_before(buf: &mut Vec<u8>) -> io::Result<()> { buf.push(1); Err(io::ErrorKind::Other.into()) }
 
 fn main() {}

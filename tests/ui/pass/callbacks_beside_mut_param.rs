@@ -1,0 +1,43 @@
+// Expressions of the attribute beside a parameter each attempt borrows mutably, which compile:
+// the fallback (made after the retries), a guard chosen from the parameter (bound before the
+// loop, borrowing nothing of it), a closure parameter that shadows the name, a path segment of
+// the same name, and a value computed before a `move` closure is made (an async fn makes its
+// callbacks before the first attempt). (`tests/ui/fail/callback_reads_mut_param.rs` has the
+// ones that do not.)
+use std::io;
+
+use retry_runtime::{robust, CircuitBreaker};
+
+pub struct Conn { sent: u32, host: String }
+
+impl Conn {
+    #[robust(retries = 1, fallback = |_e: io::Error| Ok(self.sent))]
+    fn fallback_reads_self(&mut self) -> io::Result<u32> { self.sent += 1; Err(io::ErrorKind::Other.into()) }
+}
+
+static BREAKER: CircuitBreaker = match CircuitBreaker::new(10, 5, 0.5, std::time::Duration::from_secs(5), 1) {
+    Ok(b) => b,
+    Err(_) => panic!(),
+};
+fn breaker_for(_host: &str) -> &'static CircuitBreaker { &BREAKER }
+
+#[robust(retries = 1, breaker = breaker_for(&conn.host), on_error = |conn: &io::Error, _| eprintln!("{conn}"))]
+fn guard_from_mut(conn: &mut Conn) -> io::Result<()> { conn.sent += 1; Err(io::ErrorKind::Other.into()) }
+
+#[robust(retries = 1, on_error = { let n = buf.len(); move |_e: &io::Error, _| eprintln!("{n}") })]
+async fn computed_before(buf: &mut Vec<u8>) -> io::Result<()> { buf.push(1); Err(io::ErrorKind::Other.into()) }
+
+mod conn {
+    pub fn log(e: &std::io::Error) { eprintln!("{e}") }
+}
+
+#[robust(retries = 1, on_error = |e: &io::Error, _| conn::log(e))]
+fn path_segment(conn: &mut Conn) -> io::Result<()> { conn.sent += 1; Err(io::ErrorKind::Other.into()) }
+
+fn main() {
+    let mut c = Conn { sent: 0, host: "h".into() };
+    let _ = c.fallback_reads_self();
+    let _ = guard_from_mut(&mut c);
+    let _ = path_segment(&mut c);
+    let _ = computed_before(&mut Vec::new());
+}
