@@ -154,7 +154,10 @@ impl Latencies {
         let half = ((n / WINDOW) % 2) as usize;
         if n > 0 && n.is_multiple_of(WINDOW) {
             // The older half becomes the current one: forget what it held. Samples other
-            // threads add to it meanwhile may be lost; the histogram is an estimate.
+            // threads add to it meanwhile may be lost; the histogram is an estimate. (The
+            // fence orders the count's increment before the clearing stores, for a reader
+            // that sees a cleared bucket and then reads the count again: `compute_from`.)
+            std::sync::atomic::fence(Ordering::Release);
             for b in &self.halves[half] {
                 b.store(0, Ordering::Relaxed);
             }
@@ -245,6 +248,8 @@ impl Latencies {
             return PENDING;
         }
         let value = self.percentile_of(samples, q);
+        // (Paired with `record`'s fence: a clear seen by the scan shows its switch here.)
+        std::sync::atomic::fence(Ordering::Acquire);
         let now = self.samples.load(Ordering::Relaxed);
         if samples > 0 && (now.saturating_sub(1) / WINDOW) != window {
             return PENDING;

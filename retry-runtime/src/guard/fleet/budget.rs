@@ -259,8 +259,8 @@ impl SharedBudget {
         );
     }
 
-    /// Credits one call: to the fleet's bucket (at the next sync) while the fleet's view is
-    /// fresh, to the fallback budget otherwise.
+    /// Credits one call: to the fallback budget always (it runs all along), and to the
+    /// fleet's bucket (at the next sync) while the fleet's view is fresh.
     #[inline]
     pub fn deposit(&self) {
         self.cell.deposit()

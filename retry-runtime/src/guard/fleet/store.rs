@@ -287,11 +287,13 @@ fn is_noscript(v: &redis::Value) -> bool {
     matches!(v, redis::Value::ServerError(e) if e.kind() == Some(redis::ServerErrorKind::NoScript))
 }
 
-/// The error of a server that refuses every key's script whatever the key (a replica after a
+/// The error of a server that refuses every script whatever its key (a replica after a
 /// failover left this connection on it, memory full under `noeviction`, a failed snapshot, a
-/// missing permission, a dump being loaded): the round fails, as for a lost connection, and
-/// the next one reconnects (to the new primary, after a failover). A key's own error
-/// (`WRONGTYPE`) fails that key alone.
+/// dump being loaded, a busy script): the round fails when every key meets one (nothing was
+/// applied), as for a lost connection, and the next one reconnects (to the new primary, after
+/// a failover). A key's own error (`WRONGTYPE`, an ACL's `NOPERM` for some keys) fails that
+/// key alone. Redis before 7 wraps the error of a `redis.call` in the script in its own
+/// (`ERR Error running script ...: -READONLY ...`): the code is read there too.
 fn server_wide(v: &redis::Value) -> Option<String> {
     const CODES: &[&str] = &[
         "READONLY",
@@ -299,14 +301,18 @@ fn server_wide(v: &redis::Value) -> Option<String> {
         "LOADING",
         "OOM",
         "MISCONF",
-        "NOPERM",
         "BUSY",
         "CLUSTERDOWN",
     ];
-    match v {
-        redis::Value::ServerError(e) if CODES.contains(&e.code()) => Some(e.to_string()),
-        _ => None,
-    }
+    let redis::Value::ServerError(e) = v else {
+        return None;
+    };
+    let text = e.to_string();
+    let wrapped = |code: &str| e.code() == "ERR" && text.contains(&format!("-{code} "));
+    CODES
+        .iter()
+        .any(|&code| e.code() == code || wrapped(code))
+        .then_some(text)
 }
 
 impl RedisBackend {
@@ -367,7 +373,8 @@ impl RedisBackend {
         }
         let con = self.connect()?;
         match pipe.query::<Vec<redis::Value>>(con) {
-            Ok(v) if v.iter().any(|v| server_wide(v).is_some()) => {
+            // (The ignored commands, `SCRIPT LOAD` and `PING`, have no reply here.)
+            Ok(v) if !v.is_empty() && v.iter().all(|v| server_wide(v).is_some()) => {
                 let e = v.iter().find_map(server_wide).unwrap_or_default();
                 self.con = None;
                 Err(format!("the server refuses every key: {e}"))
@@ -857,6 +864,29 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(breaker_rules(&mut h, &c, &ok, 5_100).state, CLOSED);
+    }
+
+    /// The errors of a server that refuses every script, as Redis 7 sends them and as earlier
+    /// versions wrap them in a script's error; a key's own error is not one.
+    #[test]
+    fn server_wide_errors_are_told_from_a_key_s_own() {
+        let value = |resp: &str| redis::parse_redis_value(resp.as_bytes()).unwrap();
+        for resp in [
+            "-READONLY You can't write against a read only replica.\r\n",
+            "-OOM command not allowed when used memory > 'maxmemory'.\r\n",
+            "-ERR Error running script (call to f_0123): @user_script:4: @user_script: 4: -READONLY You can't write against a read only replica.\r\n",
+            "-LOADING Redis is loading the dataset in memory\r\n",
+        ] {
+            assert!(server_wide(&value(resp)).is_some(), "{resp}");
+        }
+        for resp in [
+            "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n",
+            "-NOPERM this user has no permissions to access one of the keys used as arguments\r\n",
+            "-ERR Error running script (call to f_0123): @user_script:9: attempt to compare nil\r\n",
+            ":1\r\n",
+        ] {
+            assert!(server_wide(&value(resp)).is_none(), "{resp}");
+        }
     }
 
     #[test]
