@@ -637,10 +637,29 @@ async fn the_deadline_counts_from_the_first_attempt_and_an_error_at_the_timeout_
     assert_eq!(fut.await.unwrap().status(), StatusCode::OK);
 
     // An error returned just as the attempt's timeout ends counts as a `Timeout`.
+    let (r, calls) = late_error_then_ok(secs(1), || async {
+        tokio::time::sleep(secs(1)).await;
+        Err(io::Error::other("upstream gave up"))
+    })
+    .await;
+    assert_eq!(r.unwrap().status(), StatusCode::OK);
+    assert_eq!(calls, 2);
+}
+
+/// A request through a layer whose policy retries once, on `Timeout` only, each attempt
+/// limited to `limit`: the service answers its first attempt with `first()`'s error and the
+/// second with a 200. The result and the attempts made.
+async fn late_error_then_ok<F>(
+    limit: Duration,
+    first: impl Fn() -> F + Clone + Send + 'static,
+) -> (io::Result<Resp>, u32)
+where
+    F: std::future::Future<Output = io::Result<Resp>> + Send + 'static,
+{
     let policy = Policy::builder()
         .retries(1)
         .backoff(NoBackoff)
-        .timeout(secs(1))
+        .timeout(limit)
         .on(retry_runtime::kind::Timeout)
         .build()
         .unwrap();
@@ -648,10 +667,10 @@ async fn the_deadline_counts_from_the_first_attempt_and_an_error_at_the_timeout_
     let counter = Arc::clone(&calls);
     let svc = tower::service_fn(move |_r: Request<String>| {
         let n = counter.fetch_add(1, Ordering::SeqCst);
+        let first = first.clone();
         async move {
             if n == 0 {
-                tokio::time::sleep(secs(1)).await;
-                Err(io::Error::other("upstream gave up"))
+                first().await
             } else {
                 Ok(status(StatusCode::OK))
             }
@@ -661,8 +680,7 @@ async fn the_deadline_counts_from_the_first_attempt_and_an_error_at_the_timeout_
         .layer(svc)
         .oneshot(Request::new(String::new()))
         .await;
-    assert_eq!(r.unwrap().status(), StatusCode::OK);
-    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    (r, calls.load(Ordering::SeqCst))
 }
 
 /// An error that comes after the attempt's timeout, before tokio's driver has fired the timer
@@ -671,36 +689,17 @@ async fn the_deadline_counts_from_the_first_attempt_and_an_error_at_the_timeout_
 /// blocks; 30 ms of real time.)
 #[tokio::test]
 async fn an_error_after_the_timeout_is_a_timeout_before_the_timer_fires() {
-    let policy = Policy::builder()
-        .retries(1)
-        .backoff(NoBackoff)
-        .timeout(ms(10))
-        .on(retry_runtime::kind::Timeout)
-        .build()
-        .unwrap();
-    let calls = Arc::new(AtomicU32::new(0));
-    let counter = Arc::clone(&calls);
-    let svc = tower::service_fn(move |_r: Request<String>| {
-        let n = counter.fetch_add(1, Ordering::SeqCst);
-        async move {
-            if n == 0 {
-                std::thread::sleep(ms(30));
-                Err(io::Error::other("answered after the timeout"))
-            } else {
-                Ok(status(StatusCode::OK))
-            }
-        }
-    });
-    let r = RobustLayer::new(policy)
-        .layer(svc)
-        .oneshot(Request::new(String::new()))
-        .await;
+    let (r, calls) = late_error_then_ok(ms(10), || async {
+        std::thread::sleep(ms(30));
+        Err(io::Error::other("answered after the timeout"))
+    })
+    .await;
     assert_eq!(
         r.unwrap().status(),
         StatusCode::OK,
         "the late error was not retried as a timeout"
     );
-    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    assert_eq!(calls, 2);
 }
 
 #[tokio::test(start_paused = true)]
