@@ -437,12 +437,14 @@ impl FleetShared {
         Ok(())
     }
 
-    /// Records the outcome of a round, with an event on each change.
+    /// Records the outcome of a round, with an event on each change. The event and the count
+    /// come before the new status is seen: code that sees the status change finds them.
+    /// (Rounds are reported one at a time: by the sync thread, or by `sync`, whose rounds
+    /// take the store's lock in turn.)
     fn report(&self, result: &Result<(), String>) {
         match result {
             Ok(()) => {
-                let was = self.status.swap(CONNECTED, Ordering::AcqRel);
-                if was == FALLBACK {
+                if self.status.load(Ordering::Acquire) == FALLBACK {
                     #[cfg(feature = "tracing")]
                     tracing::warn!(
                         target: "retry_runtime",
@@ -450,13 +452,13 @@ impl FleetShared {
                         "fleet: redis answers again, the shared guards rejoin the fleet"
                     );
                 }
+                self.status.store(CONNECTED, Ordering::Release);
             }
             Err(_e) => {
                 // The guards decide locally from now on, until a sync succeeds.
                 self.valid_until.store(0, Ordering::Release);
-                let was = self.status.swap(FALLBACK, Ordering::AcqRel);
-                if was != FALLBACK {
-                    self.fallbacks.fetch_add(1, Ordering::Relaxed);
+                if self.status.load(Ordering::Acquire) != FALLBACK {
+                    self.fallbacks.fetch_add(1, Ordering::Release);
                     #[cfg(feature = "tracing")]
                     tracing::warn!(
                         target: "retry_runtime",
@@ -465,6 +467,7 @@ impl FleetShared {
                         "fleet: redis is unreachable or too slow, the shared guards fall back to their local state"
                     );
                 }
+                self.status.store(FALLBACK, Ordering::Release);
             }
         }
     }
