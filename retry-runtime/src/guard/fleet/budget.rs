@@ -44,6 +44,32 @@ pub(crate) struct BudgetCell {
     fleet_tokens: AtomicU64,
 }
 
+/// A guard dropped (its last handle gone) gives back what it holds: its unspent lease and the
+/// calls credited since the last round, pushed to its key by the fleet's next round. (Lost,
+/// such tokens would drain the bucket of a fleet whose guards come and go, one per tenant
+/// say, and for good with no earnings.)
+impl Drop for BudgetCell {
+    fn drop(&mut self) {
+        let back = *self.lease.get_mut();
+        let calls = *self.deposits.get_mut();
+        let earned = calls.saturating_mul(self.earn).saturating_add(back);
+        if earned > 0 {
+            let push = BudgetPush {
+                capacity: self.capacity,
+                earned,
+                want: 0,
+                ttl_ms: self.ttl_ms,
+                cost: self.cost,
+            };
+            self.fleet
+                .orphans
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push((std::mem::take(&mut self.key), push));
+        }
+    }
+}
+
 impl BudgetCell {
     pub(crate) fn new(
         key: String,

@@ -68,7 +68,8 @@
 //! holds only while nothing was lost: tokens drop out of the count (the fleet then retries
 //! less, never more) when a round's reply times out after Redis applied it (its grant, or
 //! the calls it credited, or a lease given back, is lost), when an instance goes away holding
-//! a lease, and when the cap clips earnings or a lease given back.
+//! a lease (a guard dropped while its fleet runs gives its lease back at the next round), and
+//! when the cap clips earnings or a lease given back.
 //!
 //! The key is lost, and the bucket comes back **full** (the fleet may then retry up to one
 //! more capacity), when Redis restarts without persistence, evicts it (a `maxmemory` policy
@@ -317,6 +318,9 @@ pub(crate) struct FleetShared {
     options: FleetOptions,
     breakers: Mutex<Vec<Weak<BreakerCell>>>,
     budgets: Mutex<Vec<Weak<BudgetCell>>>,
+    /// What budget guards dropped since the last round give back to their keys' buckets:
+    /// their unspent leases and the calls they credited (pushed once, by the next round).
+    orphans: Mutex<Vec<(String, store::BudgetPush)>>,
     /// Set when the last handle goes away: the sync thread stops (it is woken up).
     stop: Arc<AtomicBool>,
     /// Set by [`Fleet::wait_connected`]: the sync thread starts its next round at once (it is
@@ -393,7 +397,18 @@ impl FleetShared {
         let budgets = alive(&self.budgets);
         let breaker_syncs: Vec<BreakerSync<'_>> =
             breakers.iter().map(|b| b.sync_request()).collect();
-        let budget_syncs: Vec<BudgetSync<'_>> = budgets.iter().map(|b| b.sync_request()).collect();
+        // Dropped guards' give-backs go after the live guards' syncs (their replies are not
+        // read; in a round that fails they are lost, as any push of such a round).
+        let orphans = std::mem::take(&mut *self.orphans.lock().unwrap_or_else(|e| e.into_inner()));
+        let budget_syncs: Vec<BudgetSync<'_>> = budgets
+            .iter()
+            .map(|b| b.sync_request())
+            .chain(
+                orphans
+                    .iter()
+                    .map(|(key, push)| BudgetSync { key, push: *push }),
+            )
+            .collect();
         let result = backend.round(&breaker_syncs, &budget_syncs, start);
         let end = end();
         let reply = match result {
@@ -520,6 +535,7 @@ impl Fleet {
             options,
             breakers: Mutex::new(Vec::new()),
             budgets: Mutex::new(Vec::new()),
+            orphans: Mutex::new(Vec::new()),
             stop: Arc::new(AtomicBool::new(false)),
             sync_now: Arc::new(AtomicBool::new(false)),
             thread: OnceLock::new(),
@@ -689,7 +705,8 @@ impl Fleet {
     /// round). An instance leases tokens only once it asks for a retry (the first is refused,
     /// the lease arrives at the next round), the cost of one retry at a time by default
     /// ([`SharedBudget::set_lease`]), and gives its unspent lease back after 5 rounds in a row
-    /// without a retry asked for: idle instances hold no tokens.
+    /// without a retry asked for: idle instances hold no tokens. A guard dropped (its last
+    /// handle gone) gives its lease back at the next round.
     pub fn budget(
         &self,
         name: &str,
@@ -1129,6 +1146,43 @@ mod tests {
         assert!(b.try_withdraw(), "earned while the fleet decided");
         assert!(b.try_withdraw());
         assert!(!b.try_withdraw());
+    }
+
+    /// A budget guard dropped gives its unspent lease (and the calls it credited) back to the
+    /// fleet's bucket at the next round: guards that come and go do not drain it.
+    #[test]
+    fn a_dropped_budget_gives_its_lease_back() {
+        let store = MemoryStore::new();
+        let fleet = Fleet::manual(&store, options()).unwrap();
+        let make = || {
+            fleet
+                .budget(
+                    "dep",
+                    RetryBudget::new(10.0, 0.0, 1.0).unwrap(),
+                    RetryBudget::new(1.0, 0.0, 1.0).unwrap(),
+                )
+                .unwrap()
+        };
+        let a = make();
+        a.set_lease(5);
+        let t0 = Instant::now();
+        assert!(fleet.sync(t0));
+        assert!(!a.try_withdraw(), "no lease yet: one is asked for");
+        assert!(fleet.sync(t0 + Duration::from_millis(100)));
+        assert_eq!(a.lease(), 5.0);
+        assert_eq!(a.fleet_tokens(), 5.0);
+        drop(a);
+        assert!(fleet.sync(t0 + Duration::from_millis(200)));
+        let b = make();
+        assert!(fleet.sync(t0 + Duration::from_millis(300)));
+        assert_eq!(b.fleet_tokens(), 10.0, "the lease went back");
+        // Once: when `b` has leased half, the next rounds give nothing more back.
+        b.set_lease(5);
+        assert!(!b.try_withdraw());
+        assert!(fleet.sync(t0 + Duration::from_millis(400)));
+        assert_eq!(b.fleet_tokens(), 5.0);
+        assert!(fleet.sync(t0 + Duration::from_millis(500)));
+        assert_eq!(b.fleet_tokens(), 5.0);
     }
 
     #[test]
