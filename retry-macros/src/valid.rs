@@ -2715,17 +2715,16 @@ pub fn check_mut_params_in_callbacks(config: &Config, f: &crate::ast::Func, erro
     if names.is_empty() {
         return;
     }
-    let closure_of = |e: &Expr| -> Option<syn::ExprClosure> {
-        let mut e = e;
+    fn closure_of(mut e: &Expr) -> Option<&syn::ExprClosure> {
         while let Expr::Paren(p) = e {
             e = &p.expr;
         }
         match e {
-            Expr::Closure(c) => Some(c.clone()),
+            Expr::Closure(c) => Some(c),
             _ => None,
         }
-    };
-    let mut closures: Vec<(String, syn::ExprClosure)> = Vec::new();
+    }
+    let mut closures: Vec<(String, &syn::ExprClosure)> = Vec::new();
     for (key, e) in [
         ("on_error", &config.on_error),
         ("on_success", &config.on_success),
@@ -2752,7 +2751,7 @@ pub fn check_mut_params_in_callbacks(config: &Config, f: &crate::ast::Func, erro
             k => k,
         };
         if let Kind::Closure(c) = k {
-            closures.push(("this kind's closure".to_owned(), (**c).clone()));
+            closures.push(("this kind's closure".to_owned(), c));
         }
     }
     for (what, c) in closures {
@@ -2762,7 +2761,7 @@ pub fn check_mut_params_in_callbacks(config: &Config, f: &crate::ast::Func, erro
         }
         let read = names.iter().find(|n| {
             !own.iter().any(|o| *n == o)
-                && reads_variable(quote::ToTokens::to_token_stream(&c.body), n)
+                && names_variable(quote::ToTokens::to_token_stream(&c.body), n, true)
         });
         if let Some(name) = read {
             let whose = if name == "self" {
@@ -2771,7 +2770,7 @@ pub fn check_mut_params_in_callbacks(config: &Config, f: &crate::ast::Func, erro
                 format!("`{name}`, which each attempt borrows mutably (`&mut`)")
             };
             errors.at(
-                Sp::of(&c),
+                Sp::of(c),
                 format!(
                     "{what} reads {whose}, and the retry loop holds the closure across the attempts: read it in the `fallback`, which is made after the retries (an async fn may also give a `move` closure a value computed from it first: `{{ let n = ..; move |..| .. }}`)"
                 ),
@@ -2780,24 +2779,31 @@ pub fn check_mut_params_in_callbacks(config: &Config, f: &crate::ast::Func, erro
     }
 }
 
-/// [`mentions`], but not a path segment (`name::X`, `X::name`): whether `tokens` may read the
-/// variable `name`.
-fn reads_variable(tokens: proc_macro2::TokenStream, name: &syn::Ident) -> bool {
+/// Whether `tokens` contain the identifier `name`, at any depth, or a string literal that
+/// names it as a format argument (`"{name}"`, `"{name:?}"`). Iterative: a body may nest deeper
+/// than the stack would allow a recursion.
+fn mentions(tokens: proc_macro2::TokenStream, name: &syn::Ident) -> bool {
+    names_variable(tokens, name, false)
+}
+
+/// [`mentions`], and with `skip_paths` not as a path segment either (`name::X`, `X::name`):
+/// whether `tokens` may read the variable `name`. (A name after a `.` is a field, never the
+/// variable.)
+fn names_variable(tokens: proc_macro2::TokenStream, name: &syn::Ident, skip_paths: bool) -> bool {
     use proc_macro2::TokenTree;
     let (plain, formatted) = (format!("{{{name}}}"), format!("{{{name}:"));
+    let punct =
+        |t: Option<&TokenTree>, c: char| matches!(t, Some(TokenTree::Punct(p)) if p.as_char() == c);
     let mut stack: Vec<Vec<TokenTree>> = vec![tokens.into_iter().collect()];
     while let Some(level) = stack.pop() {
-        let colon =
-            |t: Option<&TokenTree>| matches!(t, Some(TokenTree::Punct(p)) if p.as_char() == ':');
-        let dot =
-            |t: Option<&TokenTree>| matches!(t, Some(TokenTree::Punct(p)) if p.as_char() == '.');
         for (i, t) in level.iter().enumerate() {
             match t {
                 TokenTree::Ident(id) if id == name => {
                     let before = i.checked_sub(1).and_then(|j| level.get(j));
-                    let path_after = colon(level.get(i + 1)) && colon(level.get(i + 2));
-                    let path_before = i >= 2 && colon(before) && colon(level.get(i - 2));
-                    if !dot(before) && !path_after && !path_before {
+                    let path = skip_paths
+                        && (punct(level.get(i + 1), ':') && punct(level.get(i + 2), ':')
+                            || i >= 2 && punct(before, ':') && punct(level.get(i - 2), ':'));
+                    if !punct(before, '.') && !path {
                         return true;
                     }
                 }
@@ -2810,36 +2816,6 @@ fn reads_variable(tokens: proc_macro2::TokenStream, name: &syn::Ident) -> bool {
                 TokenTree::Group(g) => stack.push(g.stream().into_iter().collect()),
                 _ => {}
             }
-        }
-    }
-    false
-}
-
-/// Whether `tokens` contain the identifier `name`, at any depth, or a string literal that
-/// names it as a format argument (`"{name}"`, `"{name:?}"`). Iterative: a body may nest deeper
-/// than the stack would allow a recursion.
-fn mentions(tokens: proc_macro2::TokenStream, name: &syn::Ident) -> bool {
-    let (plain, formatted) = (format!("{{{name}}}"), format!("{{{name}:"));
-    let mut stack = vec![tokens.into_iter()];
-    // Whether the token before was a `.` (`self.ctx` names a field, not the variable).
-    let mut after_dot = false;
-    while let Some(iter) = stack.last_mut() {
-        let token = iter.next();
-        let dot = matches!(&token, Some(proc_macro2::TokenTree::Punct(p)) if p.as_char() == '.');
-        let field = std::mem::replace(&mut after_dot, dot);
-        match token {
-            None => {
-                stack.pop();
-            }
-            Some(proc_macro2::TokenTree::Ident(i)) if i == *name && !field => return true,
-            Some(proc_macro2::TokenTree::Literal(l)) => {
-                let text = l.to_string();
-                if text.contains(&plain) || text.contains(&formatted) {
-                    return true;
-                }
-            }
-            Some(proc_macro2::TokenTree::Group(g)) => stack.push(g.stream().into_iter()),
-            Some(_) => {}
         }
     }
     false
