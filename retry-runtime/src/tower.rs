@@ -1552,14 +1552,26 @@ pub trait TimerSlot: Default {
     fn clear(self: Pin<&mut Self>);
     /// Whether there is a timer and it has fired (registering `cx` if not).
     fn fired(self: Pin<&mut Self>, cx: &mut Context<'_>) -> bool;
+    /// The timer, if there is one.
+    fn sleep(&self) -> Option<&tokio::time::Sleep>;
     /// Whether there is a timer and tokio's driver has fired it (no clock reading).
-    fn is_elapsed(&self) -> bool;
+    #[inline]
+    fn is_elapsed(&self) -> bool {
+        self.sleep().is_some_and(tokio::time::Sleep::is_elapsed)
+    }
     /// Whether there is a timer and its deadline has passed by the clock, fired or not (the
     /// driver fires a timer on its next turn, after the tasks it woke: an answer that came at
     /// or after the deadline, in a poll before that turn, is late all the same).
-    fn is_late(&self) -> bool;
+    #[inline]
+    fn is_late(&self) -> bool {
+        self.sleep()
+            .is_some_and(|t| t.is_elapsed() || tokio::time::Instant::now() >= t.deadline())
+    }
     /// Whether there is a timer.
-    fn is_armed(&self) -> bool;
+    #[inline]
+    fn is_armed(&self) -> bool {
+        self.sleep().is_some()
+    }
 }
 
 pin_project_lite::pin_project! {
@@ -1596,18 +1608,8 @@ impl TimerSlot for InlineTimer {
             .is_some_and(|t| t.poll(cx).is_ready())
     }
     #[inline]
-    fn is_elapsed(&self) -> bool {
-        self.sleep.as_ref().is_some_and(|t| t.is_elapsed())
-    }
-    #[inline]
-    fn is_late(&self) -> bool {
-        self.sleep
-            .as_ref()
-            .is_some_and(|t| t.is_elapsed() || tokio::time::Instant::now() >= t.deadline())
-    }
-    #[inline]
-    fn is_armed(&self) -> bool {
-        self.sleep.is_some()
+    fn sleep(&self) -> Option<&tokio::time::Sleep> {
+        self.sleep.as_ref()
     }
 }
 
@@ -1640,18 +1642,8 @@ impl TimerSlot for BoxedTimer {
             .is_some_and(|t| t.as_mut().poll(cx).is_ready())
     }
     #[inline]
-    fn is_elapsed(&self) -> bool {
-        self.0.as_ref().is_some_and(|t| t.is_elapsed())
-    }
-    #[inline]
-    fn is_late(&self) -> bool {
-        self.0
-            .as_ref()
-            .is_some_and(|t| t.is_elapsed() || tokio::time::Instant::now() >= t.deadline())
-    }
-    #[inline]
-    fn is_armed(&self) -> bool {
-        self.0.is_some()
+    fn sleep(&self) -> Option<&tokio::time::Sleep> {
+        self.0.as_deref()
     }
 }
 

@@ -207,7 +207,7 @@ impl BudgetCell {
     // outage stayed empty into the next).
     #[inline]
     fn deposit(&self) {
-        if self.live(self.fleet.now()) && self.earn > 0 {
+        if self.earn > 0 && self.live(self.fleet.now()) {
             self.deposits.fetch_add(1, Ordering::Relaxed);
         }
         self.fallback.deposit();
