@@ -302,3 +302,31 @@ fn closures_without_annotations_infer_their_types() {
     assert_eq!(n.get(), 3);
     assert_eq!(sleeps, [ms(1), Duration::ZERO]);
 }
+
+/// A fallback made by a fn whose future borrows what it was given.
+fn answer_len<'a>(
+    s: &'a str,
+) -> impl Fn(io::Error) -> std::pin::Pin<Box<dyn Future<Output = io::Result<usize>> + Send + 'a>> + 'a
+{
+    move |_e| {
+        Box::pin(async move {
+            tokio::task::yield_now().await;
+            Ok(s.len())
+        })
+    }
+}
+
+// The temporary `String` lives until the fallback's future is done, as it would in
+// `answer_len(&String::from("four"))(e).await` written by hand.
+#[robust(retries = 0, fallback = answer_len(&String::from("four")))]
+async fn borrows_a_temporary() -> io::Result<usize> {
+    Err(ErrorKind::Other.into())
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_async_fallback_may_borrow_a_temporary_of_its_expression() {
+    assert_eq!(
+        tokio::spawn(borrows_a_temporary()).await.unwrap().unwrap(),
+        4
+    );
+}

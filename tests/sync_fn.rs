@@ -188,6 +188,34 @@ fn mutable_references_are_reused() {
     assert_eq!(v, [1, 2, 3]);
 }
 
+// A value computed from a `&mut` parameter before a `move` callback is made: it is read before
+// the first attempt (the fn takes the general path, which makes its callbacks first), so the
+// callback sees the vector as the caller passed it, not as the first attempt left it.
+#[robust(retries = 2, backoff = none,
+         on_error = { let n = out.len(); move |_e: &String, _| SEEN_LEN.with(|s| s.set(n)) })]
+fn reads_len_first(out: &mut Vec<u32>) -> Result<usize, String> {
+    out.push(attempt());
+    if out.len() < 4 {
+        Err("again".into())
+    } else {
+        Ok(out.len())
+    }
+}
+
+thread_local! {
+    static SEEN_LEN: std::cell::Cell<usize> = const { std::cell::Cell::new(usize::MAX) };
+}
+
+#[test]
+fn a_callback_may_be_given_a_value_read_from_a_mut_parameter_first() {
+    let time = reset();
+    let _g = time.install();
+    let mut v = vec![7];
+    assert_eq!(reads_len_first(&mut v), Ok(4));
+    assert_eq!(v, [7, 1, 2, 3]);
+    assert_eq!(SEEN_LEN.with(|s| s.get()), 1);
+}
+
 #[robust(retries = 3, backoff = none)]
 fn pattern_args((a, b): (u32, u32), &c: &u32) -> Result<u32, String> {
     let n = attempt();

@@ -1333,16 +1333,22 @@ pub fn expand(
             let value = if is_async {
                 quote_spanned! {e.span()=>
                     {
-                        // Bound by a `let`: the fallback (a closure that may borrow arguments)
-                        // is dropped before the `.await`, which a `match` on the call would
-                        // hold it across.
-                        let #out = #ps::async_fallback::<#err, _, _>(#e).run(#fe);
                         #[allow(unused_imports)]
                         use #ps::{FallbackIsFuture as _, FallbackIsResult as _};
-                        // The tag is bound first: no borrow of the future is held across
-                        // the `.await` (the fn's future stays `Send` when the fallback's is).
-                        let #tag = (&#out).fallback_kind();
-                        #tag.into_future::<#ok_at, #err_at, _>(#out).await
+                        // A `match`, not a `let`: the temporaries of the fallback's expression
+                        // live until its future is done, as they would in the expression
+                        // written by hand. The fallback itself is moved into `run` and dropped
+                        // there, before the `.await` (a closure that borrows a `!Sync` argument
+                        // would make the fn's future `!Send`).
+                        match #ps::async_fallback::<#err, _, _>(#e).run(#fe) {
+                            #out => {
+                                // The tag is bound first: no borrow of the future is held
+                                // across the `.await` (the fn's future stays `Send` when the
+                                // fallback's is).
+                                let #tag = (&#out).fallback_kind();
+                                #tag.into_future::<#ok_at, #err_at, _>(#out).await
+                            }
+                        }
                     }
                 }
             } else {
@@ -1627,7 +1633,8 @@ pub fn expand(
         && config.throttle.is_none()
         && config.limit.is_none()
         && !is_async
-        && !has_values;
+        && !has_values
+        && !crate::valid::late_exprs_read_mut_params(&config, &f);
     // What the hedged loop and the general loop start with: the checks, the locals and guards,
     // and the policy.
     let policy_setup = quote! {

@@ -2684,16 +2684,9 @@ pub fn check_blocking_timeout(config: &Config, f: &crate::ast::Func, errors: &mu
     }
 }
 
-/// A callback of the attribute written as a closure (`on_error`, `on_success`, `on_retry`,
-/// `hint`, a kind's closure) that reads a parameter each attempt borrows mutably (a `&mut`
-/// parameter, or `self` behind `&mut self`): the policy holds the closure, and its borrow,
-/// across the attempts, which the compiler refuses with a bare borrow error. Said here, at the
-/// closure. Not for the guards (bound before the loop, to a value that need not borrow the
-/// parameter: `BREAKERS.get(&conn.host)`), nor a value computed before a `move` closure is
-/// made (`{ let n = buf.len(); move |..| .. }`, which compiles where the callbacks are made
-/// before the first attempt); nor for the `fallback`, made after the loop. A name a closure's
-/// own parameter binds, or a path segment (`conn::X`), is not the parameter.
-pub fn check_mut_params_in_callbacks(config: &Config, f: &crate::ast::Func, errors: &mut Errors) {
+/// The parameters each attempt borrows mutably: those taken by `&mut` under a plain name, and
+/// `self` behind `&mut self`.
+fn mut_params(f: &crate::ast::Func) -> Vec<syn::Ident> {
     let mut names: Vec<syn::Ident> = Vec::new();
     for arg in &f.sig.inputs {
         match arg {
@@ -2712,6 +2705,40 @@ pub fn check_mut_params_in_callbacks(config: &Config, f: &crate::ast::Func, erro
             _ => {}
         }
     }
+    names
+}
+
+/// Whether an expression a blocking fn's fast path evaluates after its first attempt (the
+/// `on_error` callback and the hints: they make the policy) names a parameter each
+/// attempt borrows mutably, `{ let n = buf.len(); move |..| .. }`. The body's closure holds that
+/// borrow from the first attempt on, so such a fn takes the general path, which evaluates them
+/// before its first attempt.
+pub fn late_exprs_read_mut_params(config: &Config, f: &crate::ast::Func) -> bool {
+    let names = mut_params(f);
+    if names.is_empty() {
+        return false;
+    }
+    // (A kind's closure that reads one is refused by `check_mut_params_in_callbacks`, and a
+    // kind cannot be a block.)
+    [&config.on_error, &config.hint]
+        .into_iter()
+        .chain(config.whens.iter().map(|w| &w.hint))
+        .flatten()
+        .map(|e| quote::ToTokens::to_token_stream(&**e))
+        .any(|e| names.iter().any(|n| names_variable(e.clone(), n, true)))
+}
+
+/// A callback of the attribute written as a closure (`on_error`, `on_success`, `on_retry`,
+/// `hint`, a kind's closure) that reads a parameter each attempt borrows mutably (a `&mut`
+/// parameter, or `self` behind `&mut self`): the policy holds the closure, and its borrow,
+/// across the attempts, which the compiler refuses with a bare borrow error. Said here, at the
+/// closure. Not for the guards (bound before the loop, to a value that need not borrow the
+/// parameter: `BREAKERS.get(&conn.host)`), nor a value computed before a `move` closure is
+/// made (`{ let n = buf.len(); move |..| .. }`: a blocking fn whose `on_error` or hint does so
+/// skips the fast path, see `late_exprs_read_mut_params`); nor for the `fallback`, made after the loop. A name a closure's
+/// own parameter binds, or a path segment (`conn::X`), is not the parameter.
+pub fn check_mut_params_in_callbacks(config: &Config, f: &crate::ast::Func, errors: &mut Errors) {
+    let names = mut_params(f);
     if names.is_empty() {
         return;
     }
@@ -2772,7 +2799,7 @@ pub fn check_mut_params_in_callbacks(config: &Config, f: &crate::ast::Func, erro
             errors.at(
                 Sp::of(c),
                 format!(
-                    "{what} reads {whose}, and the retry loop holds the closure across the attempts: read it in the `fallback`, which is made after the retries (an async fn may also give a `move` closure a value computed from it first: `{{ let n = ..; move |..| .. }}`)"
+                    "{what} reads {whose}, and the retry loop holds the closure across the attempts: read it in the `fallback`, which is made after the retries, or give a `move` closure a value computed from it first: `{{ let n = ..; move |..| .. }}`"
                 ),
             );
         }

@@ -417,9 +417,11 @@ impl<F, E, O> std::fmt::Debug for FallbackChecked<F, E, O> {
 }
 
 impl<F, E, O> FallbackChecked<F, E, O> {
-    /// Calls the fallback with the error.
+    /// Calls the fallback with the error. It takes the fallback by value: the fallback (which
+    /// may borrow the fn's arguments) is dropped here, not held across an async fn's `.await`
+    /// of what it returned.
     #[inline(always)]
-    pub fn run(&self, error: E) -> O {
+    pub fn run(self, error: E) -> O {
         (self.call)(&self.f, error)
     }
 }

@@ -1,8 +1,8 @@
 // Expressions of the attribute beside a parameter each attempt borrows mutably, which compile:
 // the fallback (made after the retries), a guard chosen from the parameter (bound before the
 // loop, borrowing nothing of it), a closure parameter that shadows the name, a path segment of
-// the same name, and a value computed before a `move` closure is made (an async fn makes its
-// callbacks before the first attempt). (`tests/ui/fail/callback_reads_mut_param.rs` has the
+// the same name, and a value computed before a `move` closure is made (in an async fn, and in
+// a blocking one, which then makes its callbacks before the first attempt too). (`tests/ui/fail/callback_reads_mut_param.rs` has the
 // ones that do not.)
 use std::io;
 
@@ -27,6 +27,12 @@ fn guard_from_mut(conn: &mut Conn) -> io::Result<()> { conn.sent += 1; Err(io::E
 #[robust(retries = 1, on_error = { let n = buf.len(); move |_e: &io::Error, _| eprintln!("{n}") })]
 async fn computed_before(buf: &mut Vec<u8>) -> io::Result<()> { buf.push(1); Err(io::ErrorKind::Other.into()) }
 
+#[robust(retries = 1, on_error = { let n = buf.len(); move |_e: &io::Error, _| eprintln!("{n}") })]
+fn computed_before_blocking(buf: &mut Vec<u8>) -> io::Result<()> { buf.push(1); Err(io::ErrorKind::Other.into()) }
+
+#[robust(retries = 1, hint = { let n = buf.len() as u64; move |_e: &io::Error| Some(std::time::Duration::from_millis(n)) })]
+fn hint_computed_before(buf: &mut Vec<u8>) -> io::Result<()> { buf.push(1); Err(io::ErrorKind::Other.into()) }
+
 mod conn {
     pub fn log(e: &std::io::Error) { eprintln!("{e}") }
 }
@@ -40,4 +46,6 @@ fn main() {
     let _ = guard_from_mut(&mut c);
     let _ = path_segment(&mut c);
     let _ = computed_before(&mut Vec::new());
+    let _ = computed_before_blocking(&mut Vec::new());
+    let _ = hint_computed_before(&mut Vec::new());
 }
