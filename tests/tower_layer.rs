@@ -1163,6 +1163,102 @@ impl Service<Request<String>> for LateReady {
     }
 }
 
+/// A service whose first call fails, and which is not ready after it until its gate opens
+/// (from the test's own task: no timer wakes it).
+#[derive(Clone)]
+struct Gated {
+    calls: Arc<AtomicU32>,
+    gate: Arc<std::sync::Mutex<(bool, Option<std::task::Waker>)>>,
+}
+
+impl Service<Request<String>> for Gated {
+    type Response = Resp;
+    type Error = io::Error;
+    type Future = std::future::Ready<io::Result<Resp>>;
+
+    fn poll_ready(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<io::Result<()>> {
+        let mut gate = self.gate.lock().unwrap();
+        if self.calls.load(Ordering::SeqCst) >= 1 && !gate.0 {
+            gate.1 = Some(cx.waker().clone());
+            return std::task::Poll::Pending;
+        }
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _: Request<String>) -> Self::Future {
+        let n = self.calls.fetch_add(1, Ordering::SeqCst);
+        std::future::ready(if n == 0 {
+            Err(ErrorKind::ConnectionReset.into())
+        } else {
+            Ok(status(StatusCode::OK))
+        })
+    }
+}
+
+/// A retry whose service becomes ready after the attempt's time is over by the clock, in a
+/// poll before tokio's driver has fired the attempt's timer, is not sent: the attempt timed
+/// out waiting for its service, as it does when the timer fires first. (It was sent with no
+/// time left, and its success returned.)
+#[tokio::test(start_paused = true)]
+async fn a_retry_whose_service_is_ready_after_its_time_is_not_sent() {
+    use std::future::poll_fn;
+    use std::task::Poll;
+
+    let policy = Policy::builder()
+        .retries(1)
+        .backoff(NoBackoff)
+        .timeout(ms(100))
+        .build()
+        .unwrap();
+    let svc = Gated {
+        calls: Arc::new(AtomicU32::new(0)),
+        gate: Arc::default(),
+    };
+    let (calls, gate) = (Arc::clone(&svc.calls), Arc::clone(&svc.gate));
+    let t0 = Instant::now();
+    let mut call = std::pin::pin!(
+        RobustLayer::new(policy)
+            .layer(svc)
+            .oneshot(Request::new(String::new()))
+    );
+    // Until the retry waits for its service (a bounded number of polls).
+    for _ in 0..100 {
+        if gate.lock().unwrap().1.is_some() {
+            break;
+        }
+        let polled = poll_fn(|cx| Poll::Ready(call.as_mut().poll(cx))).await;
+        assert!(polled.is_pending(), "the call ended before its retry");
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    assert!(
+        gate.lock().unwrap().1.is_some(),
+        "the retry waits for its service"
+    );
+    // The gate opens and the clock moves past the attempt's timeout; the request is polled in
+    // the same poll of this task, before the driver fires the attempt's timer (`advance` moves
+    // the clock at its first poll, and yields to the driver after).
+    let waker = {
+        let mut g = gate.lock().unwrap();
+        g.0 = true;
+        g.1.take()
+    };
+    drop(waker);
+    let mut advance = std::pin::pin!(tokio::time::advance(ms(150)));
+    let polled = poll_fn(|cx| {
+        let _ = advance.as_mut().poll(cx);
+        Poll::Ready(call.as_mut().poll(cx))
+    })
+    .await;
+    assert!(polled.is_pending(), "the retry was sent with no time left");
+    let r = tokio::time::timeout(secs(60), call)
+        .await
+        .expect("the request ended");
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::TimedOut);
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    assert!(t0.elapsed() >= ms(150));
+}
+
 /// A retry's wait for a slot, bounded by its `max_delay` (1 s), does not time the attempt that
 /// follows it when the policy has no timeout: the retry gets its slot at 500 ms, its service is
 /// ready at 1.5 s, and it is sent then. (The wait's timer was left armed: the attempt found it

@@ -1218,6 +1218,10 @@ where
         // breaker, also at each step, so that the future dropped after a panic still gives its
         // permit back.
         let mut phase = *this.phase;
+        // Whether this poll resumes a wait for the service to be ready: time has passed since
+        // the attempt's timer was armed, and the timer may be due by the clock before tokio's
+        // driver has fired it (below).
+        let mut resumed_wait = phase == Phase::Ready;
         let breaker = <<G::View<'_> as PolicyCore>::Breaker as Breaker>::ACTIVE;
         macro_rules! to {
             ($next:expr) => {{
@@ -1372,15 +1376,24 @@ where
                     // does not time an attempt that has no limit.)
                     None => this.timer.as_mut().clear(),
                 }
+                resumed_wait = false;
                 to!(Phase::Ready);
             }
             // The attempt's outcome, once there is one (`poll` may have taken it).
             let mut outcome = answered.take();
             if outcome.is_none() && phase == Phase::Ready {
+                // An attempt whose time is over is not sent (below). Judged by the timer when
+                // it was armed in this poll, and by the clock when the service became ready
+                // in a later one (a reading only when a retry had to wait for its service).
+                let over = |timer: &G::Timer| {
+                    if resumed_wait {
+                        timer.is_late()
+                    } else {
+                        timer.is_elapsed()
+                    }
+                };
                 match this.inner.poll_ready(cx) {
-                    // (An attempt whose time is already over, a deadline passed, is not sent:
-                    // below.)
-                    Poll::Ready(Ok(())) if !this.timer.is_elapsed() => {
+                    Poll::Ready(Ok(())) if !over(&this.timer) => {
                         // A copy is sent and the request kept for the next attempt; a request
                         // that cannot be copied is sent itself, once: its only attempt.
                         let copy = match this.request.as_ref() {
