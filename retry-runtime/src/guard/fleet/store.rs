@@ -3,7 +3,8 @@
 //! process (for tests, simulations and a machine without Redis).
 //!
 //! Both apply the same rules; the scripts below are their reference, and the memory store
-//! follows them line by line.
+//! follows them line by line (`the_scripts_and_the_memory_store_agree` runs both on the same
+//! times and pushes).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -756,6 +757,10 @@ fn breaker_rules(
 }
 
 #[cfg(test)]
+#[path = "../../../../examples/support/redis_server.rs"]
+mod redis_server;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -949,5 +954,243 @@ mod tests {
         assert!(budget("bad", 0, 1_000, t0).is_ok());
         store.set_down(true);
         assert!(budget("k", 0, 0, t0).is_err());
+    }
+
+    /// The breaker's script with its clock read from `ARGV[14]` instead of Redis's `TIME`, so
+    /// that a test can give it the times it gives the memory store.
+    fn breaker_script_at_argv_time() -> String {
+        let time = "local t = redis.call('TIME')\nlocal now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n";
+        assert!(
+            BREAKER_SCRIPT.contains(time),
+            "the script reads its clock as this test expects"
+        );
+        BREAKER_SCRIPT.replace(time, "local now = tonumber(ARGV[14])\n")
+    }
+
+    /// How much time passes before a breaker's sync: a number of ms, or exactly to a boundary
+    /// of the rules (the end of the last reply's break, a break's length, a window's slot).
+    #[derive(Debug, Clone, Copy)]
+    enum Dt {
+        Ms(u64),
+        Remaining,
+        Break,
+        Slot,
+    }
+
+    /// One step of a differential run: which key, how much time passes, what is pushed.
+    #[derive(Debug, Clone)]
+    enum Step {
+        Breaker {
+            key: usize,
+            dt: Dt,
+            push: BreakerPush,
+            /// Whether the push's round is the key's last answered one (else `push.round`).
+            current_round: bool,
+        },
+        Budget {
+            key: usize,
+            push: BudgetPush,
+        },
+    }
+
+    fn breaker_conf() -> impl proptest::strategy::Strategy<Value = BreakerConf> {
+        use proptest::prelude::*;
+        (
+            1u64..5_000,
+            1u64..12,
+            prop::sample::select(vec![0.1, 0.25, 0.5, 0.75, 1.0]),
+            1u64..3_000,
+            1u64..4,
+        )
+            .prop_map(
+                |(window_ms, min_calls, ratio, break_ms, probes)| BreakerConf {
+                    window_ms,
+                    min_calls,
+                    ratio,
+                    break_ms,
+                    probes,
+                    // Long enough that no key expires in a run (Redis expires on its own clock).
+                    ttl_ms: 3_600_000,
+                },
+            )
+    }
+
+    fn step() -> impl proptest::strategy::Strategy<Value = Step> {
+        use proptest::prelude::*;
+        let breaker = (
+            0usize..2,
+            prop_oneof![
+                Just(Dt::Ms(0)),
+                (0u64..200).prop_map(Dt::Ms),
+                (0u64..4_000).prop_map(Dt::Ms),
+                Just(Dt::Remaining),
+                Just(Dt::Break),
+                Just(Dt::Slot),
+            ],
+            (0u64..8, 0u64..8),
+            (0u64..3, 0u64..3, 0u64..2, 0u64..2),
+            any::<bool>(),
+            0u64..4,
+        )
+            .prop_map(
+                |(
+                    key,
+                    dt,
+                    (attempts, failures),
+                    (probe_ok, probe_fail, want, held),
+                    current_round,
+                    round,
+                )| {
+                    Step::Breaker {
+                        key,
+                        dt,
+                        push: BreakerPush {
+                            attempts,
+                            failures: failures.min(attempts),
+                            round,
+                            probe_ok,
+                            probe_fail,
+                            want,
+                            held,
+                        },
+                        current_round,
+                    }
+                },
+            );
+        let budget = (0usize..2, 0u64..8, 0u64..8, 0u64..8, 0u64..3).prop_map(
+            |(key, capacity, earned, want, cost)| Step::Budget {
+                key,
+                push: BudgetPush {
+                    capacity: capacity * 1_000,
+                    earned: earned * 400,
+                    want: want * 700,
+                    ttl_ms: 3_600_000,
+                    cost: cost * 1_000,
+                },
+            },
+        );
+        prop_oneof![4 => breaker, 1 => budget]
+    }
+
+    /// The Lua scripts, run by a real `redis-server`, and the memory store's rules in Rust
+    /// give the same replies when given the same times and pushes: random runs of syncs on two
+    /// breaker keys (each with its own settings) and two budget keys, from the same start,
+    /// with the script's clock read from its arguments. (Without `redis-server` on the PATH
+    /// this test says so on stderr and passes, unless `ROBUST_REQUIRE_REDIS=1`.)
+    #[test]
+    fn the_scripts_and_the_memory_store_agree() {
+        use proptest::prelude::*;
+        use std::sync::atomic::{AtomicU64, Ordering};
+        if let Some(why) = redis_server::unavailable() {
+            assert!(
+                std::env::var("ROBUST_REQUIRE_REDIS").as_deref() != Ok("1"),
+                "ROBUST_REQUIRE_REDIS=1 but {why}"
+            );
+            // (Past the test harness's capture, as `tests/redis_fleet.rs` says it.)
+            let _ = std::io::Write::write_all(
+                &mut std::io::stderr(),
+                format!("\nthe_scripts_and_the_memory_store_agree: SKIPPED: {why}\n").as_bytes(),
+            );
+            return;
+        }
+        let server = redis_server::RedisServer::start().expect("redis-server starts");
+        let client = redis::Client::open(server.url()).unwrap();
+        let con = std::sync::Mutex::new(
+            client
+                .get_connection_with_timeout(Duration::from_secs(5))
+                .unwrap(),
+        );
+        let breaker_script = redis::Script::new(&breaker_script_at_argv_time());
+        let budget_script = redis::Script::new(BUDGET_SCRIPT);
+        let runs = AtomicU64::new(0);
+        let config = ProptestConfig {
+            cases: 48,
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        };
+        proptest!(config, |(
+            confs in (breaker_conf(), breaker_conf()),
+            // A Unix time in ms, as Redis's clock gives (new keys number their rounds from it).
+            start in 1_600_000_000_000u64..1_900_000_000_000,
+            steps in proptest::collection::vec(step(), 1..120),
+        )| {
+            let run = runs.fetch_add(1, Ordering::Relaxed);
+            let mut con = con.lock().unwrap();
+            let memory = MemoryStore::new();
+            let mut m = memory.lock();
+            let key = |kind: &str, i: usize| format!("diff:{run}:{kind}:{i}");
+            let confs = [confs.0, confs.1];
+            let mut rounds = [0u64; 2];
+            let mut remaining = [0u64; 2];
+            let mut now = start;
+            for (n, step) in steps.iter().enumerate() {
+                match step {
+                    Step::Breaker { key: i, dt, push, current_round } => {
+                        let c = &confs[*i];
+                        now += match dt {
+                            Dt::Ms(ms) => *ms,
+                            Dt::Remaining => remaining[*i],
+                            Dt::Break => c.break_ms,
+                            Dt::Slot => (c.window_ms / SLOTS).max(1),
+                        };
+                        let mut push = *push;
+                        if *current_round {
+                            push.round = rounds[*i];
+                        }
+                        let k = key("breaker", *i);
+                        let lua: Vec<i64> = breaker_script
+                            .key(&k)
+                            .arg(c.window_ms)
+                            .arg(c.min_calls)
+                            .arg(c.ratio)
+                            .arg(c.break_ms)
+                            .arg(c.probes)
+                            .arg(c.ttl_ms)
+                            .arg(push.attempts)
+                            .arg(push.failures)
+                            .arg(push.round)
+                            .arg(push.probe_ok)
+                            .arg(push.probe_fail)
+                            .arg(push.want)
+                            .arg(push.held)
+                            .arg(now)
+                            .invoke(&mut *con)
+                            .unwrap();
+                        let lua = BreakerReply {
+                            state: u8::try_from(at(&lua, 0)).unwrap(),
+                            remaining_ms: at(&lua, 1),
+                            round: at(&lua, 2),
+                            grant: at(&lua, 3),
+                            attempts: at(&lua, 4),
+                            failures: at(&lua, 5),
+                        };
+                        let rust = m
+                            .breaker(&BreakerSync { key: &k, conf: c, push }, now)
+                            .unwrap();
+                        prop_assert_eq!(lua, rust, "step {}: {:?} at {}", n, step, now);
+                        rounds[*i] = rust.round;
+                        remaining[*i] = rust.remaining_ms;
+                    }
+                    Step::Budget { key: i, push } => {
+                        let k = key("budget", *i);
+                        let lua: Vec<i64> = budget_script
+                            .key(&k)
+                            .arg(push.capacity)
+                            .arg(push.earned)
+                            .arg(push.want)
+                            .arg(push.ttl_ms)
+                            .arg(push.cost)
+                            .invoke(&mut *con)
+                            .unwrap();
+                        let lua = BudgetReply {
+                            grant: at(&lua, 0),
+                            tokens: at(&lua, 1),
+                        };
+                        let rust = m.budget(&BudgetSync { key: &k, push: *push }, now).unwrap();
+                        prop_assert_eq!(lua, rust, "step {}: {:?}", n, step);
+                    }
+                }
+            }
+        });
     }
 }
