@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 
 use plotters::prelude::*;
 
-#[path = "support/redis_server.rs"]
+#[path = "../retry-runtime/src/guard/fleet/redis_server.rs"]
 mod redis_server;
 mod support;
 

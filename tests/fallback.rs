@@ -330,3 +330,23 @@ async fn an_async_fallback_may_borrow_a_temporary_of_its_expression() {
         4
     );
 }
+
+static LAST_GOOD: std::sync::Mutex<usize> = std::sync::Mutex::new(3);
+
+// A value read under a lock in a block: the guard is dropped there, before the fallback's
+// `.await`, so the fn's future stays `Send` (spawned below).
+#[robust(retries = 0, fallback = {
+    let v = *LAST_GOOD.lock().unwrap();
+    move |_e: io::Error| async move {
+        tokio::task::yield_now().await;
+        Ok(v)
+    }
+})]
+async fn reads_under_a_lock() -> io::Result<usize> {
+    Err(ErrorKind::Other.into())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_value_read_under_a_lock_in_a_block_keeps_the_future_send() {
+    assert_eq!(tokio::spawn(reads_under_a_lock()).await.unwrap().unwrap(), 3);
+}

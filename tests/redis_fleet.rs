@@ -7,7 +7,7 @@
 
 #[path = "common/fleet_guards.rs"]
 mod fleet_guards;
-#[path = "../examples/support/redis_server.rs"]
+#[path = "../retry-runtime/src/guard/fleet/redis_server.rs"]
 mod redis_server;
 use fleet_guards::shared_guards;
 

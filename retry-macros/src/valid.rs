@@ -2751,7 +2751,8 @@ pub fn check_mut_params_in_callbacks(config: &Config, f: &crate::ast::Func, erro
             _ => None,
         }
     }
-    let mut closures: Vec<(String, &syn::ExprClosure)> = Vec::new();
+    // Each closure, what it is for, and whether it is a kind's (no block can stand there).
+    let mut closures: Vec<(String, &syn::ExprClosure, bool)> = Vec::new();
     for (key, e) in [
         ("on_error", &config.on_error),
         ("on_success", &config.on_success),
@@ -2759,12 +2760,12 @@ pub fn check_mut_params_in_callbacks(config: &Config, f: &crate::ast::Func, erro
         ("hint", &config.hint),
     ] {
         if let Some(c) = e.as_deref().and_then(closure_of) {
-            closures.push((format!("`{key}`"), c));
+            closures.push((format!("`{key}`"), c, false));
         }
     }
     for w in &config.whens {
         if let Some(c) = w.hint.as_deref().and_then(closure_of) {
-            closures.push(("`hint`".to_owned(), c));
+            closures.push(("`hint`".to_owned(), c, false));
         }
     }
     let kinds = config
@@ -2778,10 +2779,10 @@ pub fn check_mut_params_in_callbacks(config: &Config, f: &crate::ast::Func, erro
             k => k,
         };
         if let Kind::Closure(c) = k {
-            closures.push(("this kind's closure".to_owned(), c));
+            closures.push(("this kind's closure".to_owned(), c, true));
         }
     }
-    for (what, c) in closures {
+    for (what, c, is_kind) in closures {
         let mut own = Vec::new();
         for input in &c.inputs {
             bound_names(input, &mut own);
@@ -2791,6 +2792,12 @@ pub fn check_mut_params_in_callbacks(config: &Config, f: &crate::ast::Func, erro
                 && names_variable(quote::ToTokens::to_token_stream(&c.body), n, true)
         });
         if let Some(name) = read {
+            // (A kind cannot be a block.)
+            let advice = if is_kind {
+                ""
+            } else {
+                ", or give a `move` closure a value computed from it first: `{ let n = ..; move |..| .. }`"
+            };
             let whose = if name == "self" {
                 "`self`, which each attempt borrows mutably (`&mut self`)".to_owned()
             } else {
@@ -2799,7 +2806,7 @@ pub fn check_mut_params_in_callbacks(config: &Config, f: &crate::ast::Func, erro
             errors.at(
                 Sp::of(c),
                 format!(
-                    "{what} reads {whose}, and the retry loop holds the closure across the attempts: read it in the `fallback`, which is made after the retries, or give a `move` closure a value computed from it first: `{{ let n = ..; move |..| .. }}`"
+                    "{what} reads {whose}, and the retry loop holds the closure across the attempts: read it in the `fallback`, which is made after the retries{advice}"
                 ),
             );
         }

@@ -129,6 +129,8 @@ use crate::ConfigError;
 
 mod breaker;
 mod budget;
+#[cfg(test)]
+mod redis_server;
 mod store;
 
 pub use breaker::SharedBreaker;

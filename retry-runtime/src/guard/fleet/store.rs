@@ -757,10 +757,6 @@ fn breaker_rules(
 }
 
 #[cfg(test)]
-#[path = "../../../../examples/support/redis_server.rs"]
-mod redis_server;
-
-#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -1081,7 +1077,7 @@ mod tests {
     fn the_scripts_and_the_memory_store_agree() {
         use proptest::prelude::*;
         use std::sync::atomic::{AtomicU64, Ordering};
-        if let Some(why) = redis_server::unavailable() {
+        if let Some(why) = crate::guard::fleet::redis_server::unavailable() {
             assert!(
                 std::env::var("ROBUST_REQUIRE_REDIS").as_deref() != Ok("1"),
                 "ROBUST_REQUIRE_REDIS=1 but {why}"
@@ -1093,7 +1089,8 @@ mod tests {
             );
             return;
         }
-        let server = redis_server::RedisServer::start().expect("redis-server starts");
+        let server =
+            crate::guard::fleet::redis_server::RedisServer::start().expect("redis-server starts");
         let client = redis::Client::open(server.url()).unwrap();
         let con = std::sync::Mutex::new(
             client

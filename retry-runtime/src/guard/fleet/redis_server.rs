@@ -1,6 +1,7 @@
-//! A throwaway `redis-server` on a free loopback port, shared by `examples/fleet.rs` and
-//! `tests/redis_fleet.rs` (`#[path = ...] mod redis_server;` in each): no persistence, killed
-//! when dropped.
+//! A throwaway `redis-server` on a free loopback port, for this crate's tests (the store's
+//! scripts against its memory rules) and, through `#[path = ...] mod redis_server;`, for the
+//! workspace's `examples/fleet.rs` and `tests/redis_fleet.rs`: no persistence, killed when
+//! dropped. (Kept here, in the published crate, so that its own tests find it.)
 
 #![allow(dead_code)]
 
