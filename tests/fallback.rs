@@ -348,5 +348,8 @@ async fn reads_under_a_lock() -> io::Result<usize> {
 
 #[tokio::test(start_paused = true)]
 async fn a_value_read_under_a_lock_in_a_block_keeps_the_future_send() {
-    assert_eq!(tokio::spawn(reads_under_a_lock()).await.unwrap().unwrap(), 3);
+    assert_eq!(
+        tokio::spawn(reads_under_a_lock()).await.unwrap().unwrap(),
+        3
+    );
 }

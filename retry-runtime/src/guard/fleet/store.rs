@@ -987,6 +987,12 @@ mod tests {
             key: usize,
             push: BudgetPush,
         },
+        /// The key is lost on both sides (expired, or Redis restarted without it): the next
+        /// sync makes it anew.
+        Lose {
+            breaker: bool,
+            key: usize,
+        },
     }
 
     fn breaker_conf() -> impl proptest::strategy::Strategy<Value = BreakerConf> {
@@ -1065,12 +1071,15 @@ mod tests {
                 },
             },
         );
-        prop_oneof![4 => breaker, 1 => budget]
+        let lose =
+            (any::<bool>(), 0usize..2).prop_map(|(breaker, key)| Step::Lose { breaker, key });
+        prop_oneof![8 => breaker, 2 => budget, 1 => lose]
     }
 
     /// The Lua scripts, run by a real `redis-server`, and the memory store's rules in Rust
     /// give the same replies when given the same times and pushes: random runs of syncs on two
-    /// breaker keys (each with its own settings) and two budget keys, from the same start,
+    /// breaker keys (each with its own settings) and two budget keys, some lost on both sides
+    /// and made anew, from the same start,
     /// with the script's clock read from its arguments. (Without `redis-server` on the PATH
     /// this test says so on stderr and passes, unless `ROBUST_REQUIRE_REDIS=1`.)
     #[test]
@@ -1167,6 +1176,11 @@ mod tests {
                         prop_assert_eq!(lua, rust, "step {}: {:?} at {}", n, step, now);
                         rounds[*i] = rust.round;
                         remaining[*i] = rust.remaining_ms;
+                    }
+                    Step::Lose { breaker, key: i } => {
+                        let k = key(if *breaker { "breaker" } else { "budget" }, *i);
+                        let () = redis::cmd("DEL").arg(&k).query(&mut *con).unwrap();
+                        m.keys.remove(&k);
                     }
                     Step::Budget { key: i, push } => {
                         let k = key("budget", *i);
