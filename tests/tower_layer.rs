@@ -1118,6 +1118,16 @@ async fn a_retry_does_not_wait_for_a_slot_past_the_deadline_or_its_max_delay() {
     a_slot_wait_ends_at_one_second(call, &calls, &MAX_DELAY, rejected).await;
 }
 
+/// The answer of a call to a service whose first call fails and every later one succeeds.
+fn fails_first(calls: &AtomicU32) -> std::future::Ready<io::Result<Resp>> {
+    let n = calls.fetch_add(1, Ordering::SeqCst);
+    std::future::ready(if n == 0 {
+        Err(ErrorKind::ConnectionReset.into())
+    } else {
+        Ok(status(StatusCode::OK))
+    })
+}
+
 /// A service whose first call fails, and which is not ready after it until `until`.
 struct LateReady {
     calls: Arc<AtomicU32>,
@@ -1154,12 +1164,7 @@ impl Service<Request<String>> for LateReady {
     }
 
     fn call(&mut self, _: Request<String>) -> Self::Future {
-        let n = self.calls.fetch_add(1, Ordering::SeqCst);
-        std::future::ready(if n == 0 {
-            Err(ErrorKind::ConnectionReset.into())
-        } else {
-            Ok(status(StatusCode::OK))
-        })
+        fails_first(&self.calls)
     }
 }
 
@@ -1186,12 +1191,7 @@ impl Service<Request<String>> for Gated {
     }
 
     fn call(&mut self, _: Request<String>) -> Self::Future {
-        let n = self.calls.fetch_add(1, Ordering::SeqCst);
-        std::future::ready(if n == 0 {
-            Err(ErrorKind::ConnectionReset.into())
-        } else {
-            Ok(status(StatusCode::OK))
-        })
+        fails_first(&self.calls)
     }
 }
 

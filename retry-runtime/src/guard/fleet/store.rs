@@ -271,6 +271,44 @@ impl RedisBackend {
     }
 }
 
+/// The breaker's script run for one key: its KEYS and ARGV in the script's order.
+fn breaker_invocation<'s>(
+    script: &'s redis::Script,
+    b: &BreakerSync<'_>,
+) -> redis::ScriptInvocation<'s> {
+    let (c, p) = (b.conf, &b.push);
+    let mut run = script.key(b.key);
+    run.arg(c.window_ms)
+        .arg(c.min_calls)
+        .arg(c.ratio)
+        .arg(c.break_ms)
+        .arg(c.probes)
+        .arg(c.ttl_ms)
+        .arg(p.attempts)
+        .arg(p.failures)
+        .arg(p.round)
+        .arg(p.probe_ok)
+        .arg(p.probe_fail)
+        .arg(p.want)
+        .arg(p.held);
+    run
+}
+
+/// The budget's script run for one key: its KEYS and ARGV in the script's order.
+fn budget_invocation<'s>(
+    script: &'s redis::Script,
+    b: &BudgetSync<'_>,
+) -> redis::ScriptInvocation<'s> {
+    let p = &b.push;
+    let mut run = script.key(b.key);
+    run.arg(p.capacity)
+        .arg(p.earned)
+        .arg(p.want)
+        .arg(p.ttl_ms)
+        .arg(p.cost);
+    run
+}
+
 fn at(v: &[i64], i: usize) -> u64 {
     v.get(i).map_or(0, |&x| u64::try_from(x).unwrap_or(0))
 }
@@ -341,35 +379,9 @@ impl RedisBackend {
         }
         for &i in todo {
             if let Some(b) = breakers.get(i) {
-                let (c, p) = (b.conf, &b.push);
-                pipe.invoke_script(
-                    self.breaker
-                        .key(b.key)
-                        .arg(c.window_ms)
-                        .arg(c.min_calls)
-                        .arg(c.ratio)
-                        .arg(c.break_ms)
-                        .arg(c.probes)
-                        .arg(c.ttl_ms)
-                        .arg(p.attempts)
-                        .arg(p.failures)
-                        .arg(p.round)
-                        .arg(p.probe_ok)
-                        .arg(p.probe_fail)
-                        .arg(p.want)
-                        .arg(p.held),
-                );
+                pipe.invoke_script(&breaker_invocation(&self.breaker, b));
             } else if let Some(b) = budgets.get(i - breakers.len()) {
-                let p = &b.push;
-                pipe.invoke_script(
-                    self.budget
-                        .key(b.key)
-                        .arg(p.capacity)
-                        .arg(p.earned)
-                        .arg(p.want)
-                        .arg(p.ttl_ms)
-                        .arg(p.cost),
-                );
+                pipe.invoke_script(&budget_invocation(&self.budget, b));
             }
         }
         let con = self.connect()?;
@@ -1144,21 +1156,9 @@ mod tests {
                             push.round = rounds[*i];
                         }
                         let k = key("breaker", *i);
-                        let lua: Vec<i64> = breaker_script
-                            .key(&k)
-                            .arg(c.window_ms)
-                            .arg(c.min_calls)
-                            .arg(c.ratio)
-                            .arg(c.break_ms)
-                            .arg(c.probes)
-                            .arg(c.ttl_ms)
-                            .arg(push.attempts)
-                            .arg(push.failures)
-                            .arg(push.round)
-                            .arg(push.probe_ok)
-                            .arg(push.probe_fail)
-                            .arg(push.want)
-                            .arg(push.held)
+                        let sync = BreakerSync { key: &k, conf: c, push };
+                        // (The production arguments, and the clock as the 14th.)
+                        let lua: Vec<i64> = breaker_invocation(&breaker_script, &sync)
                             .arg(now)
                             .invoke(&mut *con)
                             .unwrap();
@@ -1170,9 +1170,7 @@ mod tests {
                             attempts: at(&lua, 4),
                             failures: at(&lua, 5),
                         };
-                        let rust = m
-                            .breaker(&BreakerSync { key: &k, conf: c, push }, now)
-                            .unwrap();
+                        let rust = m.breaker(&sync, now).unwrap();
                         prop_assert_eq!(lua, rust, "step {}: {:?} at {}", n, step, now);
                         rounds[*i] = rust.round;
                         remaining[*i] = rust.remaining_ms;
@@ -1184,20 +1182,15 @@ mod tests {
                     }
                     Step::Budget { key: i, push } => {
                         let k = key("budget", *i);
-                        let lua: Vec<i64> = budget_script
-                            .key(&k)
-                            .arg(push.capacity)
-                            .arg(push.earned)
-                            .arg(push.want)
-                            .arg(push.ttl_ms)
-                            .arg(push.cost)
+                        let sync = BudgetSync { key: &k, push: *push };
+                        let lua: Vec<i64> = budget_invocation(&budget_script, &sync)
                             .invoke(&mut *con)
                             .unwrap();
                         let lua = BudgetReply {
                             grant: at(&lua, 0),
                             tokens: at(&lua, 1),
                         };
-                        let rust = m.budget(&BudgetSync { key: &k, push: *push }, now).unwrap();
+                        let rust = m.budget(&sync, now).unwrap();
                         prop_assert_eq!(lua, rust, "step {}: {:?}", n, step);
                     }
                 }
