@@ -203,3 +203,29 @@ async fn the_call_future_is_send_and_calls_are_independent() {
         assert_eq!(seen, (0..=(i as u32 % 4)).collect::<Vec<_>>());
     }
 }
+
+/// A retry with no wait makes no timer: `NoBackoff` works on a runtime whose timer is not
+/// enabled (it panicked there: "timers are disabled"), as the attribute's loop does.
+#[test]
+fn a_zero_backoff_needs_no_timer() {
+    let p = Policy::builder()
+        .retries(3)
+        .backoff(NoBackoff)
+        .build()
+        .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let calls = AtomicU32::new(0);
+    let r: io::Result<u32> = rt.block_on(p.call_async(|_| {
+        let n = calls.fetch_add(1, Ordering::SeqCst);
+        async move {
+            if n < 2 {
+                Err(ErrorKind::Other.into())
+            } else {
+                Ok(n)
+            }
+        }
+    }));
+    assert_eq!(r.unwrap(), 2);
+}

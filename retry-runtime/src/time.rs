@@ -150,7 +150,9 @@ impl AsyncSleep for DefaultEnv {
         if let Some(t) = &installed {
             Sleep::sleep(t, d);
         }
-        let real = installed.is_none().then(|| tokio::time::sleep(d));
+        // No timer for no wait (as the attribute's loop makes none): a zero backoff then also
+        // runs where tokio's timer is not enabled.
+        let real = (installed.is_none() && !d.is_zero()).then(|| tokio::time::sleep(d));
         async move {
             if let Some(sleep) = real {
                 sleep.await;

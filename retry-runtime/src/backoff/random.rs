@@ -56,7 +56,10 @@ impl Random {
 impl Backoff for Random {
     #[inline]
     fn delay(&self, _x: u32, rng: &mut dyn Rng) -> Duration {
-        from_nanos(rng.random_range(self.base.as_nanos()..=self.max.as_nanos()))
+        // (`min`: a `base` above `max`, which only the unchecked constructor lets through,
+        // draws `max`, as the other strategies cap their delays, instead of panicking.)
+        let max = self.max.as_nanos();
+        from_nanos(rng.random_range(self.base.as_nanos().min(max)..=max))
     }
     #[inline]
     fn base(&self) -> Duration {
@@ -72,6 +75,17 @@ impl Backoff for Random {
 mod tests {
     use super::super::test_util::*;
     use super::*;
+
+    /// The unchecked constructor (the attribute's, for parameters it checked) given a `base`
+    /// above `max` caps every delay at `max` instead of panicking in the range draw.
+    #[test]
+    fn an_unchecked_base_above_max_draws_max() {
+        let r = Random::new_unchecked(Duration::from_secs(2), Duration::from_secs(1));
+        let mut g = rng();
+        for x in [0, 1, u32::MAX] {
+            assert_eq!(r.delay(x, &mut g), Duration::from_secs(1));
+        }
+    }
 
     #[test]
     fn stays_in_range_and_spreads() {
