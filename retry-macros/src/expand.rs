@@ -908,8 +908,10 @@ fn branch_roots<'e>(e: &'e syn::Expr, params: &[String], roots: &mut Vec<&'e syn
     }
 }
 
-/// `Arc::new`, `Rc::new` or `Box::new` (or `pin`, `new_cyclic`): a pointer to a value made by
-/// the call. (Not `from`, which may convert a pointer into itself: `Arc::from(arc)`.)
+/// `Arc::new`, `Rc::new` or `Box::new` (or `pin`, `new_cyclic`), `Box::leak`, a lazy value's
+/// `new` (`LazyLock`, `LazyCell`, once_cell's `Lazy`: made by the call, it makes its value for
+/// the call): a pointer to a value made by the call. (Not `from`, which may convert a pointer
+/// into itself: `Arc::from(arc)`.)
 fn pointer_made_here(func: &syn::Expr) -> bool {
     let syn::Expr::Path(p) = func else {
         return false;
@@ -921,8 +923,8 @@ fn pointer_made_here(func: &syn::Expr) -> bool {
         .map(|s| s.ident.to_string())
         .collect();
     matches!(names.as_slice(), [.., ptr, new]
-        if ["Arc", "Rc", "Box"].contains(&ptr.as_str())
-            && ["new", "pin", "new_cyclic"].contains(&new.as_str()))
+        if ["Arc", "Rc", "Box", "LazyLock", "LazyCell", "Lazy"].contains(&ptr.as_str())
+            && ["new", "pin", "new_cyclic", "leak"].contains(&new.as_str()))
 }
 
 /// The function under the attribute, expanded. `valid::check_fn` has accepted its shape.

@@ -1263,9 +1263,13 @@ pub fn check_jitter_reads_strategy(config: &Config, errors: &mut Errors) {
         let (Some(strategy), Some(jitter)) = (strategy, jitter) else {
             continue;
         };
-        if !is_top && (o.backoff.is_none() || o.jitter.is_none()) {
+        // A `when` is judged where it wrote its jitter, against its strategy or the one it
+        // inherits (of the inherited one, only what makes its own jitter do nothing: the
+        // strategy's parameters are the top level's, read by other rules).
+        if !is_top && o.jitter.is_none() {
             continue;
         }
+        let inherited = !is_top && o.backoff.is_none();
         let unused = match (&jitter.value, &strategy.value) {
             (JitterSpec::AwsDecorrelated, Strategy::Exponential { m: Some(_), .. }) => Some("`m`"),
             (JitterSpec::AwsDecorrelated, Strategy::Linear { base, interval, .. })
@@ -1290,7 +1294,7 @@ pub fn check_jitter_reads_strategy(config: &Config, errors: &mut Errors) {
                 "`jitter = aws_decorrelated` makes every delay 0 here: it draws each delay between the strategy's `base` and three times the previous delay, starting from `base`, and the `base` is 0; give `base` a value above 0, or choose another jitter",
             );
         }
-        if let Some(param) = unused {
+        if let Some(param) = unused.filter(|_| !inherited) {
             errors.at(
                 strategy.span,
                 format!(
@@ -1299,7 +1303,7 @@ pub fn check_jitter_reads_strategy(config: &Config, errors: &mut Errors) {
             );
             continue;
         }
-        if matches!(jitter.value, JitterSpec::AwsDecorrelated) {
+        if matches!(jitter.value, JitterSpec::AwsDecorrelated) && !inherited {
             // A strategy chosen for its growth, which the jitter never reads (with a parameter
             // of it written, reported above).
             let growth = match &strategy.value {
@@ -1325,57 +1329,107 @@ pub fn check_jitter_reads_strategy(config: &Config, errors: &mut Errors) {
                 continue;
             }
         }
-        // A strategy whose delay is the same for every exponent.
-        let flat = match &strategy.value {
-            Strategy::Constant { .. } | Strategy::Random { .. } | Strategy::None => true,
-            Strategy::Exponential { base, max, .. }
-            | Strategy::Linear { base, max, .. }
-            | Strategy::Fibonacci { base, max, .. }
-            | Strategy::Polynomial { base, max, .. }
-                if base >= max =>
-            {
-                true
-            }
-            Strategy::Exponential { m: Some(m), .. } => *m == 1.0,
-            Strategy::Linear { interval, .. } => interval.is_zero(),
-            Strategy::Fibonacci { unit, .. } | Strategy::Polynomial { unit, .. } => {
-                unit.is_some_and(|u| u.is_zero())
-            }
-            _ => false,
-        };
-        let zero = matches!(strategy.value, Strategy::None);
-        let what = match jitter.value {
-            JitterSpec::Decorrelated if flat && single => Some((
-                "decorrelated",
-                "it only moves the backoff exponent, which this strategy's delay does not depend on",
-            )),
-            JitterSpec::AwsDecorrelated if zero => Some((
-                "aws_decorrelated",
-                "with `backoff = none` every delay is zero",
-            )),
-
-            JitterSpec::AwsDecorrelated if matches!(strategy.value, Strategy::Constant { .. }) => {
-                Some((
-                    "aws_decorrelated",
-                    "it draws between the strategy's `base` and `max`, which a constant strategy makes the same",
-                ))
-            }
-            JitterSpec::Full | JitterSpec::Equal if zero => Some((
-                if matches!(jitter.value, JitterSpec::Full) {
-                    "full"
-                } else {
-                    "equal"
-                },
-                "with `backoff = none` every delay is zero",
-            )),
-            _ => None,
-        };
-        if let Some((name, why)) = what {
+        if let Some((name, why)) = dead_jitter(&jitter.value, &strategy.value, single) {
             errors.at(
                 jitter.span,
                 format!("`jitter = {name}` has no effect: {why}; leave it out, or choose another strategy"),
             );
         }
+    }
+    // The top level's jitter and scale beside `when`s that set a strategy or a jitter of
+    // their own: an error when one does nothing for every rule that reads it (the top level,
+    // if it retries, and each `when` without one of its own, each with its strategy).
+    if whens_shape && let Some(scale) = top.scale.as_ref() {
+        let mut readers = rules
+            .iter()
+            .map(|(o, _)| *o)
+            .filter(|o| std::ptr::eq(*o, top) || o.scale.is_none())
+            .peekable();
+        let zero = |o: &Overrides| {
+            let strategy = o.backoff.as_ref().or(top.backoff.as_ref());
+            let jitter = o.jitter.as_ref().or(top.jitter.as_ref());
+            strategy.is_some_and(|s| matches!(s.value, Strategy::None))
+                && !matches!(jitter.map(|j| &j.value), Some(JitterSpec::Custom(_)))
+        };
+        if readers.peek().is_some() && readers.all(zero) {
+            errors.at(
+                scale.span,
+                "`scale` has no effect: every rule that reads it has `backoff = none`, so every delay is zero; leave it out, or choose a strategy",
+            );
+        }
+    }
+    if whens_shape && let Some(jitter) = top.jitter.as_ref() {
+        let readers: Vec<Option<(&str, &str)>> = rules
+            .iter()
+            .map(|(o, _)| *o)
+            .filter(|o| std::ptr::eq(*o, top) || o.jitter.is_none())
+            .map(|o| {
+                let strategy = o.backoff.as_ref().or(top.backoff.as_ref())?;
+                dead_jitter(&jitter.value, &strategy.value, single)
+            })
+            .collect();
+        if let Some(Some((name, why))) = readers.first()
+            && readers.iter().all(Option::is_some)
+        {
+            errors.at(
+                jitter.span,
+                format!("`jitter = {name}` has no effect: {why} for every rule that reads it (the `when`s that set their own jitter do not); leave it out, or choose another strategy"),
+            );
+        }
+    }
+}
+
+/// Why `jitter` does nothing beside `strategy` (its name and the reason), if it does nothing:
+/// `decorrelated` beside a strategy whose delay is the same for every exponent, where one rule
+/// retries (it moves the one exponent every rule reads); `full`, `equal` or `aws_decorrelated`
+/// beside `backoff = none`; `aws_decorrelated` beside a constant.
+fn dead_jitter(
+    jitter: &JitterSpec,
+    strategy: &Strategy,
+    single: bool,
+) -> Option<(&'static str, &'static str)> {
+    // A strategy whose delay is the same for every exponent.
+    let flat = match strategy {
+        Strategy::Constant { .. } | Strategy::Random { .. } | Strategy::None => true,
+        Strategy::Exponential { base, max, .. }
+        | Strategy::Linear { base, max, .. }
+        | Strategy::Fibonacci { base, max, .. }
+        | Strategy::Polynomial { base, max, .. }
+            if base >= max =>
+        {
+            true
+        }
+        Strategy::Exponential { m: Some(m), .. } => *m == 1.0,
+        Strategy::Linear { interval, .. } => interval.is_zero(),
+        Strategy::Fibonacci { unit, .. } | Strategy::Polynomial { unit, .. } => {
+            unit.is_some_and(|u| u.is_zero())
+        }
+        _ => false,
+    };
+    let zero = matches!(*strategy, Strategy::None);
+    match *jitter {
+        JitterSpec::Decorrelated if flat && single => Some((
+            "decorrelated",
+            "it only moves the backoff exponent, which this strategy's delay does not depend on",
+        )),
+        JitterSpec::AwsDecorrelated if zero => Some((
+            "aws_decorrelated",
+            "with `backoff = none` every delay is zero",
+        )),
+
+        JitterSpec::AwsDecorrelated if matches!(*strategy, Strategy::Constant { .. }) => Some((
+            "aws_decorrelated",
+            "it draws between the strategy's `base` and `max`, which a constant strategy makes the same",
+        )),
+        JitterSpec::Full | JitterSpec::Equal if zero => Some((
+            if matches!(*jitter, JitterSpec::Full) {
+                "full"
+            } else {
+                "equal"
+            },
+            "with `backoff = none` every delay is zero",
+        )),
+        _ => None,
     }
 }
 

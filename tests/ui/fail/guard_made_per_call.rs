@@ -83,6 +83,14 @@ async fn const_in_a_match_arm(n: u32) -> io::Result<()> { let _ = n; Ok(()) }
 #[robust(breaker = &*Box::pin(CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(30), 1).unwrap()))]
 fn new_pinned_box() -> io::Result<()> { Ok(()) }
 
+// A lazy value made by the call makes its guard for the call; a `Box` leaked by the call
+// leaks a new guard for each call.
+#[robust(breaker = &*LazyLock::new(|| CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(30), 1).unwrap()))]
+fn new_lazy_behind_a_reference() -> io::Result<()> { Ok(()) }
+
+#[robust(breaker = &*Box::leak(Box::new(CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(30), 1).unwrap())))]
+fn leaked_box_behind_a_reference() -> io::Result<()> { Ok(()) }
+
 // What is fine: a `static`, a `LazyLock` behind `&*`, a keyed map's guard, a parameter, a
 // macro that names a static, a choice between `static`s.
 static SHARED: ConcurrencyLimit = match ConcurrencyLimit::new(4, 4) {

@@ -88,6 +88,25 @@ fn fine_scale_read_by_a_when() -> std::io::Result<()> { Ok(()) }
 #[robust(backoff = constant(base = 1s), jitter = aws_decorrelated, when(Io, retries = 10, scale = 2))]
 fn a_when_scales_the_same_pair() -> std::io::Result<()> { Ok(()) }
 
+// A `when`'s own jitter beside the strategy it inherits: `backoff = none` makes every delay
+// zero, and `aws_decorrelated` over a constant always gives `base`.
+#[robust(backoff = none, timeout = 1s, when(Timeout, retries = 5, jitter = full))]
+async fn when_jitter_beside_inherited_none() -> std::io::Result<()> { Ok(()) }
+#[robust(backoff = constant(base = 1s), when(Io, retries = 3, jitter = aws_decorrelated))]
+fn when_aws_beside_inherited_constant() -> std::io::Result<()> { Ok(()) }
+// The top level's jitter or scale, where every rule that reads it waits zero (the `when`
+// sets its own jitter, or its own scale).
+#[robust(backoff = none, jitter = full, timeout = 1s, when(Timeout, retries = 2, jitter = none))]
+async fn top_jitter_read_only_beside_none() -> std::io::Result<()> { Ok(()) }
+#[robust(backoff = none, scale = 2, timeout = 1s, when(Timeout, retries = 2, jitter = none, scale = 3))]
+async fn top_scale_read_only_beside_none() -> std::io::Result<()> { Ok(()) }
+// (Fine: the inherited strategy waits, and the top level's jitter is read by a `when` whose
+// strategy waits.)
+#[robust(backoff = constant(base = 1s), when(Io, retries = 3, jitter = full))]
+fn fine_when_jitter_beside_inherited_constant() -> std::io::Result<()> { Ok(()) }
+#[robust(backoff = none, jitter = full, when(Io, retries = 2, backoff = constant(base = 1s)))]
+fn fine_top_jitter_read_by_a_when() -> std::io::Result<()> { Ok(()) }
+
 // (Fine: a custom jitter may add to a zero delay, which the scale then scales.)
 struct Pad;
 impl retry_runtime::Jitter for Pad {
