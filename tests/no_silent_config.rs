@@ -699,3 +699,55 @@ fn the_builder_refuses_a_jitter_the_strategy_gives_nothing_to_do() {
     ];
     all_accepted(accepted);
 }
+
+/// The builder refuses a fallback that is never called, as the attribute does: every error
+/// retried for ever by the `on` rule, with nothing that could end the retries. A `max_delay`,
+/// a deadline, an `on` kind that leaves errors unretried, a `when` rule with a limit, or a
+/// guard each make it reachable.
+#[test]
+fn the_builder_refuses_a_fallback_that_is_never_called() {
+    use retry_runtime::kind::Io;
+    use retry_runtime::{NoBackoff, Policy, RetryBudget};
+    static BUDGET: RetryBudget = match RetryBudget::new(10.0, 0.1, 1.0) {
+        Ok(b) => b,
+        Err(_) => panic!(),
+    };
+    let fallback = |_: io::Error| Ok::<u32, io::Error>(0);
+    let forever = || Policy::builder().retries(-1).backoff(NoBackoff);
+    let refused = [
+        forever().fallback(fallback).build().err(),
+        forever()
+            .when(Io::of([ErrorKind::ConnectionRefused]), |s| s.retries(-1))
+            .fallback(fallback)
+            .build()
+            .err(),
+    ];
+    for e in refused_for(refused.into_iter().map(|e| (e, "fallback"))) {
+        assert!(e.to_string().contains("never called"), "{e}");
+    }
+    let accepted = [
+        forever()
+            .max_delay(Duration::from_secs(10))
+            .fallback(fallback)
+            .build()
+            .err(),
+        forever()
+            .deadline(Duration::from_secs(10))
+            .fallback(fallback)
+            .build()
+            .err(),
+        forever().on(Io::ANY).fallback(fallback).build().err(),
+        forever()
+            .when(Io::of([ErrorKind::ConnectionRefused]), |s| s.retries(2))
+            .fallback(fallback)
+            .build()
+            .err(),
+        forever().budget(&BUDGET).fallback(fallback).build().err(),
+        Policy::builder()
+            .retries(3)
+            .fallback(fallback)
+            .build()
+            .err(),
+    ];
+    all_accepted(accepted);
+}

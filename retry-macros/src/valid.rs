@@ -1523,6 +1523,44 @@ pub fn check_backoff_never_waits(config: &Config, errors: &mut Errors) {
     }
 }
 
+/// A `fallback` that can never be called: the call gives up on an error only when a rule's
+/// retries or `max_delay` are spent, a `deadline` passes, an error is not retried, or a guard
+/// refuses an attempt. With `retries` negative and no `on` list (every error retried for ever),
+/// no finite `max_delay` or `deadline`, every `when` on errors retrying for ever too, and no
+/// guard, none of these can happen: the call returns only a success (or a value an `Ok(..)`
+/// kind matched), and the fallback is dead. An error at the fallback.
+pub fn check_fallback_reachable(config: &Config, errors: &mut Errors) {
+    let Some(fallback) = &config.fallback else {
+        return;
+    };
+    let forever = |r: &Option<Spanned<i64>>| r.as_ref().is_some_and(|r| r.value < 0);
+    let unbounded = |m: &Option<Spanned<Limit>>| {
+        m.as_ref()
+            .is_none_or(|m| matches!(m.value, Limit::Infinite))
+    };
+    let top = &config.settings;
+    let whens_forever = config.whens.iter().filter(|w| !w.kind.is_ok()).all(|w| {
+        (w.overrides.retries.is_none() || forever(&w.overrides.retries))
+            && (w.overrides.max_delay.is_none() || unbounded(&w.overrides.max_delay))
+    });
+    let guarded = config.budget.is_some()
+        || config.breaker.is_some()
+        || config.throttle.is_some()
+        || config.limit.is_some();
+    if config.on.is_none()
+        && forever(&top.retries)
+        && unbounded(&top.max_delay)
+        && unbounded(&config.deadline)
+        && whens_forever
+        && !guarded
+    {
+        errors.at(
+            Sp::of(&**fallback),
+            "this `fallback` is never called: every error is retried for ever (`retries` is negative, with no `on` list, `max_delay`, `deadline` or guard that could end the retries), so the call returns only a success; bound the retries (`retries = N`, a `max_delay`, a `deadline`), or leave the fallback out",
+        );
+    }
+}
+
 /// Keys that shape retries have no effect where no retry is ever made: `retries = 0` at the
 /// top level (with no `when` that allows retries) or in a `when`, beside `backoff`, `jitter`,
 /// `scale`, `max_delay`, `hint` or `on_retry`.

@@ -180,6 +180,13 @@ struct Checks {
     /// that inherits the `on` rule's strategy too reads the pair as the `on` rule does).
     top_jitter_read_elsewhere: bool,
     top_scale_read: bool,
+    /// Whether a fallback is set.
+    fallback: bool,
+    /// Whether a budget, breaker, throttle or limit is set (each can end the retries).
+    guarded: bool,
+    /// Whether a `when` rule on errors has a limit of its own (a finite number of retries, or
+    /// a `max_delay`).
+    error_whens_bounded: bool,
 }
 
 impl Checks {
@@ -203,6 +210,9 @@ impl Checks {
         top_jitter_read: false,
         top_jitter_read_elsewhere: false,
         top_scale_read: false,
+        fallback: false,
+        guarded: false,
+        error_whens_bounded: false,
     };
 
     /// Why a `when` rule of kind `K` would never apply, as far as the kinds' types tell: a
@@ -687,6 +697,8 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
         let mut checks = self.checks;
         let unread = checks.add_rule(&settings);
         checks.error_whens_retry |= may_retry(&settings.rule);
+        checks.error_whens_bounded |=
+            settings.rule.retries != Retries::Forever || settings.rule.max_delay.is_some();
         let dead = checks.never_applies::<K2>();
         checks.add_when::<K2>();
         let mut b = map_part!(self, whens, |whens| (whens, Rule::new(kind, settings.rule)));
@@ -955,6 +967,14 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
         map_part!(self, extras, f)
     }
 
+    /// [`map_extras`](Self::map_extras) setting a guard (a budget, breaker, throttle or limit:
+    /// each can end the retries).
+    fn map_guard<X2>(self, f: impl FnOnce(X) -> X2) -> PolicyBuilder<W, K, B, J, T, S, F, C, X2> {
+        let mut b = self.map_extras(f);
+        b.checks.guarded = true;
+        b
+    }
+
     /// The policy, or the first invalid value given to the builder, or a setting another one
     /// makes dead: an `on` kind a `when` rule takes first (`on(Io::ANY)` beside
     /// `when(AnyError, ..)`: the `when` rules are tried before `on`), a hedge that could never run beside its attempt (one due no sooner than the
@@ -1017,6 +1037,22 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
                     "has no effect: no rule ever retries (the `on` rule has `retries(0)`, a `max_delay` of zero, or `on(NoError)` with no `on_ok`, and no `when` rule retries); leave it out, or allow retries",
                 ));
             }
+        }
+        // A fallback that is never called (as the attribute refuses it): every error retried
+        // for ever by the `on` rule (its kind every error), with nothing that could end the
+        // retries (a `max_delay`, a deadline, a `when` rule with a limit, a guard).
+        if self.checks.fallback
+            && same_type::<K, AnyError>()
+            && p.settings.rule.retries == Retries::Forever
+            && p.settings.rule.max_delay.is_none()
+            && p.timeout.deadline().is_none()
+            && !self.checks.error_whens_bounded
+            && !self.checks.guarded
+        {
+            return Err(ConfigError::new(
+                "fallback",
+                "is never called: every error is retried for ever (`retries(-1)` on every error, with no `max_delay`, deadline, `when` rule with a limit, or guard that could end the retries), so the call returns only a success; bound the retries, or leave the fallback out",
+            ));
         }
         // A hint reads the errors a rule retries: with only values retried (`on(NoError)`
         // beside an `on_ok` kind or a `when_ok` rule, and no `when` rule on errors that
@@ -1185,7 +1221,7 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb, Th, L>
         self,
         budget: &'a G,
     ) -> PolicyBuilder<W, K, B, J, T, S, F, C, Extras<G::Ref<'a>, Br, H, R, N, V, Fb, Th, L>> {
-        self.map_extras(|x| Extras {
+        self.map_guard(|x| Extras {
             budget: budget.as_budget(),
             breaker: x.breaker,
             hint: x.hint,
@@ -1207,7 +1243,7 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb, Th, L>
         self,
         breaker: &'a G,
     ) -> PolicyBuilder<W, K, B, J, T, S, F, C, Extras<Bu, G::Ref<'a>, H, R, N, V, Fb, Th, L>> {
-        self.map_extras(|x| Extras {
+        self.map_guard(|x| Extras {
             budget: x.budget,
             breaker: breaker.as_breaker(),
             hint: x.hint,
@@ -1317,7 +1353,9 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb, Th, L>
     /// up, `max_delay`, deadline, empty budget, open breaker), and its result is returned. It
     /// is not called on success, nor when a value an `Ok(..)` kind matched is returned after
     /// the retries. (An async fallback is the attribute's; with the builder, await one on the
-    /// error `call_async` returns.)
+    /// error `call_async` returns.) `build()` refuses a fallback that is never called: every
+    /// error retried for ever (`retries(-1)` on every error, with no `max_delay`, deadline,
+    /// `when` rule with a limit, or guard).
     ///
     /// ```
     /// use retry_runtime::{NoBackoff, Policy};
@@ -1339,7 +1377,7 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb, Th, L>
         self,
         fallback: Fb2,
     ) -> PolicyBuilder<W, K, B, J, T, S, F, C, Extras<Bu, Br, H, R, N, V, Fb2, Th, L>> {
-        self.map_extras(|x| Extras {
+        let mut b = self.map_extras(|x| Extras {
             budget: x.budget,
             breaker: x.breaker,
             hint: x.hint,
@@ -1349,7 +1387,9 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb, Th, L>
             fallback,
             throttle: x.throttle,
             limit: x.limit,
-        })
+        });
+        b.checks.fallback = true;
+        b
     }
 
     /// A concurrency limit (SPEC section 16): an attempt holds one of the limit's slots while
@@ -1384,7 +1424,7 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb, Th, L>
         C,
         Extras<Bu, Br, H, R, N, V, Fb, Th, &crate::ConcurrencyLimit>,
     > {
-        self.map_extras(|x| Extras {
+        self.map_guard(|x| Extras {
             budget: x.budget,
             breaker: x.breaker,
             hint: x.hint,
@@ -1430,7 +1470,7 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb, Th, L>
         C,
         Extras<Bu, Br, H, R, N, V, Fb, &crate::AdaptiveThrottle, L>,
     > {
-        self.map_extras(|x| Extras {
+        self.map_guard(|x| Extras {
             budget: x.budget,
             breaker: x.breaker,
             hint: x.hint,
