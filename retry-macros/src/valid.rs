@@ -2726,16 +2726,28 @@ pub fn check_fn(f: &crate::ast::Func, errors: &mut Errors) {
 /// through the attempt's context, which the body reads (`attempt = NAME`), and through the
 /// `Timeout` kind, which an error returned after it matches. With neither, it does nothing.
 pub fn check_blocking_timeout(config: &Config, f: &crate::ast::Func, errors: &mut Errors) {
-    // A name the body never mentions does not read it (a mention under `#[cfg(..)]` counts).
+    // A name the body never mentions does not read it (a mention under `#[cfg(..)]` counts),
+    // nor one it only asks for the attempt's number or start (`ctx.number()`).
     let unread = config
         .attempt
         .as_ref()
-        .filter(|a| !mentions(f.body.stream(), a));
+        .filter(|a| !may_read_limit(f.body.stream(), a));
     if f.sig.asyncness.is_some() || config.attempt.is_some() && unread.is_none() {
         return;
     }
     let unread_note = unread.map_or(String::new(), |a| {
-        format!(" (`attempt = {a}` names it, but the body never mentions `{a}`)")
+        if mentions(f.body.stream(), a) {
+            format!(
+                " (`attempt = {a}` names it, but the body only calls methods of `{a}` that read no limit: {})",
+                HARMLESS_ATTEMPT_METHODS
+                    .iter()
+                    .map(|m| format!("`{m}()`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        } else {
+            format!(" (`attempt = {a}` names it, but the body never mentions `{a}`)")
+        }
     });
     // With no retry to stop, a deadline (and a rule on `Timeout`) has nothing to act on
     // (unless a guard counts what it makes a timeout).
@@ -2903,6 +2915,52 @@ pub fn check_mut_params_in_callbacks(config: &Config, f: &crate::ast::Func, erro
             );
         }
     }
+}
+
+/// The methods of an attempt context that read no limit (its timeout or deadline).
+const HARMLESS_ATTEMPT_METHODS: [&str; 4] = ["number", "retries", "started", "elapsed"];
+
+/// Whether `tokens` may read the attempt's limit through the attempt context `name`: a mention
+/// of the variable other than a call of one of [`HARMLESS_ATTEMPT_METHODS`] (`ctx.number()`),
+/// a string that names it as a format argument, or a path segment of that name excluded.
+/// (Passing it on, `helper(ctx)`, may read it.) Iterative, as [`names_variable`].
+fn may_read_limit(tokens: proc_macro2::TokenStream, name: &syn::Ident) -> bool {
+    use proc_macro2::{Delimiter, TokenTree};
+    let (plain, formatted) = (format!("{{{name}}}"), format!("{{{name}:"));
+    let punct =
+        |t: Option<&TokenTree>, c: char| matches!(t, Some(TokenTree::Punct(p)) if p.as_char() == c);
+    let mut stack: Vec<Vec<TokenTree>> = vec![tokens.into_iter().collect()];
+    while let Some(level) = stack.pop() {
+        for (i, t) in level.iter().enumerate() {
+            match t {
+                TokenTree::Ident(id) if id == name => {
+                    let before = i.checked_sub(1).and_then(|j| level.get(j));
+                    let path = punct(level.get(i + 1), ':') && punct(level.get(i + 2), ':')
+                        || i >= 2 && punct(before, ':') && punct(level.get(i - 2), ':');
+                    if punct(before, '.') || path {
+                        continue;
+                    }
+                    let harmless = punct(level.get(i + 1), '.')
+                        && matches!(level.get(i + 2), Some(TokenTree::Ident(m))
+                            if HARMLESS_ATTEMPT_METHODS.iter().any(|h| m == h))
+                        && matches!(level.get(i + 3), Some(TokenTree::Group(g))
+                            if g.delimiter() == Delimiter::Parenthesis && g.stream().is_empty());
+                    if !harmless {
+                        return true;
+                    }
+                }
+                TokenTree::Literal(l) => {
+                    let text = l.to_string();
+                    if text.contains(&plain) || text.contains(&formatted) {
+                        return true;
+                    }
+                }
+                TokenTree::Group(g) => stack.push(g.stream().into_iter().collect()),
+                _ => {}
+            }
+        }
+    }
+    false
 }
 
 /// Whether `tokens` contain the identifier `name`, at any depth, or a string literal that

@@ -31,7 +31,14 @@ struct Conn { ctx: u32 }
 #[robust(timeout = 2s, attempt = ctx)]
 fn a_field_of_that_name(c: &Conn) -> std::io::Result<u32> { Ok(c.ctx) }
 
-// What is fine: the attempt's context read by the body (under a `cfg` too), a rule on `Timeout`, an async fn
+// Asking the context for the attempt's number or start reads no limit.
+#[robust(timeout = 2s, attempt = ctx)]
+fn only_the_number() -> std::io::Result<u32> { Ok(ctx.number() + ctx.retries()) }
+#[robust(timeout = 2s, attempt = ctx)]
+fn only_the_start() -> std::io::Result<std::time::Duration> { let _ = ctx.started(); Ok(ctx.elapsed()) }
+
+// What is fine: the attempt's context read by the body (under a `cfg` too), or passed on (a
+// helper may read its limit), a rule on `Timeout`, an async fn
 // (whose attempts the timeout cancels).
 #[robust(timeout = 2s, attempt = ctx)]
 fn read(deadline_seen: &mut bool) -> std::io::Result<()> {
@@ -50,6 +57,10 @@ fn read_under_a_cfg() -> std::io::Result<()> {
     let _ = _ctx.is_expired();
     Ok(())
 }
+
+fn stop_when_expired(ctx: &retry_runtime::Attempt<'_>) -> bool { ctx.is_expired() }
+#[robust(timeout = 2s, attempt = ctx)]
+fn passed_on() -> std::io::Result<u32> { let _ = stop_when_expired(ctx); Ok(ctx.number()) }
 
 #[robust(timeout = 2s, on = [Timeout])]
 fn timeout_rule() -> std::io::Result<()> { Ok(()) }
