@@ -751,3 +751,39 @@ fn the_builder_refuses_a_fallback_that_is_never_called() {
     ];
     all_accepted(accepted);
 }
+
+/// The builder refuses an `on` kind where no rule retries, as the attribute does, unless a
+/// hedge (a retryable failure sends the next hedge at once) or a throttle (a retryable failure
+/// is no accept) reads it.
+#[test]
+fn the_builder_refuses_an_on_kind_where_nothing_is_retried() {
+    use retry_runtime::hedge::Hedge;
+    use retry_runtime::kind::Timeout;
+    use retry_runtime::{AdaptiveThrottle, Policy};
+    static THROTTLE: AdaptiveThrottle = match AdaptiveThrottle::new(2.0, Duration::from_secs(60)) {
+        Ok(t) => t,
+        Err(_) => panic!(),
+    };
+    let refused = [Policy::builder().retries(0).on(Timeout).build().err()];
+    for e in refused_for(refused.into_iter().map(|e| (e, "on"))) {
+        assert!(e.to_string().contains("no rule ever retries"), "{e}");
+    }
+    let hedge = Hedge::after(Duration::from_millis(50), 1).unwrap();
+    let accepted = [
+        Policy::builder()
+            .retries(0)
+            .on(Timeout)
+            .throttle(&THROTTLE)
+            .build()
+            .err(),
+        Policy::builder()
+            .retries(0)
+            .on(Timeout)
+            .timeout(Duration::from_secs(1))
+            .hedge(hedge)
+            .build()
+            .err(),
+        Policy::builder().retries(1).on(Timeout).build().err(),
+    ];
+    all_accepted(accepted);
+}

@@ -1662,6 +1662,17 @@ pub fn check_never_retries(config: &Config, errors: &mut Errors) {
         return;
     };
     dead(&config.settings, errors, reason, !top_retries);
+    // The error kinds retried, where nothing is: unless a hedge (a retryable failure sends
+    // the next hedge at once) or a throttle (it counts an attempt failed with a retryable
+    // error as not accepted) reads them. (A value an `Ok(..)` kind matches is a failure for
+    // the guards and no success for `on_success`, retried or not.)
+    if let Some(on) = &config.on
+        && !on.value.iter().any(Kind::is_ok)
+        && config.hedge.is_none()
+        && config.throttle.is_none()
+    {
+        no_effect(errors, on.span, "on", reason);
+    }
     // (A budget is not among them: each call deposits into it, which matters when it is
     // shared with fns that retry.)
     for (key, e) in [

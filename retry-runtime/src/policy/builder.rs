@@ -184,6 +184,9 @@ struct Checks {
     fallback: bool,
     /// Whether a budget, breaker, throttle or limit is set (each can end the retries).
     guarded: bool,
+    /// Whether a throttle is set (it counts an attempt failed with a retryable error as not
+    /// accepted: it reads the `on` kind, retried or not).
+    throttled: bool,
     /// Whether a `when` rule on errors has a limit of its own (a finite number of retries, or
     /// a `max_delay`).
     error_whens_bounded: bool,
@@ -212,6 +215,7 @@ impl Checks {
         top_scale_read: false,
         fallback: false,
         guarded: false,
+        throttled: false,
         error_whens_bounded: false,
     };
 
@@ -1028,6 +1032,15 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
                 ),
                 ("hint", self.checks.hinted),
                 ("on_retry", self.checks.on_retry),
+                // The kinds retried (unless a hedge or a throttle reads them, or `on(NoError)`
+                // is why no rule retries).
+                (
+                    "on",
+                    self.checks.on_written
+                        && !self.checks.on_never
+                        && p.timeout.hedge().is_none()
+                        && !self.checks.throttled,
+                ),
             ]
             .into_iter()
             .find_map(|(key, set)| set.then_some(key));
@@ -1470,7 +1483,7 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb, Th, L>
         C,
         Extras<Bu, Br, H, R, N, V, Fb, &crate::AdaptiveThrottle, L>,
     > {
-        self.map_guard(|x| Extras {
+        let mut b = self.map_guard(|x| Extras {
             budget: x.budget,
             breaker: x.breaker,
             hint: x.hint,
@@ -1480,7 +1493,9 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb, Th, L>
             fallback: x.fallback,
             throttle,
             limit: x.limit,
-        })
+        });
+        b.checks.throttled = true;
+        b
     }
 
     /// Names the function this policy retries, for its tracing events (feature `tracing`):
