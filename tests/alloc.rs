@@ -390,11 +390,15 @@ mod guards {
 
     #[robust(retries = 3, hedge(after = 50ms, max = 2))]
     async fn hedged_async() -> io::Result<u32> {
+        // (An await that is ready at once: the attempt answers at its first poll.)
+        std::future::ready(()).await;
         Ok(5)
     }
 
     #[robust(retries = 3, hedge(after = p95), timeout = adaptive(p = 99, min = 1ms, max = 1s))]
     async fn hedged_adaptive_async() -> io::Result<u32> {
+        // (An await that is ready at once: the attempt answers at its first poll.)
+        std::future::ready(()).await;
         Ok(6)
     }
 

@@ -2928,6 +2928,39 @@ pub fn check_mut_params_in_callbacks(config: &Config, f: &crate::ast::Func, erro
     }
 }
 
+/// Whether an async fn's body never awaits: no `.await` at any depth, and no macro call that
+/// could expand to one (`select!`, `join!`, a macro of the user's). Each attempt then ends at
+/// its first poll.
+fn never_awaits(tokens: proc_macro2::TokenStream) -> bool {
+    use proc_macro2::TokenTree;
+    let mut stack: Vec<Vec<TokenTree>> = vec![tokens.into_iter().collect()];
+    while let Some(level) = stack.pop() {
+        for (i, t) in level.iter().enumerate() {
+            match t {
+                TokenTree::Ident(id) if id == "await" => {
+                    if matches!(i.checked_sub(1).and_then(|j| level.get(j)),
+                        Some(TokenTree::Punct(p)) if p.as_char() == '.')
+                    {
+                        return false;
+                    }
+                }
+                TokenTree::Punct(p) if p.as_char() == '!' => {
+                    let after_name = matches!(
+                        i.checked_sub(1).and_then(|j| level.get(j)),
+                        Some(TokenTree::Ident(_))
+                    );
+                    if after_name && matches!(level.get(i + 1), Some(TokenTree::Group(_))) {
+                        return false;
+                    }
+                }
+                TokenTree::Group(g) => stack.push(g.stream().into_iter().collect()),
+                _ => {}
+            }
+        }
+    }
+    true
+}
+
 /// The methods of an attempt context that read no limit (its timeout or deadline).
 const HARMLESS_ATTEMPT_METHODS: [&str; 4] = ["number", "retries", "started", "elapsed"];
 
@@ -3072,6 +3105,11 @@ pub fn check_hedge(config: &Config, f: &crate::ast::Func, errors: &mut Errors) {
         errors.at(
             h.span,
             "`hedge` needs an async fn: hedges run beside the attempt they back up, and a blocking fn's thread runs one attempt at a time",
+        );
+    } else if never_awaits(f.body.stream()) {
+        errors.at(
+            h.span,
+            "this `hedge` is never sent: the body never awaits (no `.await`, no macro that may hide one), so each attempt ends at its first poll, before any hedge is due; hedge an fn whose attempts wait on something, or leave `hedge` out",
         );
     }
     let mut_ref =

@@ -59,7 +59,7 @@ async fn kinds_without_retries() -> io::Result<()> { Ok(()) }
 // Fine: the kinds a hedge reads (a retryable failure sends the next hedge at once) or a
 // throttle counts (a retryable failure is no accept), where nothing is retried.
 #[robust(retries = 0, timeout = 1s, on = [Timeout], hedge(after = 50ms))]
-async fn kinds_a_hedge_reads() -> io::Result<()> { Ok(()) }
+async fn kinds_a_hedge_reads() -> io::Result<()> { tokio::task::yield_now().await; Ok(()) }
 #[robust(retries = 0, timeout = 1s, on = [Timeout], throttle = THROTTLE)]
 async fn kinds_a_throttle_counts() -> io::Result<()> { Ok(()) }
 // Fine: a value an `Ok(..)` kind matches is returned as a failure (no `on_success`, a failure
@@ -75,7 +75,7 @@ async fn a_when_retries() -> io::Result<()> { Ok(()) }
 #[robust(retries = 0, timeout = 1s)]
 async fn no_retries() -> io::Result<()> { Ok(()) }
 #[robust(retries = 0, hedge(after = 50ms), budget = BUDGET)]
-async fn hedges_spend_it() -> io::Result<()> { Ok(()) }
+async fn hedges_spend_it() -> io::Result<()> { tokio::task::yield_now().await; Ok(()) }
 #[robust(retries = 0, budget = BUDGET)]
 fn pays_in() -> io::Result<()> { Ok(()) }
 

@@ -235,16 +235,17 @@ async fn limited_async() -> io::Result<()> { Ok(()) }
 
 // Hedging (async fns): a fixed delay or a percentile, with every other key.
 #[robust(hedge(after = "50ms"))]
-async fn hedged() -> io::Result<()> { Ok(()) }
+async fn hedged() -> io::Result<()> { tokio::task::yield_now().await; Ok(()) }
 
 #[robust(hedge(after = p99.9, max = 3), timeout = 1s, deadline = 3s, limit = LIMIT,
          throttle = THROTTLE, fallback = |e: io::Error| async move { Err(e) }, attempt = ctx)]
 async fn hedged_everything(owned: String, (a, b): (u32, u32), r: &str, _: u8) -> io::Result<usize> {
+    tokio::task::yield_now().await;
     Ok(owned.len() + (a + b) as usize + r.len() + ctx.retries() as usize)
 }
 
 #[robust(hedge(after = p95), timeout = adaptive(p = 99, factor = 2, min = 50ms, max = 5s))]
-async fn hedged_adaptive(mut n: u32) -> io::Result<u32> { n += 1; Ok(n) }
+async fn hedged_adaptive(mut n: u32) -> io::Result<u32> { tokio::task::yield_now().await; n += 1; Ok(n) }
 
 // Timeouts from measured latency, blocking and async.
 #[robust(timeout = adaptive(p = 99.9, factor = 2, min = "50ms", max = "5s"), retries = 2, when(Timeout, retries = 1))]

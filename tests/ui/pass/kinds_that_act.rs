@@ -27,7 +27,7 @@ fn closures_that_read() -> io::Result<u16> { Ok(1) }
 
 // With hedges, or with retries, the deadline bounds the call.
 #[robust(retries = 0, timeout = 1s, deadline = 5s, hedge(after = 100ms))]
-async fn deadline_bounds_hedges() -> io::Result<()> { Ok(()) }
+async fn deadline_bounds_hedges() -> io::Result<()> { tokio::task::yield_now().await; Ok(()) }
 
 #[robust(retries = 2, timeout = 1s, deadline = 5s)]
 async fn deadline_bounds_retries() -> io::Result<()> { Ok(()) }
