@@ -655,6 +655,16 @@ fn the_builder_refuses_a_jitter_the_strategy_gives_nothing_to_do() {
             })
             .build()
             .err(),
+        // A `when` rule's AWS jitter over the `NoBackoff` it inherits: its `max` of 0 caps
+        // every draw, whatever the other rules wait.
+        Policy::builder()
+            .backoff(NoBackoff)
+            .when(Io::of([std::io::ErrorKind::ConnectionRefused]), |r| {
+                r.backoff(Exponential::new(s(1), s(30), 2.0).unwrap())
+            })
+            .when(Io::ANY, |r| r.jitter(AwsDecorrelated))
+            .build()
+            .err(),
     ];
     for e in refused_for(refused.into_iter().map(|e| (e, "jitter"))) {
         assert!(
@@ -696,94 +706,13 @@ fn the_builder_refuses_a_jitter_the_strategy_gives_nothing_to_do() {
             .when(Io::ANY, |r| r.retries(2))
             .build()
             .err(),
-    ];
-    all_accepted(accepted);
-}
-
-/// The builder refuses a fallback that is never called, as the attribute does: every error
-/// retried for ever by the `on` rule, with nothing that could end the retries. A `max_delay`,
-/// a deadline, an `on` kind that leaves errors unretried, a `when` rule with a limit, or a
-/// guard each make it reachable.
-#[test]
-fn the_builder_refuses_a_fallback_that_is_never_called() {
-    use retry_runtime::kind::Io;
-    use retry_runtime::{NoBackoff, Policy, RetryBudget};
-    static BUDGET: RetryBudget = match RetryBudget::new(10.0, 0.1, 1.0) {
-        Ok(b) => b,
-        Err(_) => panic!(),
-    };
-    let fallback = |_: io::Error| Ok::<u32, io::Error>(0);
-    let forever = || Policy::builder().retries(-1).backoff(NoBackoff);
-    let refused = [
-        forever().fallback(fallback).build().err(),
-        forever()
-            .when(Io::of([ErrorKind::ConnectionRefused]), |s| s.retries(-1))
-            .fallback(fallback)
-            .build()
-            .err(),
-    ];
-    for e in refused_for(refused.into_iter().map(|e| (e, "fallback"))) {
-        assert!(e.to_string().contains("never called"), "{e}");
-    }
-    let accepted = [
-        forever()
-            .max_delay(Duration::from_secs(10))
-            .fallback(fallback)
-            .build()
-            .err(),
-        forever()
-            .deadline(Duration::from_secs(10))
-            .fallback(fallback)
-            .build()
-            .err(),
-        forever().on(Io::ANY).fallback(fallback).build().err(),
-        forever()
-            .when(Io::of([ErrorKind::ConnectionRefused]), |s| s.retries(2))
-            .fallback(fallback)
-            .build()
-            .err(),
-        forever().budget(&BUDGET).fallback(fallback).build().err(),
+        // A `when` rule's AWS jitter over the growing strategy it inherits: the `on` rule
+        // reads its growth (as the attribute accepts).
         Policy::builder()
-            .retries(3)
-            .fallback(fallback)
+            .backoff(Linear::new(s(1), s(30)).unwrap())
+            .when(Io::ANY, |r| r.jitter(AwsDecorrelated))
             .build()
             .err(),
-    ];
-    all_accepted(accepted);
-}
-
-/// The builder refuses an `on` kind where no rule retries, as the attribute does, unless a
-/// hedge (a retryable failure sends the next hedge at once) or a throttle (a retryable failure
-/// is no accept) reads it.
-#[test]
-fn the_builder_refuses_an_on_kind_where_nothing_is_retried() {
-    use retry_runtime::hedge::Hedge;
-    use retry_runtime::kind::Timeout;
-    use retry_runtime::{AdaptiveThrottle, Policy};
-    static THROTTLE: AdaptiveThrottle = match AdaptiveThrottle::new(2.0, Duration::from_secs(60)) {
-        Ok(t) => t,
-        Err(_) => panic!(),
-    };
-    let refused = [Policy::builder().retries(0).on(Timeout).build().err()];
-    for e in refused_for(refused.into_iter().map(|e| (e, "on"))) {
-        assert!(e.to_string().contains("no rule ever retries"), "{e}");
-    }
-    let hedge = Hedge::after(Duration::from_millis(50), 1).unwrap();
-    let accepted = [
-        Policy::builder()
-            .retries(0)
-            .on(Timeout)
-            .throttle(&THROTTLE)
-            .build()
-            .err(),
-        Policy::builder()
-            .retries(0)
-            .on(Timeout)
-            .timeout(Duration::from_secs(1))
-            .hedge(hedge)
-            .build()
-            .err(),
-        Policy::builder().retries(1).on(Timeout).build().err(),
     ];
     all_accepted(accepted);
 }

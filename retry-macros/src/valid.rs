@@ -1288,7 +1288,12 @@ pub fn check_jitter_reads_strategy(config: &Config, errors: &mut Errors) {
             _ => None,
         };
         // (Reported beside an unused parameter too: every error at once.)
-        if matches!(jitter.value, JitterSpec::AwsDecorrelated) && starts_at_zero(&strategy.value) {
+        // (For a `when` beside other rules, the previous delay it starts from may be
+        // another rule's; at the top level, every rule reads the same pair.)
+        if matches!(jitter.value, JitterSpec::AwsDecorrelated)
+            && starts_at_zero(&strategy.value)
+            && (is_top || single)
+        {
             errors.at(
                 jitter.span,
                 "`jitter = aws_decorrelated` makes every delay 0 here: it draws each delay between the strategy's `base` and three times the previous delay, starting from `base`, and the `base` is 0; give `base` a value above 0, or choose another jitter",
@@ -1556,7 +1561,7 @@ pub fn check_fallback_reachable(config: &Config, errors: &mut Errors) {
     {
         errors.at(
             Sp::of(&**fallback),
-            "this `fallback` is never called: every error is retried for ever (`retries` is negative, with no `on` list, `max_delay`, `deadline` or guard that could end the retries), so the call returns only a success; bound the retries (`retries = N`, a `max_delay`, a `deadline`), or leave the fallback out",
+            "this `fallback` is never called: every error is retried for ever (`retries` is negative, with no `on` list, `max_delay`, `deadline` or guard that could end the retries), so the call returns only a success; bound the retries (`retries = N`, a `max_delay`, a `deadline`, an `on` list of the errors to retry, a `when` with a limit, or a guard: `budget`, `breaker`, `throttle`, `limit`), or leave the fallback out",
         );
     }
 }
@@ -1662,17 +1667,6 @@ pub fn check_never_retries(config: &Config, errors: &mut Errors) {
         return;
     };
     dead(&config.settings, errors, reason, !top_retries);
-    // The error kinds retried, where nothing is: unless a hedge (a retryable failure sends
-    // the next hedge at once) or a throttle (it counts an attempt failed with a retryable
-    // error as not accepted) reads them. (A value an `Ok(..)` kind matches is a failure for
-    // the guards and no success for `on_success`, retried or not.)
-    if let Some(on) = &config.on
-        && !on.value.iter().any(Kind::is_ok)
-        && config.hedge.is_none()
-        && config.throttle.is_none()
-    {
-        no_effect(errors, on.span, "on", reason);
-    }
     // (A budget is not among them: each call deposits into it, which matters when it is
     // shared with fns that retry.)
     for (key, e) in [

@@ -180,16 +180,6 @@ struct Checks {
     /// that inherits the `on` rule's strategy too reads the pair as the `on` rule does).
     top_jitter_read_elsewhere: bool,
     top_scale_read: bool,
-    /// Whether a fallback is set.
-    fallback: bool,
-    /// Whether a budget, breaker, throttle or limit is set (each can end the retries).
-    guarded: bool,
-    /// Whether a throttle is set (it counts an attempt failed with a retryable error as not
-    /// accepted: it reads the `on` kind, retried or not).
-    throttled: bool,
-    /// Whether a `when` rule on errors has a limit of its own (a finite number of retries, or
-    /// a `max_delay`).
-    error_whens_bounded: bool,
 }
 
 impl Checks {
@@ -213,10 +203,6 @@ impl Checks {
         top_jitter_read: false,
         top_jitter_read_elsewhere: false,
         top_scale_read: false,
-        fallback: false,
-        guarded: false,
-        throttled: false,
-        error_whens_bounded: false,
     };
 
     /// Why a `when` rule of kind `K` would never apply, as far as the kinds' types tell: a
@@ -300,18 +286,25 @@ impl Checks {
 }
 
 /// Why the jitter `J`, written for a rule whose strategy is `backoff`, changes nothing or makes
-/// every delay 0 (as the attribute refuses it): the AWS decorrelated jitter beside a strategy
-/// whose `base` is 0 or `NoBackoff` in a policy of one rule (every delay 0; with other rules,
-/// the previous delay it starts from may be another rule's) or beside a strategy whose `base`
-/// is its `max` (`Constant`: it draws between the two), the decorrelated jitter beside a
+/// every delay 0 (as the attribute refuses it): the AWS decorrelated jitter beside `NoBackoff`
+/// (its `max` of 0 caps every draw), beside a strategy whose `base` is 0 in a policy of one
+/// rule (every delay 0; with other rules, the previous delay it starts from may be another
+/// rule's), beside a strategy whose `base` is its `max` (`Constant`: it draws between the
+/// two), or beside a growing strategy of the rule's own (`own_strategy`: one a `when` rule
+/// inherits grows for the rules that read it otherwise), the decorrelated jitter beside a
 /// strategy whose delay does not depend on the exponent it moves (`NoBackoff`, `Constant`,
 /// `Random`, or a `base` no lower than `max`) in a policy of one rule (in one of several, it
 /// also moves the state the other rules share).
-fn dead_jitter<B: Backoff, J>(backoff: &B, single: bool) -> Option<&'static str> {
+fn dead_jitter<B: Backoff, J>(
+    backoff: &B,
+    single: bool,
+    own_strategy: bool,
+) -> Option<&'static str> {
     let none = same_type::<B, crate::NoBackoff>();
     if same_type::<J, crate::jitter::AwsDecorrelated>() {
-        // (With other rules, the previous delay it starts from may be another rule's.)
-        if single && (none || backoff.base().is_zero()) {
+        // (With other rules, the previous delay it starts from may be another rule's; not
+        // beside `NoBackoff`, whose `max` of 0 caps every draw.)
+        if none || single && backoff.base().is_zero() {
             return Some(
                 "`AwsDecorrelated` makes every delay 0 here: it draws each delay between the strategy's `base` and three times the previous delay, starting from `base`, and the `base` is 0; give `base` a value above 0, or choose another jitter",
             );
@@ -321,9 +314,11 @@ fn dead_jitter<B: Backoff, J>(backoff: &B, single: bool) -> Option<&'static str>
                 "`AwsDecorrelated` has no effect here: it draws between the strategy's `base` and `max`, which this strategy makes the same (a `Constant`, or a `base` no lower than `max`); choose another jitter or strategy",
             );
         }
-        if same_type::<B, crate::Linear>()
-            || same_type::<B, crate::Fibonacci>()
-            || is_polynomial::<B>()
+        // (A strategy a `when` rule inherits grows for the rules that read it otherwise.)
+        if own_strategy
+            && (same_type::<B, crate::Linear>()
+                || same_type::<B, crate::Fibonacci>()
+                || is_polynomial::<B>())
         {
             return Some(
                 "`AwsDecorrelated` draws each delay from the strategy's `base` and `max` and the previous delay only: a `Linear`, `Fibonacci` or `Polynomial` strategy's growth has no effect beside it; use `Exponential::new(base, max, 2.0)`, or choose another jitter",
@@ -402,7 +397,8 @@ fn unread_by_a_dead_rule<B, J>(
 fn unread_setting<B2: Backoff, J2>(settings: &Settings<B2, J2>) -> Option<ConfigError> {
     if may_retry(&settings.rule)
         && settings.written.jitter
-        && let Some(why) = dead_jitter::<B2, J2>(&settings.rule.backoff, false)
+        && let Some(why) =
+            dead_jitter::<B2, J2>(&settings.rule.backoff, false, settings.written.backoff)
     {
         return Some(ConfigError::new("jitter", why));
     }
@@ -701,8 +697,6 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
         let mut checks = self.checks;
         let unread = checks.add_rule(&settings);
         checks.error_whens_retry |= may_retry(&settings.rule);
-        checks.error_whens_bounded |=
-            settings.rule.retries != Retries::Forever || settings.rule.max_delay.is_some();
         let dead = checks.never_applies::<K2>();
         checks.add_when::<K2>();
         let mut b = map_part!(self, whens, |whens| (whens, Rule::new(kind, settings.rule)));
@@ -971,14 +965,6 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
         map_part!(self, extras, f)
     }
 
-    /// [`map_extras`](Self::map_extras) setting a guard (a budget, breaker, throttle or limit:
-    /// each can end the retries).
-    fn map_guard<X2>(self, f: impl FnOnce(X) -> X2) -> PolicyBuilder<W, K, B, J, T, S, F, C, X2> {
-        let mut b = self.map_extras(f);
-        b.checks.guarded = true;
-        b
-    }
-
     /// The policy, or the first invalid value given to the builder, or a setting another one
     /// makes dead: an `on` kind a `when` rule takes first (`on(Io::ANY)` beside
     /// `when(AnyError, ..)`: the `when` rules are tried before `on`), a hedge that could never run beside its attempt (one due no sooner than the
@@ -1032,15 +1018,6 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
                 ),
                 ("hint", self.checks.hinted),
                 ("on_retry", self.checks.on_retry),
-                // The kinds retried (unless a hedge or a throttle reads them, or `on(NoError)`
-                // is why no rule retries).
-                (
-                    "on",
-                    self.checks.on_written
-                        && !self.checks.on_never
-                        && p.timeout.hedge().is_none()
-                        && !self.checks.throttled,
-                ),
             ]
             .into_iter()
             .find_map(|(key, set)| set.then_some(key));
@@ -1050,22 +1027,6 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
                     "has no effect: no rule ever retries (the `on` rule has `retries(0)`, a `max_delay` of zero, or `on(NoError)` with no `on_ok`, and no `when` rule retries); leave it out, or allow retries",
                 ));
             }
-        }
-        // A fallback that is never called (as the attribute refuses it): every error retried
-        // for ever by the `on` rule (its kind every error), with nothing that could end the
-        // retries (a `max_delay`, a deadline, a `when` rule with a limit, a guard).
-        if self.checks.fallback
-            && same_type::<K, AnyError>()
-            && p.settings.rule.retries == Retries::Forever
-            && p.settings.rule.max_delay.is_none()
-            && p.timeout.deadline().is_none()
-            && !self.checks.error_whens_bounded
-            && !self.checks.guarded
-        {
-            return Err(ConfigError::new(
-                "fallback",
-                "is never called: every error is retried for ever (`retries(-1)` on every error, with no `max_delay`, deadline, `when` rule with a limit, or guard that could end the retries), so the call returns only a success; bound the retries, or leave the fallback out",
-            ));
         }
         // A hint reads the errors a rule retries: with only values retried (`on(NoError)`
         // beside an `on_ok` kind or a `when_ok` rule, and no `when` rule on errors that
@@ -1093,7 +1054,8 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
         if on_retries
             && p.settings.written.jitter
             && !self.checks.top_jitter_read_elsewhere
-            && let Some(why) = dead_jitter::<B, J>(&p.settings.rule.backoff, same_type::<W, ()>())
+            && let Some(why) =
+                dead_jitter::<B, J>(&p.settings.rule.backoff, same_type::<W, ()>(), true)
         {
             return Err(ConfigError::new("jitter", why));
         }
@@ -1234,7 +1196,7 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb, Th, L>
         self,
         budget: &'a G,
     ) -> PolicyBuilder<W, K, B, J, T, S, F, C, Extras<G::Ref<'a>, Br, H, R, N, V, Fb, Th, L>> {
-        self.map_guard(|x| Extras {
+        self.map_extras(|x| Extras {
             budget: budget.as_budget(),
             breaker: x.breaker,
             hint: x.hint,
@@ -1256,7 +1218,7 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb, Th, L>
         self,
         breaker: &'a G,
     ) -> PolicyBuilder<W, K, B, J, T, S, F, C, Extras<Bu, G::Ref<'a>, H, R, N, V, Fb, Th, L>> {
-        self.map_guard(|x| Extras {
+        self.map_extras(|x| Extras {
             budget: x.budget,
             breaker: breaker.as_breaker(),
             hint: x.hint,
@@ -1366,9 +1328,10 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb, Th, L>
     /// up, `max_delay`, deadline, empty budget, open breaker), and its result is returned. It
     /// is not called on success, nor when a value an `Ok(..)` kind matched is returned after
     /// the retries. (An async fallback is the attribute's; with the builder, await one on the
-    /// error `call_async` returns.) `build()` refuses a fallback that is never called: every
-    /// error retried for ever (`retries(-1)` on every error, with no `max_delay`, deadline,
-    /// `when` rule with a limit, or guard).
+    /// error `call_async` returns.) Unlike the attribute, `build()` accepts a fallback beside
+    /// rules that retry every error for ever: under `tower::RobustLayer` (feature `tower`)
+    /// it still answers errors no rule sees (a service's readiness error, a request that
+    /// cannot be copied, a per-key breaker's `Open`).
     ///
     /// ```
     /// use retry_runtime::{NoBackoff, Policy};
@@ -1390,7 +1353,7 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb, Th, L>
         self,
         fallback: Fb2,
     ) -> PolicyBuilder<W, K, B, J, T, S, F, C, Extras<Bu, Br, H, R, N, V, Fb2, Th, L>> {
-        let mut b = self.map_extras(|x| Extras {
+        self.map_extras(|x| Extras {
             budget: x.budget,
             breaker: x.breaker,
             hint: x.hint,
@@ -1400,9 +1363,7 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb, Th, L>
             fallback,
             throttle: x.throttle,
             limit: x.limit,
-        });
-        b.checks.fallback = true;
-        b
+        })
     }
 
     /// A concurrency limit (SPEC section 16): an attempt holds one of the limit's slots while
@@ -1437,7 +1398,7 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb, Th, L>
         C,
         Extras<Bu, Br, H, R, N, V, Fb, Th, &crate::ConcurrencyLimit>,
     > {
-        self.map_guard(|x| Extras {
+        self.map_extras(|x| Extras {
             budget: x.budget,
             breaker: x.breaker,
             hint: x.hint,
@@ -1483,7 +1444,7 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb, Th, L>
         C,
         Extras<Bu, Br, H, R, N, V, Fb, &crate::AdaptiveThrottle, L>,
     > {
-        let mut b = self.map_guard(|x| Extras {
+        self.map_extras(|x| Extras {
             budget: x.budget,
             breaker: x.breaker,
             hint: x.hint,
@@ -1493,9 +1454,7 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb, Th, L>
             fallback: x.fallback,
             throttle,
             limit: x.limit,
-        });
-        b.checks.throttled = true;
-        b
+        })
     }
 
     /// Names the function this policy retries, for its tracing events (feature `tracing`):

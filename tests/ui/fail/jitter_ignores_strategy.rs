@@ -106,6 +106,13 @@ async fn top_scale_read_only_beside_none() -> std::io::Result<()> { Ok(()) }
 fn fine_when_jitter_beside_inherited_constant() -> std::io::Result<()> { Ok(()) }
 #[robust(backoff = none, jitter = full, when(Io, retries = 2, backoff = constant(base = 1s)))]
 fn fine_top_jitter_read_by_a_when() -> std::io::Result<()> { Ok(()) }
+// (Fine: beside other rules, a `when`'s AWS jitter over a strategy from 0 may start from
+// another rule's delay; and over a growing strategy it inherits, which the top level reads.)
+#[robust(retries = 6, backoff = random(base = 0, max = 10s), jitter = none, timeout = 1s,
+         when(Timeout, jitter = aws_decorrelated))]
+async fn fine_when_aws_beside_a_random_from_zero() -> std::io::Result<()> { Ok(()) }
+#[robust(backoff = linear(base = 1s, max = 30s), when(Io, jitter = aws_decorrelated))]
+fn fine_when_aws_beside_an_inherited_linear() -> std::io::Result<()> { Ok(()) }
 
 // (Fine: a custom jitter may add to a zero delay, which the scale then scales.)
 struct Pad;

@@ -31,11 +31,6 @@ fn fine_hint_beside_an_error_kind() -> io::Result<u16> { Ok(200) }
          hint = |_e: &io::Error| Some(std::time::Duration::from_secs(1)))]
 fn fine_hint_with_an_error_when() -> io::Result<u16> { Ok(200) }
 
-static THROTTLE: retry_runtime::AdaptiveThrottle =
-    match retry_runtime::AdaptiveThrottle::new(2.0, std::time::Duration::from_secs(60)) {
-        Ok(t) => t,
-        Err(_) => panic!(),
-    };
 static BUDGET: retry_runtime::RetryBudget = match retry_runtime::RetryBudget::new(5.0, 0.1, 1.0) {
     Ok(b) => b,
     Err(_) => panic!(),
@@ -51,21 +46,6 @@ async fn every_retrying_when_sets_its_own() -> io::Result<()> { Ok(()) }
 // With `max_delay = 0` the reason, the top level's `retries` is one of them.
 #[robust(max_delay = 0, retries = 4, when(Timeout, retries = 2, max_delay = 10s), timeout = 1s)]
 async fn retries_every_when_sets() -> io::Result<()> { Ok(()) }
-
-// The kinds retried, where nothing is retried.
-#[robust(retries = 0, timeout = 1s, on = [Timeout])]
-async fn kinds_without_retries() -> io::Result<()> { Ok(()) }
-
-// Fine: the kinds a hedge reads (a retryable failure sends the next hedge at once) or a
-// throttle counts (a retryable failure is no accept), where nothing is retried.
-#[robust(retries = 0, timeout = 1s, on = [Timeout], hedge(after = 50ms))]
-async fn kinds_a_hedge_reads() -> io::Result<()> { tokio::task::yield_now().await; Ok(()) }
-#[robust(retries = 0, timeout = 1s, on = [Timeout], throttle = THROTTLE)]
-async fn kinds_a_throttle_counts() -> io::Result<()> { Ok(()) }
-// Fine: a value an `Ok(..)` kind matches is returned as a failure (no `on_success`, a failure
-// for a breaker), retried or not.
-#[robust(retries = 0, on = [Ok(|v: &u32| *v == 0)], on_success = || ())]
-fn values_matched_without_retries() -> io::Result<u32> { Ok(1) }
 
 // Fine: a `when` that retries takes the top level's backoff; `retries = 0` alone; a timeout;
 // a budget that hedges spend; a budget that a fn which never retries pays into (each call
