@@ -2959,46 +2959,10 @@ fn never_awaits(tokens: proc_macro2::TokenStream) -> bool {
 const HARMLESS_ATTEMPT_METHODS: [&str; 4] = ["number", "retries", "started", "elapsed"];
 
 /// Whether `tokens` may read the attempt's limit through the attempt context `name`: a mention
-/// of the variable other than a call of one of [`HARMLESS_ATTEMPT_METHODS`] (`ctx.number()`),
-/// a string that names it as a format argument, or a path segment of that name excluded.
-/// (Passing it on, `helper(ctx)`, may read it.) Iterative, as [`names_variable`].
+/// of the variable other than a call of one of [`HARMLESS_ATTEMPT_METHODS`] (`ctx.number()`)
+/// or a path segment of that name. (Passing it on, `helper(ctx)`, may read it.)
 fn may_read_limit(tokens: proc_macro2::TokenStream, name: &syn::Ident) -> bool {
-    use proc_macro2::{Delimiter, TokenTree};
-    let (plain, formatted) = (format!("{{{name}}}"), format!("{{{name}:"));
-    let punct =
-        |t: Option<&TokenTree>, c: char| matches!(t, Some(TokenTree::Punct(p)) if p.as_char() == c);
-    let mut stack: Vec<Vec<TokenTree>> = vec![tokens.into_iter().collect()];
-    while let Some(level) = stack.pop() {
-        for (i, t) in level.iter().enumerate() {
-            match t {
-                TokenTree::Ident(id) if id == name => {
-                    let before = i.checked_sub(1).and_then(|j| level.get(j));
-                    let path = punct(level.get(i + 1), ':') && punct(level.get(i + 2), ':')
-                        || i >= 2 && punct(before, ':') && punct(level.get(i - 2), ':');
-                    if punct(before, '.') || path {
-                        continue;
-                    }
-                    let harmless = punct(level.get(i + 1), '.')
-                        && matches!(level.get(i + 2), Some(TokenTree::Ident(m))
-                            if HARMLESS_ATTEMPT_METHODS.iter().any(|h| m == h))
-                        && matches!(level.get(i + 3), Some(TokenTree::Group(g))
-                            if g.delimiter() == Delimiter::Parenthesis && g.stream().is_empty());
-                    if !harmless {
-                        return true;
-                    }
-                }
-                TokenTree::Literal(l) => {
-                    let text = l.to_string();
-                    if text.contains(&plain) || text.contains(&formatted) {
-                        return true;
-                    }
-                }
-                TokenTree::Group(g) => stack.push(g.stream().into_iter().collect()),
-                _ => {}
-            }
-        }
-    }
-    false
+    names_variable_but(tokens, name, true, &HARMLESS_ATTEMPT_METHODS)
 }
 
 /// Whether `tokens` contain the identifier `name`, at any depth, or a string literal that
@@ -3012,7 +2976,17 @@ fn mentions(tokens: proc_macro2::TokenStream, name: &syn::Ident) -> bool {
 /// whether `tokens` may read the variable `name`. (A name after a `.` is a field, never the
 /// variable.)
 fn names_variable(tokens: proc_macro2::TokenStream, name: &syn::Ident, skip_paths: bool) -> bool {
-    use proc_macro2::TokenTree;
+    names_variable_but(tokens, name, skip_paths, &[])
+}
+
+/// [`names_variable`], not counting a call of one of `methods` on it (`name.number()`).
+fn names_variable_but(
+    tokens: proc_macro2::TokenStream,
+    name: &syn::Ident,
+    skip_paths: bool,
+    methods: &[&str],
+) -> bool {
+    use proc_macro2::{Delimiter, TokenTree};
     let (plain, formatted) = (format!("{{{name}}}"), format!("{{{name}:"));
     let punct =
         |t: Option<&TokenTree>, c: char| matches!(t, Some(TokenTree::Punct(p)) if p.as_char() == c);
@@ -3025,7 +2999,12 @@ fn names_variable(tokens: proc_macro2::TokenStream, name: &syn::Ident, skip_path
                     let path = skip_paths
                         && (punct(level.get(i + 1), ':') && punct(level.get(i + 2), ':')
                             || i >= 2 && punct(before, ':') && punct(level.get(i - 2), ':'));
-                    if !punct(before, '.') && !path {
+                    let method = punct(level.get(i + 1), '.')
+                        && matches!(level.get(i + 2), Some(TokenTree::Ident(m))
+                            if methods.iter().any(|h| m == h))
+                        && matches!(level.get(i + 3), Some(TokenTree::Group(g))
+                            if g.delimiter() == Delimiter::Parenthesis && g.stream().is_empty());
+                    if !punct(before, '.') && !path && !method {
                         return true;
                     }
                 }
