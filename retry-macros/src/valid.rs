@@ -2730,14 +2730,27 @@ pub fn check_fn(f: &crate::ast::Func, errors: &mut Errors) {
 /// A blocking fn's timeout is cooperative (a running thread cannot be cancelled): it acts only
 /// through the attempt's context, which the body reads (`attempt = NAME`), and through the
 /// `Timeout` kind, which an error returned after it matches. With neither, it does nothing.
+/// So is an async fn's whose body never awaits (no `.await`, no macro that may hide one):
+/// each attempt ends at its first poll, before any timer can cut it.
 pub fn check_blocking_timeout(config: &Config, f: &crate::ast::Func, errors: &mut Errors) {
+    let runs_through = f.sig.asyncness.is_none() || never_awaits(f.body.stream());
+    let which = if f.sig.asyncness.is_none() {
+        "a blocking fn's timeout is cooperative (a running thread cannot be cancelled)"
+    } else {
+        "this async fn's body never awaits (no `.await`, no macro that may hide one), so each attempt runs to its end at its first poll and its timeout is cooperative, as a blocking fn's"
+    };
+    let which_deadline = if f.sig.asyncness.is_none() {
+        "a blocking fn's deadline is cooperative (a running thread cannot be cancelled)"
+    } else {
+        "this async fn's body never awaits (no `.await`, no macro that may hide one), so its deadline is cooperative, as a blocking fn's"
+    };
     // A name the body never mentions does not read it (a mention under `#[cfg(..)]` counts),
     // nor one it only asks for the attempt's number or start (`ctx.number()`).
     let unread = config
         .attempt
         .as_ref()
         .filter(|a| !may_read_limit(f.body.stream(), a));
-    if f.sig.asyncness.is_some() || config.attempt.is_some() && unread.is_none() {
+    if !runs_through || config.attempt.is_some() && unread.is_none() {
         return;
     }
     let unread_note = unread.map_or(String::new(), |a| {
@@ -2766,7 +2779,7 @@ pub fn check_blocking_timeout(config: &Config, f: &crate::ast::Func, errors: &mu
     {
         errors.at(
             span,
-            format!("this `deadline` does nothing: a blocking fn's deadline is cooperative (a running thread cannot be cancelled): it stops retries, and no retry is ever made here, and nothing reads it{unread_note}; name the attempt (`attempt = ctx`) and stop when `ctx.is_expired()`, or leave it out"),
+            format!("this `deadline` does nothing: {which_deadline}: it stops retries, and no retry is ever made here, and nothing reads it{unread_note}; name the attempt (`attempt = ctx`) and stop when `ctx.is_expired()`, or leave it out"),
         );
     }
     let span = match (&config.timeout, &config.adaptive) {
@@ -2783,12 +2796,12 @@ pub fn check_blocking_timeout(config: &Config, f: &crate::ast::Func, errors: &mu
     if !named {
         errors.at(
             span,
-            format!("this `timeout` does nothing: a blocking fn's timeout is cooperative (a running thread cannot be cancelled), and nothing here reads it{unread_note}; name the attempt (`attempt = ctx`) and stop when `ctx.is_expired()`, add a rule on `Timeout` (an error returned after the timeout is one), or leave it out"),
+            format!("this `timeout` does nothing: {which}, and nothing here reads it{unread_note}; name the attempt (`attempt = ctx`) and stop when `ctx.is_expired()`, add a rule on `Timeout` (an error returned after the timeout is one), or leave it out"),
         );
     } else if never_retries {
         errors.at(
             span,
-            format!("this `timeout` does nothing: a blocking fn's timeout is cooperative (a running thread cannot be cancelled): it makes a late error a `Timeout`, which no rule here retries, as no rule retries at all, and nothing reads it{unread_note}; name the attempt (`attempt = ctx`) and stop when `ctx.is_expired()`, or leave it out"),
+            format!("this `timeout` does nothing: {which}: it makes a late error a `Timeout`, which no rule here retries, as no rule retries at all, and nothing reads it{unread_note}; name the attempt (`attempt = ctx`) and stop when `ctx.is_expired()`, or leave it out"),
         );
     }
 }

@@ -31,6 +31,11 @@ struct Conn { ctx: u32 }
 #[robust(timeout = 2s, attempt = ctx)]
 fn a_field_of_that_name(c: &Conn) -> std::io::Result<u32> { Ok(c.ctx) }
 
+// An async fn whose body never awaits runs each attempt to its end at its first poll: its
+// timeout is cooperative too.
+#[robust(timeout = 2s)]
+async fn async_without_an_await() -> std::io::Result<u64> { Ok(std::fs::metadata("x")?.len()) }
+
 // Asking the context for the attempt's number or start reads no limit.
 #[robust(timeout = 2s, attempt = ctx)]
 fn only_the_number() -> std::io::Result<u32> { Ok(ctx.number() + ctx.retries()) }
@@ -65,6 +70,9 @@ fn passed_on() -> std::io::Result<u32> { let _ = stop_when_expired(ctx); Ok(ctx.
 #[robust(timeout = 2s, on = [Timeout])]
 fn timeout_rule() -> std::io::Result<()> { Ok(()) }
 
+#[robust(timeout = 2s, on = [Timeout])]
+async fn async_without_an_await_and_a_timeout_rule() -> std::io::Result<u64> { Ok(std::fs::metadata("x")?.len()) }
+
 #[robust(timeout = 2s, when(Timeout, retries = 1))]
 fn timeout_when() -> std::io::Result<()> { Ok(()) }
 
@@ -75,6 +83,6 @@ fn deadline_read() -> std::io::Result<()> { let _ = ctx.remaining(); Ok(()) }
 fn deadline_stops_retries() -> std::io::Result<()> { Ok(()) }
 
 #[robust(timeout = 2s)]
-async fn cancelled() -> std::io::Result<()> { Ok(()) }
+async fn cancelled() -> std::io::Result<()> { tokio::task::yield_now().await; Ok(()) }
 
 fn main() {}

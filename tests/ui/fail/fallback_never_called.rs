@@ -14,7 +14,7 @@ fn forever() -> io::Result<u32> { Ok(1) }
 fn forever_with_a_when() -> io::Result<u32> { Ok(1) }
 
 #[robust(retries = -1, timeout = 1s, fallback = |e: io::Error| async move { Err(e) })]
-async fn forever_async() -> io::Result<u32> { Ok(1) }
+async fn forever_async() -> io::Result<u32> { tokio::task::yield_now().await; Ok(1) }
 
 // (Fine: something ends the retries.)
 static BUDGET: retry_runtime::RetryBudget = match retry_runtime::RetryBudget::new(10.0, 0.1, 1.0) {
@@ -26,7 +26,7 @@ fn bounded_by_max_delay() -> io::Result<u32> { Ok(1) }
 #[robust(retries = -1, on = [Io(ConnectionRefused)], fallback = |_e: io::Error| Ok(0))]
 fn other_errors_not_retried() -> io::Result<u32> { Ok(1) }
 #[robust(retries = -1, deadline = 10s, fallback = |e: io::Error| async move { Err(e) })]
-async fn bounded_by_a_deadline() -> io::Result<u32> { Ok(1) }
+async fn bounded_by_a_deadline() -> io::Result<u32> { tokio::task::yield_now().await; Ok(1) }
 #[robust(retries = -1, when(Io(ConnectionRefused), retries = 2), fallback = |_e: io::Error| Ok(0))]
 fn a_when_gives_up() -> io::Result<u32> { Ok(1) }
 #[robust(retries = -1, budget = BUDGET, fallback = |_e: io::Error| Ok(0))]

@@ -91,15 +91,15 @@ fn a_when_scales_the_same_pair() -> std::io::Result<()> { Ok(()) }
 // A `when`'s own jitter beside the strategy it inherits: `backoff = none` makes every delay
 // zero, and `aws_decorrelated` over a constant always gives `base`.
 #[robust(backoff = none, timeout = 1s, when(Timeout, retries = 5, jitter = full))]
-async fn when_jitter_beside_inherited_none() -> std::io::Result<()> { Ok(()) }
+async fn when_jitter_beside_inherited_none() -> std::io::Result<()> { tokio::task::yield_now().await; Ok(()) }
 #[robust(backoff = constant(base = 1s), when(Io, retries = 3, jitter = aws_decorrelated))]
 fn when_aws_beside_inherited_constant() -> std::io::Result<()> { Ok(()) }
 // The top level's jitter or scale, where every rule that reads it waits zero (the `when`
 // sets its own jitter, or its own scale).
 #[robust(backoff = none, jitter = full, timeout = 1s, when(Timeout, retries = 2, jitter = none))]
-async fn top_jitter_read_only_beside_none() -> std::io::Result<()> { Ok(()) }
+async fn top_jitter_read_only_beside_none() -> std::io::Result<()> { tokio::task::yield_now().await; Ok(()) }
 #[robust(backoff = none, scale = 2, timeout = 1s, when(Timeout, retries = 2, jitter = none, scale = 3))]
-async fn top_scale_read_only_beside_none() -> std::io::Result<()> { Ok(()) }
+async fn top_scale_read_only_beside_none() -> std::io::Result<()> { tokio::task::yield_now().await; Ok(()) }
 // (Fine: the inherited strategy waits, and the top level's jitter is read by a `when` whose
 // strategy waits.)
 #[robust(backoff = constant(base = 1s), when(Io, retries = 3, jitter = full))]
@@ -110,7 +110,7 @@ fn fine_top_jitter_read_by_a_when() -> std::io::Result<()> { Ok(()) }
 // another rule's delay; and over a growing strategy it inherits, which the top level reads.)
 #[robust(retries = 6, backoff = random(base = 0, max = 10s), jitter = none, timeout = 1s,
          when(Timeout, jitter = aws_decorrelated))]
-async fn fine_when_aws_beside_a_random_from_zero() -> std::io::Result<()> { Ok(()) }
+async fn fine_when_aws_beside_a_random_from_zero() -> std::io::Result<()> { tokio::task::yield_now().await; Ok(()) }
 #[robust(backoff = linear(base = 1s, max = 30s), when(Io, jitter = aws_decorrelated))]
 fn fine_when_aws_beside_an_inherited_linear() -> std::io::Result<()> { Ok(()) }
 

@@ -41,19 +41,19 @@ static BUDGET: retry_runtime::RetryBudget = match retry_runtime::RetryBudget::ne
 #[robust(retries = 0, backoff = constant(base = 1s), jitter = none,
          when(Timeout, retries = 3, backoff = exponential(base = 100ms, max = 5s), jitter = full),
          timeout = 1s)]
-async fn every_retrying_when_sets_its_own() -> io::Result<()> { Ok(()) }
+async fn every_retrying_when_sets_its_own() -> io::Result<()> { tokio::task::yield_now().await; Ok(()) }
 
 // With `max_delay = 0` the reason, the top level's `retries` is one of them.
 #[robust(max_delay = 0, retries = 4, when(Timeout, retries = 2, max_delay = 10s), timeout = 1s)]
-async fn retries_every_when_sets() -> io::Result<()> { Ok(()) }
+async fn retries_every_when_sets() -> io::Result<()> { tokio::task::yield_now().await; Ok(()) }
 
 // Fine: a `when` that retries takes the top level's backoff; `retries = 0` alone; a timeout;
 // a budget that hedges spend; a budget that a fn which never retries pays into (each call
 // deposits, for the fns sharing it that retry).
 #[robust(retries = 0, backoff = constant(base = 1s), when(Timeout, retries = 3), timeout = 1s)]
-async fn a_when_retries() -> io::Result<()> { Ok(()) }
+async fn a_when_retries() -> io::Result<()> { tokio::task::yield_now().await; Ok(()) }
 #[robust(retries = 0, timeout = 1s)]
-async fn no_retries() -> io::Result<()> { Ok(()) }
+async fn no_retries() -> io::Result<()> { tokio::task::yield_now().await; Ok(()) }
 #[robust(retries = 0, hedge(after = 50ms), budget = BUDGET)]
 async fn hedges_spend_it() -> io::Result<()> { tokio::task::yield_now().await; Ok(()) }
 #[robust(retries = 0, budget = BUDGET)]

@@ -8,7 +8,7 @@ use retry_runtime::robust;
 
 // `_` takes every error first: the `Timeout` rule never applies.
 #[robust(timeout = 1s, when(_, retries = 1), when(Timeout, retries = 10))]
-async fn behind_a_wildcard() -> io::Result<()> { Ok(()) }
+async fn behind_a_wildcard() -> io::Result<()> { tokio::task::yield_now().await; Ok(()) }
 
 // A closure that always says yes does the same.
 #[robust(when(|_e: &io::Error| true, retries = 1), when(Io, retries = 2))]
@@ -53,14 +53,14 @@ fn top_max_delay_behind_a_wildcard() -> io::Result<()> { Ok(()) }
 
 // No retry is made and the only attempt is always cut first by its timeout.
 #[robust(retries = 0, timeout = 1s, deadline = 5s)]
-async fn deadline_after_the_only_timeout() -> io::Result<()> { Ok(()) }
+async fn deadline_after_the_only_timeout() -> io::Result<()> { tokio::task::yield_now().await; Ok(()) }
 
 #[robust(retries = 0, timeout = adaptive(p = 99, factor = 2, min = 10ms, max = 2s), deadline = 5s)]
-async fn deadline_after_the_adaptive_max() -> io::Result<()> { Ok(()) }
+async fn deadline_after_the_adaptive_max() -> io::Result<()> { tokio::task::yield_now().await; Ok(()) }
 
 fn main() {}
 
 // A rejected kind leaves the other checks silent (its `when` retries; the deadline is not
 // judged without it).
 #[robust(retries = 0, timeout = 1s, deadline = 5s, when(Io(ConectionReset), retries = 3))]
-async fn typo_in_a_when() -> io::Result<()> { Ok(()) }
+async fn typo_in_a_when() -> io::Result<()> { tokio::task::yield_now().await; Ok(()) }

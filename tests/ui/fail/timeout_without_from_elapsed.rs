@@ -4,6 +4,6 @@ use retry_runtime::robust;
 struct MyError;
 
 #[robust(timeout = "1s")]
-async fn f() -> Result<(), MyError> { Ok(()) }
+async fn f() -> Result<(), MyError> { tokio::task::yield_now().await; Ok(()) }
 
 fn main() {}

@@ -12,10 +12,10 @@ fn any_io_first() -> io::Result<()> { Ok(()) }
 fn wider_io_first() -> io::Result<()> { Ok(()) }
 
 #[robust(timeout = 1s, when(Io, retries = 2), when(Timeout, retries = 10))]
-async fn io_before_timeout() -> io::Result<()> { Ok(()) }
+async fn io_before_timeout() -> io::Result<()> { tokio::task::yield_now().await; Ok(()) }
 
 #[robust(deadline = 5s, when(Io(TimedOut), retries = 2), when(Timeout, retries = 10))]
-async fn timed_out_kind_before_timeout() -> Result<(), std::io::Error> { Ok(()) }
+async fn timed_out_kind_before_timeout() -> Result<(), std::io::Error> { tokio::task::yield_now().await; Ok(()) }
 
 // Every `io::Error` is an `Io` one, timeouts from the body included; and `on` comes last.
 #[robust(when(Io, retries = 2), when(Timeout, retries = 10))]
@@ -25,19 +25,19 @@ fn on_after_a_when() -> io::Result<()> { Ok(()) }
 
 // `Io(TimedOut)` after `Timeout`, which takes every error of kind `TimedOut`.
 #[robust(timeout = 1s, when(Timeout, retries = 10), when(Io(TimedOut), retries = 1))]
-async fn timed_out_kind_after_timeout() -> io::Result<()> { Ok(()) }
+async fn timed_out_kind_after_timeout() -> io::Result<()> { tokio::task::yield_now().await; Ok(()) }
 
 // Fine: the narrower first; `Timeout` after `Io(TimedOut)` in a blocking fn with a timeout
 // (an error it returns late counts as a timeout); another error type.
 #[robust(timeout = 1s, when(Timeout, retries = 10), when(Io(ConnectionReset), retries = 5), when(Io, retries = 1))]
-async fn narrow_first() -> io::Result<()> { Ok(()) }
+async fn narrow_first() -> io::Result<()> { tokio::task::yield_now().await; Ok(()) }
 #[robust(timeout = 1s, when(Io(TimedOut), retries = 1), when(Timeout, retries = 5))]
 fn blocking_late_errors() -> io::Result<()> { Ok(()) }
 #[robust(timeout = 1s, when(Io, retries = 1), when(Timeout, retries = 5))]
-async fn boxed() -> Result<(), Box<dyn std::error::Error + Send + Sync>> { Ok(()) }
+async fn boxed() -> Result<(), Box<dyn std::error::Error + Send + Sync>> { tokio::task::yield_now().await; Ok(()) }
 // tokio's `io::Result` is std's.
 #[robust(timeout = 1s, when(Io, retries = 2), when(Timeout, retries = 10))]
-async fn tokio_io() -> tokio::io::Result<()> { Ok(()) }
+async fn tokio_io() -> tokio::io::Result<()> { tokio::task::yield_now().await; Ok(()) }
 
 // (A crate's own `io::Result`, through its path: it may name another error type.)
 mod mine {
@@ -55,10 +55,10 @@ mod mine {
     }
 }
 #[robust(timeout = 1s, when(Io, retries = 1), when(Timeout, retries = 5))]
-async fn own_alias() -> crate::mine::io::Result<()> { Ok(()) }
+async fn own_alias() -> crate::mine::io::Result<()> { tokio::task::yield_now().await; Ok(()) }
 // Fine: a kind both in `on` and in a `when` is retried, with the `when`'s settings.
 #[robust(timeout = 1s, on = [Timeout, Io], when(Timeout, retries = 10), when(Io(ConnectionReset), retries = 2), on_success = || {})]
-async fn listed_and_tuned() -> io::Result<()> { Ok(()) }
+async fn listed_and_tuned() -> io::Result<()> { tokio::task::yield_now().await; Ok(()) }
 
 // For an `io::Error`, a bare `Io` takes every error: a closure's rule after it never applies.
 #[robust(when(Io, retries = 2), when(|e: &std::io::Error| e.raw_os_error() == Some(11), retries = 10))]

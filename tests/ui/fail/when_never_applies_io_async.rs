@@ -6,7 +6,7 @@ use std::io::Error;
 use retry_runtime::robust;
 
 #[robust(timeout = 1s, when(Io, retries = 2), when(Timeout, retries = 9))]
-async fn imported() -> Result<(), Error> { Ok(()) }
+async fn imported() -> Result<(), Error> { tokio::task::yield_now().await; Ok(()) }
 
 fn main() {
     let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();

@@ -156,7 +156,7 @@ impl Holder {
 fn deadline_sync() -> io::Result<()> { let _ = ctx.is_expired(); Ok(()) }
 
 #[robust(deadline = none)]
-async fn deadline_none() -> io::Result<()> { Ok(()) }
+async fn deadline_none() -> io::Result<()> { tokio::task::yield_now().await; Ok(()) }
 
 #[robust(deadline = -1, on = [Timeout])]
 fn deadline_negative() -> io::Result<()> { Ok(()) }
@@ -186,7 +186,7 @@ fn ok_bound_subpattern() -> io::Result<Reply> { Ok(Reply::Busy) }
 #[robust(on = [Timeout], timeout = 1s,
          when(Ok(|r: &Reply| matches!(r, Reply::Throttled { .. })), retries = 5,
               hint = |r: &Reply| match r { Reply::Throttled { after } => Some(std::time::Duration::from_secs(*after)), _ => None }))]
-async fn ok_when_hint() -> io::Result<Reply> { Ok(Reply::Busy) }
+async fn ok_when_hint() -> io::Result<Reply> { tokio::task::yield_now().await; Ok(Reply::Busy) }
 
 #[robust(when(Ok(Reply::Busy), retries = 2), on = [Ok(|r: &Reply| *r == Reply::Ready(0))])]
 fn ok_when_and_on() -> Result<Reply, String> { Ok(Reply::Busy) }
@@ -203,7 +203,7 @@ fn fallback_fn() -> io::Result<u32> { Ok(1) }
 fn fallback_closure() -> io::Result<u32> { Ok(1) }
 
 #[robust(timeout = 1s, deadline = 5s, fallback = |e: io::Error| async move { Err(e) })]
-async fn fallback_async() -> io::Result<u32> { Ok(1) }
+async fn fallback_async() -> io::Result<u32> { tokio::task::yield_now().await; Ok(1) }
 
 #[robust(fallback = recover)]
 async fn fallback_sync_in_async() -> io::Result<u32> { Ok(1) }
@@ -219,7 +219,7 @@ static THROTTLE: retry_runtime::AdaptiveThrottle =
 fn throttled() -> io::Result<()> { Ok(()) }
 
 #[robust(throttle = &THROTTLE, timeout = 1s)]
-async fn throttled_async() -> io::Result<()> { Ok(()) }
+async fn throttled_async() -> io::Result<()> { tokio::task::yield_now().await; Ok(()) }
 
 // A concurrency limit, a `static`.
 static LIMIT: retry_runtime::ConcurrencyLimit = match retry_runtime::ConcurrencyLimit::new(8, 100) {
@@ -231,7 +231,7 @@ static LIMIT: retry_runtime::ConcurrencyLimit = match retry_runtime::Concurrency
 fn limited() -> io::Result<()> { Ok(()) }
 
 #[robust(limit = LIMIT, timeout = 1s, deadline = 3s)]
-async fn limited_async() -> io::Result<()> { Ok(()) }
+async fn limited_async() -> io::Result<()> { tokio::task::yield_now().await; Ok(()) }
 
 // Hedging (async fns): a fixed delay or a percentile, with every other key.
 #[robust(hedge(after = "50ms"))]
@@ -252,4 +252,4 @@ async fn hedged_adaptive(mut n: u32) -> io::Result<u32> { tokio::task::yield_now
 fn adaptive_sync() -> io::Result<()> { Ok(()) }
 
 #[robust(timeout = adaptive(p = 90, min = 1ms, max = 1s), deadline = 2s, on = [Timeout])]
-async fn adaptive_async() -> io::Result<()> { Ok(()) }
+async fn adaptive_async() -> io::Result<()> { tokio::task::yield_now().await; Ok(()) }

@@ -8,10 +8,10 @@ use std::time::Duration;
 use retry_runtime::robust;
 
 #[robust(timeout = 2s, on = [Timeout, Io])]
-async fn timeout_and_io() -> io::Result<()> { Ok(()) }
+async fn timeout_and_io() -> io::Result<()> { tokio::task::yield_now().await; Ok(()) }
 
 #[robust(timeout = 1s, when(Timeout, retries = 10), when(_, retries = 1))]
-async fn wildcard_last() -> io::Result<()> { Ok(()) }
+async fn wildcard_last() -> io::Result<()> { tokio::task::yield_now().await; Ok(()) }
 
 // The `when` sets its own `retries` but inherits the top level's `backoff`.
 #[robust(backoff = constant(base = 10ms), on = [Io], when(Io, retries = 2))]
@@ -30,11 +30,11 @@ fn closures_that_read() -> io::Result<u16> { Ok(1) }
 async fn deadline_bounds_hedges() -> io::Result<()> { tokio::task::yield_now().await; Ok(()) }
 
 #[robust(retries = 2, timeout = 1s, deadline = 5s)]
-async fn deadline_bounds_retries() -> io::Result<()> { Ok(()) }
+async fn deadline_bounds_retries() -> io::Result<()> { tokio::task::yield_now().await; Ok(()) }
 
 // Without a timeout, the deadline is the only attempt's limit.
 #[robust(retries = 0, deadline = 5s)]
-async fn deadline_alone() -> io::Result<()> { Ok(()) }
+async fn deadline_alone() -> io::Result<()> { tokio::task::yield_now().await; Ok(()) }
 
 fn main() {
     let _ = (Duration::ZERO, inherited_backoff(), closures_that_read());
