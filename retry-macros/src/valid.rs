@@ -2769,8 +2769,12 @@ pub fn check_blocking_timeout(config: &Config, f: &crate::ast::Func, errors: &mu
     });
     // With no retry to stop, a deadline (and a rule on `Timeout`) has nothing to act on
     // (unless a guard counts what it makes a timeout).
-    let never_retries =
-        retrying_rules(config).is_empty() && config.throttle.is_none() && config.breaker.is_none();
+    // (A hedge is one too: a failure a rule matches sends the next hedge at once, until the
+    // deadline.)
+    let never_retries = retrying_rules(config).is_empty()
+        && config.throttle.is_none()
+        && config.breaker.is_none()
+        && config.hedge.is_none();
     if never_retries
         && let Some(Spanned {
             value: Limit::Finite(_),
@@ -2936,8 +2940,9 @@ pub fn check_mut_params_in_callbacks(config: &Config, f: &crate::ast::Func, erro
 }
 
 /// Whether an async fn's body never awaits: no `.await` at any depth, and no macro call that
-/// could expand to one (`select!`, `join!`, a macro of the user's). Each attempt then ends at
-/// its first poll.
+/// could expand to one (`select!`, `join!`, a macro of the user's; a keyword before `!(..)`,
+/// `return !(x)`, counts as one too, which only leaves such a body unjudged). Each attempt
+/// then ends at its first poll.
 fn never_awaits(tokens: proc_macro2::TokenStream) -> bool {
     use proc_macro2::TokenTree;
     let mut stack: Vec<Vec<TokenTree>> = vec![tokens.into_iter().collect()];
@@ -3091,11 +3096,6 @@ pub fn check_hedge(config: &Config, f: &crate::ast::Func, errors: &mut Errors) {
         errors.at(
             h.span,
             "`hedge` needs an async fn: hedges run beside the attempt they back up, and a blocking fn's thread runs one attempt at a time",
-        );
-    } else if never_awaits(f.body.stream()) {
-        errors.at(
-            h.span,
-            "this `hedge` is never sent: the body never awaits (no `.await`, no macro that may hide one), so each attempt ends at its first poll, before any hedge is due; hedge an fn whose attempts wait on something, or leave `hedge` out",
         );
     }
     let mut_ref =

@@ -48,7 +48,7 @@ mod tests {
 /// Hedged and with an adaptive timeout, through the renamed crate.
 #[rr::robust(crate = "::rr", hedge(after = p95), timeout = adaptive(p = 99, min = 1ms, max = 1s), attempt = ctx)]
 pub async fn hedged(n: u32) -> io::Result<u32> {
-    // (An attempt that awaits: a hedge needs one that may wait.)
+    // (An attempt that awaits, as one under a timeout must for the timeout to cut it.)
     std::future::ready(()).await;
     Ok(n + ctx.retries())
 }

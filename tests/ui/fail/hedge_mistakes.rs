@@ -72,13 +72,6 @@ async fn fine_after_half_a_second() -> std::io::Result<()> { tokio::task::yield_
 #[robust(hedge(after = "2"))]
 async fn fine_after_seconds_in_quotes() -> std::io::Result<()> { tokio::task::yield_now().await; Ok(()) }
 
-// A body that never awaits: each attempt ends at its first poll, before any hedge is due.
-#[robust(hedge(after = 50ms))]
-async fn never_awaits() -> std::io::Result<u64> { Ok(std::fs::metadata("x")?.len()) }
-// (Fine: a macro may hide an await.)
-#[robust(hedge(after = 50ms))]
-async fn fine_a_macro_may_await() -> std::io::Result<()> { tokio::join!(tokio::task::yield_now()); Ok(()) }
-
 #[robust(hedge(after = p99), timeout = adaptive(p = 95, factor = 1, min = 1s, max = 5s))]
 async fn fine_a_percentile_under_an_adaptive_min() -> std::io::Result<()> { tokio::task::yield_now().await; Ok(()) }
 
