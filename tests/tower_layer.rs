@@ -1926,3 +1926,34 @@ async fn failures_of_an_unguarded_policy_are_retried_whether_answered_at_once_or
         }
     }
 }
+
+/// A fallback beside rules that retry every error for ever, which the attribute refuses as
+/// never called, answers under the layer: a readiness error ends the call (tower's contract),
+/// and the fallback answers it. (So the builder accepts that policy.)
+#[tokio::test(start_paused = true)]
+async fn a_fallback_beside_endless_retries_answers_a_readiness_error() {
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let kinds = Arc::clone(&seen);
+    let policy = Policy::builder()
+        .retries(-1)
+        .backoff(NoBackoff)
+        .fallback(move |e: io::Error| {
+            kinds.lock().unwrap().push(e.kind());
+            Ok(status(StatusCode::NON_AUTHORITATIVE_INFORMATION))
+        })
+        .build()
+        .unwrap();
+    let broken = Broken::default();
+    let r = RobustLayer::new(policy)
+        .layer(broken.clone())
+        .oneshot(Request::new(String::new()));
+    let r = tokio::time::timeout(secs(60), r)
+        .await
+        .expect("the call ended");
+    assert_eq!(
+        r.unwrap().status(),
+        StatusCode::NON_AUTHORITATIVE_INFORMATION
+    );
+    assert_eq!(*seen.lock().unwrap(), [ErrorKind::BrokenPipe]);
+    assert_eq!(broken.calls.load(Ordering::SeqCst), 1);
+}
