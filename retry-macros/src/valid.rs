@@ -2941,8 +2941,7 @@ pub fn check_mut_params_in_callbacks(config: &Config, f: &crate::ast::Func, erro
 
 /// Whether an async fn's body never awaits: no `.await` at any depth, and no macro call that
 /// could expand to one (`select!`, `join!`, a macro of the user's; a keyword before `!(..)`,
-/// `return !(x)`, counts as one too, which only leaves such a body unjudged). Each attempt
-/// then ends at its first poll.
+/// `if !(ready)`, is a negation, not a macro). Each attempt then ends at its first poll.
 fn never_awaits(tokens: proc_macro2::TokenStream) -> bool {
     use proc_macro2::TokenTree;
     let mut stack: Vec<Vec<TokenTree>> = vec![tokens.into_iter().collect()];
@@ -2957,9 +2956,12 @@ fn never_awaits(tokens: proc_macro2::TokenStream) -> bool {
                     }
                 }
                 TokenTree::Punct(p) if p.as_char() == '!' => {
+                    const KEYWORDS: [&str; 8] = [
+                        "return", "if", "while", "match", "in", "else", "break", "as",
+                    ];
                     let after_name = matches!(
                         i.checked_sub(1).and_then(|j| level.get(j)),
-                        Some(TokenTree::Ident(_))
+                        Some(TokenTree::Ident(name)) if !KEYWORDS.iter().any(|k| name == k)
                     );
                     if after_name && matches!(level.get(i + 1), Some(TokenTree::Group(_))) {
                         return false;

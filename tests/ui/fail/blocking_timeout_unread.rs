@@ -35,6 +35,12 @@ fn a_field_of_that_name(c: &Conn) -> std::io::Result<u32> { Ok(c.ctx) }
 // timeout is cooperative too.
 #[robust(timeout = 2s)]
 async fn async_without_an_await() -> std::io::Result<u64> { Ok(std::fs::metadata("x")?.len()) }
+// (A negation after a keyword is no macro that could hide an await.)
+#[robust(timeout = 2s)]
+async fn async_with_a_negation(ready: bool) -> std::io::Result<()> {
+    if !(ready) { return Err(std::io::ErrorKind::WouldBlock.into()); }
+    Ok(())
+}
 
 // Asking the context for the attempt's number or start reads no limit.
 #[robust(timeout = 2s, attempt = ctx)]
