@@ -1319,7 +1319,6 @@ pub fn expand(
     // Bind with patterns spanned at the return type: a type error in the binding is then
     // reported there too (and merged with the error above) instead of on the whole attribute.
     let pattern = spanned_group(quote!(#result, #fired), ret_span);
-    // The fallback (SPEC section 14) replaces the error the call would return.
     // The fallback (SPEC section 14) replaces the error the call would return. Every way out
     // of the loop but a success breaks with the call's result; the fallback is made and called
     // after the loop, when the body's borrows have ended (so it may use `&mut self`).

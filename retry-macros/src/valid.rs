@@ -1344,12 +1344,16 @@ pub fn check_jitter_reads_strategy(config: &Config, errors: &mut Errors) {
     // The top level's jitter and scale beside `when`s that set a strategy or a jitter of
     // their own: an error when one does nothing for every rule that reads it (the top level,
     // if it retries, and each `when` without one of its own, each with its strategy).
-    if whens_shape && let Some(scale) = top.scale.as_ref() {
-        let mut readers = rules
+    // The rules that read the top level's setting: the top level, and each `when` that does
+    // not set its own (`own`).
+    let readers = |own: fn(&Overrides) -> bool| {
+        rules
             .iter()
             .map(|(o, _)| *o)
-            .filter(|o| std::ptr::eq(*o, top) || o.scale.is_none())
-            .peekable();
+            .filter(move |o| std::ptr::eq(*o, top) || !own(o))
+    };
+    if whens_shape && let Some(scale) = top.scale.as_ref() {
+        let mut readers = readers(|o| o.scale.is_some()).peekable();
         let zero = |o: &Overrides| {
             let strategy = o.backoff.as_ref().or(top.backoff.as_ref());
             let jitter = o.jitter.as_ref().or(top.jitter.as_ref());
@@ -1364,10 +1368,7 @@ pub fn check_jitter_reads_strategy(config: &Config, errors: &mut Errors) {
         }
     }
     if whens_shape && let Some(jitter) = top.jitter.as_ref() {
-        let readers: Vec<Option<(&str, &str)>> = rules
-            .iter()
-            .map(|(o, _)| *o)
-            .filter(|o| std::ptr::eq(*o, top) || o.jitter.is_none())
+        let readers: Vec<Option<(&str, &str)>> = readers(|o| o.jitter.is_some())
             .map(|o| {
                 let strategy = o.backoff.as_ref().or(top.backoff.as_ref())?;
                 dead_jitter(&jitter.value, &strategy.value, single)
@@ -2944,35 +2945,44 @@ pub fn check_mut_params_in_callbacks(config: &Config, f: &crate::ast::Func, erro
 /// `if !(ready)`, is a negation, not a macro). Each attempt then ends at its first poll.
 fn never_awaits(tokens: proc_macro2::TokenStream) -> bool {
     use proc_macro2::TokenTree;
+    const KEYWORDS: [&str; 8] = [
+        "return", "if", "while", "match", "in", "else", "break", "as",
+    ];
+    !any_token(tokens, |level, i| {
+        let before = i.checked_sub(1).and_then(|j| level.get(j));
+        match &level[i] {
+            TokenTree::Ident(id) if id == "await" => {
+                matches!(before, Some(TokenTree::Punct(p)) if p.as_char() == '.')
+            }
+            TokenTree::Punct(p) if p.as_char() == '!' => {
+                matches!(before, Some(TokenTree::Ident(name)) if !KEYWORDS.iter().any(|k| name == k))
+                    && matches!(level.get(i + 1), Some(TokenTree::Group(_)))
+            }
+            _ => false,
+        }
+    })
+}
+
+/// Whether `found` holds at some token of `tokens`, at any depth: it is given each token's
+/// level (the tokens of one group) and index there. Iterative: a body may nest deeper than the
+/// stack would allow a recursion.
+fn any_token(
+    tokens: proc_macro2::TokenStream,
+    mut found: impl FnMut(&[proc_macro2::TokenTree], usize) -> bool,
+) -> bool {
+    use proc_macro2::TokenTree;
     let mut stack: Vec<Vec<TokenTree>> = vec![tokens.into_iter().collect()];
     while let Some(level) = stack.pop() {
         for (i, t) in level.iter().enumerate() {
-            match t {
-                TokenTree::Ident(id) if id == "await" => {
-                    if matches!(i.checked_sub(1).and_then(|j| level.get(j)),
-                        Some(TokenTree::Punct(p)) if p.as_char() == '.')
-                    {
-                        return false;
-                    }
-                }
-                TokenTree::Punct(p) if p.as_char() == '!' => {
-                    const KEYWORDS: [&str; 8] = [
-                        "return", "if", "while", "match", "in", "else", "break", "as",
-                    ];
-                    let after_name = matches!(
-                        i.checked_sub(1).and_then(|j| level.get(j)),
-                        Some(TokenTree::Ident(name)) if !KEYWORDS.iter().any(|k| name == k)
-                    );
-                    if after_name && matches!(level.get(i + 1), Some(TokenTree::Group(_))) {
-                        return false;
-                    }
-                }
-                TokenTree::Group(g) => stack.push(g.stream().into_iter().collect()),
-                _ => {}
+            if found(&level, i) {
+                return true;
+            }
+            if let TokenTree::Group(g) = t {
+                stack.push(g.stream().into_iter().collect());
             }
         }
     }
-    true
+    false
 }
 
 /// The methods of an attempt context that read no limit (its timeout or deadline).
@@ -3010,36 +3020,25 @@ fn names_variable_but(
     let (plain, formatted) = (format!("{{{name}}}"), format!("{{{name}:"));
     let punct =
         |t: Option<&TokenTree>, c: char| matches!(t, Some(TokenTree::Punct(p)) if p.as_char() == c);
-    let mut stack: Vec<Vec<TokenTree>> = vec![tokens.into_iter().collect()];
-    while let Some(level) = stack.pop() {
-        for (i, t) in level.iter().enumerate() {
-            match t {
-                TokenTree::Ident(id) if id == name => {
-                    let before = i.checked_sub(1).and_then(|j| level.get(j));
-                    let path = skip_paths
-                        && (punct(level.get(i + 1), ':') && punct(level.get(i + 2), ':')
-                            || i >= 2 && punct(before, ':') && punct(level.get(i - 2), ':'));
-                    let method = punct(level.get(i + 1), '.')
-                        && matches!(level.get(i + 2), Some(TokenTree::Ident(m))
-                            if methods.iter().any(|h| m == h))
-                        && matches!(level.get(i + 3), Some(TokenTree::Group(g))
-                            if g.delimiter() == Delimiter::Parenthesis && g.stream().is_empty());
-                    if !punct(before, '.') && !path && !method {
-                        return true;
-                    }
-                }
-                TokenTree::Literal(l) => {
-                    let text = l.to_string();
-                    if text.contains(&plain) || text.contains(&formatted) {
-                        return true;
-                    }
-                }
-                TokenTree::Group(g) => stack.push(g.stream().into_iter().collect()),
-                _ => {}
-            }
+    any_token(tokens, |level, i| match &level[i] {
+        TokenTree::Ident(id) if id == name => {
+            let before = i.checked_sub(1).and_then(|j| level.get(j));
+            let path = skip_paths
+                && (punct(level.get(i + 1), ':') && punct(level.get(i + 2), ':')
+                    || i >= 2 && punct(before, ':') && punct(level.get(i - 2), ':'));
+            let method = punct(level.get(i + 1), '.')
+                && matches!(level.get(i + 2), Some(TokenTree::Ident(m))
+                    if methods.iter().any(|h| m == h))
+                && matches!(level.get(i + 3), Some(TokenTree::Group(g))
+                    if g.delimiter() == Delimiter::Parenthesis && g.stream().is_empty());
+            !punct(before, '.') && !path && !method
         }
-    }
-    false
+        TokenTree::Literal(l) => {
+            let text = l.to_string();
+            text.contains(&plain) || text.contains(&formatted)
+        }
+        _ => false,
+    })
 }
 
 /// An async fn's `deadline` where no retry is ever made and no hedge is sent: the only
