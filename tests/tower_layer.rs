@@ -1168,11 +1168,14 @@ impl Service<Request<String>> for LateReady {
     }
 }
 
-/// A service whose first call fails, and which is not ready after it until its gate opens
-/// (from the test's own task: no timer wakes it).
+/// A service whose first call fails, and which is not ready after it (or, with `after_ready`,
+/// after its first ready answer, the caller's) until its gate opens (from the test's own task:
+/// no timer wakes it).
 #[derive(Clone)]
 struct Gated {
     calls: Arc<AtomicU32>,
+    after_ready: bool,
+    readies: Arc<AtomicU32>,
     gate: Arc<std::sync::Mutex<(bool, Option<std::task::Waker>)>>,
 }
 
@@ -1183,10 +1186,16 @@ impl Service<Request<String>> for Gated {
 
     fn poll_ready(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<io::Result<()>> {
         let mut gate = self.gate.lock().unwrap();
-        if self.calls.load(Ordering::SeqCst) >= 1 && !gate.0 {
+        let closed = if self.after_ready {
+            self.readies.load(Ordering::SeqCst) >= 1
+        } else {
+            self.calls.load(Ordering::SeqCst) >= 1
+        };
+        if closed && !gate.0 {
             gate.1 = Some(cx.waker().clone());
             return std::task::Poll::Pending;
         }
+        self.readies.fetch_add(1, Ordering::SeqCst);
         std::task::Poll::Ready(Ok(()))
     }
 
@@ -1212,6 +1221,8 @@ async fn a_retry_whose_service_is_ready_after_its_time_is_not_sent() {
         .unwrap();
     let svc = Gated {
         calls: Arc::new(AtomicU32::new(0)),
+        after_ready: false,
+        readies: Arc::default(),
         gate: Arc::default(),
     };
     let (calls, gate) = (Arc::clone(&svc.calls), Arc::clone(&svc.gate));
@@ -1257,6 +1268,138 @@ async fn a_retry_whose_service_is_ready_after_its_time_is_not_sent() {
     assert_eq!(r.unwrap_err().kind(), ErrorKind::TimedOut);
     assert_eq!(calls.load(Ordering::SeqCst), 1);
     assert!(t0.elapsed() >= ms(150));
+}
+
+/// Polls `call` until `gate` holds a waker (its service waits), a bounded number of times.
+async fn until_waiting<F: Future + Unpin>(
+    call: &mut F,
+    gate: &std::sync::Mutex<(bool, Option<std::task::Waker>)>,
+) {
+    use std::future::poll_fn;
+    use std::task::Poll;
+    for _ in 0..100 {
+        if gate.lock().unwrap().1.is_some() {
+            return;
+        }
+        let polled = poll_fn(|cx| Poll::Ready(std::pin::Pin::new(&mut *call).poll(cx))).await;
+        assert!(
+            polled.is_pending(),
+            "the call ended before its service waited"
+        );
+        tokio::task::yield_now().await;
+    }
+    panic!("the service never waited");
+}
+
+/// Opens `gate` and moves the clock by `by` in one poll of `call`, before tokio's driver fires
+/// the timers that move passes: what that poll of `call` gives.
+async fn open_and_advance<F: Future + Unpin>(
+    call: &mut F,
+    gate: &std::sync::Mutex<(bool, Option<std::task::Waker>)>,
+    by: Duration,
+) -> std::task::Poll<F::Output> {
+    use std::future::poll_fn;
+    use std::task::Poll;
+    let waker = {
+        let mut g = gate.lock().unwrap();
+        g.0 = true;
+        g.1.take()
+    };
+    drop(waker);
+    let mut advance = std::pin::pin!(tokio::time::advance(by));
+    poll_fn(|cx| {
+        let _ = advance.as_mut().poll(cx);
+        Poll::Ready(std::pin::Pin::new(&mut *call).poll(cx))
+    })
+    .await
+}
+
+/// Under the hedged layer too, an attempt whose service becomes ready after its time is over
+/// by the clock, before the round cuts it, is not sent: here a hedge, sent at once when the
+/// first attempt fails, waits for its service past its 100 ms. The round cuts it in the same
+/// poll (it reads the clock once its attempts are pending), not tokio's driver. (It was sent,
+/// and its success returned.)
+#[tokio::test(start_paused = true)]
+async fn a_hedge_whose_service_is_ready_after_its_time_is_not_sent() {
+    use retry_runtime::hedge::Hedge;
+    let policy = Policy::builder()
+        .retries(0)
+        .timeout(ms(100))
+        .hedge(Hedge::after(ms(50), 1).unwrap())
+        .build()
+        .unwrap();
+    let svc = Gated {
+        calls: Arc::new(AtomicU32::new(0)),
+        after_ready: false,
+        readies: Arc::default(),
+        gate: Arc::default(),
+    };
+    let (calls, gate) = (Arc::clone(&svc.calls), Arc::clone(&svc.gate));
+    let mut call = Box::pin(
+        RobustLayer::hedged(policy)
+            .layer(svc)
+            .oneshot(Request::new(String::new())),
+    );
+    until_waiting(&mut call, &gate).await;
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "the first attempt failed");
+    let r = match open_and_advance(&mut call, &gate, ms(150)).await {
+        std::task::Poll::Ready(r) => r,
+        std::task::Poll::Pending => panic!("the round did not cut its hedge"),
+    };
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        1,
+        "the hedge was sent with no time left"
+    );
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::TimedOut);
+}
+
+/// The same for the call's first attempt when it waits for its service (with a concurrency
+/// limit, it makes a clone of the service ready once it holds its slot, after the caller made
+/// the service ready): its 100 ms count from its first wait. At 120 ms, when the service is ready, the hedge sent at 50 ms is sent and
+/// the first attempt is not.
+#[tokio::test(start_paused = true)]
+async fn a_first_hedged_attempt_whose_service_is_ready_after_its_time_is_not_sent() {
+    use retry_runtime::hedge::Hedge;
+    static LIMIT: retry_runtime::ConcurrencyLimit = match retry_runtime::ConcurrencyLimit::new(4, 4)
+    {
+        Ok(l) => l,
+        Err(_) => panic!(),
+    };
+    let policy = Policy::builder()
+        .retries(0)
+        .timeout(ms(100))
+        .limit(&LIMIT)
+        .hedge(Hedge::after(ms(50), 1).unwrap())
+        .build()
+        .unwrap();
+    let svc = Gated {
+        calls: Arc::new(AtomicU32::new(0)),
+        after_ready: true,
+        readies: Arc::default(),
+        gate: Arc::default(),
+    };
+    let (calls, gate) = (Arc::clone(&svc.calls), Arc::clone(&svc.gate));
+    let t0 = Instant::now();
+    let mut call = Box::pin(
+        RobustLayer::hedged(policy)
+            .layer(svc)
+            .oneshot(Request::new(String::new())),
+    );
+    until_waiting(&mut call, &gate).await;
+    // At 50 ms the hedge is sent, and waits for its service too.
+    gate.lock().unwrap().1 = None;
+    tokio::time::advance(ms(50)).await;
+    until_waiting(&mut call, &gate).await;
+    assert_eq!(t0.elapsed(), ms(50));
+    // The hedge's request, the service's first, fails; the first attempt is cut, in the same
+    // poll: the round has failed.
+    let r = match open_and_advance(&mut call, &gate, ms(70)).await {
+        std::task::Poll::Ready(r) => r,
+        std::task::Poll::Pending => panic!("the round did not end"),
+    };
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "only the hedge is sent");
+    assert!(r.is_err());
 }
 
 /// A retry's wait for a slot, bounded by its `max_delay` (1 s), does not time the attempt that

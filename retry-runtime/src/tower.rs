@@ -2232,26 +2232,62 @@ where
             // (The budget was credited above: the rounds do not credit it again.)
             let looped = crate::call::hedged_rounds(
                 policy,
-                move |_| {
-                    let (service, copy, made_ready) = match first.take() {
-                        Some((Some(s), copy)) => (s, Some(copy), true),
-                        Some((None, copy)) => (template.clone(), Some(copy), false),
-                        None => (
-                            template.clone(),
-                            original
-                                .as_ref()
-                                .and_then(RetryRequest::try_clone)
-                                .or_else(|| original.take()),
-                            false,
-                        ),
+                move |attempt: crate::Attempt<'_>| {
+                    // The time this attempt may take: an attempt whose service becomes ready
+                    // after it, by the clock, is not sent (as under `RobustLayer`), even if the
+                    // round has not cut it yet (tokio's driver fires its timer on its next
+                    // turn). Its time is counted from no later than the round counts it: from
+                    // when it is made for a hedge or a later round (the round sets its cut
+                    // after), from its first wait for the call's first attempt (the round sets
+                    // that one's cut when the attempt is first pending). A reading of tokio's
+                    // clock for each, off the success path of a first attempt (which reads
+                    // nothing of its context when its service was made ready).
+                    let (service, copy, made_ready, limit, since) = match first.take() {
+                        Some((Some(s), copy)) => (s, Some(copy), true, None, None),
+                        Some((None, copy)) => {
+                            (template.clone(), Some(copy), false, attempt.limit(), None)
+                        }
+                        None => {
+                            let limit = attempt.limit();
+                            (
+                                template.clone(),
+                                original
+                                    .as_ref()
+                                    .and_then(RetryRequest::try_clone)
+                                    .or_else(|| original.take()),
+                                false,
+                                limit,
+                                limit.map(|_| tokio::time::Instant::now()),
+                            )
+                        }
                     };
                     async move {
                         let mut service = service;
-                        if !made_ready
-                            && let Err(e) = std::future::poll_fn(|cx| service.poll_ready(cx)).await
-                        {
-                            *not_ready.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
-                            return std::future::pending().await;
+                        if !made_ready {
+                            let (mut since, mut waited) = (since, false);
+                            let ready = std::future::poll_fn(|cx| {
+                                let poll = service.poll_ready(cx);
+                                if poll.is_pending() && !waited {
+                                    waited = true;
+                                    if limit.is_some() {
+                                        since.get_or_insert_with(tokio::time::Instant::now);
+                                    }
+                                }
+                                poll
+                            })
+                            .await;
+                            if let Err(e) = ready {
+                                *not_ready.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                                return std::future::pending().await;
+                            }
+                            // Its time is over: it never answers, and the round cuts it.
+                            if waited
+                                && let (Some(since), Some(limit)) = (since, limit)
+                                && tokio::time::Instant::now()
+                                    >= crate::timeout::after(since, limit)
+                            {
+                                return std::future::pending().await;
+                            }
                         }
                         match copy {
                             Some(request) => service.call(request).await,

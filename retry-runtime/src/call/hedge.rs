@@ -155,7 +155,8 @@ where
         && !<P::Throttle as Throttle>::ACTIVE
         && !<P::Limit as Limit>::ACTIVE
     {
-        primary.set(Some(make(call.unread_attempt())));
+        let unread = call.unread_attempt();
+        primary.set(Some(make(unread)));
         let first = match first_poll(primary.as_mut()).await {
             Poll::Ready(result) if !P::VALUES && result.is_ok() => {
                 primary.set(None);
@@ -165,13 +166,13 @@ where
             first => first,
         };
         // (Without a limit there is always a slot.)
-        made_first = Some((policy.limit().try_slot(), first));
+        made_first = Some((policy.limit().try_slot(), first, unread.limit()));
     }
     let mut timer = std::pin::pin!(None::<tokio::time::Sleep>);
     let mut hedges: Vec<Running<Fut, <P::Limit as Limit>::Slot>> = Vec::new();
     loop {
-        let (slot, context, first) = match made_first.take() {
-            Some((slot, first)) => (slot, None, first),
+        let (slot, context, first, limit) = match made_first.take() {
+            Some((slot, first, limit)) => (slot, None, first, limit),
             None => {
                 if let Some(rejected) = call.admit() {
                     return rejected;
@@ -186,13 +187,15 @@ where
                 };
                 // A lazy round's first attempt has no start yet, hence no deadline either (the
                 // call has none: it would need its start); its own is set when its start is
-                // read. Its `make` ignores its context: it gets one not read from the clock.
+                // read. Its `make` reads at most its limit: it gets a context not read from the
+                // clock.
                 let context = (!lazy).then(|| call.attempt());
                 // A round whose first attempt has no time left is not started.
                 if let Some(e) = context.and_then(|a| call.out_of_time(a.limit())) {
                     return Err(e);
                 }
-                primary.set(Some(make(context.unwrap_or_else(|| call.unread_attempt()))));
+                let made = context.unwrap_or_else(|| call.unread_attempt());
+                primary.set(Some(make(made)));
                 // A lazy round's first attempt is polled once before the round is set up (as
                 // above); any answer but a success is handed to the round, and so is a
                 // pending attempt, which the round does not poll again in the same wake.
@@ -201,11 +204,13 @@ where
                 } else {
                     Poll::Pending
                 };
-                (slot, context, first)
+                (slot, context, first, made.limit())
             }
         };
         let meta = Meta {
-            limit: context.map_or_else(|| policy.timeout_setting().limit(), |a| a.limit()),
+            // (The limit its `make` was given: a hedged tower attempt judges its own time by
+            // it, and an adaptive timeout's may change in between.)
+            limit,
             cut: None,
             deadline: context.and_then(|a| a.deadline()),
             started: context.map(|a| a.started),
@@ -757,9 +762,9 @@ where
             hedge = self.sent,
             "hedging: another attempt started"
         );
-        let meta = Meta {
+        let mut meta = Meta {
             limit,
-            cut: limit.map(|l| after(tokio_now, l)),
+            cut: None,
             deadline: attempt.deadline(),
             started: Some(attempt.started),
             permit,
@@ -768,6 +773,10 @@ where
         self.held = Some(permit);
         let fut = Box::pin((self.make)(attempt));
         self.held = None;
+        // Its time counts from after it is made, on tokio's clock: an attempt that judges
+        // its own time (the hedged tower layer's, before it sends a request) may read the
+        // clock when it is made and cannot count from later than the round does.
+        meta.cut = limit.map(|l| after(tokio::time::Instant::now(), l));
         self.hedges.push(Running { fut, meta });
         true
     }
