@@ -1535,6 +1535,77 @@ pub fn check_backoff_never_waits(config: &Config, errors: &mut Errors) {
 /// no finite `max_delay` or `deadline`, every `when` on errors retrying for ever too, and no
 /// guard, none of these can happen: the call returns only a success (or a value an `Ok(..)`
 /// kind matched), and the fallback is dead. An error at the fallback.
+/// A fleet's guard made by the call: `breaker = FLEET.breaker(..).unwrap()` (or
+/// `budget = FLEET.budget(..)?`) registers a new shared guard, with a new local one, each time
+/// the fn is called, which the type check on guards cannot tell from a shared handle (a
+/// `SharedBreaker` is one). Its counts die with the call: it never opens nor runs dry. Read
+/// from the shape of `Fleet::breaker(name, local, window, min_calls)` and `Fleet::budget(name,
+/// fleet, fallback)`, outside closures (a keyed map's maker runs once per key).
+pub fn check_fleet_guards_made_here(config: &Config, errors: &mut Errors) {
+    struct Made(Vec<(proc_macro2::Span, &'static str)>);
+    impl<'ast> syn::visit::Visit<'ast> for Made {
+        fn visit_expr_closure(&mut self, _: &'ast syn::ExprClosure) {}
+        fn visit_expr_method_call(&mut self, call: &'ast syn::ExprMethodCall) {
+            match (call.method.to_string().as_str(), call.args.len()) {
+                ("breaker", 4) => self.0.push((call.method.span(), "breaker")),
+                ("budget", 3) => self.0.push((call.method.span(), "budget")),
+                _ => {}
+            }
+            syn::visit::visit_expr_method_call(self, call);
+        }
+        fn visit_expr_call(&mut self, call: &'ast syn::ExprCall) {
+            if let syn::Expr::Path(p) = &*call.func {
+                let names: Vec<String> = p
+                    .path
+                    .segments
+                    .iter()
+                    .map(|s| s.ident.to_string())
+                    .collect();
+                match (names.as_slice(), call.args.len()) {
+                    ([.., fleet, m], 5) if fleet == "Fleet" && m == "breaker" => {
+                        self.0.push((syn::spanned::Spanned::span(p), "breaker"));
+                    }
+                    ([.., fleet, m], 4) if fleet == "Fleet" && m == "budget" => {
+                        self.0.push((syn::spanned::Spanned::span(p), "budget"));
+                    }
+                    _ => {}
+                }
+            }
+            syn::visit::visit_expr_call(self, call);
+        }
+    }
+    for (key, expr) in [("breaker", &config.breaker), ("budget", &config.budget)] {
+        let Some(expr) = expr else {
+            continue;
+        };
+        let mut made = Made(Vec::new());
+        syn::visit::Visit::visit_expr(&mut made, expr);
+        for (span, what) in made.0 {
+            let (ty, name, local, end) = if what == "breaker" {
+                (
+                    "SharedBreaker",
+                    "PAYMENTS",
+                    "a new local breaker",
+                    "its counts end with the call, so it never opens",
+                )
+            } else {
+                (
+                    "SharedBudget",
+                    "RETRIES",
+                    "a new fallback budget",
+                    "what it earns and leases ends with the call, so it never runs dry",
+                )
+            };
+            errors.at(
+                span,
+                format!(
+                    "this `{key}` makes a new shared guard for each call: `Fleet::{what}` registers a new one (with {local}) every time it is called: {end}; make it once and name it: `static {name}: LazyLock<{ty}> = LazyLock::new(|| FLEET.{what}(..).expect(\"a valid {what}\"));` and `{key} = {name}`"
+                ),
+            );
+        }
+    }
+}
+
 pub fn check_fallback_reachable(config: &Config, errors: &mut Errors) {
     let Some(fallback) = &config.fallback else {
         return;

@@ -1,0 +1,38 @@
+// A fleet's guard made in the attribute is made for each call: `Fleet::breaker` and
+// `Fleet::budget` register a new shared guard (with a new local one) every time they are
+// called, whose counts end with the call. A `SharedBreaker` is a handle (a clone shares the
+// guard), so the check on guards' types cannot see it: each is an error at the call.
+use std::io;
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use retry_runtime::guard::fleet::{Fleet, FleetOptions, MemoryStore};
+use retry_runtime::{CircuitBreaker, RetryBudget, robust};
+
+static FLEET: LazyLock<Fleet> = LazyLock::new(|| {
+    Fleet::in_memory(&MemoryStore::new(), FleetOptions::new()).expect("valid options")
+});
+
+#[robust(breaker = FLEET
+    .breaker(
+        "payments",
+        CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(30), 1).unwrap(),
+        Duration::from_secs(10),
+        20,
+    )
+    .unwrap())]
+fn breaker_made_here() -> io::Result<()> { Ok(()) }
+
+#[robust(budget = Fleet::budget(
+    &FLEET,
+    "retries",
+    RetryBudget::new(100.0, 0.1, 1.0).unwrap(),
+    RetryBudget::new(10.0, 0.1, 1.0).unwrap(),
+)
+.expect("a valid budget"))]
+fn budget_made_here() -> io::Result<()> { Ok(()) }
+
+// (What the fns would need, had they compiled.)
+const _: (Duration, Option<CircuitBreaker>, Option<RetryBudget>) = (Duration::ZERO, None, None);
+
+fn main() {}
