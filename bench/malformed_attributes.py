@@ -3,7 +3,9 @@
 
 Every case is one line: a valid context of two or three correct items around one mistake
 (a misspelled key, a unit that does not exist, a sign, a bare name, a wrong type, an empty or
-unbalanced group, a value that overflows, a kind that can never match...), on a one-line fn.
+unbalanced group, a value that overflows, a kind that can never match, a `hedge` or adaptive
+timeout mistake on an async fn, a timeout on an async fn that never awaits...), on a one-line
+fn.
 All cases go into one file compiled once, against the workspace's own crates. The check:
 
 - no case makes the macro panic ("custom attribute panicked"), nor rustc crash;
@@ -127,7 +129,7 @@ def mistakes(rng):
         "limit = retry_runtime::ConcurrencyLimit::new(1, 1)", "throttle = ()",
         "when(Timeout, limit = 1)", "when(Io, throttle = 1)",
     ]
-    choice = rng.randrange(8)
+    choice = rng.randrange(10)
     if choice == 0:
         key = rng.choice(["timeout", "deadline", "max_delay"])
         value = rng.choice(bad_durations)
@@ -149,9 +151,47 @@ def mistakes(rng):
         return f"{key} = 1"
     if choice == 6:
         return rng.choice(other_mistakes)
+    if choice == 8:
+        # Async-only keys, on an async fn (see `case`).
+        return rng.choice(ASYNC_MISTAKES)
+    if choice == 9:
+        # A timeout or deadline on an async fn whose body never awaits (see `case`).
+        return rng.choice(NEVER_AWAITED)
     # A duplicate of a valid item.
     item = rng.choice(VALID_ITEMS[:12])
     return f"{item}, {item}"
+
+
+# Settings that cannot act on an async fn whose body never awaits.
+NEVER_AWAITED = ["timeout = 150ms", "timeout = 1, retries = 2",
+                 "timeout = adaptive(p = 99, min = 1ms, max = 1s)"]
+
+# Mistakes in the keys only an async fn takes (`hedge`, an adaptive timeout).
+ASYNC_MISTAKES = [
+    "hedge(after = 0, max = 1)", "hedge(after = 50ms, max = 0)", "hedge()", "hedge",
+    "hedge = 50ms", "hedge(max = 1)", "hedge(after = 50ms, max = -1)", "hedge(after = -50ms)",
+    "hedge(after = p100)", "hedge(after = p0)", "hedge(after = p101)", "hedge(after = p)",
+    "hedge(after = 95p)", "hedge(after = P95)", "hedge(after = 50ms, max = 1.5)",
+    "hedge(aftr = 50ms)", "hedge(after = 50ms, after = 60ms)",
+    "hedge(after = 50ms, max = 4294967296)", "hedge(after = 50mins)", "hedge(after = p95.5.5)",
+    "hedge(after = 50ms, mx = 1)", "hedge(50ms)", 'hedge(after = "p95")', "hedge(after = p9)",
+    "hedge(after = 50ms, max = 1), hedge(after = 60ms, max = 1)", "when(Io, hedge(after = 1s))",
+    "timeout = adaptive()", "timeout = adaptive(p = 99)",
+    "timeout = adaptive(p = 101, min = 1ms, max = 1s)",
+    "timeout = adaptive(p = 0, min = 1ms, max = 1s)",
+    "timeout = adaptive(p = 99, factor = 0, min = 1ms, max = 1s)",
+    "timeout = adaptive(p = 99, factor = -1, min = 1ms, max = 1s)",
+    "timeout = adaptive(p = 99, min = 2s, max = 1s)",
+    "timeout = adaptive(p = p99, min = 1ms, max = 1s)",
+    "timeout = adaptive(p = 99, min = 1ms, max = 1s, max = 2s)",
+    "timeout = adaptve(p = 99, min = 1ms, max = 1s)",
+    "timeout = adaptive(p = 99, fator = 2, min = 1ms, max = 1s)",
+    "timeout = adaptive(p = 99, factor = 1e999, min = 1ms, max = 1s)",
+    "deadline = adaptive(p = 99, min = 1ms, max = 1s)",
+    "timeout = adaptive(p = 99, min = 1msec, max = 1s)",
+    "timeout = adaptive(p = 99, min = 1ms, max = 1s, factor = 2f32)",
+    "when(Timeout, timeout = adaptive(p = 99, min = 1ms, max = 1s))",
+]
 
 
 # Each fn takes `x: &str` (so `attempt = x` shadows a parameter, and `on = [e]`-style names
@@ -161,6 +201,14 @@ FN_SHAPES = [
     ("fn f{i}(x: &str) -> std::io::Result<()> {{ let _ = x; Ok(()) }}", True),
     ("fn f{i}(x: &str) -> Result<(), String> {{ let _ = x; Ok(()) }}", False),
 ]
+# The same as async fns that await (a timeout acts on them), and one that never awaits.
+ASYNC_SHAPES = [
+    ("async fn f{i}(x: &str) -> std::io::Result<()> {{ let _ = x; std::future::ready(()).await; "
+     "Ok(()) }}", True),
+    ("async fn f{i}(x: &str) -> Result<(), String> {{ let _ = x; std::future::ready(()).await; "
+     "Ok(()) }}", False),
+]
+NEVER_AWAITS = ("async fn f{i}(x: &str) -> std::io::Result<()> {{ let _ = x; Ok(()) }}", True)
 
 
 def case(rng, i):
@@ -168,7 +216,19 @@ def case(rng, i):
     others = rng.sample(VALID_ITEMS, rng.randrange(0, 3))
     items = others + [bad]
     rng.shuffle(items)
-    shape, io = rng.choice(FN_SHAPES)
+    if bad in ASYNC_MISTAKES:
+        shape, io = rng.choice(ASYNC_SHAPES)
+        # (No other timeout beside an adaptive one.)
+        if "adaptive" in bad:
+            items = [it for it in items if it == bad or not it.startswith("timeout")]
+    elif bad in NEVER_AWAITED:
+        shape, io = NEVER_AWAITS
+        # (A rule on `Timeout` makes such a timeout act, cooperatively: an error returned
+        # after it is one.)
+        items = [it for it in items
+                 if it == bad or not (it.startswith("timeout") or "Timeout" in it)]
+    else:
+        shape, io = rng.choice(FN_SHAPES)
     if "&String" in bad:
         # A callback over `&String` is right for a `String` error: a mistake only elsewhere.
         shape, io = FN_SHAPES[0]

@@ -85,19 +85,43 @@ fn case() -> impl Strategy<Value = Case> {
 struct Ended {
     at: u64,
     result: Result<u32, ErrorKind>,
+    /// Why it started.
+    by: Start,
 }
 
-/// Attempt number `n` (from 0), started at `start`.
-fn attempt(case: &Case, n: u32, start: u64) -> Ended {
+/// Why an attempt of the model started.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Start {
+    /// It is its round's first attempt.
+    Round,
+    /// A hedge, due while the round's attempts ran.
+    Due,
+    /// A hedge, started at once by a retryable failure.
+    Failure,
+}
+
+/// What the model went through for a case (for the coverage test).
+#[derive(Debug, Default)]
+struct Path {
+    rounds: u32,
+    failure_hedges: u32,
+    /// Why the attempt that decided the call started (`None`: the last round failed).
+    winner: Option<Start>,
+}
+
+/// Attempt number `n` (from 0), started at `start` (`by`: why).
+fn attempt(case: &Case, n: u32, start: u64, by: Start) -> Ended {
     let step = step_at(&case.steps, n);
     match case.timeout_ms {
         Some(t) if t < step.after_ms => Ended {
             at: start + t,
             result: Err(ErrorKind::TimedOut),
+            by,
         },
         _ => Ended {
             at: start + step.after_ms,
             result: step.answer.result(n),
+            by,
         },
     }
 }
@@ -113,11 +137,18 @@ fn decides(case: &Case, result: Result<u32, ErrorKind>) -> bool {
 /// The model's outcome, or `None` when two events of a round fall at the same instant (the
 /// model would have to know which one the loops see first; such cases are skipped).
 fn model(case: &Case) -> Option<Outcome> {
+    model_path(case).map(|(outcome, _)| outcome)
+}
+
+/// [`model`], and the path it took.
+fn model_path(case: &Case) -> Option<(Outcome, Path)> {
+    let mut path = Path::default();
     let mut attempts = 0u32;
     let mut start = 0u64;
     let mut round = 0u32;
     loop {
-        let mut live = vec![attempt(case, attempts, start)];
+        path.rounds += 1;
+        let mut live = vec![attempt(case, attempts, start, Start::Round)];
         attempts += 1;
         let (mut sent, mut next) = (0u32, start + AFTER_MS);
         let mut last = None;
@@ -143,7 +174,8 @@ fn model(case: &Case) -> Option<Outcome> {
                     last = Some(ended);
                     // A retryable failure starts the next hedge at once, if one is left.
                     if sent < case.hedges {
-                        live.push(attempt(case, attempts, ended.at));
+                        live.push(attempt(case, attempts, ended.at, Start::Failure));
+                        path.failure_hedges += 1;
                         attempts += 1;
                         sent += 1;
                         next = ended.at + AFTER_MS;
@@ -154,7 +186,7 @@ fn model(case: &Case) -> Option<Outcome> {
                 }
                 _ => {
                     // A hedge is due while the attempts run.
-                    live.push(attempt(case, attempts, next));
+                    live.push(attempt(case, attempts, next, Start::Due));
                     attempts += 1;
                     sent += 1;
                     next += AFTER_MS;
@@ -166,11 +198,13 @@ fn model(case: &Case) -> Option<Outcome> {
             None => last.expect("a failed round has a last failure"),
         };
         if decided.is_some() || round == case.retries {
-            return Some(Outcome {
+            path.winner = decided.map(|d| d.by);
+            let outcome = Outcome {
                 result: ended.result,
                 attempts,
                 elapsed: Duration::from_millis(ended.at),
-            });
+            };
+            return Some((outcome, path));
         }
         round += 1;
         start = ended.at + case.backoff_ms;
@@ -316,29 +350,28 @@ proptest! {
 }
 
 /// The generator reaches the model's branches: a first attempt that decides before its
-/// hedge, a hedge started at once by a failure, a hedge that wins beside a slower attempt, a
-/// round failed in full and followed by another, timeouts.
+/// hedge, a hedge started at once by a failure, a hedge due beside a slower attempt that wins,
+/// a round failed in full and followed by another, timeouts.
 #[test]
 fn the_cases_reach_every_branch_of_the_model() {
     let mut runner = proptest::test_runner::TestRunner::deterministic();
-    let (mut alone, mut hedged, mut several_rounds, mut timed_out) = (0, 0, 0, 0);
+    let (mut alone, mut due_won, mut after_failure, mut several_rounds, mut timed_out) =
+        (0, 0, 0, 0, 0);
     for _ in 0..400 {
         let case = case().new_tree(&mut runner).unwrap().current();
-        let Some(o) = model(&case) else {
+        let Some((o, path)) = model_path(&case) else {
             continue;
         };
-        match o.attempts {
-            1 => alone += 1,
-            2 => hedged += 1,
-            _ => several_rounds += 1,
-        }
-        if o.result == Err(ErrorKind::TimedOut) {
-            timed_out += 1;
-        }
+        alone += usize::from(o.attempts == 1);
+        due_won += usize::from(path.winner == Some(Start::Due));
+        after_failure += usize::from(path.failure_hedges > 0);
+        several_rounds += usize::from(path.rounds > 1);
+        timed_out += usize::from(o.result == Err(ErrorKind::TimedOut));
     }
     for (what, n) in [
-        ("decided by the first attempt", alone),
-        ("two attempts in one round", hedged),
+        ("decided by the first attempt alone", alone),
+        ("won by a hedge sent when it was due", due_won),
+        ("a hedge started at once by a failure", after_failure),
         ("more than one round", several_rounds),
         ("ended by a timeout", timed_out),
     ] {

@@ -146,6 +146,14 @@ async fn both_retry_what_they_say() {
         assert_eq!(r.unwrap().status(), StatusCode::OK, "{id}");
         assert_eq!(server.hits(id), 2, "{id}");
     }
+    // This block's rules name only the 503: a 429 is the answer, not retried (the example's
+    // hyper client, whose row the README's table shows, retries it too).
+    let request = Request::get(url("/throttled?", "tower-429"))
+        .body(Full::default())
+        .unwrap();
+    let r = client.clone().oneshot(request).await;
+    assert_eq!(r.unwrap().status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(server.hits("tower-429"), 1);
 
     // A `Retry-After` of an hour is past `max_delay`: no retry, the 503 is the answer, at once
     // (bounded: a regression that honoured the hour fails here instead of sleeping).

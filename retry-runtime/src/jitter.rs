@@ -259,10 +259,44 @@ mod tests {
         let mut s = JitterState::default();
         let first = AwsDecorrelated.jitter(&b, &mut s, &mut r);
         assert!(first >= Duration::from_secs(1) && first <= Duration::from_secs(3));
+        // After 50 s the draw is uniform in [1 s, 150 s], capped at 60 s: 90 of every 149
+        // draws are the cap (60.4 of 100, standard deviation 4.9) and 147 of 149 are above
+        // 3 s (the range it would draw from without growing).
         s.previous = Some(Duration::from_secs(50));
+        let (mut capped, mut grown) = (0, 0);
         for _ in 0..100 {
             let d = AwsDecorrelated.jitter(&b, &mut s, &mut r);
             assert!(d >= Duration::from_secs(1) && d <= Duration::from_secs(60));
+            capped += usize::from(d == Duration::from_secs(60));
+            grown += usize::from(d > Duration::from_secs(3));
+        }
+        assert!((45..=75).contains(&capped), "{capped} of 100 at the cap");
+        assert!(grown >= 90, "{grown} of 100 above 3 s");
+    }
+
+    /// On a constant 1 s, full jitter draws uniformly in [0, 1 s] and equal jitter in
+    /// [0.5 s, 1 s]: 1,000 seeded draws each, their means within 0.05 s of 0.5 s and 0.75 s
+    /// (more than 5 standard deviations of a mean of 1,000 draws).
+    #[test]
+    fn full_and_equal_draw_over_their_ranges() {
+        let one = Constant::new(Duration::from_secs(1));
+        let mut r = rng();
+        let mut s = JitterState::default();
+        let mean = |j: &dyn Jitter, r: &mut rand::rngs::SmallRng, s: &mut JitterState| {
+            let mut sum = 0.0;
+            for _ in 0..1000 {
+                let d = j.jitter(&one, s, r);
+                assert!(d <= Duration::from_secs(1), "{d:?}");
+                sum += d.as_secs_f64();
+            }
+            sum / 1000.0
+        };
+        let full = mean(&FullJitter, &mut r, &mut s);
+        assert!((full - 0.5).abs() < 0.05, "full jitter's mean {full}");
+        let equal = mean(&EqualJitter, &mut r, &mut s);
+        assert!((equal - 0.75).abs() < 0.05, "equal jitter's mean {equal}");
+        for _ in 0..1000 {
+            assert!(EqualJitter.jitter(&one, &mut s, &mut r) >= Duration::from_millis(500));
         }
     }
 }

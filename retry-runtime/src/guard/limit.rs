@@ -1021,7 +1021,11 @@ mod tests {
             }
         });
         assert_eq!((LIMIT.in_flight(), LIMIT.queued()), (0, 0));
-        assert!(seen.most.load(Ordering::SeqCst) >= 1);
+        // The slots were shared: a limit that let one thread in at a time would pass the
+        // check in `enter` (80,000 entries by 8 threads: two of them overlap, on two cores or
+        // by preemption while one holds a slot).
+        let most = seen.most.load(Ordering::SeqCst);
+        assert!(most >= 2, "at most {most} slot(s) held at once");
     }
 
     /// Waits that time out, mixed with ones that get a slot, on many threads: a thread that
