@@ -1179,7 +1179,7 @@ struct Gated {
     gate: Arc<std::sync::Mutex<(bool, Option<std::task::Waker>)>>,
 }
 
-impl Service<Request<String>> for Gated {
+impl<B> Service<Request<B>> for Gated {
     type Response = Resp;
     type Error = io::Error;
     type Future = std::future::Ready<io::Result<Resp>>;
@@ -1199,7 +1199,7 @@ impl Service<Request<String>> for Gated {
         std::task::Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, _: Request<String>) -> Self::Future {
+    fn call(&mut self, _: Request<B>) -> Self::Future {
         fails_first(&self.calls)
     }
 }
@@ -1400,6 +1400,53 @@ async fn a_first_hedged_attempt_whose_service_is_ready_after_its_time_is_not_sen
     };
     assert_eq!(calls.load(Ordering::SeqCst), 1, "only the hedge is sent");
     assert!(r.is_err());
+}
+
+/// Under the hedged layer, a request that cannot be copied is sent once, outside the rounds:
+/// when it waited for a slot of its concurrency limit and then for its service, past its
+/// 100 ms, it is not sent either; its timer cuts it on the driver's next turn.
+#[tokio::test(start_paused = true)]
+async fn a_hedged_request_sent_once_is_not_sent_after_its_time() {
+    use retry_runtime::hedge::Hedge;
+    static LIMIT: retry_runtime::ConcurrencyLimit = match retry_runtime::ConcurrencyLimit::new(1, 4)
+    {
+        Ok(l) => l,
+        Err(_) => panic!(),
+    };
+    let policy = Policy::builder()
+        .retries(0)
+        .timeout(ms(100))
+        .limit(&LIMIT)
+        .hedge(Hedge::after(ms(50), 1).unwrap())
+        .build()
+        .unwrap();
+    let svc = Gated {
+        calls: Arc::new(AtomicU32::new(0)),
+        after_ready: true,
+        readies: Arc::default(),
+        gate: Arc::default(),
+    };
+    let (calls, gate) = (Arc::clone(&svc.calls), Arc::clone(&svc.gate));
+    // Another caller holds the only slot: the request waits for it, then makes a clone of
+    // the service ready.
+    let held = LIMIT.try_acquire().expect("a free slot");
+    let mut call = Box::pin(
+        RobustLayer::hedged(policy)
+            .layer(svc)
+            .oneshot(Request::new(Stream)),
+    );
+    let polled = std::future::poll_fn(|cx| std::task::Poll::Ready(call.as_mut().poll(cx))).await;
+    assert!(polled.is_pending(), "it waits for the slot");
+    drop(held);
+    until_waiting(&mut call, &gate).await;
+    let polled = open_and_advance(&mut call, &gate, ms(150)).await;
+    assert!(polled.is_pending(), "the timer fires on the driver's turn");
+    assert_eq!(calls.load(Ordering::SeqCst), 0, "sent with no time left");
+    let r = tokio::time::timeout(secs(60), call)
+        .await
+        .expect("the request ended");
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::TimedOut);
+    assert_eq!(calls.load(Ordering::SeqCst), 0);
 }
 
 /// A retry's wait for a slot, bounded by its `max_delay` (1 s), does not time the attempt that

@@ -2352,16 +2352,36 @@ where
     };
     let attempt = call.attempt();
     let started = attempt.started();
+    let limit = attempt.limit();
+    // A service made ready after the attempt's time is over, by the clock, is not sent the
+    // request (as in the rounds): its time counts from before its timer is made (a reading
+    // only when it waited for a slot).
+    let since = (waited && limit.is_some()).then(tokio::time::Instant::now);
     let mut not_ready = false;
-    let (result, fired) =
-        crate::timeout::run_attempt(policy.timeout_setting(), attempt.limit(), async {
-            if waited && let Err(e) = std::future::poll_fn(|cx| service.poll_ready(cx)).await {
+    let (result, fired) = crate::timeout::run_attempt(policy.timeout_setting(), limit, async {
+        if waited {
+            let mut pending = false;
+            let ready = std::future::poll_fn(|cx| {
+                let poll = service.poll_ready(cx);
+                pending |= poll.is_pending();
+                poll
+            })
+            .await;
+            if let Err(e) = ready {
                 not_ready = true;
                 return Err(e);
             }
-            service.call(request).await
-        })
-        .await;
+            // Its time is over: it never answers, and its timer cuts it.
+            if pending
+                && let (Some(since), Some(limit)) = (since, limit)
+                && tokio::time::Instant::now() >= crate::timeout::after(since, limit)
+            {
+                return std::future::pending().await;
+            }
+        }
+        service.call(request).await
+    })
+    .await;
     drop(slot);
     if not_ready {
         // Not sent: no attempt (the breaker's permit goes back); the error is the call's.
