@@ -697,7 +697,16 @@ fn keys_expire() {
 /// The attribute takes shared guards in its `breaker =` and `budget =` keys.
 static SHARED: OnceLock<(Fleet, SharedBreaker, SharedBudget)> = OnceLock::new();
 
-#[robust(retries = 2, backoff = none, breaker = SHARED.get().expect("set").1, budget = SHARED.get().expect("set").2)]
+/// The shared guards, by reference (a handle taken by value from an expression could be one
+/// made by the call: the attribute refuses it).
+fn shared_breaker() -> &'static SharedBreaker {
+    &SHARED.get().expect("set").1
+}
+fn shared_budget() -> &'static SharedBudget {
+    &SHARED.get().expect("set").2
+}
+
+#[robust(retries = 2, backoff = none, breaker = shared_breaker(), budget = shared_budget())]
 fn flaky(calls: &AtomicU32) -> io::Result<u32> {
     let n = calls.fetch_add(1, Ordering::Relaxed);
     if n == 0 {

@@ -90,7 +90,6 @@ fn robust2(
     let config = valid::validate(args.items, &params, &mut errors);
     valid::check_never_retries(&config, &mut errors);
     valid::check_fallback_reachable(&config, &mut errors);
-    valid::check_fleet_guards_made_here(&config, &mut errors);
     valid::check_under_deadline(&config, &mut errors);
     valid::check_backoff_fits(&config, &mut errors);
     valid::check_jitter_reads_strategy(&config, &mut errors);

@@ -581,18 +581,24 @@ pub fn static_guard<G: ?Sized>(guard: &'static G) {
     message = "this expression makes a new `{Self}` for each call, which would never run dry, open, throttle or limit anything",
     label = "a guard made here serves one call only",
     note = "declare the guard once, as a `static` (a `LazyLock` for one built with `?` or `.unwrap()`), and name it: `breaker = BREAKER`",
-    note = "a reference or an `Arc` to a guard made once is fine: a keyed map's `BREAKERS.get(host)`, a fn returning `&'static CircuitBreaker`"
+    note = "a reference or an `Arc` to a guard made once is fine: a keyed map's `BREAKERS.get(host)`, a fn returning `&'static CircuitBreaker`",
+    note = "a fleet's `SharedBreaker` or `SharedBudget` taken by value may be one made here (`Fleet::breaker(..)` registers a new one each time): name it through a `static` or a reference too"
 )]
 pub trait SharedGuard {}
 
-/// The guards' own types: a value of one made by the call is a new guard. (A fleet's
-/// `SharedBreaker` and `SharedBudget` are handles: a clone shares the guard, so they are not
-/// among them.)
+/// The guards' own types: a value of one made by the call is a new guard. A fleet's
+/// `SharedBreaker` and `SharedBudget` are among them: a clone of one shares its guard, but
+/// one made by the call (`Fleet::breaker(..)`, directly or in a fn the expression calls)
+/// registers a new shared guard, with a new local one, whose counts end with the call; the
+/// value alone cannot tell the two apart, so a handle is named as a guard is (a `static`, or
+/// a reference a fn returns).
 pub trait OwnedGuard {}
 impl OwnedGuard for crate::CircuitBreaker {}
 impl OwnedGuard for crate::RetryBudget {}
 impl OwnedGuard for crate::AdaptiveThrottle {}
 impl OwnedGuard for crate::ConcurrencyLimit {}
+impl OwnedGuard for crate::guard::fleet::SharedBreaker {}
+impl OwnedGuard for crate::guard::fleet::SharedBudget {}
 impl<T: OwnedGuard + ?Sized> OwnedGuard for Box<T> {}
 impl<T: OwnedGuard, F> OwnedGuard for std::sync::LazyLock<T, F> {}
 

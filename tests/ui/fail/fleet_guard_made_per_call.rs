@@ -1,12 +1,13 @@
 // A fleet's guard made in the attribute is made for each call: `Fleet::breaker` and
 // `Fleet::budget` register a new shared guard (with a new local one) every time they are
-// called, whose counts end with the call. A `SharedBreaker` is a handle (a clone shares the
-// guard), so the check on guards' types cannot see it: each is an error at the call.
+// called, whose counts end with the call, directly or through a fn. A handle taken by value
+// from an expression is refused as a guard is (a clone shares its guard, but the value alone
+// cannot say whether it was made here): name a `static`, or a reference a fn returns.
 use std::io;
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use retry_runtime::guard::fleet::{Fleet, FleetOptions, MemoryStore};
+use retry_runtime::guard::fleet::{Fleet, FleetOptions, MemoryStore, SharedBreaker};
 use retry_runtime::{CircuitBreaker, RetryBudget, robust};
 
 static FLEET: LazyLock<Fleet> = LazyLock::new(|| {
@@ -31,6 +32,33 @@ fn breaker_made_here() -> io::Result<()> { Ok(()) }
 )
 .expect("a valid budget"))]
 fn budget_made_here() -> io::Result<()> { Ok(()) }
+
+fn payments() -> SharedBreaker {
+    FLEET
+        .breaker(
+            "payments",
+            CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(30), 1).unwrap(),
+            Duration::from_secs(10),
+            20,
+        )
+        .unwrap()
+}
+
+#[robust(breaker = payments())]
+fn breaker_made_by_a_fn() -> io::Result<()> { Ok(()) }
+
+// A shared handle named through a `static` or a reference is fine.
+static PAYMENTS: LazyLock<SharedBreaker> = LazyLock::new(payments);
+
+fn payments_ref() -> &'static SharedBreaker {
+    &PAYMENTS
+}
+
+#[robust(breaker = PAYMENTS)]
+fn named() -> io::Result<()> { Ok(()) }
+
+#[robust(breaker = payments_ref())]
+fn by_reference() -> io::Result<()> { Ok(()) }
 
 // (What the fns would need, had they compiled.)
 const _: (Duration, Option<CircuitBreaker>, Option<RetryBudget>) = (Duration::ZERO, None, None);
