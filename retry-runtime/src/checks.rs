@@ -597,7 +597,9 @@ impl OwnedGuard for crate::CircuitBreaker {}
 impl OwnedGuard for crate::RetryBudget {}
 impl OwnedGuard for crate::AdaptiveThrottle {}
 impl OwnedGuard for crate::ConcurrencyLimit {}
+#[cfg(feature = "redis")]
 impl OwnedGuard for crate::guard::fleet::SharedBreaker {}
+#[cfg(feature = "redis")]
 impl OwnedGuard for crate::guard::fleet::SharedBudget {}
 impl<T: OwnedGuard + ?Sized> OwnedGuard for Box<T> {}
 impl<T: OwnedGuard, F> OwnedGuard for std::sync::LazyLock<T, F> {}
