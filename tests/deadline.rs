@@ -691,21 +691,34 @@ fn the_builder_checks_the_value_rules_and_not_an_on_rule_that_takes_no_error() {
             .deadline(secs(1))
             .build()
             .err(),
-        // The `on` rule takes no error; the value rule has a backoff of its own.
-        Policy::builder()
-            .backoff(Constant::new(secs(2)))
-            .jitter(NoJitter)
-            .max_delay(secs(1))
-            .on(NoError)
-            .when_ok(busy(), |s| s.backoff(Constant::new(ms(10))))
-            .build()
-            .err(),
-        values_only()
-            .when_ok(busy(), |s| s.backoff(Constant::new(ms(10))))
-            .deadline(secs(1))
-            .build()
-            .err(),
     ]);
+    // The `on` rule takes no error and the value rule has a backoff of its own: the `on`
+    // rule's 2 s are not checked against the deadline or the `max_delay`, and no rule reads
+    // them, which `build` refuses as a setting every rule replaces.
+    let refused = [
+        (
+            Policy::builder()
+                .backoff(Constant::new(secs(2)))
+                .jitter(NoJitter)
+                .max_delay(secs(1))
+                .on(NoError)
+                .when_ok(busy(), |s| s.backoff(Constant::new(ms(10))))
+                .build()
+                .err(),
+            "backoff",
+        ),
+        (
+            values_only()
+                .when_ok(busy(), |s| s.backoff(Constant::new(ms(10))))
+                .deadline(secs(1))
+                .build()
+                .err(),
+            "backoff",
+        ),
+    ];
+    for e in refused_for(refused) {
+        assert!(e.to_string().contains("each sets its own"), "{e}");
+    }
 }
 
 /// Two seconds, always; its smallest delay left at the trait's default (zero).

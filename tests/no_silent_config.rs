@@ -716,3 +716,92 @@ fn the_builder_refuses_a_jitter_the_strategy_gives_nothing_to_do() {
     ];
     all_accepted(accepted);
 }
+
+/// The builder refuses a setting of the `on` rule that every `when` replaces: the `when`s take
+/// every error the `on` rule would retry (they are tried first), the `on` rule takes no value,
+/// and each `when` sets its own value (the attribute refuses the same). A setting one rule
+/// inherits, or an `on` rule that still takes some errors or values, is accepted.
+#[test]
+fn the_builder_refuses_top_level_settings_every_when_replaces() {
+    use retry_runtime::kind::{AnyError, ClassifyExt, Io, OkIf, Timeout};
+    use retry_runtime::{Constant, Policy};
+    let s = Duration::from_secs;
+    let refused = [
+        (
+            Policy::builder()
+                .retries(5)
+                .backoff(Constant::new(s(1)))
+                .when(AnyError, |r| r.retries(2).backoff(Constant::new(s(2))))
+                .build()
+                .err(),
+            "retries",
+        ),
+        (
+            Policy::builder()
+                .on(Timeout)
+                .retries(5)
+                .when(Timeout, |r| r.retries(1))
+                .build()
+                .err(),
+            "retries",
+        ),
+        (
+            Policy::builder()
+                .on(Io::ANY)
+                .max_delay(s(10))
+                .when(Io::ANY, |r| r.max_delay(s(1)))
+                .build()
+                .err(),
+            "max_delay",
+        ),
+        (
+            Policy::builder()
+                .retries(3)
+                .backoff(Constant::new(s(1)))
+                .when(Timeout, |r| r.backoff(Constant::new(s(2))))
+                .when(AnyError, |r| r.backoff(Constant::new(s(3))))
+                .build()
+                .err(),
+            "backoff",
+        ),
+    ];
+    for e in refused_for(refused) {
+        assert!(e.to_string().contains("each sets its own"), "{e}");
+    }
+    let accepted = [
+        // The `when` inherits the retries.
+        Policy::builder()
+            .retries(5)
+            .when(AnyError, |r| r.backoff(Constant::new(s(1))))
+            .build()
+            .err(),
+        // One of two `when`s inherits the strategy.
+        Policy::builder()
+            .retries(3)
+            .backoff(Constant::new(s(1)))
+            .when(Timeout, |r| r.backoff(Constant::new(s(2))))
+            .when(AnyError, |r| r.retries(1))
+            .build()
+            .err(),
+        // The `on` rule takes values too.
+        Policy::builder()
+            .retries(5)
+            .on_ok(OkIf(|v: &u32| *v == 503))
+            .when(AnyError, |r| r.retries(2))
+            .build()
+            .err(),
+        // The `on` rule still takes the I/O errors.
+        Policy::builder()
+            .on(Timeout.or(Io::ANY))
+            .retries(5)
+            .when(Timeout, |r| r.retries(1))
+            .build()
+            .err(),
+        // Nothing written at the top level.
+        Policy::builder()
+            .when(AnyError, |r| r.retries(1))
+            .build()
+            .err(),
+    ];
+    all_accepted(accepted);
+}

@@ -180,6 +180,11 @@ struct Checks {
     /// that inherits the `on` rule's strategy too reads the pair as the `on` rule does).
     top_jitter_read_elsewhere: bool,
     top_scale_read: bool,
+    /// Whether a `when` or `when_ok` rule reads the `on` rule's retries (it set none of its
+    /// own), its strategy or its `max_delay` (it set none, and may retry).
+    inherit_retries: bool,
+    inherit_backoff: bool,
+    inherit_max_delay: bool,
 }
 
 impl Checks {
@@ -203,6 +208,9 @@ impl Checks {
         top_jitter_read: false,
         top_jitter_read_elsewhere: false,
         top_scale_read: false,
+        inherit_retries: false,
+        inherit_backoff: false,
+        inherit_max_delay: false,
     };
 
     /// Why a `when` rule of kind `K` would never apply, as far as the kinds' types tell: a
@@ -268,6 +276,10 @@ impl Checks {
     /// reads the `on` rule's jitter and scale. The error for a setting it has no use for.
     fn add_rule<B2: Backoff, J2>(&mut self, settings: &Settings<B2, J2>) -> Option<ConfigError> {
         let (jitter, scale) = reads_top::<B2>(settings);
+        let retries = may_retry(&settings.rule);
+        self.inherit_retries |= !settings.written.retries;
+        self.inherit_backoff |= retries && !settings.written.backoff;
+        self.inherit_max_delay |= retries && !settings.written.max_delay;
         self.whens_retry |= may_retry(&settings.rule);
         self.top_jitter_read |= jitter;
         self.top_jitter_read_elsewhere |= jitter && settings.written.backoff;
@@ -1025,6 +1037,40 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
                 return Err(ConfigError::new(
                     key,
                     "has no effect: no rule ever retries (the `on` rule has `retries(0)`, a `max_delay` of zero, or `on(NoError)` with no `on_ok`, and no `when` rule retries); leave it out, or allow retries",
+                ));
+            }
+        }
+        // Settings of the `on` rule that every `when` replaces: the `when` rules take every
+        // error the `on` rule would retry (rules are tried before it), it takes no value (no
+        // `on_ok`), and each rule sets its own value (as the attribute refuses them).
+        let taken = |part: &Part| match part {
+            Part::Timeout => self.checks.timeout,
+            Part::Io | Part::IoAny => self.checks.every_io,
+            Part::NoError => true,
+            Part::Any | Part::Other => false,
+        };
+        let on_taken = !self.checks.on_values
+            && (self.checks.every_error
+                || self.checks.on_written
+                    && kind_parts(std::any::type_name::<K>()).iter().all(taken));
+        if on_taken {
+            let written = p.settings.written;
+            let replaced = [
+                ("retries", written.retries && !self.checks.inherit_retries),
+                ("backoff", written.backoff && !self.checks.inherit_backoff),
+                ("jitter", written.jitter && !self.checks.top_jitter_read),
+                ("scale", written.scale && !self.checks.top_scale_read),
+                (
+                    "max_delay",
+                    written.max_delay && !self.checks.inherit_max_delay,
+                ),
+            ]
+            .into_iter()
+            .find_map(|(key, set)| set.then_some(key));
+            if let Some(key) = replaced {
+                return Err(ConfigError::new(
+                    key,
+                    "has no effect: the `when` rules take every error the `on` rule would retry (rules are tried before `on`), and each sets its own; leave it out, or set it in the rules that should use it",
                 ));
             }
         }
