@@ -804,10 +804,16 @@ async fn a_hedge_needs_a_free_slot_and_a_throttle_that_rejects_nothing() {
             .hedge(Hedge::after(ms(10), 1).unwrap())
             .seed(7)
     };
-    let one = ConcurrencyLimit::new(1, 4).unwrap();
+    // Two slots, one held by another caller: the attempt takes the other, and its hedge
+    // finds none. (A limit of one slot beside a hedge is refused by `build`.)
     let two = ConcurrencyLimit::new(2, 4).unwrap();
-    assert_eq!(attempts_of(&hedged().limit(&one).build().unwrap()).await, 1);
+    let other = two.try_acquire().expect("a free slot");
+    assert_eq!(attempts_of(&hedged().limit(&two).build().unwrap()).await, 1);
+    drop(other);
     assert_eq!(attempts_of(&hedged().limit(&two).build().unwrap()).await, 2);
+    let one = ConcurrencyLimit::new(1, 4).unwrap();
+    let e = hedged().limit(&one).build().unwrap_err();
+    assert_eq!(e.parameter(), "hedge", "{e}");
 
     let quiet = AdaptiveThrottle::new(2.0, secs(60)).unwrap();
     let wary = AdaptiveThrottle::new(2.0, secs(60)).unwrap();
@@ -942,8 +948,9 @@ async fn a_cancelled_hedge_gives_back_its_probe() {
 }
 
 /// A hedge that fails frees its slot of the concurrency limit before the next hedge asks for
-/// one: with one slot, a first attempt and two hedges that each fail after 10 ms run one after
-/// the other (at 0, 10 and 20 ms), and the call ends at 30 ms after three attempts. (The
+/// one: with one slot free (of two, another caller holding the other), a first attempt and
+/// two hedges that each fail after 10 ms run one after the other (at 0, 10 and 20 ms), and
+/// the call ends at 30 ms after three attempts. (The
 /// failed hedge kept its slot until after the next was refused it: two attempts.) A hedge cut
 /// by its timeout frees it too: attempts of 60 ms under a 15 ms timeout, hedged after 12 ms
 /// (the hedge due at 12 ms finds no slot; each cut starts the next) run at 0, 15 and 30 ms.
@@ -951,11 +958,12 @@ async fn a_cancelled_hedge_gives_back_its_probe() {
 async fn a_failed_hedge_frees_its_slot_for_the_next() {
     use retry_runtime::ConcurrencyLimit;
     for (runs, timeout, after) in [(ms(10), None, ms(50)), (ms(60), Some(ms(15)), ms(12))] {
-        let one = ConcurrencyLimit::new(1, 4).unwrap();
+        let two = ConcurrencyLimit::new(2, 4).unwrap();
+        let other = two.try_acquire().expect("a free slot");
         let builder = Policy::builder()
             .retries(0)
             .hedge(Hedge::after(after, 2).unwrap())
-            .limit(&one);
+            .limit(&two);
         let starts = Mutex::new(Vec::new());
         let t0 = Instant::now();
         let attempt = |_| async {
@@ -982,7 +990,8 @@ async fn a_failed_hedge_frees_its_slot_for_the_next() {
             "timeout {timeout:?}"
         );
         assert_eq!(t0.elapsed(), step * 3, "timeout {timeout:?}");
-        assert_eq!(one.in_flight(), 0);
+        assert_eq!(two.in_flight(), 1, "the other caller's slot only");
+        drop(other);
     }
 }
 

@@ -432,7 +432,10 @@ async fn a_when_rules_max_delay_bounds_its_retrys_wait() {
 /// with `E::from(Rejected)`.
 #[tokio::test(start_paused = true)]
 async fn a_hedged_rounds_wait_for_a_slot_ends_at_its_max_delay() {
-    let limit = ConcurrencyLimit::new(1, 4).unwrap();
+    // Two slots (a hedge beside a limit of one is refused), one held by another caller all
+    // along.
+    let limit = ConcurrencyLimit::new(2, 4).unwrap();
+    let other = limit.try_acquire().expect("a free slot");
     let policy = every_100ms()
         .max_delay(secs(1))
         .hedge(retry_runtime::hedge::Hedge::after(ms(500), 1).unwrap())
@@ -442,9 +445,23 @@ async fn a_hedged_rounds_wait_for_a_slot_ends_at_its_max_delay() {
     let attempts = AtomicU32::new(0);
     let call = policy.call_async(|_| {
         attempts.fetch_add(1, Ordering::SeqCst);
-        async { Err(ErrorKind::ConnectionReset.into()) }
+        async { Err::<(), io::Error>(ErrorKind::ConnectionReset.into()) }
     });
-    ends_at_the_max_delay(&limit, call).await;
+    let t0 = Instant::now();
+    let call = async {
+        let r = call.await;
+        (r, t0.elapsed())
+    };
+    let ((r, took), ()) = tokio::join!(call, hold_the_slot(&limit));
+    let e = r.unwrap_err();
+    assert!(is_rejected(&e), "{e:?}");
+    assert_eq!(took, secs(1));
+    assert_eq!(
+        (limit.in_flight(), limit.queued()),
+        (1, 0),
+        "the wait left the queue: only the other caller's slot is held"
+    );
+    drop(other);
     assert_eq!(
         attempts.load(Ordering::SeqCst),
         2,

@@ -1408,7 +1408,7 @@ async fn a_first_hedged_attempt_whose_service_is_ready_after_its_time_is_not_sen
 #[tokio::test(start_paused = true)]
 async fn a_hedged_request_sent_once_is_not_sent_after_its_time() {
     use retry_runtime::hedge::Hedge;
-    static LIMIT: retry_runtime::ConcurrencyLimit = match retry_runtime::ConcurrencyLimit::new(1, 4)
+    static LIMIT: retry_runtime::ConcurrencyLimit = match retry_runtime::ConcurrencyLimit::new(2, 4)
     {
         Ok(l) => l,
         Err(_) => panic!(),
@@ -1427,9 +1427,12 @@ async fn a_hedged_request_sent_once_is_not_sent_after_its_time() {
         gate: Arc::default(),
     };
     let (calls, gate) = (Arc::clone(&svc.calls), Arc::clone(&svc.gate));
-    // Another caller holds the only slot: the request waits for it, then makes a clone of
-    // the service ready.
-    let held = LIMIT.try_acquire().expect("a free slot");
+    // Other callers hold both slots: the request waits for one, then makes a clone of the
+    // service ready.
+    let held = (
+        LIMIT.try_acquire().expect("a free slot"),
+        LIMIT.try_acquire().expect("a free slot"),
+    );
     let mut call = Box::pin(
         RobustLayer::hedged(policy)
             .layer(svc)
@@ -1624,9 +1627,12 @@ async fn a_request_waiting_for_a_slot_gives_up_what_the_service_reserved_for_it(
 
 #[tokio::test(start_paused = true)]
 async fn a_hedged_request_waiting_for_a_slot_gives_up_what_the_service_reserved_for_it() {
+    // Two slots (a hedge beside a limit of one is refused), one held by another caller: one
+    // slot for the requests, as in the plain layer's test above.
     let limit = Box::leak(Box::new(
-        retry_runtime::ConcurrencyLimit::new(1, 4).unwrap(),
+        retry_runtime::ConcurrencyLimit::new(2, 4).unwrap(),
     ));
+    let other = limit.try_acquire().expect("a free slot");
     let policy = Policy::builder()
         .retries(1)
         .backoff(Constant::new(ms(10)))
@@ -1639,6 +1645,7 @@ async fn a_hedged_request_waiting_for_a_slot_gives_up_what_the_service_reserved_
     let (svc, calls) = one_at_a_time(2);
     let client = RobustLayer::hedged(policy).layer(svc);
     no_request_holds_readiness_while_it_waits_for_a_slot(client, calls, 5).await;
+    drop(other);
     assert_eq!((limit.in_flight(), limit.queued()), (0, 0));
 }
 
@@ -1893,12 +1900,19 @@ async fn a_request_sent_once_is_made_ready_within_its_timeout() {
         assert_eq!(a, (Ok(StatusCode::OK), ms(50)));
         assert_eq!(b, (Err(ErrorKind::TimedOut), ms(150)));
         assert_eq!(inner.calls.load(Ordering::SeqCst), 1);
-        assert_eq!((limit.in_flight(), limit.queued()), (0, 0));
+        assert_eq!(
+            (limit.in_flight(), limit.queued()),
+            (1, 0),
+            "the other caller's slot only"
+        );
     }
 
+    // Two slots (a hedge beside a limit of one is refused), one held by another caller all
+    // along: one for the requests.
     let limit = Box::leak(Box::new(
-        retry_runtime::ConcurrencyLimit::new(1, 4).unwrap(),
+        retry_runtime::ConcurrencyLimit::new(2, 4).unwrap(),
     ));
+    let other = limit.try_acquire().expect("a free slot");
     let builder = || {
         Policy::builder()
             .retries(1)
@@ -1914,6 +1928,7 @@ async fn a_request_sent_once_is_made_ready_within_its_timeout() {
         .build()
         .unwrap();
     check(|inner| RobustLayer::hedged(hedged).layer(inner), limit).await;
+    drop(other);
 }
 
 /// A request whose `on_success` panics after its probe's success was recorded does not give
@@ -2016,8 +2031,9 @@ impl retry_runtime::tower::RetryRequest for Once {
 /// (Before, it stayed with the waiting request, which could deadlock as in the tests above.)
 #[tokio::test(start_paused = true)]
 async fn a_request_sent_once_waits_for_a_slot_without_the_inner_permit() {
+    // (Two slots: a hedge beside a limit of one is refused.)
     let limit = Box::leak(Box::new(
-        retry_runtime::ConcurrencyLimit::new(1, 4).unwrap(),
+        retry_runtime::ConcurrencyLimit::new(2, 4).unwrap(),
     ));
     let policy = Policy::builder()
         .retries(1)
@@ -2035,8 +2051,8 @@ async fn a_request_sent_once_waits_for_a_slot_without_the_inner_permit() {
         1,
     );
     let client = RobustLayer::hedged(policy).layer(inner.clone());
-    // The layer's only slot is taken: the request waits for it.
-    let held = limit.try_acquire().unwrap();
+    // The layer's slots are taken: the request waits for one.
+    let held = (limit.try_acquire().unwrap(), limit.try_acquire().unwrap());
     let waiting = tokio::spawn(client.oneshot(Once));
     tokio::time::sleep(ms(10)).await;
     assert_eq!(limit.queued(), 1);

@@ -1034,7 +1034,8 @@ mod tests {
                 Ok(b) => b,
                 Err(_) => panic!("invalid breaker"),
             };
-        static LIMIT: crate::ConcurrencyLimit = match crate::ConcurrencyLimit::new(1, 4) {
+        // (Two slots: a hedge needs one beside its attempt's.)
+        static LIMIT: crate::ConcurrencyLimit = match crate::ConcurrencyLimit::new(2, 4) {
             Ok(l) => l,
             Err(_) => panic!("invalid limit"),
         };
@@ -1056,8 +1057,11 @@ mod tests {
         }
         assert_eq!(B.state(), crate::BreakerState::Open);
         tokio::time::advance(Duration::from_secs(30)).await;
-        // The only slot is held for 10 ms: the call, admitted (its probe taken), waits for it.
-        let held = LIMIT.try_acquire().expect("a free slot");
+        // Both slots are held for 10 ms: the call, admitted (its probe taken), waits for one.
+        let held = (
+            LIMIT.try_acquire().expect("a free slot"),
+            LIMIT.try_acquire().expect("a free slot"),
+        );
         let t0 = tokio::time::Instant::now();
         let (r, ()) = tokio::join!(
             hedged_loop_blind(&policy, || async { Ok::<u32, io::Error>(9) }),

@@ -185,6 +185,9 @@ struct Checks {
     inherit_retries: bool,
     inherit_backoff: bool,
     inherit_max_delay: bool,
+    /// Whether the concurrency limit has one slot (a hedge could never run beside the attempt
+    /// that holds it).
+    limit_of_one: bool,
 }
 
 impl Checks {
@@ -211,6 +214,7 @@ impl Checks {
         inherit_retries: false,
         inherit_backoff: false,
         inherit_max_delay: false,
+        limit_of_one: false,
     };
 
     /// Why a `when` rule of kind `K` would never apply, as far as the kinds' types tell: a
@@ -854,6 +858,9 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
     /// of a hedged policy is a compile error (a thread cannot run two attempts at once). A
     /// [`timeout`](Self::timeout), [`adaptive_timeout`](Self::adaptive_timeout) or
     /// [`deadline`](Self::deadline) set before or after the hedge applies to each attempt.
+    /// Each hedge needs a free slot of the policy's [`limit`](Self::limit), if any, beside
+    /// the one its attempt holds: [`build`](Self::build) refuses a hedge beside a limit of
+    /// one slot.
     ///
     /// ```
     /// use std::time::Duration;
@@ -1009,6 +1016,14 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
             return Err(ConfigError::new(
                 "hedge",
                 "must be due before the attempt's timeout (an adaptive timeout's `max`) and the deadline: every attempt would be cut first, and no hedge would ever run beside it",
+            ));
+        }
+        // A hedge runs beside the attempt it hedges, each holding a slot of the limit: with
+        // one slot, none ever could (it would go out only once that attempt has failed).
+        if self.checks.limit_of_one && p.timeout.hedge().is_some() {
+            return Err(ConfigError::new(
+                "hedge",
+                "needs a concurrency limit of at least 2 slots: a hedge holds a slot beside the attempt it hedges, and with one slot none could ever run beside it (it would only follow a failure); raise the limit's `max_in_flight`, or leave the hedge out",
             ));
         }
         // Settings no rule reads (as the attribute refuses them).
@@ -1444,7 +1459,7 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb, Th, L>
         C,
         Extras<Bu, Br, H, R, N, V, Fb, Th, &crate::ConcurrencyLimit>,
     > {
-        self.map_extras(|x| Extras {
+        let mut b = self.map_extras(|x| Extras {
             budget: x.budget,
             breaker: x.breaker,
             hint: x.hint,
@@ -1454,7 +1469,9 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb, Th, L>
             fallback: x.fallback,
             throttle: x.throttle,
             limit,
-        })
+        });
+        b.checks.limit_of_one = limit.max_in_flight() == 1;
+        b
     }
 
     /// Client-side throttling (SPEC section 16, the SRE book's adaptive throttling): before
