@@ -814,6 +814,14 @@ async fn a_hedge_needs_a_free_slot_and_a_throttle_that_rejects_nothing() {
     let one = ConcurrencyLimit::new(1, 4).unwrap();
     let e = hedged().limit(&one).build().unwrap_err();
     assert_eq!(e.parameter(), "hedge", "{e}");
+    // Set in the other order, the same.
+    let e = Policy::builder()
+        .limit(&one)
+        .retries(0)
+        .hedge(Hedge::after(ms(10), 1).unwrap())
+        .build()
+        .unwrap_err();
+    assert_eq!(e.parameter(), "hedge", "{e}");
 
     let quiet = AdaptiveThrottle::new(2.0, secs(60)).unwrap();
     let wary = AdaptiveThrottle::new(2.0, secs(60)).unwrap();
