@@ -232,9 +232,22 @@ impl BreakerCell {
         }
     }
 
+    /// Whether the fleet's breaker was open at the last sync and its break, as announced
+    /// then, is not over at `now` (on this instance's clock): it holds whether or not the
+    /// view is still followed (a round that failed, Redis gone, a stuck sync thread), since
+    /// the fleet judged the dependency down until then.
+    #[inline]
+    fn announced_break(&self, now: Instant) -> bool {
+        self.state.load(Ordering::Acquire) == OPEN
+            && self.fleet.ms(now) < self.open_until.load(Ordering::Acquire)
+    }
+
     #[inline]
     fn acquire(&self, now: Instant) -> Option<Permit> {
         if !self.live(now) {
+            if self.announced_break(now) {
+                return None;
+            }
             return self.local.acquire(now);
         }
         match self.state.load(Ordering::Acquire) {
@@ -317,7 +330,7 @@ impl BreakerCell {
     #[inline]
     fn would_admit(&self, now: Instant) -> bool {
         if !self.live(now) {
-            return self.local.would_admit(now);
+            return !self.announced_break(now) && self.local.would_admit(now);
         }
         match self.state.load(Ordering::Acquire) {
             CLOSED => self.local.would_admit(now),
@@ -341,7 +354,10 @@ impl BreakerCell {
 /// breaker opens, the local breaker forgets its window: when the fleet's closes again, the
 /// local one starts as a breaker that has just closed. Otherwise (Redis slow or gone, this
 /// key failing, or before the guard's first round) the local breaker alone decides, and the
-/// outcomes it records then are never pushed (at the rejoin they would look fresh).
+/// outcomes it records then are never pushed (at the rejoin they would look fresh); but a
+/// break the fleet announced at the last sync holds to its end (on this instance's clock):
+/// a round that fails during a break does not let this instance's traffic through to a
+/// dependency the fleet judged down.
 ///
 /// The hot path (`acquire`, `record`) reads and writes atomics and the local breaker; it
 /// never waits on the network and allocates nothing.
@@ -376,9 +392,14 @@ impl SharedBreaker {
     }
 
     /// The state that decides now: the fleet's while its view is fresh (its closed state
-    /// reads as the local breaker's), the local breaker's otherwise.
+    /// reads as the local breaker's), the local breaker's otherwise, but open until the end of
+    /// a break the fleet announced at the last sync.
     pub fn state(&self) -> BreakerState {
-        if !self.cell.live(self.cell.fleet.now()) {
+        let now = self.cell.fleet.now();
+        if !self.cell.live(now) {
+            if self.cell.announced_break(now) {
+                return BreakerState::Open;
+            }
             return self.cell.local.state();
         }
         match self.cell.state.load(Ordering::Acquire) {

@@ -1038,27 +1038,30 @@ mod tests {
         fleets.iter().for_each(|f| assert!(f.sync(t0)));
         fleets.iter().for_each(|f| assert!(f.sync(t0)));
         assert!(breakers.iter().all(|b| (&b).acquire(t0).is_none()));
-        // No sync for longer than `stale_after` (300 ms; a stuck sync thread): each instance
-        // decides with its own breaker, closed.
+        // No sync for longer than `stale_after` (300 ms; a stuck sync thread): the view is
+        // not followed, but the break the fleet announced (5 s) holds to its end.
         let late = t0 + Duration::from_millis(350);
         assert!(
             breakers[0]
                 .acquire(t0 + Duration::from_millis(250))
                 .is_none()
         );
-        assert!(breakers[0].acquire(late).is_some());
+        assert_eq!(breakers[0].fleet_state(late), None);
+        assert!(breakers[0].acquire(late).is_none(), "the break holds");
+        assert!(!(&breakers[0]).would_admit(late));
         assert!(fleets[0].sync(late));
         assert!(
             breakers[0].acquire(late).is_none(),
             "the fleet's view again"
         );
-        // The store goes away: at the first failed sync, each instance decides alone.
+        // The store goes away: at the first failed sync, each instance decides alone, within
+        // the announced break.
         store.set_down(true);
         let t1 = t0 + Duration::from_millis(400);
         fleets.iter().for_each(|f| assert!(!f.sync(t1)));
         assert_eq!(fleets[0].status(), FleetStatus::Fallback);
         assert_eq!(fleets[0].fallbacks(), 1);
-        assert!(breakers.iter().all(|b| (&b).acquire(t1).is_some()));
+        assert!(breakers.iter().all(|b| (&b).acquire(t1).is_none()));
         assert_eq!(breakers[0].fleet_state(t1), None);
         let t2 = t0 + Duration::from_millis(450);
         assert!(!fleets[0].sync(t2));
@@ -1069,6 +1072,15 @@ mod tests {
         fleets.iter().for_each(|f| assert!(f.sync(t3)));
         assert_eq!(fleets[0].status(), FleetStatus::Connected);
         assert!(breakers.iter().all(|b| (&b).acquire(t3).is_none()));
+        // Gone again until after the break: from its end, each instance's own breaker
+        // (closed: its window was emptied when the fleet's opened) decides.
+        store.set_down(true);
+        let t4 = t0 + Duration::from_millis(600);
+        fleets.iter().for_each(|f| assert!(!f.sync(t4)));
+        assert!(breakers.iter().all(|b| (&b).acquire(t4).is_none()));
+        let t5 = t0 + Duration::from_millis(5_100);
+        assert!(breakers.iter().all(|b| (&b).acquire(t5).is_some()));
+        assert!((&breakers[0]).would_admit(t5));
     }
 
     #[test]
