@@ -1048,7 +1048,7 @@ mod tests {
         );
         assert_eq!(breakers[0].fleet_state(late), None);
         assert!(breakers[0].acquire(late).is_none(), "the break holds");
-        assert!(!(&breakers[0]).would_admit(late));
+        assert!(!breakers[0].would_admit(late));
         assert!(fleets[0].sync(late));
         assert!(
             breakers[0].acquire(late).is_none(),
@@ -1080,7 +1080,7 @@ mod tests {
         assert!(breakers.iter().all(|b| (&b).acquire(t4).is_none()));
         let t5 = t0 + Duration::from_millis(5_100);
         assert!(breakers.iter().all(|b| (&b).acquire(t5).is_some()));
-        assert!((&breakers[0]).would_admit(t5));
+        assert!(breakers[0].would_admit(t5));
     }
 
     #[test]
