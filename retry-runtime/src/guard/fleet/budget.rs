@@ -39,6 +39,9 @@ pub(crate) struct BudgetCell {
     active: AtomicBool,
     /// Syncs in a row with no retry asked for (the sync thread's own count).
     idle_syncs: AtomicU32,
+    /// Idle syncs after which the unspent lease goes back ([`SharedBudget::keep_lease`]);
+    /// `u32::MAX`: never, and the lease is kept topped up.
+    idle_limit: AtomicU32,
     /// Retries paid from the lease, and the fleet's free tokens at the last sync.
     spent: AtomicU64,
     fleet_tokens: AtomicU64,
@@ -97,6 +100,7 @@ impl BudgetCell {
             // No lease until a retry is asked for: an idle instance holds no tokens.
             active: AtomicBool::new(false),
             idle_syncs: AtomicU32::new(0),
+            idle_limit: AtomicU32::new(IDLE_SYNCS),
             spent: AtomicU64::new(0),
             fleet_tokens: AtomicU64::new(capacity),
         }
@@ -127,7 +131,10 @@ impl BudgetCell {
     pub(super) fn take_push(&self) -> BudgetPush {
         let lease = self.lease.load(Ordering::Acquire);
         let mut back = 0;
-        let want = if self.active.swap(false, Ordering::AcqRel) {
+        let limit = self.idle_limit.load(Ordering::Relaxed);
+        // (A lease kept for good is topped up whether or not a retry was asked for.)
+        let asked = self.active.swap(false, Ordering::AcqRel);
+        let want = if asked || limit == u32::MAX {
             self.idle_syncs.store(0, Ordering::Relaxed);
             self.lease_target
                 .load(Ordering::Relaxed)
@@ -135,7 +142,7 @@ impl BudgetCell {
         } else {
             let idle = self.idle_syncs.load(Ordering::Relaxed).saturating_add(1);
             self.idle_syncs.store(idle, Ordering::Relaxed);
-            if idle >= IDLE_SYNCS && lease > 0 {
+            if idle >= limit && lease > 0 {
                 // A retry racing with this takes what it finds: the rest goes back.
                 back = self.lease.swap(0, Ordering::AcqRel);
             }
@@ -243,7 +250,8 @@ impl BudgetCell {
 /// or refused), the next round tops the lease up from the bucket; every round credits the
 /// calls made since. An instance that asks for no retry in 5 rounds in a row gives its unspent
 /// lease back, and one that never asks leases nothing: idle instances do not hoard the
-/// fleet's tokens. So the fleet's retries never exceed the bucket's capacity plus what its
+/// fleet's tokens (so an instance whose retries are further apart has each refused, the lease
+/// arriving at the round after it: [`keep_lease`](Self::keep_lease) keeps it longer). So the fleet's retries never exceed the bucket's capacity plus what its
 /// calls earned, however many instances there are, while the key is not lost (see the
 /// [module docs](super) for the exact statement), and each instance makes at most
 /// `lease / cost` retries per sync interval.
@@ -283,6 +291,18 @@ impl SharedBudget {
             self.cell.cost.saturating_mul(u64::from(retries.max(1))),
             Ordering::Relaxed,
         );
+    }
+
+    /// Keeps the unspent lease through `idle_rounds` rounds in a row without a retry asked
+    /// for (5 by default) before giving it back; `u32::MAX` keeps it for good, and asks for it
+    /// at the next round without waiting for a retry. An instance whose retries come further
+    /// apart than its idle rounds finds its lease given back each time, and the retry refused
+    /// (the lease comes at the round after it): such an instance keeps its lease longer, which
+    /// holds those tokens out of the other instances' reach.
+    pub fn keep_lease(&self, idle_rounds: u32) {
+        self.cell
+            .idle_limit
+            .store(idle_rounds.max(1), Ordering::Relaxed);
     }
 
     /// Credits one call: to the fallback budget always (it runs all along), and to the

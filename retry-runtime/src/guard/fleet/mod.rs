@@ -1337,6 +1337,38 @@ mod tests {
             9.0,
             "ten tokens, one retry spent"
         );
+        // A retry now, long after the last: refused, its lease given back.
+        assert!(!b.try_withdraw());
+
+        // An instance that keeps its lease for good is granted it at the next round without
+        // asking, and still holds it after many idle rounds: its rare retry is paid.
+        let keeper = &budgets[11];
+        keeper.keep_lease(u32::MAX);
+        t += Duration::from_millis(100);
+        sync_all(t);
+        assert_eq!(keeper.lease(), 1.0);
+        for _ in 0..3 * budget::IDLE_SYNCS {
+            t += Duration::from_millis(100);
+            sync_all(t);
+        }
+        assert_eq!(keeper.lease(), 1.0);
+        assert!(keeper.try_withdraw());
+        t += Duration::from_millis(100);
+        sync_all(t);
+        assert_eq!(keeper.lease(), 1.0, "topped up");
+        // One that keeps it for 8 idle rounds gives it back after the eighth.
+        let longer = &budgets[12];
+        longer.keep_lease(8);
+        assert!(!longer.try_withdraw());
+        t += Duration::from_millis(100);
+        sync_all(t);
+        assert_eq!(longer.lease(), 1.0);
+        for round in 1..=8 {
+            assert_eq!(longer.lease(), 1.0, "idle round {round}");
+            t += Duration::from_millis(100);
+            sync_all(t);
+        }
+        assert_eq!(longer.lease(), 0.0);
     }
 
     #[test]
