@@ -802,6 +802,16 @@ fn the_builder_refuses_top_level_settings_every_when_replaces() {
             .when(AnyError, |r| r.retries(1))
             .build()
             .err(),
+        // The decorrelated jitter is read by the rule beside `NoBackoff` too: it moves the
+        // state the other rule's strategy reads.
+        Policy::builder()
+            .jitter(retry_runtime::jitter::Decorrelated)
+            .when(Io::of([ErrorKind::ConnectionRefused]), |r| {
+                r.backoff(retry_runtime::NoBackoff).retries(5)
+            })
+            .when(AnyError, |r| r.jitter(retry_runtime::NoJitter))
+            .build()
+            .err(),
     ];
     all_accepted(accepted);
 }

@@ -582,7 +582,7 @@ pub fn static_guard<G: ?Sized>(guard: &'static G) {
     label = "a guard made here serves one call only",
     note = "declare the guard once, as a `static` (a `LazyLock` for one built with `?` or `.unwrap()`), and name it: `breaker = BREAKER`",
     note = "a reference or an `Arc` to a guard made once is fine: a keyed map's `BREAKERS.get(host)`, a fn returning `&'static CircuitBreaker`",
-    note = "a fleet's `SharedBreaker` or `SharedBudget` taken by value may be one made here (`Fleet::breaker(..)` registers a new one each time): name it through a `static` or a reference too"
+    note = "a fleet's `SharedBreaker` or `SharedBudget` taken by value may be one made here (`Fleet::breaker(..)` registers a new one each time): name it through a `static`, a fn returning a `&'static` reference to it, or an `Arc` (a registry per host)"
 )]
 pub trait SharedGuard {}
 

@@ -279,7 +279,7 @@ impl Checks {
     /// Notes the settings of a `when` or `when_ok` rule: whether it may retry, and whether it
     /// reads the `on` rule's jitter and scale. The error for a setting it has no use for.
     fn add_rule<B2: Backoff, J2>(&mut self, settings: &Settings<B2, J2>) -> Option<ConfigError> {
-        let (jitter, scale) = reads_top::<B2>(settings);
+        let (jitter, scale) = reads_top::<B2, J2>(settings);
         let retries = may_retry(&settings.rule);
         self.inherit_retries |= !settings.written.retries;
         self.inherit_backoff |= retries && !settings.written.backoff;
@@ -435,10 +435,14 @@ fn unread_setting<B2: Backoff, J2>(settings: &Settings<B2, J2>) -> Option<Config
     })
 }
 
-/// Whether a `when` rule that may retry with a strategy that waits reads the `on` rule's
-/// jitter and scale (it set none of its own).
-fn reads_top<B2>(settings: &Settings<B2, impl Sized>) -> (bool, bool) {
-    let waits = may_retry(&settings.rule) && !same_type::<B2, crate::NoBackoff>();
+/// Whether a `when` rule that may retry reads the `on` rule's jitter and scale (it set none of
+/// its own): with a strategy that waits, or beside `NoBackoff` with a jitter (the inherited
+/// one) that is not one of the built-in ones that wait nothing there and keep no state (a
+/// jitter of the user's may add a delay, which a scale multiplies; the decorrelated ones move
+/// the state every rule of the call shares).
+fn reads_top<B2, J2>(settings: &Settings<B2, J2>) -> (bool, bool) {
+    let waits = may_retry(&settings.rule)
+        && (!same_type::<B2, crate::NoBackoff>() || !built_in_jitter::<J2>());
     (
         waits && !settings.written.jitter,
         waits && !settings.written.scale,

@@ -60,6 +60,14 @@ fn named() -> io::Result<()> { Ok(()) }
 #[robust(breaker = payments_ref())]
 fn by_reference() -> io::Result<()> { Ok(()) }
 
+// So is one handed out in an `Arc` (a registry of one per host).
+fn for_host(_host: &str) -> std::sync::Arc<SharedBreaker> {
+    std::sync::Arc::new(PAYMENTS.clone())
+}
+
+#[robust(breaker = for_host(host))]
+fn by_arc(host: &str) -> io::Result<()> { let _ = host; Ok(()) }
+
 // (What the fns would need, had they compiled.)
 const _: (Duration, Option<CircuitBreaker>, Option<RetryBudget>) = (Duration::ZERO, None, None);
 

@@ -159,7 +159,7 @@ impl BreakerCell {
         reply: Result<BreakerReply, String>,
         push: &BreakerPush,
         fleet: &FleetShared,
-        now: Instant,
+        sent: Instant,
         valid_until: u64,
     ) {
         let r = match reply {
@@ -207,8 +207,14 @@ impl BreakerCell {
                     Some((w & !0xFFFF_FFFF) | n)
                 });
         }
+        // The break's end, counted from when the round was sent (before the script read its
+        // clock: never later than the fleet's end, however long the round took) and never
+        // longer than a break (a step back of Redis's clock would stretch it): an instance
+        // that stops following the fleet holds this break to its end.
         self.open_until.store(
-            fleet.ms(now).saturating_add(r.remaining_ms),
+            fleet
+                .ms(sent)
+                .saturating_add(r.remaining_ms.min(self.conf.break_ms)),
             Ordering::Release,
         );
         self.fleet_attempts.store(r.attempts, Ordering::Relaxed);

@@ -129,22 +129,29 @@ impl BudgetCell {
     /// the lease up after a retry, or, after [`IDLE_SYNCS`] idle syncs, the unspent lease
     /// given back (with the earnings: both go into the bucket, up to its capacity).
     pub(super) fn take_push(&self) -> BudgetPush {
+        let target = self.lease_target.load(Ordering::Relaxed);
+        // A lease above its target (`set_lease` lowered it) gives the excess back.
+        let mut back = match self
+            .lease
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |l| {
+                (l > target).then_some(target)
+            }) {
+            Ok(old) => old - target,
+            Err(_) => 0,
+        };
         let lease = self.lease.load(Ordering::Acquire);
-        let mut back = 0;
         let limit = self.idle_limit.load(Ordering::Relaxed);
         // (A lease kept for good is topped up whether or not a retry was asked for.)
         let asked = self.active.swap(false, Ordering::AcqRel);
         let want = if asked || limit == u32::MAX {
             self.idle_syncs.store(0, Ordering::Relaxed);
-            self.lease_target
-                .load(Ordering::Relaxed)
-                .saturating_sub(lease)
+            target.saturating_sub(lease)
         } else {
             let idle = self.idle_syncs.load(Ordering::Relaxed).saturating_add(1);
             self.idle_syncs.store(idle, Ordering::Relaxed);
             if idle >= limit && lease > 0 {
                 // A retry racing with this takes what it finds: the rest goes back.
-                back = self.lease.swap(0, Ordering::AcqRel);
+                back = back.saturating_add(self.lease.swap(0, Ordering::AcqRel));
             }
             0
         };

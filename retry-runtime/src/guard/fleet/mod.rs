@@ -437,7 +437,7 @@ impl FleetShared {
                 .saturating_add(u64::try_from(stale.as_millis()).unwrap_or(u64::MAX))
         };
         for ((b, r), s) in breakers.iter().zip(reply.breakers).zip(&breaker_syncs) {
-            b.apply(r, &s.push, self, end, until);
+            b.apply(r, &s.push, self, start, until);
         }
         for ((b, r), s) in budgets.iter().zip(reply.budgets).zip(&budget_syncs) {
             b.apply(r, &s.push, self, until);
@@ -1021,6 +1021,39 @@ mod tests {
         }
     }
 
+    /// The break an instance holds once it stops following the fleet is never longer than
+    /// the breaker's own: a store whose clock stepped back (here, a sync 3 s in the past)
+    /// reports a break 3 s longer, which is cut to the 5 s it can be.
+    #[test]
+    fn a_held_break_is_never_longer_than_a_break() {
+        let store = MemoryStore::new();
+        let fleets: Vec<Fleet> = (0..10)
+            .map(|_| Fleet::manual(&store, options()).unwrap())
+            .collect();
+        let breakers: Vec<SharedBreaker> = fleets.iter().map(breaker).collect();
+        let t0 = Instant::now() + Duration::from_secs(100);
+        // (The store counts its time from its first sync, 10 s before.)
+        fleets
+            .iter()
+            .for_each(|f| assert!(f.sync(t0 - Duration::from_secs(10))));
+        fleets.iter().for_each(|f| assert!(f.sync(t0)));
+        for b in &breakers {
+            let p = (&b).acquire(t0).unwrap();
+            (&b).record(t0, p, false);
+        }
+        // (The first round pushes the failures, the second reads the state they opened.)
+        fleets.iter().for_each(|f| assert!(f.sync(t0)));
+        fleets.iter().for_each(|f| assert!(f.sync(t0)));
+        assert_eq!(breakers[0].fleet_state(t0), Some(BreakerState::Open));
+        // The store's clock goes back 3 s: its break has 8 s left by it.
+        let back = t0 - Duration::from_secs(3);
+        assert!(fleets[0].sync(back));
+        // No sync after it: the break held ends 5 s after that sync, not 8.
+        let b = &breakers[0];
+        assert!(b.acquire(back + Duration::from_millis(4_900)).is_none());
+        assert!(b.acquire(back + Duration::from_millis(5_100)).is_some());
+    }
+
     #[test]
     fn an_outage_falls_back_to_the_local_breaker_and_rejoins() {
         let store = MemoryStore::new();
@@ -1356,6 +1389,19 @@ mod tests {
         t += Duration::from_millis(100);
         sync_all(t);
         assert_eq!(keeper.lease(), 1.0, "topped up");
+        // A lease lowered by `set_lease` gives its excess back at the next round, kept for
+        // good or not.
+        keeper.set_lease(3);
+        keeper.try_withdraw();
+        t += Duration::from_millis(100);
+        sync_all(t);
+        assert_eq!(keeper.lease(), 3.0);
+        let before = keeper.fleet_tokens();
+        keeper.set_lease(1);
+        t += Duration::from_millis(100);
+        sync_all(t);
+        assert_eq!(keeper.lease(), 1.0);
+        assert_eq!(keeper.fleet_tokens(), before + 2.0, "the excess is back");
         // One that keeps it for 8 idle rounds gives it back after the eighth.
         let longer = &budgets[12];
         longer.keep_lease(8);
