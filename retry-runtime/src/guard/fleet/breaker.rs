@@ -121,17 +121,17 @@ impl BreakerCell {
     }
 
     /// This guard's part of a round.
-    pub(super) fn sync_request(&self) -> BreakerSync<'_> {
+    pub(super) fn sync_request(&self, now: Instant) -> BreakerSync<'_> {
         BreakerSync {
             key: &self.key,
             conf: &self.conf,
-            push: self.take_push(),
+            push: self.take_push(now),
         }
     }
 
     /// This round's push: the outcomes since the last round, taken (a round that fails drops
     /// them: they are never pushed later, as if fresh).
-    pub(super) fn take_push(&self) -> BreakerPush {
+    pub(super) fn take_push(&self, now: Instant) -> BreakerPush {
         let round = round_of(self.probes.load(Ordering::Acquire));
         let p = self.probes.swap(with_round(round), Ordering::AcqRel);
         // A probe held here and not used yet is granted again if a restarted round voids it:
@@ -149,6 +149,13 @@ impl BreakerCell {
             probe_fail: p & PROBE_COUNT_MAX,
             want: u64::from(want),
             held,
+            hold_ms: if self.state.load(Ordering::Acquire) == OPEN {
+                self.open_until
+                    .load(Ordering::Acquire)
+                    .saturating_sub(self.fleet.ms(now))
+            } else {
+                0
+            },
         }
     }
 

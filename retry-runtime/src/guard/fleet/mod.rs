@@ -398,7 +398,7 @@ impl FleetShared {
         let breakers = alive(&self.breakers);
         let budgets = alive(&self.budgets);
         let breaker_syncs: Vec<BreakerSync<'_>> =
-            breakers.iter().map(|b| b.sync_request()).collect();
+            breakers.iter().map(|b| b.sync_request(start)).collect();
         // Dropped guards' give-backs go after the live guards' syncs (their replies are not
         // read; in a round that fails they are lost, as any push of such a round).
         let orphans = std::mem::take(&mut *self.orphans.lock().unwrap_or_else(|e| e.into_inner()));
@@ -1052,6 +1052,39 @@ mod tests {
         let b = &breakers[0];
         assert!(b.acquire(back + Duration::from_millis(4_900)).is_none());
         assert!(b.acquire(back + Duration::from_millis(5_100)).is_some());
+    }
+
+    /// A breaker's key lost during a break (evicted, or Redis restarted without it) is made
+    /// anew open, for what is left of the break the syncing instance holds: the fleet's
+    /// breaker stays open, and half-opens when the break ends. (It came back closed and
+    /// empty, and the fleet's traffic went to the dependency.)
+    #[test]
+    fn a_key_lost_during_a_break_comes_back_open() {
+        let store = MemoryStore::new();
+        let fleets: Vec<Fleet> = (0..10)
+            .map(|_| Fleet::manual(&store, options()).unwrap())
+            .collect();
+        let breakers: Vec<SharedBreaker> = fleets.iter().map(breaker).collect();
+        let t0 = Instant::now();
+        fleets.iter().for_each(|f| assert!(f.sync(t0)));
+        for b in &breakers {
+            let p = (&b).acquire(t0).unwrap();
+            (&b).record(t0, p, false);
+        }
+        fleets.iter().for_each(|f| assert!(f.sync(t0)));
+        fleets.iter().for_each(|f| assert!(f.sync(t0)));
+        assert_eq!(breakers[0].fleet_state(t0), Some(BreakerState::Open));
+        store.lose(breakers[0].key());
+        let t1 = t0 + Duration::from_secs(2);
+        fleets.iter().for_each(|f| assert!(f.sync(t1)));
+        for b in &breakers {
+            assert_eq!(b.fleet_state(t1), Some(BreakerState::Open));
+            assert!((&b).acquire(t1).is_none());
+        }
+        // The break ends when it would have: 5 s from its start.
+        let t2 = t0 + Duration::from_millis(5_050);
+        fleets.iter().for_each(|f| assert!(f.sync(t2)));
+        assert_eq!(breakers[0].fleet_state(t2), Some(BreakerState::HalfOpen));
     }
 
     #[test]

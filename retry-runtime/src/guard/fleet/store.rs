@@ -44,6 +44,9 @@ pub(crate) struct BreakerPush {
     /// Whether a probe granted to this instance in `round` is still unused here (0 or 1): a
     /// later round grants it again, beside its own, instead of voiding it.
     pub held: u64,
+    /// What is left (ms) of the break this instance holds from the fleet's last answer, 0
+    /// without one: a key made anew (lost during the break) starts open for it.
+    pub hold_ms: u64,
 }
 
 /// What the key answers: the fleet's state.
@@ -81,7 +84,8 @@ pub(crate) struct BudgetReply {
 }
 
 /// The breaker's script. KEYS[1]: the key; ARGV: window_ms, min_calls, failure_ratio,
-/// break_ms, probes, ttl_ms, attempts, failures, round, probe_ok, probe_fail, want, held.
+/// break_ms, probes, ttl_ms, attempts, failures, round, probe_ok, probe_fail, want, held,
+/// hold_ms.
 /// Returns {state, remaining_ms, round, grant, window_attempts, window_failures}.
 pub(crate) const BREAKER_SCRIPT: &str = r#"
 local key = KEYS[1]
@@ -100,6 +104,7 @@ local pok_in = tonumber(ARGV[10])
 local pfail_in = tonumber(ARGV[11])
 local want = tonumber(ARGV[12])
 local held = tonumber(ARGV[13])
+local hold = tonumber(ARGV[14])
 local SLOTS = 10
 local h = {}
 local raw = redis.call('HGETALL', key)
@@ -110,6 +115,10 @@ local state, untl, round = get('state'), get('until'), get('round')
 -- from the clock, so that a probe granted for a round of the key it replaces never matches one
 -- of its own.
 if #raw == 0 then round = now % 1073741824 end
+-- A key made anew while the instance syncing it holds a break the fleet announced (the key was
+-- lost during the break: evicted, or Redis restarted without it) starts open for what is left
+-- of it, at most a break: losing the key does not close the breaker.
+if #raw == 0 and hold > 0 then state = 1; untl = now + math.min(hold, break_ms) end
 local left, pok, pfail, since = get('left'), get('pok'), get('pfail'), get('since')
 local slot_ms = math.max(1, math.floor(window_ms / SLOTS))
 local epoch = math.floor(now / slot_ms)
@@ -290,7 +299,8 @@ fn breaker_invocation<'s>(
         .arg(p.probe_ok)
         .arg(p.probe_fail)
         .arg(p.want)
-        .arg(p.held);
+        .arg(p.held)
+        .arg(p.hold_ms);
     run
 }
 
@@ -559,6 +569,12 @@ impl MemoryStore {
         Arc::strong_count(&self.inner)
     }
 
+    /// Loses `key` (as an eviction or a restart without persistence does), in a test.
+    #[cfg(test)]
+    pub(crate) fn lose(&self, key: &str) {
+        self.lock().keys.remove(key);
+    }
+
     /// The keys held, expired or not.
     #[cfg(test)]
     pub(crate) fn held(&self) -> usize {
@@ -622,11 +638,21 @@ impl Memory {
         self.key_ok(b.key)?;
         let mut h = match self.take(b.key, now) {
             Some(Record::Breaker(h)) => h,
-            // A new key numbers its rounds from the clock, as the script does.
-            _ => Box::new(BreakerRecord {
-                round: now % (1 << 30),
-                ..BreakerRecord::default()
-            }),
+            // A new key numbers its rounds from the clock, as the script does, and starts
+            // open for the break its syncing instance holds.
+            _ => {
+                let hold = b.push.hold_ms.min(b.conf.break_ms);
+                Box::new(BreakerRecord {
+                    round: now % (1 << 30),
+                    state: if hold > 0 { OPEN } else { CLOSED },
+                    until: if hold > 0 {
+                        now.saturating_add(hold)
+                    } else {
+                        0
+                    },
+                    ..BreakerRecord::default()
+                })
+            }
         };
         let reply = breaker_rules(&mut h, b.conf, &b.push, now);
         self.keys.insert(
@@ -964,7 +990,7 @@ mod tests {
         assert!(budget("k", 0, 0, t0).is_err());
     }
 
-    /// The breaker's script with its clock read from `ARGV[14]` instead of Redis's `TIME`, so
+    /// The breaker's script with its clock read from `ARGV[15]` instead of Redis's `TIME`, so
     /// that a test can give it the times it gives the memory store.
     fn breaker_script_at_argv_time() -> String {
         let time = "local t = redis.call('TIME')\nlocal now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n";
@@ -972,7 +998,7 @@ mod tests {
             BREAKER_SCRIPT.contains(time),
             "the script reads its clock as this test expects"
         );
-        BREAKER_SCRIPT.replace(time, "local now = tonumber(ARGV[14])\n")
+        BREAKER_SCRIPT.replace(time, "local now = tonumber(ARGV[15])\n")
     }
 
     /// How much time passes before a breaker's sync: a number of ms, or exactly to a boundary
@@ -1045,6 +1071,7 @@ mod tests {
             (0u64..3, 0u64..3, 0u64..2, 0u64..2),
             any::<bool>(),
             0u64..4,
+            prop_oneof![Just(0u64), 1u64..8_000],
         )
             .prop_map(
                 |(
@@ -1054,6 +1081,7 @@ mod tests {
                     (probe_ok, probe_fail, want, held),
                     current_round,
                     round,
+                    hold_ms,
                 )| {
                     Step::Breaker {
                         key,
@@ -1066,6 +1094,7 @@ mod tests {
                             probe_fail,
                             want,
                             held,
+                            hold_ms,
                         },
                         current_round,
                     }
@@ -1157,7 +1186,7 @@ mod tests {
                         }
                         let k = key("breaker", *i);
                         let sync = BreakerSync { key: &k, conf: c, push };
-                        // (The production arguments, and the clock as the 14th.)
+                        // (The production arguments, and the clock as the 15th.)
                         let lua: Vec<i64> = breaker_invocation(&breaker_script, &sync)
                             .arg(now)
                             .invoke(&mut *con)
