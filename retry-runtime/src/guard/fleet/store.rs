@@ -117,7 +117,7 @@ local state, untl, round = get('state'), get('until'), get('round')
 if #raw == 0 then round = now % 1073741824 end
 -- A key made anew while the instance syncing it holds a break the fleet announced (the key was
 -- lost during the break: evicted, or Redis restarted without it) starts open for what is left
--- of it, at most a break: losing the key does not close the breaker.
+-- of it, at most a break: losing the key during a break does not end the break.
 if #raw == 0 and hold > 0 then state = 1; untl = now + math.min(hold, break_ms) end
 local left, pok, pfail, since = get('left'), get('pok'), get('pfail'), get('since')
 local slot_ms = math.max(1, math.floor(window_ms / SLOTS))
