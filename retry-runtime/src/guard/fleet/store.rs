@@ -1117,6 +1117,80 @@ mod tests {
         prop_oneof![8 => breaker, 2 => budget, 1 => lose]
     }
 
+    /// On a real `redis-server`: a breaker's key deleted during a break is remade open by
+    /// the next instance that holds the break; one set to `state 0` by hand stays closed (the
+    /// way the README gives to close a breaker by hand).
+    #[test]
+    fn a_deleted_key_is_remade_open_and_a_hand_closed_one_stays_closed() {
+        if let Some(why) = crate::guard::fleet::redis_server::unavailable() {
+            assert!(
+                std::env::var("ROBUST_REQUIRE_REDIS").as_deref() != Ok("1"),
+                "ROBUST_REQUIRE_REDIS=1 but {why}"
+            );
+            return;
+        }
+        let server =
+            crate::guard::fleet::redis_server::RedisServer::start().expect("redis-server starts");
+        let mut con = redis::Client::open(server.url())
+            .unwrap()
+            .get_connection_with_timeout(Duration::from_secs(5))
+            .unwrap();
+        let script = redis::Script::new(&breaker_script_at_argv_time());
+        let conf = BreakerConf {
+            window_ms: 10_000,
+            min_calls: 2,
+            ratio: 0.5,
+            break_ms: 5_000,
+            probes: 1,
+            ttl_ms: 60_000,
+        };
+        let mut sync = |push: BreakerPush, now: u64| -> BreakerReply {
+            let b = BreakerSync {
+                key: "hand",
+                conf: &conf,
+                push,
+            };
+            let v: Vec<i64> = breaker_invocation(&script, &b)
+                .arg(now)
+                .invoke(&mut con)
+                .unwrap();
+            BreakerReply {
+                state: u8::try_from(at(&v, 0)).unwrap(),
+                remaining_ms: at(&v, 1),
+                round: at(&v, 2),
+                grant: at(&v, 3),
+                attempts: at(&v, 4),
+                failures: at(&v, 5),
+            }
+        };
+        let t = 1_700_000_000_000u64;
+        let failed = BreakerPush {
+            attempts: 2,
+            failures: 2,
+            ..BreakerPush::default()
+        };
+        assert_eq!(sync(failed, t).state, OPEN);
+        let holding = BreakerPush {
+            hold_ms: 4_000,
+            ..BreakerPush::default()
+        };
+        let mut con2 = redis::Client::open(server.url())
+            .unwrap()
+            .get_connection_with_timeout(Duration::from_secs(5))
+            .unwrap();
+        let () = redis::cmd("DEL").arg("hand").query(&mut con2).unwrap();
+        let r = sync(holding, t + 1_000);
+        assert_eq!((r.state, r.remaining_ms), (OPEN, 4_000));
+        let () = redis::cmd("HSET")
+            .arg("hand")
+            .arg("state")
+            .arg(0)
+            .query(&mut con2)
+            .map(|_: i64| ())
+            .unwrap();
+        assert_eq!(sync(holding, t + 2_000).state, CLOSED);
+    }
+
     /// The Lua scripts, run by a real `redis-server`, and the memory store's rules in Rust
     /// give the same replies when given the same times and pushes: random runs of syncs on two
     /// breaker keys (each with its own settings) and two budget keys, some lost on both sides
