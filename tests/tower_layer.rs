@@ -1176,7 +1176,24 @@ struct Gated {
     calls: Arc<AtomicU32>,
     after_ready: bool,
     readies: Arc<AtomicU32>,
-    gate: Arc<std::sync::Mutex<(bool, Option<std::task::Waker>)>>,
+    gate: Gate,
+}
+
+/// A gate's state: whether it is open, and the waker of the service waiting at it.
+type Gate = Arc<std::sync::Mutex<(bool, Option<std::task::Waker>)>>;
+
+impl Gated {
+    /// A closed gate's service (`after_ready`: see the type), its call count and its gate.
+    fn new(after_ready: bool) -> (Gated, Arc<AtomicU32>, Gate) {
+        let svc = Gated {
+            calls: Arc::new(AtomicU32::new(0)),
+            after_ready,
+            readies: Arc::default(),
+            gate: Arc::default(),
+        };
+        let (calls, gate) = (Arc::clone(&svc.calls), Arc::clone(&svc.gate));
+        (svc, calls, gate)
+    }
 }
 
 impl<B> Service<Request<B>> for Gated {
@@ -1219,13 +1236,7 @@ async fn a_retry_whose_service_is_ready_after_its_time_is_not_sent() {
         .timeout(ms(100))
         .build()
         .unwrap();
-    let svc = Gated {
-        calls: Arc::new(AtomicU32::new(0)),
-        after_ready: false,
-        readies: Arc::default(),
-        gate: Arc::default(),
-    };
-    let (calls, gate) = (Arc::clone(&svc.calls), Arc::clone(&svc.gate));
+    let (svc, calls, gate) = Gated::new(false);
     let t0 = Instant::now();
     let mut call = std::pin::pin!(
         RobustLayer::new(policy)
@@ -1328,13 +1339,7 @@ async fn a_hedge_whose_service_is_ready_after_its_time_is_not_sent() {
         .hedge(Hedge::after(ms(50), 1).unwrap())
         .build()
         .unwrap();
-    let svc = Gated {
-        calls: Arc::new(AtomicU32::new(0)),
-        after_ready: false,
-        readies: Arc::default(),
-        gate: Arc::default(),
-    };
-    let (calls, gate) = (Arc::clone(&svc.calls), Arc::clone(&svc.gate));
+    let (svc, calls, gate) = Gated::new(false);
     let mut call = Box::pin(
         RobustLayer::hedged(policy)
             .layer(svc)
@@ -1373,13 +1378,7 @@ async fn a_first_hedged_attempt_whose_service_is_ready_after_its_time_is_not_sen
         .hedge(Hedge::after(ms(50), 1).unwrap())
         .build()
         .unwrap();
-    let svc = Gated {
-        calls: Arc::new(AtomicU32::new(0)),
-        after_ready: true,
-        readies: Arc::default(),
-        gate: Arc::default(),
-    };
-    let (calls, gate) = (Arc::clone(&svc.calls), Arc::clone(&svc.gate));
+    let (svc, calls, gate) = Gated::new(true);
     let t0 = Instant::now();
     let mut call = Box::pin(
         RobustLayer::hedged(policy)
@@ -1420,13 +1419,7 @@ async fn a_hedged_request_sent_once_is_not_sent_after_its_time() {
         .hedge(Hedge::after(ms(50), 1).unwrap())
         .build()
         .unwrap();
-    let svc = Gated {
-        calls: Arc::new(AtomicU32::new(0)),
-        after_ready: true,
-        readies: Arc::default(),
-        gate: Arc::default(),
-    };
-    let (calls, gate) = (Arc::clone(&svc.calls), Arc::clone(&svc.gate));
+    let (svc, calls, gate) = Gated::new(true);
     // Other callers hold both slots: the request waits for one, then makes a clone of the
     // service ready.
     let held = (

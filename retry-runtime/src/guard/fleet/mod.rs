@@ -854,6 +854,33 @@ mod tests {
             .unwrap()
     }
 
+    /// Ten instances on `store` whose one failure each opens the fleet's breaker at `at`
+    /// (after a first sync at `first`, and one at `at`): the first round after the failures
+    /// pushes them, the second reads the state they opened.
+    fn tripped(
+        store: &MemoryStore,
+        first: Instant,
+        at: Instant,
+    ) -> (Vec<Fleet>, Vec<SharedBreaker>) {
+        let fleets: Vec<Fleet> = (0..10)
+            .map(|_| Fleet::manual(store, options()).unwrap())
+            .collect();
+        let breakers: Vec<SharedBreaker> = fleets.iter().map(breaker).collect();
+        fleets.iter().for_each(|f| assert!(f.sync(first)));
+        // (Followed at `at`: outcomes recorded while the view is not are never pushed.)
+        fleets.iter().for_each(|f| assert!(f.sync(at)));
+        assert_eq!(fleets[0].status(), FleetStatus::Connected);
+        for b in &breakers {
+            let p = (&b).acquire(at).unwrap();
+            (&b).record(at, p, false);
+        }
+        fleets.iter().for_each(|f| assert!(f.sync(at)));
+        fleets.iter().for_each(|f| assert!(f.sync(at)));
+        assert_eq!(breakers[0].fleet_state(at), Some(BreakerState::Open));
+        assert!(breakers.iter().all(|b| (&b).acquire(at).is_none()));
+        (fleets, breakers)
+    }
+
     #[test]
     fn invalid_settings_are_errors() {
         let p = |r: Result<Fleet, ConfigError>| r.unwrap_err().parameter();
@@ -1027,24 +1054,9 @@ mod tests {
     #[test]
     fn a_held_break_is_never_longer_than_a_break() {
         let store = MemoryStore::new();
-        let fleets: Vec<Fleet> = (0..10)
-            .map(|_| Fleet::manual(&store, options()).unwrap())
-            .collect();
-        let breakers: Vec<SharedBreaker> = fleets.iter().map(breaker).collect();
         let t0 = Instant::now() + Duration::from_secs(100);
         // (The store counts its time from its first sync, 10 s before.)
-        fleets
-            .iter()
-            .for_each(|f| assert!(f.sync(t0 - Duration::from_secs(10))));
-        fleets.iter().for_each(|f| assert!(f.sync(t0)));
-        for b in &breakers {
-            let p = (&b).acquire(t0).unwrap();
-            (&b).record(t0, p, false);
-        }
-        // (The first round pushes the failures, the second reads the state they opened.)
-        fleets.iter().for_each(|f| assert!(f.sync(t0)));
-        fleets.iter().for_each(|f| assert!(f.sync(t0)));
-        assert_eq!(breakers[0].fleet_state(t0), Some(BreakerState::Open));
+        let (fleets, breakers) = tripped(&store, t0 - Duration::from_secs(10), t0);
         // The store's clock goes back 3 s: its break has 8 s left by it.
         let back = t0 - Duration::from_secs(3);
         assert!(fleets[0].sync(back));
@@ -1061,19 +1073,8 @@ mod tests {
     #[test]
     fn a_key_lost_during_a_break_comes_back_open() {
         let store = MemoryStore::new();
-        let fleets: Vec<Fleet> = (0..10)
-            .map(|_| Fleet::manual(&store, options()).unwrap())
-            .collect();
-        let breakers: Vec<SharedBreaker> = fleets.iter().map(breaker).collect();
         let t0 = Instant::now();
-        fleets.iter().for_each(|f| assert!(f.sync(t0)));
-        for b in &breakers {
-            let p = (&b).acquire(t0).unwrap();
-            (&b).record(t0, p, false);
-        }
-        fleets.iter().for_each(|f| assert!(f.sync(t0)));
-        fleets.iter().for_each(|f| assert!(f.sync(t0)));
-        assert_eq!(breakers[0].fleet_state(t0), Some(BreakerState::Open));
+        let (fleets, breakers) = tripped(&store, t0, t0);
         store.lose(breakers[0].key());
         let t1 = t0 + Duration::from_secs(2);
         fleets.iter().for_each(|f| assert!(f.sync(t1)));
@@ -1090,20 +1091,8 @@ mod tests {
     #[test]
     fn an_outage_falls_back_to_the_local_breaker_and_rejoins() {
         let store = MemoryStore::new();
-        let fleets: Vec<Fleet> = (0..10)
-            .map(|_| Fleet::manual(&store, options()).unwrap())
-            .collect();
-        let breakers: Vec<SharedBreaker> = fleets.iter().map(breaker).collect();
         let t0 = Instant::now();
-        fleets.iter().for_each(|f| assert!(f.sync(t0)));
-        assert_eq!(fleets[0].status(), FleetStatus::Connected);
-        for b in &breakers {
-            let p = (&b).acquire(t0).unwrap();
-            (&b).record(t0, p, false);
-        }
-        fleets.iter().for_each(|f| assert!(f.sync(t0)));
-        fleets.iter().for_each(|f| assert!(f.sync(t0)));
-        assert!(breakers.iter().all(|b| (&b).acquire(t0).is_none()));
+        let (fleets, breakers) = tripped(&store, t0, t0);
         // No sync for longer than `stale_after` (300 ms; a stuck sync thread): the view is
         // not followed, but the break the fleet announced (5 s) holds to its end.
         let late = t0 + Duration::from_millis(350);
