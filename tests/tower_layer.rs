@@ -1361,8 +1361,8 @@ async fn a_hedge_whose_service_is_ready_after_its_time_is_not_sent() {
 
 /// The same for the call's first attempt when it waits for its service (with a concurrency
 /// limit, it makes a clone of the service ready once it holds its slot, after the caller made
-/// the service ready): its 100 ms count from its first wait. At 120 ms, when the service is ready, the hedge sent at 50 ms is sent and
-/// the first attempt is not.
+/// the service ready): its 100 ms count from its first wait. At 120 ms, when the service is
+/// ready, the hedge sent at 50 ms is sent and the first attempt is not.
 #[tokio::test(start_paused = true)]
 async fn a_first_hedged_attempt_whose_service_is_ready_after_its_time_is_not_sent() {
     use retry_runtime::hedge::Hedge;
