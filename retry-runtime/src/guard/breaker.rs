@@ -330,20 +330,34 @@ impl CircuitBreaker {
         counts
     }
 
-    /// While closed, starts a new generation and empties the window: neither the outcomes
-    /// recorded so far nor those of attempts admitted until now count any more (a fleet's
-    /// breaker opened meanwhile: they are from before, and when the fleet's breaker closes
-    /// this one goes on as a breaker that has just closed, with an empty window).
+    /// Opens this breaker as a fleet's breaker opened, its break counted from `opened_at`
+    /// (the fleet's break's start, as far as the instance knows; a break already over leaves
+    /// it half-open at its next attempt), with an empty window and a new generation: the
+    /// outcomes of attempts admitted before do not count. An instance that stops following
+    /// the fleet then probes on its own once the break is over, as a breaker of its own would.
     #[cfg(feature = "redis")]
-    pub(crate) fn retire_closed_permits(&self) {
+    pub(crate) fn follow_open(&self, opened_at: Instant) {
         let mut s = self.lock();
-        if s.state == BreakerState::Closed {
-            s.generation = s.generation.wrapping_add(1) & Permit::GENERATION;
-            s.ring = [0; (MAX_WINDOW / 64) as usize];
-            s.next = 0;
-            s.recorded = 0;
-            s.failures = 0;
-        }
+        let generation = s.generation.wrapping_add(1) & Permit::GENERATION;
+        *s = Inner {
+            state: BreakerState::Open,
+            generation,
+            opened_at: Some(opened_at),
+            ..Inner::CLOSED
+        };
+    }
+
+    /// Closes this breaker as a fleet's breaker closed: a breaker that has just closed, with
+    /// an empty window and a new generation (outcomes of attempts admitted before, from the
+    /// fleet's open or half-open time, do not count).
+    #[cfg(feature = "redis")]
+    pub(crate) fn follow_closed(&self) {
+        let mut s = self.lock();
+        let generation = s.generation.wrapping_add(1) & Permit::GENERATION;
+        *s = Inner {
+            generation,
+            ..Inner::CLOSED
+        };
     }
 
     fn record_locked(&self, s: &mut Inner, now: Instant, success: bool) {

@@ -227,10 +227,22 @@ impl BreakerCell {
         self.fleet_attempts.store(r.attempts, Ordering::Relaxed);
         self.fleet_failures.store(r.failures, Ordering::Relaxed);
         let was = self.state.swap(r.state, Ordering::AcqRel);
-        if was == CLOSED && r.state != CLOSED {
-            // The attempts admitted until now report outcomes from before the fleet's breaker
-            // opened: they must not fill the window it starts when it closes again.
-            self.local.retire_closed_permits();
+        // The local breaker follows the fleet's changes: it opens with it (its break ending
+        // with the fleet's, as far as this round tells), is open with its break over when the
+        // instance finds the fleet half-open, and closes with it with an empty window. Outcomes
+        // of attempts admitted before a change do not count after it (a new generation). So an
+        // instance that stops following the fleet during a break or a half-open round probes
+        // on its own after the break, instead of letting everything through.
+        let break_ms = self.conf.break_ms;
+        let opened_ago = |left_ms: u64| {
+            let ago = Duration::from_millis(break_ms.saturating_sub(left_ms.min(break_ms)));
+            sent.checked_sub(ago).unwrap_or(sent)
+        };
+        match (was, r.state) {
+            (w, OPEN) if w != OPEN => self.local.follow_open(opened_ago(r.remaining_ms)),
+            (CLOSED, HALF_OPEN) => self.local.follow_open(opened_ago(0)),
+            (w, CLOSED) if w != CLOSED => self.local.follow_closed(),
+            _ => {}
         }
         self.valid_until.store(valid_until, Ordering::Release);
         if was != r.state && r.state == OPEN {
@@ -363,14 +375,17 @@ impl BreakerCell {
 /// the local breaker decides (it may open on its own when this instance sees enough
 /// failures). Every outcome of an attempt the local breaker admitted is recorded locally, and
 /// pushed to the fleet at the next round if it was recorded while the fleet's view was
-/// followed; a probe's answer goes to the fleet only (its round decides). When the fleet's
-/// breaker opens, the local breaker forgets its window: when the fleet's closes again, the
-/// local one starts as a breaker that has just closed. Otherwise (Redis slow or gone, this
+/// followed; a probe's answer goes to the fleet only (its round decides). The local breaker
+/// follows the fleet's changes: it opens when the fleet's opens (its break ending with the
+/// fleet's), is open with its break over when the instance first finds the fleet's
+/// half-open, and closes with an empty window when the fleet's closes, as a breaker that has
+/// just closed. Otherwise (Redis slow or gone, this
 /// key failing, or before the guard's first round) the local breaker alone decides, and the
 /// outcomes it records then are never pushed (at the rejoin they would look fresh); but a
 /// break the fleet announced at the last sync holds to its end (on this instance's clock):
 /// a round that fails during a break does not let this instance's traffic through to a
-/// dependency the fleet judged down.
+/// dependency the fleet judged down; after it, the local breaker, open with the fleet's,
+/// lets its own probes through.
 ///
 /// The hot path (`acquire`, `record`) reads and writes atomics and the local breaker; it
 /// never waits on the network and allocates nothing.

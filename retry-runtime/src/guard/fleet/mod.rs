@@ -1056,14 +1056,20 @@ mod tests {
         let store = MemoryStore::new();
         let t0 = Instant::now() + Duration::from_secs(100);
         // (The store counts its time from its first sync, 10 s before.)
-        let (fleets, breakers) = tripped(&store, t0 - Duration::from_secs(10), t0);
-        // The store's clock goes back 3 s: its break has 8 s left by it.
+        let (fleets, _breakers) = tripped(&store, t0 - Duration::from_secs(10), t0);
+        // The store's clock goes back 3 s: its break has 8 s left by it, which an instance
+        // that syncs for the first time then is told.
+        let late = Fleet::manual(&store, options()).unwrap();
+        let b = breaker(&late);
         let back = t0 - Duration::from_secs(3);
-        assert!(fleets[0].sync(back));
-        // No sync after it: the break held ends 5 s after that sync, not 8.
-        let b = &breakers[0];
+        assert!(late.sync(back));
+        assert_eq!(b.fleet_state(back), Some(BreakerState::Open));
+        drop(fleets);
+        // No sync after it: the break it holds ends 5 s after that sync, not 8 (then its own
+        // breaker, opened with the fleet's, lets one probe through).
         assert!(b.acquire(back + Duration::from_millis(4_900)).is_none());
         assert!(b.acquire(back + Duration::from_millis(5_100)).is_some());
+        assert!(b.acquire(back + Duration::from_millis(5_100)).is_none());
     }
 
     /// A breaker's key lost during a break (evicted, or Redis restarted without it) is made
@@ -1128,14 +1134,19 @@ mod tests {
         assert_eq!(fleets[0].status(), FleetStatus::Connected);
         assert!(breakers.iter().all(|b| (&b).acquire(t3).is_none()));
         // Gone again until after the break: from its end, each instance's own breaker
-        // (closed: its window was emptied when the fleet's opened) decides.
+        // (opened with the fleet's) decides.
         store.set_down(true);
         let t4 = t0 + Duration::from_millis(600);
         fleets.iter().for_each(|f| assert!(!f.sync(t4)));
         assert!(breakers.iter().all(|b| (&b).acquire(t4).is_none()));
+        // Each local breaker opened with the fleet's: at the end of the break it lets one
+        // probe through, not everything (it was closed and empty, and let all through).
         let t5 = t0 + Duration::from_millis(5_100);
-        assert!(breakers.iter().all(|b| (&b).acquire(t5).is_some()));
         assert!(breakers[0].would_admit(t5));
+        assert!(breakers.iter().all(|b| (&b).acquire(t5).is_some()));
+        assert!(!breakers[0].would_admit(t5));
+        assert!(breakers.iter().all(|b| (&b).acquire(t5).is_none()));
+        assert_eq!(breakers[0].local().state(), BreakerState::HalfOpen);
     }
 
     #[test]
@@ -1583,7 +1594,8 @@ mod tests {
         let t0 = Instant::now();
         let local = CircuitBreaker::new(20, 4, 0.5, Duration::from_secs(1), 1).unwrap();
         let b = opened_with(&fleet, "dep", local, 3, 3, t0);
-        assert_eq!(b.local().state(), BreakerState::Closed, "3 < its minimum");
+        // (3 failures, under its minimum: it opened with the fleet's.)
+        assert_eq!(b.local().state(), BreakerState::Open);
         let t1 = t0 + Duration::from_secs(1);
         let p = probe(&fleet, &b, t1);
         (&b).record(t1, p, true);
@@ -1594,6 +1606,33 @@ mod tests {
             (&b).record(t1, p, true);
         }
         assert_eq!(b.local().state(), BreakerState::Closed);
+    }
+
+    /// An instance that first finds the fleet's breaker half-open has its own breaker open
+    /// with its break over: when it stops following the fleet (the store goes away), it lets
+    /// one probe through, not everything.
+    #[test]
+    fn an_instance_that_joins_a_half_open_round_probes_alone_when_it_falls_back() {
+        let store = MemoryStore::new();
+        let (fa, fb) = (
+            Fleet::manual(&store, options()).unwrap(),
+            Fleet::manual(&store, options()).unwrap(),
+        );
+        let t0 = Instant::now();
+        let _a = opened(&fa, "dep", 2, t0);
+        let t1 = t0 + Duration::from_secs(1);
+        assert!(fa.sync(t1));
+        let local = CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(1), 1).unwrap();
+        let b = fb
+            .breaker("dep", local, Duration::from_secs(10), 2)
+            .unwrap();
+        assert!(fb.sync(t1));
+        assert_eq!(b.fleet_state(t1), Some(BreakerState::HalfOpen));
+        store.set_down(true);
+        let t2 = t1 + Duration::from_millis(100);
+        assert!(!fb.sync(t2));
+        assert!(b.acquire(t2).is_some(), "its own probe");
+        assert!(b.acquire(t2).is_none());
     }
 
     /// Two instances, a and b, of a fleet whose breaker "dep" opened (1 s break); at `t1`,
