@@ -335,10 +335,16 @@ impl CircuitBreaker {
     /// it half-open at its next attempt), with an empty window and a new generation: the
     /// outcomes of attempts admitted before do not count. An instance that stops following
     /// the fleet then probes on its own once the break is over, as a breaker of its own would.
+    /// (A breaker already open keeps the later of the two starts: one it opened on its own
+    /// more recently is not cut short.)
     #[cfg(feature = "redis")]
     pub(crate) fn follow_open(&self, opened_at: Instant) {
         let mut s = self.lock();
         let generation = s.generation.wrapping_add(1) & Permit::GENERATION;
+        let opened_at = match (s.state, s.opened_at) {
+            (BreakerState::Open, Some(own)) => own.max(opened_at),
+            _ => opened_at,
+        };
         *s = Inner {
             state: BreakerState::Open,
             generation,
@@ -588,5 +594,35 @@ mod tests {
         // Closed with an empty window: one failure is below min_calls.
         b.record(t + secs(23), false);
         assert_eq!(b.state(), BreakerState::Closed);
+    }
+
+    /// Following a fleet's breaker that opened earlier does not cut short a break this
+    /// breaker started on its own since; a breaker that follows it closed starts empty.
+    #[cfg(feature = "redis")]
+    #[test]
+    fn following_the_fleet_keeps_a_later_own_break() {
+        let b = CircuitBreaker::new(10, 2, 0.5, secs(10), 1).unwrap();
+        let t0 = Instant::now() + secs(100);
+        for _ in 0..2 {
+            let p = b.acquire(t0).unwrap();
+            b.record_permit(t0, p, false);
+        }
+        assert_eq!(b.state(), BreakerState::Open);
+        // The fleet's break began 8 s before this one's.
+        b.follow_open(t0 - secs(8));
+        assert!(
+            b.acquire(t0 + secs(3)).is_none(),
+            "its own break still runs"
+        );
+        assert!(b.acquire(t0 + secs(10)).is_some());
+        b.follow_closed();
+        assert_eq!(b.state(), BreakerState::Closed);
+        let p = b.acquire(t0 + secs(10)).unwrap();
+        b.record_permit(t0 + secs(10), p, false);
+        assert_eq!(
+            b.state(),
+            BreakerState::Closed,
+            "one failure in an empty window"
+        );
     }
 }

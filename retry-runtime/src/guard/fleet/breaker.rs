@@ -226,24 +226,34 @@ impl BreakerCell {
         );
         self.fleet_attempts.store(r.attempts, Ordering::Relaxed);
         self.fleet_failures.store(r.failures, Ordering::Relaxed);
-        let was = self.state.swap(r.state, Ordering::AcqRel);
+        // (Only the sync thread writes the state.)
+        let was = self.state.load(Ordering::Acquire);
         // The local breaker follows the fleet's changes: it opens with it (its break ending
         // with the fleet's, as far as this round tells), is open with its break over when the
         // instance finds the fleet half-open, and closes with it with an empty window. Outcomes
         // of attempts admitted before a change do not count after it (a new generation). So an
         // instance that stops following the fleet during a break or a half-open round probes
-        // on its own after the break, instead of letting everything through.
+        // on its own after the break, instead of letting everything through. A local breaker
+        // that closed on its own while the fleet was not followed (its probe succeeded) is
+        // opened again when the fleet's is not closed. (The local breaker changes before the
+        // state is published: an attempt that reads the new state finds it changed.)
         let break_ms = self.conf.break_ms;
         let opened_ago = |left_ms: u64| {
             let ago = Duration::from_millis(break_ms.saturating_sub(left_ms.min(break_ms)));
             sent.checked_sub(ago).unwrap_or(sent)
         };
-        match (was, r.state) {
-            (w, OPEN) if w != OPEN => self.local.follow_open(opened_ago(r.remaining_ms)),
-            (CLOSED, HALF_OPEN) => self.local.follow_open(opened_ago(0)),
-            (w, CLOSED) if w != CLOSED => self.local.follow_closed(),
+        let local = self.local.state();
+        match r.state {
+            OPEN if was != OPEN || local != BreakerState::Open => {
+                self.local.follow_open(opened_ago(r.remaining_ms));
+            }
+            HALF_OPEN if was == CLOSED || local == BreakerState::Closed => {
+                self.local.follow_open(opened_ago(0));
+            }
+            CLOSED if was != CLOSED => self.local.follow_closed(),
             _ => {}
         }
+        self.state.store(r.state, Ordering::Release);
         self.valid_until.store(valid_until, Ordering::Release);
         if was != r.state && r.state == OPEN {
             #[cfg(feature = "tracing")]

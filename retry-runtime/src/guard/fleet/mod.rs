@@ -1635,6 +1635,38 @@ mod tests {
         assert!(b.acquire(t2).is_none());
     }
 
+    /// A local breaker that closed on its own during an outage (its probe succeeded, after
+    /// the break it held) opens again when the instance rejoins a fleet whose breaker is not
+    /// closed: at the next outage it probes again instead of letting everything through. (The
+    /// fleet's state had not changed since the last answer, and the local breaker stayed
+    /// closed.)
+    #[test]
+    fn a_local_breaker_closed_during_an_outage_follows_the_fleet_again() {
+        let store = MemoryStore::new();
+        let t0 = Instant::now();
+        let (fleets, breakers) = tripped(&store, t0, t0);
+        let b = &breakers[0];
+        store.set_down(true);
+        assert!(!fleets[0].sync(t0 + Duration::from_millis(100)));
+        // After the break it held, its own probe succeeds: its breaker closes.
+        let t1 = t0 + Duration::from_millis(5_100);
+        let p = b.acquire(t1).expect("its own probe");
+        (&b).record(t1, p, true);
+        assert_eq!(b.local().state(), BreakerState::Closed);
+        // Redis is back: the fleet's breaker is half-open (its break is over), not closed.
+        store.set_down(false);
+        let t2 = t1 + Duration::from_millis(100);
+        assert!(fleets[0].sync(t2));
+        assert_eq!(b.fleet_state(t2), Some(BreakerState::HalfOpen));
+        assert_ne!(b.local().state(), BreakerState::Closed);
+        // Gone again: one probe, not everything.
+        store.set_down(true);
+        let t3 = t2 + Duration::from_millis(100);
+        assert!(!fleets[0].sync(t3));
+        assert!(b.acquire(t3).is_some());
+        assert!(b.acquire(t3).is_none());
+    }
+
     /// Two instances, a and b, of a fleet whose breaker "dep" opened (1 s break); at `t1`,
     /// after the break, a's call asked for the half-open round's one probe and a's next round
     /// granted it.
