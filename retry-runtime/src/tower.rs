@@ -2264,29 +2264,14 @@ where
                     async move {
                         let mut service = service;
                         if !made_ready {
-                            let (mut since, mut waited) = (since, false);
-                            let ready = std::future::poll_fn(|cx| {
-                                let poll = service.poll_ready(cx);
-                                if poll.is_pending() && !waited {
-                                    waited = true;
-                                    if limit.is_some() {
-                                        since.get_or_insert_with(tokio::time::Instant::now);
-                                    }
+                            match ready_in_time(&mut service, limit, since).await {
+                                Ok(true) => {}
+                                // Its time is over: it never answers, and the round cuts it.
+                                Ok(false) => return std::future::pending().await,
+                                Err(e) => {
+                                    *not_ready.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                                    return std::future::pending().await;
                                 }
-                                poll
-                            })
-                            .await;
-                            if let Err(e) = ready {
-                                *not_ready.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
-                                return std::future::pending().await;
-                            }
-                            // Its time is over: it never answers, and the round cuts it.
-                            if waited
-                                && let (Some(since), Some(limit)) = (since, limit)
-                                && tokio::time::Instant::now()
-                                    >= crate::timeout::after(since, limit)
-                            {
-                                return std::future::pending().await;
                             }
                         }
                         match copy {
@@ -2319,6 +2304,35 @@ where
             crate::call::finish(policy, result)
         })
     }
+}
+
+/// Makes `service` ready for an attempt that may take `limit`: `Ok(true)` to send it,
+/// `Ok(false)` when it became ready after the attempt's time was over by the clock (judged
+/// only when it had to wait, from `since`, or from its first wait when none is given: a
+/// reading of tokio's clock then), the service's error when it fails to be ready.
+async fn ready_in_time<S: Service<Req>, Req>(
+    service: &mut S,
+    limit: Option<std::time::Duration>,
+    mut since: Option<tokio::time::Instant>,
+) -> Result<bool, S::Error> {
+    let mut waited = false;
+    std::future::poll_fn(|cx| {
+        let poll = service.poll_ready(cx);
+        if poll.is_pending() && !waited {
+            waited = true;
+            if limit.is_some() {
+                since.get_or_insert_with(tokio::time::Instant::now);
+            }
+        }
+        poll
+    })
+    .await?;
+    Ok(match (waited, since, limit) {
+        (true, Some(since), Some(limit)) => {
+            tokio::time::Instant::now() < crate::timeout::after(since, limit)
+        }
+        _ => true,
+    })
 }
 
 /// A request that cannot be copied, under a hedged layer: sent once by the service made
@@ -2360,23 +2374,14 @@ where
     let mut not_ready = false;
     let (result, fired) = crate::timeout::run_attempt(policy.timeout_setting(), limit, async {
         if waited {
-            let mut pending = false;
-            let ready = std::future::poll_fn(|cx| {
-                let poll = service.poll_ready(cx);
-                pending |= poll.is_pending();
-                poll
-            })
-            .await;
-            if let Err(e) = ready {
-                not_ready = true;
-                return Err(e);
-            }
-            // Its time is over: it never answers, and its timer cuts it.
-            if pending
-                && let (Some(since), Some(limit)) = (since, limit)
-                && tokio::time::Instant::now() >= crate::timeout::after(since, limit)
-            {
-                return std::future::pending().await;
+            match ready_in_time(&mut service, limit, since).await {
+                Ok(true) => {}
+                // Its time is over: it never answers, and its timer cuts it.
+                Ok(false) => return std::future::pending().await,
+                Err(e) => {
+                    not_ready = true;
+                    return Err(e);
+                }
             }
         }
         service.call(request).await

@@ -284,7 +284,7 @@ impl Checks {
         self.inherit_retries |= !settings.written.retries;
         self.inherit_backoff |= retries && !settings.written.backoff;
         self.inherit_max_delay |= retries && !settings.written.max_delay;
-        self.whens_retry |= may_retry(&settings.rule);
+        self.whens_retry |= retries;
         self.top_jitter_read |= jitter;
         self.top_jitter_read_elsewhere |= jitter && settings.written.backoff;
         self.top_scale_read |= scale;

@@ -149,13 +149,7 @@ impl BreakerCell {
             probe_fail: p & PROBE_COUNT_MAX,
             want: u64::from(want),
             held,
-            hold_ms: if self.state.load(Ordering::Acquire) == OPEN {
-                self.open_until
-                    .load(Ordering::Acquire)
-                    .saturating_sub(self.fleet.ms(now))
-            } else {
-                0
-            },
+            hold_ms: self.held_break_ms(now),
         }
     }
 
@@ -267,14 +261,25 @@ impl BreakerCell {
         }
     }
 
-    /// Whether the fleet's breaker was open at the last sync and its break, as announced
-    /// then, is not over at `now` (on this instance's clock): it holds whether or not the
-    /// view is still followed (a round that failed, Redis gone, a stuck sync thread), since
-    /// the fleet judged the dependency down until then.
+    /// What is left at `now` (ms, on this instance's clock) of the break the fleet's breaker
+    /// announced at the last sync, 0 if it was not open then or the break is over.
+    #[inline]
+    fn held_break_ms(&self, now: Instant) -> u64 {
+        if self.state.load(Ordering::Acquire) == OPEN {
+            self.open_until
+                .load(Ordering::Acquire)
+                .saturating_sub(self.fleet.ms(now))
+        } else {
+            0
+        }
+    }
+
+    /// Whether a break the fleet's breaker announced at the last sync is not over at `now`:
+    /// it holds whether or not the view is still followed (a round that failed, Redis gone, a
+    /// stuck sync thread), since the fleet judged the dependency down until then.
     #[inline]
     fn announced_break(&self, now: Instant) -> bool {
-        self.state.load(Ordering::Acquire) == OPEN
-            && self.fleet.ms(now) < self.open_until.load(Ordering::Acquire)
+        self.held_break_ms(now) > 0
     }
 
     #[inline]
