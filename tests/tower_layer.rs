@@ -1128,11 +1128,27 @@ fn fails_first(calls: &AtomicU32) -> std::future::Ready<io::Result<Resp>> {
     })
 }
 
-/// A service whose first call fails, and which is not ready after it until `until`.
+/// A service whose first call fails, and which is not ready after it until `until`; its
+/// later calls succeed after `answer_after`.
 struct LateReady {
     calls: Arc<AtomicU32>,
     until: Instant,
+    answer_after: Duration,
     sleep: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl LateReady {
+    /// The service, not ready after its first call until `until`, and its call count.
+    fn new(until: Instant, answer_after: Duration) -> (LateReady, Arc<AtomicU32>) {
+        let calls = Arc::new(AtomicU32::new(0));
+        let svc = LateReady {
+            calls: Arc::clone(&calls),
+            until,
+            answer_after,
+            sleep: None,
+        };
+        (svc, calls)
+    }
 }
 
 impl Clone for LateReady {
@@ -1140,6 +1156,7 @@ impl Clone for LateReady {
         LateReady {
             calls: Arc::clone(&self.calls),
             until: self.until,
+            answer_after: self.answer_after,
             sleep: None,
         }
     }
@@ -1148,7 +1165,7 @@ impl Clone for LateReady {
 impl Service<Request<String>> for LateReady {
     type Response = Resp;
     type Error = io::Error;
-    type Future = std::future::Ready<io::Result<Resp>>;
+    type Future = std::pin::Pin<Box<dyn Future<Output = io::Result<Resp>> + Send>>;
 
     fn poll_ready(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<io::Result<()>> {
         if self.calls.load(Ordering::SeqCst) >= 1 && Instant::now() < self.until {
@@ -1164,7 +1181,15 @@ impl Service<Request<String>> for LateReady {
     }
 
     fn call(&mut self, _: Request<String>) -> Self::Future {
-        fails_first(&self.calls)
+        let answer = fails_first(&self.calls);
+        let after = self.answer_after;
+        Box::pin(async move {
+            let answer = answer.await;
+            if answer.is_ok() {
+                tokio::time::sleep(after).await;
+            }
+            answer
+        })
     }
 }
 
@@ -1447,8 +1472,9 @@ async fn a_hedged_request_sent_once_is_not_sent_after_its_time() {
 
 /// A retry's wait for a slot, bounded by its `max_delay` (1 s), does not time the attempt that
 /// follows it when the policy has no timeout: the retry gets its slot at 500 ms, its service is
-/// ready at 1.5 s, and it is sent then. (The wait's timer was left armed: the attempt found it
-/// expired when its service was ready, and the request hung for ever.)
+/// ready at 800 ms, and it is sent then and answers at 1.5 s. (The wait's timer was left
+/// armed: the attempt found it expired when its service was ready, and the request hung for
+/// ever.)
 #[tokio::test(start_paused = true)]
 async fn a_retry_that_waited_for_a_slot_is_not_timed_by_its_wait() {
     static LIMIT: retry_runtime::ConcurrencyLimit = match retry_runtime::ConcurrencyLimit::new(1, 4)
@@ -1465,12 +1491,7 @@ async fn a_retry_that_waited_for_a_slot_is_not_timed_by_its_wait() {
         .build()
         .unwrap();
     let t0 = Instant::now();
-    let calls = Arc::new(AtomicU32::new(0));
-    let svc = LateReady {
-        calls: Arc::clone(&calls),
-        until: t0 + ms(1500),
-        sleep: None,
-    };
+    let (svc, calls) = LateReady::new(t0 + ms(800), ms(700));
     let call = RobustLayer::new(policy)
         .layer(svc)
         .oneshot(Request::new(String::new()));
@@ -1484,6 +1505,156 @@ async fn a_retry_that_waited_for_a_slot_is_not_timed_by_its_wait() {
     let r = r.expect("the request ended");
     assert_eq!(r.unwrap().status(), StatusCode::OK);
     assert_eq!((t0.elapsed(), calls.load(Ordering::SeqCst)), (ms(1500), 2));
+}
+
+/// A retry is made only if it can start before its rule's `max_delay` is spent (SPEC section
+/// 2), and under the layer it starts when its service is ready: a retry decided at once, whose
+/// service is not ready until 5 s, is not sent, and the call returns the failure it follows
+/// when the `max_delay` (1 s) is spent, with or without a timeout longer than that. (The retry
+/// was sent at 5 s, and its success returned.)
+#[tokio::test(start_paused = true)]
+async fn a_retry_whose_service_is_not_ready_by_its_max_delay_is_not_sent() {
+    for timeout in [None, Some(secs(10))] {
+        let builder = Policy::builder()
+            .retries(3)
+            .backoff(Constant::new(ms(100)))
+            .jitter(NoJitter)
+            .max_delay(secs(1));
+        let t0 = Instant::now();
+        let (svc, calls) = LateReady::new(t0 + secs(5), Duration::ZERO);
+        let r = match timeout {
+            None => {
+                let layer = RobustLayer::new(builder.build().unwrap());
+                tokio::time::timeout(
+                    secs(60),
+                    layer.layer(svc).oneshot(Request::new(String::new())),
+                )
+                .await
+            }
+            Some(t) => {
+                let layer = RobustLayer::new(builder.timeout(t).build().unwrap());
+                tokio::time::timeout(
+                    secs(60),
+                    layer.layer(svc).oneshot(Request::new(String::new())),
+                )
+                .await
+            }
+        };
+        let r = r.expect("the request ended");
+        assert_eq!(
+            r.unwrap_err().kind(),
+            ErrorKind::ConnectionReset,
+            "timeout {timeout:?}"
+        );
+        assert_eq!(
+            (t0.elapsed(), calls.load(Ordering::SeqCst)),
+            (secs(1), 1),
+            "timeout {timeout:?}"
+        );
+    }
+}
+
+/// A retry whose service is ready before its `max_delay` is spent is sent, and keeps its own
+/// time: its service is ready at 500 ms and answers 1.5 s later, past the `max_delay` (1 s) and
+/// within the attempt's 2 s timeout. (The wait's timer, armed for the `max_delay`, cut the
+/// attempt at 1 s.)
+#[tokio::test(start_paused = true)]
+async fn a_retry_sent_before_its_max_delay_keeps_its_own_time() {
+    let policy = Policy::builder()
+        .retries(3)
+        .backoff(Constant::new(ms(100)))
+        .jitter(NoJitter)
+        .max_delay(secs(1))
+        .timeout(secs(2))
+        .build()
+        .unwrap();
+    let t0 = Instant::now();
+    let (svc, calls) = LateReady::new(t0 + ms(500), ms(1500));
+    let call = RobustLayer::new(policy)
+        .layer(svc)
+        .oneshot(Request::new(String::new()));
+    let r = tokio::time::timeout(secs(60), call)
+        .await
+        .expect("the request ended");
+    assert_eq!(r.unwrap().status(), StatusCode::OK);
+    assert_eq!((t0.elapsed(), calls.load(Ordering::SeqCst)), (secs(2), 2));
+}
+
+/// A retry whose `max_delay` is spent when its backoff ends (the policy's clock is virtual,
+/// and `on_retry` moves it 2 s on after the retry was decided) is sent only if its service is
+/// ready at once, as it takes a free slot of a concurrency limit: here it is not ready until
+/// 5 s, and the call returns the failure the retry follows without waiting; a service ready
+/// at once is sent the retry.
+#[tokio::test(start_paused = true)]
+async fn a_retry_whose_max_delay_is_spent_when_its_backoff_ends_does_not_wait() {
+    let policy = || {
+        let time = retry_runtime::time::VirtualTime::new();
+        let clock = time.clone();
+        Policy::builder()
+            .retries(3)
+            .backoff(Constant::new(ms(100)))
+            .jitter(NoJitter)
+            .max_delay(secs(1))
+            .env(time)
+            .on_retry(
+                move |_: &Result<Resp, io::Error>, _: &retry_runtime::RetryInfo| {
+                    clock.advance(secs(2));
+                },
+            )
+            .build()
+            .unwrap()
+    };
+    let t0 = Instant::now();
+    let (svc, calls) = LateReady::new(t0 + secs(5), Duration::ZERO);
+    let r = tokio::time::timeout(
+        secs(60),
+        RobustLayer::new(policy())
+            .layer(svc)
+            .oneshot(Request::new(String::new())),
+    )
+    .await
+    .expect("the request ended");
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::ConnectionReset);
+    assert_eq!(
+        (t0.elapsed(), calls.load(Ordering::SeqCst)),
+        (Duration::ZERO, 1)
+    );
+    let (svc, calls) = scripted::<String>(vec![
+        Err(ErrorKind::ConnectionReset.into()),
+        Ok(status(StatusCode::OK)),
+    ]);
+    let r = RobustLayer::new(policy())
+        .layer(svc)
+        .oneshot(Request::new(String::new()))
+        .await;
+    assert_eq!(r.unwrap().status(), StatusCode::OK);
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+}
+
+/// A retry whose `max_delay` ends after the attempt's own time: the attempt's timeout bounds
+/// the wait for its service, as before (a timed-out attempt, retried): the timeout (300 ms)
+/// cuts the retries' waits at 400 and 800 ms, and the third retry, at 900 ms, waits until
+/// the `max_delay` (1 s) is spent; the call returns the failure it follows, a timeout.
+#[tokio::test(start_paused = true)]
+async fn a_timeout_shorter_than_the_max_delay_still_bounds_the_wait() {
+    let policy = Policy::builder()
+        .retries(5)
+        .backoff(Constant::new(ms(100)))
+        .jitter(NoJitter)
+        .max_delay(secs(1))
+        .timeout(ms(300))
+        .build()
+        .unwrap();
+    let t0 = Instant::now();
+    let (svc, calls) = LateReady::new(t0 + secs(5), Duration::ZERO);
+    let call = RobustLayer::new(policy)
+        .layer(svc)
+        .oneshot(Request::new(String::new()));
+    let r = tokio::time::timeout(secs(60), call)
+        .await
+        .expect("the request ended");
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::TimedOut);
+    assert_eq!((t0.elapsed(), calls.load(Ordering::SeqCst)), (secs(1), 1));
 }
 
 /// A retry that finds no time left before the call's deadline when its backoff ends ends the

@@ -58,7 +58,13 @@
 //! attempts are dropped as a dropped call's are (their permits given back, a failure the round
 //! kept recorded). The attempt's timeout covers a retry's wait for the service to be ready (and
 //! a first attempt's that waited for a slot of the concurrency limit): a service not ready in
-//! time makes a timed-out attempt (counted and retried as one). The first attempt's readiness
+//! time makes a timed-out attempt (counted and retried as one). Under [`RobustLayer::new`] a
+//! retry's rule's `max_delay` bounds that wait too: a retry is made only if it can start before
+//! its `max_delay` is spent, and it starts when its service is ready, so a retry whose service
+//! is not ready by then is not sent, and the call returns the failure the retry follows (as
+//! when a backoff would end past the `max_delay`); a retry sent in time keeps its attempt's
+//! own timeout. (Under [`RobustLayer::hedged`], only the attempt's timeout bounds it: set one.)
+//! The first attempt's readiness
 //! is the caller's, as with any tower layer: `ready()` (or `oneshot`) polls the layer's
 //! `poll_ready`, which polls the service's, before `call` and outside any timer, guard or
 //! fallback (an error there is returned by `poll_ready` itself). Bound that wait above the
@@ -144,7 +150,7 @@ use std::task::{Context, Poll};
 use tower_layer::Layer;
 use tower_service::Service;
 
-use crate::call::{Call, CallState, StateOf, Step, Timed};
+use crate::call::{Call, CallState, Settled, StateOf, Step, Timed};
 use crate::guard::{Breaker, Budget, Keyed};
 use crate::kind::Failure;
 use crate::policy::rules::PlanVisitor;
@@ -1027,7 +1033,7 @@ where
                 wait: None,
                 slot: None,
                 timer: Default::default(),
-                backoff: None,
+                backoff: ColdSlot::default(),
                 started: None,
             };
         }
@@ -1043,10 +1049,90 @@ where
             wait: None,
             slot: None,
             timer: Default::default(),
-            backoff: None,
+            backoff: ColdSlot::default(),
             started: None,
         }
     }
+}
+
+/// A request's retry, from its decision until it is sent: its backoff's sleep, and what it
+/// keeps of its rule's `max_delay`. Boxed, made by the request's first retry and reused by
+/// the next (the future stays smaller by the size of a pointer than with the sleep's own box
+/// in it), and held in a [`ColdSlot`].
+struct Retrying<R, E> {
+    sleep: Pin<Box<dyn Future<Output = ()> + Send>>,
+    kept: Option<Kept<R, E>>,
+}
+
+/// An optional value of a request's future that is dropped out of line: the drop of a future
+/// that never made one (a success at once, with no retry) stays a test of one pointer. (Held
+/// in place, a retry's state, with the failure it keeps, cost a success 1 ns more, 10% of the
+/// layer on a `u32` request: docs/BENCHMARKS.md, section 9.)
+struct ColdSlot<T>(std::mem::ManuallyDrop<Option<T>>);
+
+impl<T> Default for ColdSlot<T> {
+    #[inline(always)]
+    fn default() -> Self {
+        ColdSlot(std::mem::ManuallyDrop::new(None))
+    }
+}
+
+impl<T> std::ops::Deref for ColdSlot<T> {
+    type Target = Option<T>;
+    #[inline(always)]
+    fn deref(&self) -> &Option<T> {
+        &self.0
+    }
+}
+
+impl<T> std::ops::DerefMut for ColdSlot<T> {
+    #[inline(always)]
+    fn deref_mut(&mut self) -> &mut Option<T> {
+        &mut self.0
+    }
+}
+
+impl<T> Drop for ColdSlot<T> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        #[cold]
+        #[inline(never)]
+        fn drop_held<T>(slot: &mut Option<T>) {
+            drop(slot.take());
+        }
+        if self.0.is_some() {
+            drop_held(&mut self.0);
+        }
+    }
+}
+
+/// What a request's future keeps of a retry whose rule has a `max_delay`, from its decision
+/// until it is sent: the retry is not sent once the `max_delay` is spent (its
+/// service not ready by then), and the call then returns the failure the retry follows, as it
+/// does when a backoff would end past the `max_delay` (SPEC section 2: a retry is made only
+/// if it can start before its `max_delay` is spent).
+struct Kept<R, E> {
+    /// The retry's latest start, on the call's clock.
+    by: std::time::Instant,
+    /// The failure the retry follows.
+    failure: Result<R, E>,
+    /// How `by` bounds the retry's wait for its service, once its attempt is armed.
+    bound: Bound,
+}
+
+/// How a retry's `max_delay` bounds its wait for its service ([`Kept`]).
+#[derive(Debug, Clone, Copy)]
+enum Bound {
+    /// Not yet known: the retry's backoff runs.
+    Unset,
+    /// The attempt's timer is armed for the `max_delay` (sooner than the attempt's own time
+    /// would end): the end of the attempt's own time on tokio's clock (`None`: it has no
+    /// limit), which the timer takes when the attempt is sent.
+    Timer(Option<tokio::time::Instant>),
+    /// The `max_delay` was spent when the attempt was armed (its backoff ended late): it is
+    /// sent only if its service is ready at once, as a free slot of a concurrency limit is
+    /// still taken then (its timer is the attempt's own).
+    Spent,
 }
 
 /// Where a [`ResponseFuture`] is in its loop.
@@ -1071,9 +1157,11 @@ enum Phase {
 
 pin_project_lite::pin_project! {
     /// The future of a [`Robust`] service's response: the retry loop of one request. It
-    /// allocates for each backoff's sleep, and for a timer only when its policy has no
-    /// timeout (nor deadline): once for each retry that waits for a slot of its concurrency
-    /// limit with a `max_delay` to end the wait. A policy with a timeout keeps its timer in
+    /// allocates for each backoff's sleep, once for its retries' state (at its first retry:
+    /// it keeps the failure a retry whose rule has a `max_delay` follows, returned if the
+    /// retry's service is not ready before the `max_delay` is spent), and for a timer only
+    /// when its policy has no timeout (nor deadline): once for each retry that waits, with a
+    /// `max_delay` to end the wait, for a slot of its concurrency limit or for its service. A policy with a timeout keeps its timer in
     /// the future, which is then not `Unpin` (as tower's `Timeout`'s): pin it (`Box::pin`,
     /// `std::pin::pin!`) to poll it by reference.
     pub struct ResponseFuture<S: Service<Req>, P, Req, G: Guards<Req, P, S::Response, S::Error>, H: PolicyHandle<P> = Arc<P>> {
@@ -1098,7 +1186,9 @@ pin_project_lite::pin_project! {
         // small; only a retry waiting for a slot of its concurrency limit makes one).
         #[pin]
         timer: G::Timer,
-        backoff: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
+        // The retry's backoff, and what it keeps of its `max_delay`, boxed (made by the first
+        // retry, reused by the next).
+        backoff: ColdSlot<Box<Retrying<S::Response, S::Error>>>,
         // When the attempt started, for an adaptive timeout, which learns from latencies.
         started: Option<std::time::Instant>,
     }
@@ -1231,6 +1321,23 @@ where
                 }
             }};
         }
+        // A retry not made because its rule's `max_delay` was spent before its service was
+        // ready: the call returns the failure it follows; the attempt's breaker permit and
+        // slot are given back.
+        macro_rules! missed_start {
+            () => {{
+                if let Some(kept) = this.backoff.as_mut().and_then(|r| r.kept.take()) {
+                    *this.slot = None;
+                    *this.started = None;
+                    to!(Phase::Done);
+                    let mut call = resumed(this.state, policy);
+                    call.release();
+                    #[cfg(feature = "tracing")]
+                    call.trace_missed_start(&kept.failure);
+                    break Poll::Ready(crate::call::finish(policy, kept.failure));
+                }
+            }};
+        }
         // The phases run in order, one block after the other (a block that moves the phase on
         // falls through to the next), so that a first poll that goes through them all takes
         // no jump table; the loop comes back only after a backoff is set.
@@ -1239,8 +1346,8 @@ where
                 break Poll::Pending;
             }
             if phase == Phase::Backoff {
-                if let Some(sleep) = this.backoff.as_mut()
-                    && sleep.as_mut().poll(cx).is_pending()
+                if let Some(retrying) = this.backoff.as_mut()
+                    && retrying.sleep.as_mut().poll(cx).is_pending()
                 {
                     break Poll::Pending;
                 }
@@ -1370,6 +1477,29 @@ where
                     to!(Phase::Done);
                     break Poll::Ready(crate::call::finish(policy, Err(e)));
                 }
+                // A retry whose rule's `max_delay` ends before the attempt's own time does
+                // not wait for its service past it: its timer is armed for the `max_delay`
+                // (and set to the attempt's own end when it is sent). One whose `max_delay`
+                // is already spent (its backoff ended late) is sent only if its service is
+                // ready at once, as it takes a free slot of a concurrency limit.
+                let mut limit = limit;
+                if let Some(retrying) = this.backoff.as_mut()
+                    && let Some(kept) = retrying.kept.as_mut()
+                {
+                    let left = resumed(this.state, policy).left_until(kept.by);
+                    if left.is_zero() {
+                        // (A timer armed for no time may be fired at once, or on the
+                        // driver's next turn: the wait is not left to it.)
+                        kept.bound = Bound::Spent;
+                    } else if limit.is_none_or(|l| left < l) {
+                        let now = tokio::time::Instant::now();
+                        kept.bound = Bound::Timer(limit.map(|l| crate::timeout::after(now, l)));
+                        limit = Some(left);
+                    } else {
+                        // The attempt's own time ends first, and bounds the wait.
+                        retrying.kept = None;
+                    }
+                }
                 match limit {
                     Some(limit) => this.timer.as_mut().arm_in(limit),
                     // (A timer armed for a retry's wait for a slot, bounded by its `max_delay`,
@@ -1407,6 +1537,20 @@ where
                             Some(copy) => (Some(copy), false),
                             None => (this.request.take(), true),
                         };
+                        // A retry sent before its `max_delay` is spent: its timer takes the
+                        // attempt's own end.
+                        if let Some(Kept {
+                            bound: Bound::Timer(end),
+                            ..
+                        }) = this.backoff.as_mut().and_then(|r| r.kept.take())
+                        {
+                            match end {
+                                Some(end) => this.timer.as_mut().arm_in(
+                                    end.saturating_duration_since(tokio::time::Instant::now()),
+                                ),
+                                None => this.timer.as_mut().clear(),
+                            }
+                        }
                         if let Some(request) = request {
                             this.attempt.set(Some(this.inner.call(request)));
                         }
@@ -1429,7 +1573,24 @@ where
                         break Poll::Ready(crate::call::finish(policy, r));
                     }
                     // Not ready yet, or ready when the attempt's time was already over.
-                    Poll::Ready(Ok(())) | Poll::Pending => {
+                    ready @ (Poll::Ready(Ok(())) | Poll::Pending) => {
+                        // A retry whose `max_delay` bounds its wait: not sent once it is spent.
+                        match this.backoff.as_ref().and_then(|r| r.kept.as_ref()) {
+                            Some(Kept {
+                                bound: Bound::Timer(_),
+                                ..
+                            }) => {
+                                if ready.is_ready() || this.timer.as_mut().fired(cx) {
+                                    missed_start!();
+                                }
+                                break Poll::Pending;
+                            }
+                            Some(Kept {
+                                bound: Bound::Spent,
+                                ..
+                            }) => missed_start!(),
+                            Some(_) | None => {}
+                        }
                         match expired::<_, S::Response, S::Error, _>(
                             policy,
                             this.timer.as_mut(),
@@ -1518,17 +1679,39 @@ where
                 let r = call.settle_once(result, fired);
                 break Poll::Ready(crate::call::finish(policy, r));
             }
-            match call.settle(result, fired) {
-                Step::Return(r) => {
-                    break Poll::Ready(crate::call::finish(policy, r));
+            // A retry whose rule has a `max_delay` keeps the failure it follows (a policy that
+            // may have one reads its first attempt's start): the call returns it if the retry's
+            // service is not ready before the `max_delay` is spent.
+            let (delay, kept) = if policy.needs_start() {
+                match call.settle_keeping_start(result, fired) {
+                    (Settled::Return(r), _) => {
+                        break Poll::Ready(crate::call::finish(policy, r));
+                    }
+                    (Settled::Retry(delay, failure), by) => (
+                        delay,
+                        by.map(|by| Kept {
+                            by,
+                            failure,
+                            bound: Bound::Unset,
+                        }),
+                    ),
                 }
-                Step::Retry(delay) => {
-                    *this.state = Some(call.state());
-                    let env: G::Env = policy.env().clone();
-                    *this.backoff = Some(Box::pin(async move { env.sleep_async(delay).await }));
-                    to!(Phase::Backoff);
+            } else {
+                match call.settle(result, fired) {
+                    Step::Return(r) => {
+                        break Poll::Ready(crate::call::finish(policy, r));
+                    }
+                    Step::Retry(delay) => (delay, None),
                 }
+            };
+            *this.state = Some(call.state());
+            let env: G::Env = policy.env().clone();
+            let sleep = Box::pin(async move { env.sleep_async(delay).await });
+            match this.backoff.as_mut() {
+                Some(retrying) => **retrying = Retrying { sleep, kept },
+                None => **this.backoff = Some(Box::new(Retrying { sleep, kept })),
             }
+            to!(Phase::Backoff);
         };
         *this.phase = phase;
         polled
@@ -1627,8 +1810,8 @@ impl TimerSlot for InlineTimer {
 }
 
 /// A boxed timer: the slot of a policy without a timeout, whose requests make one only for a
-/// retry that waits for a slot of the concurrency limit with a `max_delay` to end the wait
-/// (its future stays smaller by the size of a `tokio::time::Sleep`).
+/// retry that waits, with a `max_delay` to end the wait, for a slot of the concurrency limit or
+/// for its service (its future stays smaller by the size of a `tokio::time::Sleep`).
 #[doc(hidden)]
 #[derive(Debug, Default)]
 pub struct BoxedTimer(Option<Pin<Box<tokio::time::Sleep>>>);

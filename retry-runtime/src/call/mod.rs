@@ -1006,7 +1006,7 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
             let mut now = self.lazy_now();
             return self.succeeded(&mut now, result);
         }
-        match self.settle_any(result, timed_out) {
+        match self.settle_any(result, timed_out, &mut None) {
             Settled::Return(r) => Step::Return(r),
             Settled::Retry(delay, _) => Step::Retry(delay),
         }
@@ -1022,7 +1022,43 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
     where
         P: RetryPolicy<R, E>,
     {
-        self.settle_any(result, timed_out)
+        self.settle_any(result, timed_out, &mut None)
+    }
+
+    /// [`settle_keeping`](Self::settle_keeping), with the latest start of a decided retry (its
+    /// rule's `max_delay`, counted from the first attempt's start; `None` without one): what
+    /// bounds the tower layer's wait for a retry's service to be ready.
+    #[cfg(feature = "tower")]
+    #[inline]
+    pub(crate) fn settle_keeping_start<R, E>(
+        &mut self,
+        result: Result<R, E>,
+        timed_out: bool,
+    ) -> (Settled<R, E>, Option<Instant>)
+    where
+        P: RetryPolicy<R, E>,
+    {
+        let mut start_by = None;
+        let settled = self.settle_any(result, timed_out, &mut start_by);
+        (settled, start_by)
+    }
+
+    /// The time left until `at` on the call's clock (zero once it has passed).
+    #[cfg(feature = "tower")]
+    #[inline]
+    pub(crate) fn left_until(&self, at: Instant) -> Duration {
+        at.saturating_duration_since(self.now())
+    }
+
+    /// The give-up event of a retry not made because its rule's `max_delay` was spent before
+    /// it could start (the tower layer's service was not ready in time): `outcome` is the
+    /// failure it followed, which the call returns.
+    #[cfg(all(feature = "tower", feature = "tracing"))]
+    pub(crate) fn trace_missed_start<R, E>(&mut self, outcome: &Result<R, E>)
+    where
+        P: RetryPolicy<R, E>,
+    {
+        self.trace_give_up(outcome, GiveUp::MaxDelay);
     }
 
     /// The call's clock, read when first asked.
@@ -1084,14 +1120,19 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
 
     /// [`settle`](Self::settle) for any outcome.
     #[inline]
-    fn settle_any<R, E>(&mut self, result: Result<R, E>, timed_out: bool) -> Settled<R, E>
+    fn settle_any<R, E>(
+        &mut self,
+        result: Result<R, E>,
+        timed_out: bool,
+        start_by: &mut Option<Instant>,
+    ) -> Settled<R, E>
     where
         P: RetryPolicy<R, E>,
     {
         let mut now = self.lazy_now();
         if result.is_ok() && P::VALUES {
             // A value an `Ok(..)` kind matches is a failed attempt for every rule and guard.
-            match self.retry_delay(&result, timed_out, &mut now) {
+            match self.retry_delay(&result, timed_out, &mut now, start_by) {
                 Err(GiveUp::NotRetryable) => {}
                 decided => {
                     // (The breaker recorded the failure when the value matched.)
@@ -1116,7 +1157,7 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
         if <P::Breaker as Breaker>::ACTIVE {
             self.record_permit(now.get(), false);
         }
-        let decided = self.retry_delay(&result, timed_out, &mut now);
+        let decided = self.retry_delay(&result, timed_out, &mut now, start_by);
         if <P::Throttle as Throttle>::ACTIVE {
             // Accepted unless it failed with a retryable error.
             let accepted = decided == Err(GiveUp::NotRetryable);
@@ -1230,13 +1271,15 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
     }
 
     /// The failure path of [`settle`](Self::settle), for an error or a value: the delay
-    /// before the next attempt, or why not to retry.
+    /// before the next attempt, or why not to retry; `start_by` is set to the latest start of
+    /// the retry decided (its rule's `max_delay`), if it has one.
     #[inline]
     fn retry_delay<R, E>(
         &mut self,
         outcome: &Result<R, E>,
         timed_out: bool,
         now: &mut LazyNow<'_>,
+        start_by: &mut Option<Instant>,
     ) -> Result<Duration, GiveUp>
     where
         P: RetryPolicy<R, E>,
@@ -1280,14 +1323,16 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
                 }
                 let (delay, rule, value_hint, max_delay) = decision?;
                 // The retry must start before its rule's `max_delay` is spent: a wait for a
-                // slot of the limit after its backoff ends then.
+                // slot of the limit after its backoff ends then (and, under the tower layer, a
+                // wait for its service to be ready).
+                let by = max_delay.and_then(|m| {
+                    let now = now.get();
+                    self.times.first_or(now).checked_add(m)
+                });
                 if <P::Limit as Limit>::ACTIVE {
-                    let by = max_delay.and_then(|m| {
-                        let now = now.get();
-                        self.times.first_or(now).checked_add(m)
-                    });
                     self.start_by.set(by);
                 }
+                *start_by = by;
                 (delay, rule, hinted.is_some() || value_hint)
             }
             None => return Err(GiveUp::NotRetryable),
