@@ -1330,11 +1330,7 @@ where
                     *this.slot = None;
                     *this.started = None;
                     to!(Phase::Done);
-                    let mut call = resumed(this.state, policy);
-                    call.release();
-                    #[cfg(feature = "tracing")]
-                    call.trace_missed_start(&kept.failure);
-                    break Poll::Ready(crate::call::finish(policy, kept.failure));
+                    break Poll::Ready(missed_start(policy, this.state, kept.failure));
                 }
             }};
         }
@@ -1727,6 +1723,27 @@ fn state_of<P: PolicyCore>(state: &Option<StateOf<P, Timed>>, policy: &P) -> Sta
         Some(state) => *state,
         None => crate::call::start_credited(policy, Timed::default()).state(),
     }
+}
+
+/// The end of a call whose retry was not made because its rule's `max_delay` was spent before
+/// its service was ready: the attempt's breaker permit is given back, and the call returns
+/// `failure`, the failure the retry follows (with the fallback, if any). Out of line: off the
+/// loop's success path.
+#[cold]
+#[inline(never)]
+fn missed_start<P, R, E>(
+    policy: &P,
+    state: &Option<StateOf<P, Timed>>,
+    failure: Result<R, E>,
+) -> Result<R, E>
+where
+    P: AsyncRetryPolicy<R, E>,
+{
+    let mut call = resumed(state, policy);
+    call.release();
+    #[cfg(feature = "tracing")]
+    call.trace_missed_start(&failure);
+    crate::call::finish(policy, failure)
 }
 
 /// The call, resumed from its state ([`state_of`]).
