@@ -452,7 +452,9 @@ mod guards {
 /// `RobustLayer`'s response future (feature `tower`), held by an `Arc` or a `&'static`
 /// reference: a success allocates nothing, with or without a timeout (a timed policy keeps its
 /// timer in the future); a request retried twice allocates once per backoff sleep, once for
-/// its retries' state (made by the first retry, reused by the next), and nothing else.
+/// its retries' state (made by the first retry, reused by the next), and nothing else: with a
+/// `max_delay` and no timeout too, whose retries make no timer when their service is ready at
+/// once.
 #[test]
 fn tower_layer_allocations() {
     use std::sync::Arc;
@@ -470,6 +472,14 @@ fn tower_layer_allocations() {
         Policy::builder()
             .retries(3)
             .backoff(retry_runtime::Constant::new(Duration::from_millis(5)))
+            .build()
+            .unwrap()
+    };
+    let bounded = || {
+        Policy::builder()
+            .retries(3)
+            .backoff(retry_runtime::Constant::new(Duration::from_millis(5)))
+            .max_delay(Duration::from_secs(10))
             .build()
             .unwrap()
     };
@@ -516,6 +526,7 @@ fn tower_layer_allocations() {
             RobustLayer::from_static(Box::leak(Box::new(untimed()))).layer(svc.clone());
         let mut static_timed =
             RobustLayer::from_static(Box::leak(Box::new(timed()))).layer(svc.clone());
+        let mut shared_bounded = RobustLayer::new(bounded()).layer(svc.clone());
         for fails in [0, 2] {
             // One box per sleep, and one for the retries' state.
             let sleeps = fails as usize + usize::from(fails > 0);
@@ -524,10 +535,11 @@ fn tower_layer_allocations() {
                 measured(&mut shared_timed, &failing, fails).await,
                 measured(&mut static_untimed, &failing, fails).await,
                 measured(&mut static_timed, &failing, fails).await,
+                measured(&mut shared_bounded, &failing, fails).await,
             ];
             assert_eq!(
-                counts, [sleeps; 4],
-                "{fails} failures: Arc, Arc timed, static, static timed"
+                counts, [sleeps; 5],
+                "{fails} failures: Arc, Arc timed, static, static timed, Arc with max_delay"
             );
         }
     });

@@ -1071,8 +1071,9 @@ async fn a_slot_wait_ends_at_one_second(
 }
 
 /// A retry waiting for a slot of the limit does not wait past the call's deadline (it ends
-/// with `Elapsed`), nor past its rule's `max_delay` (it ends with `E::from(Rejected)`: it
-/// waited for the slot, 10 s, before).
+/// with `Elapsed`), nor past its rule's `max_delay` (the call returns the failure the retry
+/// follows, as when its service is not ready in time: it waited for the slot, 10 s, before,
+/// then ended with `E::from(Rejected)`).
 #[tokio::test(start_paused = true)]
 async fn a_retry_does_not_wait_for_a_slot_past_the_deadline_or_its_max_delay() {
     static DEADLINE: retry_runtime::ConcurrencyLimit =
@@ -1107,15 +1108,12 @@ async fn a_retry_does_not_wait_for_a_slot_past_the_deadline_or_its_max_delay() {
         .limit(&MAX_DELAY)
         .build()
         .unwrap();
-    let rejected = |e: &io::Error| {
-        e.get_ref()
-            .is_some_and(|e| e.is::<retry_runtime::Rejected>())
-    };
+    let reset = |e: &io::Error| e.kind() == ErrorKind::ConnectionReset;
     let (svc, calls) = scripted::<String>(vec![Err(ErrorKind::ConnectionReset.into())]);
     let call = RobustLayer::new(policy)
         .layer(svc)
         .oneshot(Request::new(String::new()));
-    a_slot_wait_ends_at_one_second(call, &calls, &MAX_DELAY, rejected).await;
+    a_slot_wait_ends_at_one_second(call, &calls, &MAX_DELAY, reset).await;
 }
 
 /// The answer of a call to a service whose first call fails and every later one succeeds.
@@ -1555,29 +1553,88 @@ async fn a_retry_whose_service_is_not_ready_by_its_max_delay_is_not_sent() {
 }
 
 /// A retry whose service is ready before its `max_delay` is spent is sent, and keeps its own
-/// time: its service is ready at 500 ms and answers 1.5 s later, past the `max_delay` (1 s) and
-/// within the attempt's 2 s timeout. (The wait's timer, armed for the `max_delay`, cut the
-/// attempt at 1 s.)
+/// time, counted from when its wait began (after its 100 ms backoff): its service is ready at
+/// 500 ms and answers 1.5 s later, past the `max_delay` (1 s) and within the attempt's 2 s
+/// timeout; when it answers 5 s later, the timeout cuts it at 2.1 s. (The wait's timer, armed
+/// for the `max_delay`, cut the attempt at 1 s.)
 #[tokio::test(start_paused = true)]
 async fn a_retry_sent_before_its_max_delay_keeps_its_own_time() {
+    for (answer_after, answer, took) in [
+        (ms(1500), Ok(StatusCode::OK), secs(2)),
+        (secs(5), Err(ErrorKind::TimedOut), ms(2100)),
+    ] {
+        let policy = Policy::builder()
+            .retries(3)
+            .backoff(Constant::new(ms(100)))
+            .jitter(NoJitter)
+            .max_delay(secs(1))
+            .timeout(secs(2))
+            .build()
+            .unwrap();
+        let t0 = Instant::now();
+        let (svc, calls) = LateReady::new(t0 + ms(500), answer_after);
+        let call = RobustLayer::new(policy)
+            .layer(svc)
+            .oneshot(Request::new(String::new()));
+        let r = tokio::time::timeout(secs(60), call)
+            .await
+            .expect("the request ended");
+        assert_eq!(r.map(|r| r.status()).map_err(|e| e.kind()), answer);
+        assert_eq!((t0.elapsed(), calls.load(Ordering::SeqCst)), (took, 2));
+    }
+}
+
+/// A retry that follows a matched value: the value is what the call returns when the retry's
+/// service is not ready before its rule's `max_delay` (a `when_ok` rule's own: the top level
+/// has none) is spent, at 1 s; the same through a `DynPolicy`.
+#[tokio::test(start_paused = true)]
+async fn a_value_is_returned_when_its_retry_cannot_start_in_time() {
     let policy = Policy::builder()
         .retries(3)
         .backoff(Constant::new(ms(100)))
         .jitter(NoJitter)
-        .max_delay(secs(1))
-        .timeout(secs(2))
+        .when_ok(
+            OkIf(|r: &Resp| r.status() == StatusCode::SERVICE_UNAVAILABLE),
+            |s| s.max_delay(secs(1)),
+        )
         .build()
         .unwrap();
+    // The first answer is a 503; the service is not ready after it until 5 s.
+    let unavailable_then_late = |t0: Instant| {
+        let (svc, calls) = LateReady::new(t0 + secs(5), Duration::ZERO);
+        let svc = svc.map_result(|r| match r {
+            Err(e) if e.kind() == ErrorKind::ConnectionReset => {
+                Ok(status(StatusCode::SERVICE_UNAVAILABLE))
+            }
+            r => r,
+        });
+        (svc, calls)
+    };
     let t0 = Instant::now();
-    let (svc, calls) = LateReady::new(t0 + ms(500), ms(1500));
-    let call = RobustLayer::new(policy)
-        .layer(svc)
-        .oneshot(Request::new(String::new()));
-    let r = tokio::time::timeout(secs(60), call)
-        .await
-        .expect("the request ended");
-    assert_eq!(r.unwrap().status(), StatusCode::OK);
-    assert_eq!((t0.elapsed(), calls.load(Ordering::SeqCst)), (secs(2), 2));
+    let (svc, calls) = unavailable_then_late(t0);
+    let r = tokio::time::timeout(
+        secs(60),
+        RobustLayer::new(policy)
+            .layer(svc)
+            .oneshot(Request::new(String::new())),
+    )
+    .await
+    .expect("the request ended");
+    assert_eq!(r.unwrap().status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!((t0.elapsed(), calls.load(Ordering::SeqCst)), (secs(1), 1));
+    let t0 = Instant::now();
+    let (svc, calls) = unavailable_then_late(t0);
+    let dynamic = retry_runtime::DynPolicy::<Resp, io::Error>::new(policy);
+    let r = tokio::time::timeout(
+        secs(60),
+        RobustLayer::new(dynamic)
+            .layer(svc)
+            .oneshot(Request::new(String::new())),
+    )
+    .await
+    .expect("the request ended");
+    assert_eq!(r.unwrap().status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!((t0.elapsed(), calls.load(Ordering::SeqCst)), (secs(1), 1));
 }
 
 /// A retry whose `max_delay` is spent when its backoff ends (the policy's clock is virtual,
@@ -1629,6 +1686,39 @@ async fn a_retry_whose_max_delay_is_spent_when_its_backoff_ends_does_not_wait() 
         .await;
     assert_eq!(r.unwrap().status(), StatusCode::OK);
     assert_eq!(calls.load(Ordering::SeqCst), 2);
+}
+
+/// A retry whose service becomes ready after its `max_delay` was spent by the policy's clock,
+/// a virtual one that another task moves on while the retry waits, is not sent, although
+/// tokio's timer (armed for the time that was left) has not fired.
+#[tokio::test(start_paused = true)]
+async fn a_retry_ready_after_its_max_delay_by_the_policys_clock_is_not_sent() {
+    let time = retry_runtime::time::VirtualTime::new();
+    let clock = time.clone();
+    let policy = Policy::builder()
+        .retries(3)
+        .backoff(Constant::new(ms(100)))
+        .jitter(NoJitter)
+        .max_delay(secs(1))
+        .env(time)
+        .build()
+        .unwrap();
+    let t0 = Instant::now();
+    let (svc, calls) = LateReady::new(t0 + ms(500), Duration::ZERO);
+    let call = tokio::time::timeout(
+        secs(60),
+        RobustLayer::new(policy)
+            .layer(svc)
+            .oneshot(Request::new(String::new())),
+    );
+    let mover = async {
+        tokio::time::sleep(ms(200)).await;
+        clock.advance(secs(2));
+    };
+    let (r, ()) = tokio::join!(call, mover);
+    let r = r.expect("the request ended");
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::ConnectionReset);
+    assert_eq!((t0.elapsed(), calls.load(Ordering::SeqCst)), (ms(500), 1));
 }
 
 /// A retry whose `max_delay` ends after the attempt's own time: the attempt's timeout bounds

@@ -75,7 +75,8 @@
 //! the round, so the ready service cannot wait with the request.) The
 //! deadline counts from the first attempt's start (when it is
 //! sent, after any wait for a slot of the concurrency limit), not from `call`; a retry does
-//! not wait for a slot past it (nor past its rule's `max_delay`: it then ends with
+//! not wait for a slot past it (nor past its rule's `max_delay`: under [`RobustLayer::new`]
+//! the call then returns the failure the retry follows, under [`RobustLayer::hedged`]
 //! `E::from(Rejected)`), and one whose time is up when its slot comes is not sent.
 //!
 //! A request's first attempt is sent from `call` when nothing has to admit, queue or time it:
@@ -1145,7 +1146,8 @@ enum Phase {
     Queued { timed: bool },
     /// The attempt starts: its time is read and its timer armed.
     Arm,
-    /// Waiting for the service to be ready (within the attempt's time).
+    /// Waiting for the service to be ready (within the attempt's time, and a retry's
+    /// `max_delay`).
     Ready,
     /// The service's future is running.
     Calling { single: bool },
@@ -1161,7 +1163,9 @@ pin_project_lite::pin_project! {
     /// it keeps the failure a retry whose rule has a `max_delay` follows, returned if the
     /// retry's service is not ready before the `max_delay` is spent), and for a timer only
     /// when its policy has no timeout (nor deadline): once for each retry that waits, with a
-    /// `max_delay` to end the wait, for a slot of its concurrency limit or for its service. A policy with a timeout keeps its timer in
+    /// `max_delay` to end the wait, for a slot of its concurrency limit or for its service
+    /// (when it is not ready at once). It holds the failure a retry follows: it is `Send` when
+    /// the service's response and error are, as well as its future and the request. A policy with a timeout keeps its timer in
     /// the future, which is then not `Unpin` (as tower's `Timeout`'s): pin it (`Box::pin`,
     /// `std::pin::pin!`) to poll it by reference.
     pub struct ResponseFuture<S: Service<Req>, P, Req, G: Guards<Req, P, S::Response, S::Error>, H: PolicyHandle<P> = Arc<P>> {
@@ -1334,6 +1338,26 @@ where
                 }
             }};
         }
+        // A retry whose time to start ran out while it waited for a slot of the limit: at its
+        // rule's `max_delay`, the call returns the failure the retry follows, as when its
+        // service is not ready in time; at the deadline, `E::from(Elapsed)`, as when the
+        // deadline cuts an attempt. `$done` runs before the call ends. (With no error to end
+        // it with, the wait goes on.)
+        macro_rules! slot_missed {
+            ($done:block) => {{
+                if this.backoff.as_ref().is_some_and(|r| r.kept.is_some())
+                    && resumed(this.state, policy).max_delay_first()
+                {
+                    $done
+                    missed_start!();
+                }
+                if let Some(e) = crate::call::start_missed(&mut resumed(this.state, policy)) {
+                    $done
+                    to!(Phase::Done);
+                    break Poll::Ready(crate::call::finish(policy, Err(e)));
+                }
+            }};
+        }
         // The phases run in order, one block after the other (a block that moves the phase on
         // falls through to the next), so that a first poll that goes through them all takes
         // no jump table; the loop comes back only after a backoff is set.
@@ -1381,11 +1405,8 @@ where
                     // `max_delay`, and one with no time left is not made, whether or not the
                     // queue has room.
                     let left = resumed(this.state, policy).start_left();
-                    if left.is_some_and(|l| l.is_zero())
-                        && let Some(e) = crate::call::start_missed(&mut resumed(this.state, policy))
-                    {
-                        to!(Phase::Done);
-                        break Poll::Ready(crate::call::finish(policy, Err(e)));
+                    if left.is_some_and(|l| l.is_zero()) {
+                        slot_missed!({});
                     }
                     let fresh = this.inner.clone();
                     *this.inner = fresh;
@@ -1406,38 +1427,26 @@ where
                 };
                 match waited {
                     Poll::Pending if timed => {
-                        // The deadline passed while the retry waited (the call ends as when
-                        // the deadline cuts an attempt), or its rule's `max_delay` was spent
-                        // (it ends with `E::from(Rejected)`); the attempt's breaker permit is
-                        // given back.
-                        let ended =
-                            this.timer.as_mut().fired(cx).then(|| {
-                                crate::call::start_missed(&mut resumed(this.state, policy))
-                            });
-                        match ended {
-                            Some(Some(e)) => {
+                        // The deadline passed while the retry waited, or its rule's
+                        // `max_delay` was spent; the attempt's breaker permit is given back.
+                        if this.timer.as_mut().fired(cx) {
+                            slot_missed!({
                                 this.wait.set(None);
-                                to!(Phase::Done);
-                                break Poll::Ready(crate::call::finish(policy, Err(e)));
-                            }
-                            _ => break Poll::Pending,
+                            });
                         }
+                        break Poll::Pending;
                     }
                     Poll::Pending => break Poll::Pending,
                     Poll::Ready(Ok(slot)) => {
                         this.wait.set(None);
+                        *this.slot = Some(slot);
                         // A slot that came once the retry's `max_delay` was spent is not
                         // taken (tokio's timer may fire a little late).
-                        if timed
-                            && resumed(this.state, policy).start_passed()
-                            && let Some(e) =
-                                crate::call::start_missed(&mut resumed(this.state, policy))
-                        {
-                            drop(slot);
-                            to!(Phase::Done);
-                            break Poll::Ready(crate::call::finish(policy, Err(e)));
+                        if timed && resumed(this.state, policy).start_passed() {
+                            slot_missed!({
+                                *this.slot = None;
+                            });
                         }
-                        *this.slot = Some(slot);
                         to!(Phase::Arm);
                     }
                     Poll::Ready(Err(_)) => {
@@ -1487,10 +1496,16 @@ where
                         // (A timer armed for no time may be fired at once, or on the
                         // driver's next turn: the wait is not left to it.)
                         kept.bound = Bound::Spent;
-                    } else if limit.is_none_or(|l| left < l) {
+                    } else if let Some(l) = limit
+                        && left < l
+                    {
                         let now = tokio::time::Instant::now();
-                        kept.bound = Bound::Timer(limit.map(|l| crate::timeout::after(now, l)));
+                        kept.bound = Bound::Timer(Some(crate::timeout::after(now, l)));
                         limit = Some(left);
+                    } else if limit.is_none() {
+                        // An attempt with no limit: the timer is made only if its service is
+                        // not ready at once (a policy without a timeout boxes it).
+                        kept.bound = Bound::Timer(None);
                     } else {
                         // The attempt's own time ends first, and bounds the wait.
                         retrying.kept = None;
@@ -1533,6 +1548,19 @@ where
                             Some(copy) => (Some(copy), false),
                             None => (this.request.take(), true),
                         };
+                        // A retry whose service became ready in a later poll is sent only
+                        // before its `max_delay` is spent by the policy's clock too (which may
+                        // not be tokio's: a virtual one), as a slot is taken.
+                        if resumed_wait
+                            && let Some(Kept {
+                                by,
+                                bound: Bound::Timer(_),
+                                ..
+                            }) = this.backoff.as_ref().and_then(|r| r.kept.as_ref())
+                            && resumed(this.state, policy).left_until(*by).is_zero()
+                        {
+                            missed_start!();
+                        }
                         // A retry sent before its `max_delay` is spent: its timer takes the
                         // attempt's own end.
                         if let Some(Kept {
@@ -1571,20 +1599,31 @@ where
                     // Not ready yet, or ready when the attempt's time was already over.
                     ready @ (Poll::Ready(Ok(())) | Poll::Pending) => {
                         // A retry whose `max_delay` bounds its wait: not sent once it is spent.
-                        match this.backoff.as_ref().and_then(|r| r.kept.as_ref()) {
-                            Some(Kept {
-                                bound: Bound::Timer(_),
-                                ..
-                            }) => {
-                                if ready.is_ready() || this.timer.as_mut().fired(cx) {
+                        match this
+                            .backoff
+                            .as_ref()
+                            .and_then(|r| r.kept.as_ref())
+                            .map(|k| (k.by, k.bound))
+                        {
+                            Some((by, Bound::Timer(_))) => {
+                                if ready.is_ready() {
+                                    missed_start!();
+                                }
+                                // An attempt with no limit makes its timer now, for the time
+                                // left.
+                                if !this.timer.is_armed() {
+                                    let left = resumed(this.state, policy).left_until(by);
+                                    if left.is_zero() {
+                                        missed_start!();
+                                    }
+                                    this.timer.as_mut().arm_in(left);
+                                }
+                                if this.timer.as_mut().fired(cx) {
                                     missed_start!();
                                 }
                                 break Poll::Pending;
                             }
-                            Some(Kept {
-                                bound: Bound::Spent,
-                                ..
-                            }) => missed_start!(),
+                            Some((_, Bound::Spent)) => missed_start!(),
                             Some(_) | None => {}
                         }
                         match expired::<_, S::Response, S::Error, _>(
