@@ -1116,6 +1116,51 @@ async fn a_retry_does_not_wait_for_a_slot_past_the_deadline_or_its_max_delay() {
     a_slot_wait_ends_at_one_second(call, &calls, &MAX_DELAY, reset).await;
 }
 
+/// Under the hedged layer, a retry's wait for a slot past its rule's `max_delay` ends the call
+/// with the failure the retry follows too, as when its round sends nothing in time: the first
+/// round's attempt and its hedge fail at once, the retry (at 100 ms) finds both slots taken by
+/// another caller (from 50 ms, for 10 s), and the call returns at 1 s. (It ended with
+/// `E::from(Rejected)`.)
+#[tokio::test(start_paused = true)]
+async fn a_hedged_retry_does_not_wait_for_a_slot_past_its_max_delay() {
+    use retry_runtime::hedge::Hedge;
+    static LIMIT: retry_runtime::ConcurrencyLimit = match retry_runtime::ConcurrencyLimit::new(2, 4)
+    {
+        Ok(l) => l,
+        Err(_) => panic!(),
+    };
+    let policy = Policy::builder()
+        .retries(5)
+        .backoff(Constant::new(ms(100)))
+        .jitter(NoJitter)
+        .max_delay(secs(1))
+        .hedge(Hedge::after(ms(50), 1).unwrap())
+        .limit(&LIMIT)
+        .build()
+        .unwrap();
+    let (svc, calls) = scripted::<String>(vec![Err(ErrorKind::ConnectionReset.into())]);
+    let call = RobustLayer::hedged(policy)
+        .layer(svc)
+        .oneshot(Request::new(String::new()));
+    let t0 = Instant::now();
+    let call = async {
+        let r = call.await;
+        (r, t0.elapsed())
+    };
+    let hold = async {
+        tokio::time::sleep(ms(50)).await;
+        let _slots = (
+            LIMIT.acquire().await.unwrap(),
+            LIMIT.acquire().await.unwrap(),
+        );
+        tokio::time::sleep(secs(10)).await;
+    };
+    let ((r, took), ()) = tokio::join!(call, hold);
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::ConnectionReset);
+    assert_eq!((took, calls.load(Ordering::SeqCst)), (secs(1), 2));
+    assert_eq!((LIMIT.in_flight(), LIMIT.queued()), (0, 0));
+}
+
 /// The answer of a call to a service whose first call fails and every later one succeeds.
 fn fails_first(calls: &AtomicU32) -> std::future::Ready<io::Result<Resp>> {
     let n = calls.fetch_add(1, Ordering::SeqCst);
@@ -1126,10 +1171,11 @@ fn fails_first(calls: &AtomicU32) -> std::future::Ready<io::Result<Resp>> {
     })
 }
 
-/// A service whose first call fails, and which is not ready after it until `until`; its
-/// later calls succeed after `answer_after`.
+/// A service whose first `failures` calls fail (one, from `new`), and which is not ready after
+/// them until `until`; its later calls succeed after `answer_after`.
 struct LateReady {
     calls: Arc<AtomicU32>,
+    failures: u32,
     until: Instant,
     answer_after: Duration,
     sleep: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
@@ -1141,6 +1187,7 @@ impl LateReady {
         let calls = Arc::new(AtomicU32::new(0));
         let svc = LateReady {
             calls: Arc::clone(&calls),
+            failures: 1,
             until,
             answer_after,
             sleep: None,
@@ -1153,6 +1200,7 @@ impl Clone for LateReady {
     fn clone(&self) -> Self {
         LateReady {
             calls: Arc::clone(&self.calls),
+            failures: self.failures,
             until: self.until,
             answer_after: self.answer_after,
             sleep: None,
@@ -1166,7 +1214,7 @@ impl Service<Request<String>> for LateReady {
     type Future = std::pin::Pin<Box<dyn Future<Output = io::Result<Resp>> + Send>>;
 
     fn poll_ready(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<io::Result<()>> {
-        if self.calls.load(Ordering::SeqCst) >= 1 && Instant::now() < self.until {
+        if self.calls.load(Ordering::SeqCst) >= self.failures && Instant::now() < self.until {
             let until = self.until;
             let sleep = self
                 .sleep
@@ -1179,10 +1227,13 @@ impl Service<Request<String>> for LateReady {
     }
 
     fn call(&mut self, _: Request<String>) -> Self::Future {
-        let answer = fails_first(&self.calls);
+        let answer = if self.calls.fetch_add(1, Ordering::SeqCst) < self.failures {
+            Err(io::Error::from(ErrorKind::ConnectionReset))
+        } else {
+            Ok(status(StatusCode::OK))
+        };
         let after = self.answer_after;
         Box::pin(async move {
-            let answer = answer.await;
             if answer.is_ok() {
                 tokio::time::sleep(after).await;
             }
@@ -1549,6 +1600,62 @@ async fn a_retry_whose_service_is_not_ready_by_its_max_delay_is_not_sent() {
             (secs(1), 1),
             "timeout {timeout:?}"
         );
+    }
+}
+
+/// Under the hedged layer too, a retry's round that has sent no attempt when its rule's
+/// `max_delay` is spent is not made: the first round's attempt and its hedge (sent at once
+/// when the attempt fails) fail; the retry's round's attempt and its hedge (made 50 ms after
+/// it) wait for their service until 5 s, and the call returns the failure the retry follows at
+/// 1 s, with or without a timeout longer than that, also when the service is ready at 1 s; a
+/// service ready at 500 ms is sent the retry. (The round waited until 5 s, and its success
+/// was returned.)
+#[tokio::test(start_paused = true)]
+async fn a_hedged_retry_round_that_sends_nothing_by_its_max_delay_is_not_made() {
+    use retry_runtime::hedge::Hedge;
+    for timeout in [None, Some(secs(10))] {
+        for (ready_at, answer, took) in [
+            (secs(5), Err(ErrorKind::ConnectionReset), secs(1)),
+            // Ready as the `max_delay` is spent: too late.
+            (secs(1), Err(ErrorKind::ConnectionReset), secs(1)),
+            (ms(500), Ok(StatusCode::OK), ms(500)),
+        ] {
+            let builder = Policy::builder()
+                .retries(3)
+                .backoff(Constant::new(ms(100)))
+                .jitter(NoJitter)
+                .max_delay(secs(1))
+                .hedge(Hedge::after(ms(50), 1).unwrap());
+            let t0 = Instant::now();
+            let (mut svc, calls) = LateReady::new(t0 + ready_at, Duration::ZERO);
+            svc.failures = 2;
+            let request = Request::new(String::new());
+            let r = match timeout {
+                None => {
+                    let layer = RobustLayer::hedged(builder.build().unwrap());
+                    tokio::time::timeout(secs(60), layer.layer(svc).oneshot(request)).await
+                }
+                Some(t) => {
+                    let layer = RobustLayer::hedged(builder.timeout(t).build().unwrap());
+                    tokio::time::timeout(secs(60), layer.layer(svc).oneshot(request)).await
+                }
+            };
+            let r = r.expect("the request ended");
+            let case = format!("timeout {timeout:?}, ready at {ready_at:?}");
+            assert_eq!(
+                r.map(|r| r.status()).map_err(|e| e.kind()),
+                answer,
+                "{case}"
+            );
+            assert_eq!(t0.elapsed(), took, "{case}");
+            let sent = calls.load(Ordering::SeqCst);
+            if answer.is_ok() {
+                // (The hedge, ready at the same time, may be sent too.)
+                assert!(sent >= 3, "{case}: {sent} calls");
+            } else {
+                assert_eq!(sent, 2, "{case}");
+            }
+        }
     }
 }
 

@@ -58,13 +58,13 @@
 //! attempts are dropped as a dropped call's are (their permits given back, a failure the round
 //! kept recorded). The attempt's timeout covers a retry's wait for the service to be ready (and
 //! a first attempt's that waited for a slot of the concurrency limit): a service not ready in
-//! time makes a timed-out attempt (counted and retried as one). Under [`RobustLayer::new`] a
-//! retry's rule's `max_delay` bounds that wait too: a retry is made only if it can start before
-//! its `max_delay` is spent, and it starts when its service is ready, so a retry whose service
-//! is not ready by then is not sent, and the call returns the failure the retry follows (as
-//! when a backoff would end past the `max_delay`); a retry sent in time keeps its attempt's
-//! own timeout. (Under [`RobustLayer::hedged`], only the attempt's timeout bounds it: set one.)
-//! The first attempt's readiness
+//! time makes a timed-out attempt (counted and retried as one). A retry's rule's `max_delay`
+//! bounds that wait too: a retry is made only if it can start before its `max_delay` is spent,
+//! and it starts when its service is ready, so a retry whose service is not ready by then is
+//! not sent, and the call returns the failure the retry follows (as when a backoff would end
+//! past the `max_delay`); a retry sent in time keeps its attempt's own timeout. (Under
+//! [`RobustLayer::hedged`], a retry's round that has sent no attempt, nor hedge, by then is
+//! not made.) The first attempt's readiness
 //! is the caller's, as with any tower layer: `ready()` (or `oneshot`) polls the layer's
 //! `poll_ready`, which polls the service's, before `call` and outside any timer, guard or
 //! fallback (an error there is returned by `poll_ready` itself). Bound that wait above the
@@ -75,9 +75,8 @@
 //! the round, so the ready service cannot wait with the request.) The
 //! deadline counts from the first attempt's start (when it is
 //! sent, after any wait for a slot of the concurrency limit), not from `call`; a retry does
-//! not wait for a slot past it (nor past its rule's `max_delay`: under [`RobustLayer::new`]
-//! the call then returns the failure the retry follows, under [`RobustLayer::hedged`]
-//! `E::from(Rejected)`), and one whose time is up when its slot comes is not sent.
+//! not wait for a slot past it (nor past its rule's `max_delay`: the call then returns the
+//! failure the retry follows), and one whose time is up when its slot comes is not sent.
 //!
 //! A request's first attempt is sent from `call` when nothing has to admit, queue or time it:
 //! a policy without breaker (its own or one per key), throttle, concurrency limit, timeout or
@@ -2468,6 +2467,11 @@ where
             // dropped with its other attempts.
             let not_ready = std::sync::Mutex::new(None);
             let not_ready = &not_ready;
+            // A retry's round sends its attempts only before its rule's `max_delay` is spent;
+            // one that has sent none by then is not made, and the call returns the failure the
+            // retry follows.
+            let gate = crate::call::StartGate::default();
+            let gate = &gate;
             // (The budget was credited above: the rounds do not credit it again.)
             let looped = crate::call::hedged_rounds(
                 policy,
@@ -2500,10 +2504,12 @@ where
                             )
                         }
                     };
+                    // (Read when the attempt is made: the round's own.)
+                    let by = gate.by();
                     async move {
                         let mut service = service;
                         if !made_ready {
-                            match ready_in_time(&mut service, limit, since).await {
+                            match ready_in_time(&mut service, limit, since, by).await {
                                 Ok(true) => {}
                                 // Its time is over: it never answers, and the round cuts it.
                                 Ok(false) => return std::future::pending().await,
@@ -2514,7 +2520,10 @@ where
                             }
                         }
                         match copy {
-                            Some(request) => service.call(request).await,
+                            Some(request) => {
+                                gate.sent();
+                                service.call(request).await
+                            }
                             // No request left to send: this attempt never answers, and the round
                             // is decided by the others (or by its timeout).
                             None => std::future::pending().await,
@@ -2523,6 +2532,7 @@ where
                 },
                 true,
                 true,
+                Some(gate),
             );
             let mut looped = std::pin::pin!(looped);
             let result = std::future::poll_fn(|cx| {
@@ -2548,11 +2558,14 @@ where
 /// Makes `service` ready for an attempt that may take `limit`: `Ok(true)` to send it,
 /// `Ok(false)` when it became ready after the attempt's time was over by the clock (judged
 /// only when it had to wait, from `since`, or from its first wait when none is given: a
-/// reading of tokio's clock then), the service's error when it fails to be ready.
+/// reading of tokio's clock then), or after `by`, its round's latest start (a retry's
+/// `max_delay`, on tokio's clock; a service ready at once is sent even past it, as a free slot
+/// is taken), the service's error when it fails to be ready.
 async fn ready_in_time<S: Service<Req>, Req>(
     service: &mut S,
     limit: Option<std::time::Duration>,
     mut since: Option<tokio::time::Instant>,
+    by: Option<tokio::time::Instant>,
 ) -> Result<bool, S::Error> {
     let mut waited = false;
     std::future::poll_fn(|cx| {
@@ -2566,12 +2579,15 @@ async fn ready_in_time<S: Service<Req>, Req>(
         poll
     })
     .await?;
-    Ok(match (waited, since, limit) {
-        (true, Some(since), Some(limit)) => {
-            tokio::time::Instant::now() < crate::timeout::after(since, limit)
-        }
+    if !waited || (limit.is_none() && by.is_none()) {
+        return Ok(true);
+    }
+    let now = tokio::time::Instant::now();
+    let in_time = match (since, limit) {
+        (Some(since), Some(limit)) => now < crate::timeout::after(since, limit),
         _ => true,
-    })
+    };
+    Ok(in_time && by.is_none_or(|by| now < by))
 }
 
 /// A request that cannot be copied, under a hedged layer: sent once by the service made
@@ -2613,7 +2629,7 @@ where
     let mut not_ready = false;
     let (result, fired) = crate::timeout::run_attempt(policy.timeout_setting(), limit, async {
         if waited {
-            match ready_in_time(&mut service, limit, since).await {
+            match ready_in_time(&mut service, limit, since, None).await {
                 Ok(true) => {}
                 // Its time is over: it never answers, and its timer cuts it.
                 Ok(false) => return std::future::pending().await,

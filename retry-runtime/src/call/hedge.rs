@@ -6,7 +6,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use super::decide::LazyNow;
-use super::{Call, Step, Timed, finish, start};
+use super::{Call, Settled, Step, Timed, finish, start};
 use crate::Elapsed;
 use crate::checks::IsResult;
 use crate::guard::{Breaker, Budget, Limit, PendingFlag, Permit, Stamp, Throttle};
@@ -16,6 +16,53 @@ use crate::time::{AsyncSleep, Clock};
 use crate::timeout::{AsyncTimeout, AttemptTimeout, after};
 
 /// What the loop knows of a running attempt besides its future.
+/// What a hedged tower layer's rounds share with the maker of their attempts, whose attempts
+/// are sent only once their service is ready: when a retry's round must have sent one (its
+/// rule's `max_delay`), and how many were sent. A round after a retry whose rule has a
+/// `max_delay` that has sent no attempt when the `max_delay` is spent is not made: the call
+/// returns the failure the retry follows (SPEC section 2: a retry is made only if it can start
+/// before its `max_delay` is spent), and its attempts, still waiting for their service, are
+/// dropped.
+#[derive(Debug, Default)]
+pub(crate) struct StartGate {
+    /// Attempts sent (their request handed to their service) so far.
+    sent: std::sync::atomic::AtomicU32,
+    /// The current round's latest start, on tokio's clock (`None`: no bound).
+    by: std::sync::Mutex<Option<tokio::time::Instant>>,
+}
+
+#[cfg_attr(not(feature = "tower"), allow(dead_code))]
+impl StartGate {
+    /// An attempt was sent.
+    pub(crate) fn sent(&self) {
+        self.sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The current round's latest start, if it has one: an attempt whose service becomes ready
+    /// after it (having had to wait) is not sent.
+    pub(crate) fn by(&self) -> Option<tokio::time::Instant> {
+        *self.by.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn set_by(&self, by: Option<tokio::time::Instant>) {
+        *self.by.lock().unwrap_or_else(|p| p.into_inner()) = by;
+    }
+
+    fn sent_so_far(&self) -> u32 {
+        self.sent.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// A retry's round under a [`StartGate`]: the attempts sent before it, its latest start on
+/// tokio's clock, and the failure the retry follows, returned if the round has sent nothing by
+/// then.
+struct RoundStart<'g, R, E> {
+    gate: &'g StartGate,
+    sent_before: u32,
+    by: tokio::time::Instant,
+    failure: Option<Result<R, E>>,
+}
+
 struct Meta<S> {
     /// Its time (its timeout, or less when the call's deadline comes first).
     limit: Option<Duration>,
@@ -96,7 +143,7 @@ where
     Fut: Future,
     Fut::Output: IsResult<Ok = R, Err = E>,
 {
-    rounds(policy, make, false, false)
+    rounds(policy, make, false, false, None)
 }
 
 /// [`hedged_loop`] for attempts that do not read their context (`#[robust(hedge(..))]` on a
@@ -118,7 +165,7 @@ where
     Fut::Output: IsResult<Ok = R, Err = E>,
 {
     // (Not an `async fn`: the rounds' future is returned as it is, one state machine less.)
-    rounds(policy, move |_| make(), true, false)
+    rounds(policy, move |_| make(), true, false, None)
 }
 
 /// The rounds of a hedged call; `blind`: `make` ignores the attempt's context; `credited`:
@@ -129,6 +176,7 @@ pub(crate) async fn rounds<'p, P, R, E, G, Fut>(
     mut make: G,
     blind: bool,
     credited: bool,
+    gate: Option<&StartGate>,
 ) -> Result<R, E>
 where
     P: AsyncRetryPolicy<R, E>,
@@ -170,6 +218,11 @@ where
     }
     let mut timer = std::pin::pin!(None::<tokio::time::Sleep>);
     let mut hedges: Vec<Running<Fut, <P::Limit as Limit>::Slot>> = Vec::new();
+    // Under a gate, the latest start of the retry decided last (its rule's `max_delay`, on the
+    // call's clock) and the failure it follows.
+    let mut kept: Option<(Instant, Result<R, E>)> = None;
+    // Whether the last round was not made (it sent nothing by its latest start).
+    let mut missed = false;
     loop {
         let (slot, context, first, limit) = match made_first.take() {
             Some((slot, first, limit)) => (slot, None, first, limit),
@@ -182,9 +235,28 @@ where
                     Some(slot) => Some(slot),
                     None => match super::slot_for(&mut call).await {
                         Ok(slot) => slot,
-                        Err(r) => return r,
+                        // A retry whose `max_delay` was spent while it waited for a slot: under
+                        // a gate, the call returns the failure it follows, as when the round
+                        // sends nothing in time (the permit went back).
+                        Err(r) => {
+                            return match kept.take() {
+                                Some((_, failure)) if gate.is_some() && call.start_passed() => {
+                                    missed_start(&mut call, failure)
+                                }
+                                _ => r,
+                            };
+                        }
                     },
                 };
+                // Under a gate, the round's latest start, on tokio's clock, for its attempts
+                // (an attempt whose service becomes ready after it, having had to wait, is not
+                // sent).
+                if let Some(gate) = gate {
+                    gate.set_by(
+                        kept.as_ref()
+                            .map(|(by, _)| crate::timeout::deadline_in(call.left_until(*by))),
+                    );
+                }
                 // A lazy round's first attempt has no start yet, hence no deadline either (the
                 // call has none: it would need its start); its own is set when its start is
                 // read. Its `make` reads at most its limit: it gets a context not read from the
@@ -255,6 +327,15 @@ where
                         last: None,
                         asked: false,
                         held: None,
+                        start: gate
+                            .zip(kept.take())
+                            .map(|(gate, (_, failure))| RoundStart {
+                                gate,
+                                sent_before: gate.sent_so_far(),
+                                by: gate.by().unwrap_or_else(tokio::time::Instant::now),
+                                failure: Some(failure),
+                            }),
+                        missed: &mut missed,
                     };
                     move |cx| round.poll(cx)
                 })
@@ -262,11 +343,40 @@ where
             }
         };
         hedges.clear();
-        match call.settle(result, timed_out) {
-            Step::Return(r) => return r,
-            Step::Retry(delay) => policy.env().sleep_async(delay).await,
+        if missed {
+            // The round was not made: the failure its retry follows is the call's.
+            #[cfg(feature = "tracing")]
+            call.trace_missed_start(&result);
+            return result;
         }
+        let delay = match gate {
+            // The failure a retry whose rule has a `max_delay` follows is kept for its round.
+            Some(_) => match call.settle_keeping_start(result, timed_out) {
+                (Settled::Return(r), _) => return r,
+                (Settled::Retry(delay, failure), by) => {
+                    kept = by.map(|by| (by, failure));
+                    delay
+                }
+            },
+            None => match call.settle(result, timed_out) {
+                Step::Return(r) => return r,
+                Step::Retry(delay) => delay,
+            },
+        };
+        policy.env().sleep_async(delay).await;
     }
+}
+
+/// The end of a call whose retry's round was not made (its `max_delay` was spent while it
+/// waited for a slot of the limit): the failure the retry follows.
+#[cold]
+fn missed_start<P, R, E>(_call: &mut Call<'_, P, Timed>, failure: Result<R, E>) -> Result<R, E>
+where
+    P: RetryPolicy<R, E>,
+{
+    #[cfg(feature = "tracing")]
+    _call.trace_missed_start(&failure);
+    failure
 }
 
 /// The answer of an attempt on one poll, or `Pending`.
@@ -355,6 +465,12 @@ struct Round<'c, 'p, P: PolicyCore, G, Fut, R, E> {
     /// while the rules (code of the user's) classify its outcome, or a hedge whose future is
     /// being made. Given back if the round is dropped then (a panic).
     held: Option<Permit>,
+    /// Under a [`StartGate`], a retry's round with a latest start (its rule's `max_delay`),
+    /// until it has sent an attempt.
+    start: Option<RoundStart<'c, R, E>>,
+    /// Set when the round ends because it sent nothing by its latest start: the failure it
+    /// returns is then the one its retry follows, and the call's.
+    missed: &'c mut bool,
 }
 
 /// A round ends (decided, or its call dropped) with attempts still running, which are then
@@ -464,6 +580,19 @@ where
                     self.next = Some(after(now, d));
                 }
             }
+            // A retry's round that has sent nothing by its latest start is not made (its
+            // attempts, still waiting for their service, are dropped with it); once it has
+            // sent one, it is.
+            if let Some(start) = self.start.as_mut() {
+                if start.gate.sent_so_far() != start.sent_before {
+                    self.start = None;
+                } else if start.by <= now
+                    && let Some(failure) = start.failure.take()
+                {
+                    *self.missed = true;
+                    return Poll::Ready((failure, false));
+                }
+            }
             // An attempt whose time is up fails with `E::from(Elapsed)` and is dropped.
             if self.primary.is_some()
                 && self
@@ -509,7 +638,8 @@ where
                 .chain(self.hedges.iter().map(|h| &h.meta))
                 .filter_map(|m| m.cut)
                 .filter(|c| *c > now);
-            let Some(at) = cuts.chain(self.next).min() else {
+            let start = self.start.as_ref().map(|s| s.by);
+            let Some(at) = cuts.chain(self.next).chain(start).min() else {
                 return Poll::Pending;
             };
             match self.timer.as_mut().as_pin_mut() {

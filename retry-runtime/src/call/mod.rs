@@ -10,6 +10,8 @@ mod times;
 pub use attempt::Attempt;
 use decide::{CallSeed, Decide, GiveUp, LazyNow};
 #[cfg(feature = "tower")]
+pub(crate) use hedge::StartGate;
+#[cfg(feature = "tower")]
 pub(crate) use hedge::rounds as hedged_rounds;
 #[cfg(feature = "tokio")]
 pub use hedge::{hedged_loop, hedged_loop_blind};
@@ -1027,8 +1029,8 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
 
     /// [`settle_keeping`](Self::settle_keeping), with the latest start of a decided retry (its
     /// rule's `max_delay`, counted from the first attempt's start; `None` without one): what
-    /// bounds the tower layer's wait for a retry's service to be ready.
-    #[cfg(feature = "tower")]
+    /// bounds the tower layers' wait for a retry's service to be ready.
+    #[cfg(feature = "tokio")]
     #[inline]
     pub(crate) fn settle_keeping_start<R, E>(
         &mut self,
@@ -1044,7 +1046,7 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
     }
 
     /// The time left until `at` on the call's clock (zero once it has passed).
-    #[cfg(feature = "tower")]
+    #[cfg(feature = "tokio")]
     #[inline]
     pub(crate) fn left_until(&self, at: Instant) -> Duration {
         at.saturating_duration_since(self.now())
@@ -1053,7 +1055,7 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
     /// The give-up event of a retry not made because its rule's `max_delay` was spent before
     /// it could start (the tower layer's service was not ready in time): `outcome` is the
     /// failure it followed, which the call returns.
-    #[cfg(all(feature = "tower", feature = "tracing"))]
+    #[cfg(all(feature = "tokio", feature = "tracing"))]
     pub(crate) fn trace_missed_start<R, E>(&mut self, outcome: &Result<R, E>)
     where
         P: RetryPolicy<R, E>,
