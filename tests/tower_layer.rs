@@ -1043,13 +1043,13 @@ async fn a_rejected_request_is_not_retried() {
     );
 }
 
-/// The first attempt fails at 0; its retry (100 ms later) finds the only slot of `limit` taken
-/// (by another caller, at 50 ms, for 10 s): with a 1 s bound from the first attempt's start
-/// (the deadline, or a `max_delay`), the call ends at 1 s with the error `ended` accepts, and
-/// the wait leaves the queue.
+/// The first attempt (and, hedged, its hedge) fails at 0, after `sent` calls; its retry
+/// (100 ms later) finds every slot of `limit` taken (by another caller, at 50 ms, for 10 s):
+/// with a 1 s bound from the first attempt's start (the deadline, or a `max_delay`), the call
+/// ends at 1 s with the error `ended` accepts, and the wait leaves the queue.
 async fn a_slot_wait_ends_at_one_second(
     call: impl std::future::Future<Output = io::Result<Resp>>,
-    calls: &AtomicU32,
+    (calls, sent): (&AtomicU32, u32),
     limit: &retry_runtime::ConcurrencyLimit,
     ended: fn(&io::Error) -> bool,
 ) {
@@ -1060,13 +1060,16 @@ async fn a_slot_wait_ends_at_one_second(
     };
     let hold = async {
         tokio::time::sleep(ms(50)).await;
-        let _slot = limit.acquire().await.unwrap();
+        let mut slots = Vec::new();
+        for _ in 0..limit.max_in_flight() {
+            slots.push(limit.acquire().await.unwrap());
+        }
         tokio::time::sleep(secs(10)).await;
     };
     let ((r, took), ()) = tokio::join!(call, hold);
     let e = r.unwrap_err();
     assert!(ended(&e), "{e:?}");
-    assert_eq!((took, calls.load(Ordering::SeqCst)), (secs(1), 1));
+    assert_eq!((took, calls.load(Ordering::SeqCst)), (secs(1), sent));
     assert_eq!((limit.in_flight(), limit.queued()), (0, 0));
 }
 
@@ -1099,7 +1102,7 @@ async fn a_retry_does_not_wait_for_a_slot_past_the_deadline_or_its_max_delay() {
         .layer(svc)
         .oneshot(Request::new(String::new()));
     let timed_out = |e: &io::Error| e.kind() == ErrorKind::TimedOut;
-    a_slot_wait_ends_at_one_second(call, &calls, &DEADLINE, timed_out).await;
+    a_slot_wait_ends_at_one_second(call, (&calls, 1), &DEADLINE, timed_out).await;
     let policy = Policy::builder()
         .retries(5)
         .backoff(Constant::new(ms(100)))
@@ -1113,7 +1116,134 @@ async fn a_retry_does_not_wait_for_a_slot_past_the_deadline_or_its_max_delay() {
     let call = RobustLayer::new(policy)
         .layer(svc)
         .oneshot(Request::new(String::new()));
-    a_slot_wait_ends_at_one_second(call, &calls, &MAX_DELAY, reset).await;
+    a_slot_wait_ends_at_one_second(call, (&calls, 1), &MAX_DELAY, reset).await;
+}
+
+/// A hedged retry's round that was made (its first attempt sent in time) sends its hedge
+/// whenever the hedge's service becomes ready, even past the `max_delay`: behind tower's own
+/// `ConcurrencyLimit` of one, the retry's attempt (sent at 100 ms) holds the permit until it
+/// answers 503 at 1.6 s, and the hedge made at 150 ms, ready then, is sent and answers 200.
+/// (It was held back for ever, and the call hung.)
+#[tokio::test(start_paused = true)]
+async fn a_hedged_round_made_in_time_sends_its_late_hedge() {
+    use retry_runtime::hedge::Hedge;
+    let policy = Policy::builder()
+        .retries(3)
+        .backoff(Constant::new(ms(100)))
+        .jitter(NoJitter)
+        .max_delay(secs(1))
+        .on_ok(OkIf(|r: &Resp| {
+            r.status() == StatusCode::SERVICE_UNAVAILABLE
+        }))
+        .hedge(Hedge::after(ms(50), 1).unwrap())
+        .build()
+        .unwrap();
+    let unavailable = StatusCode::SERVICE_UNAVAILABLE;
+    let (svc, calls, _) = slow::<String>(vec![
+        (0, unavailable),
+        (0, unavailable),
+        (1500, unavailable),
+        (0, StatusCode::OK),
+    ]);
+    let svc = tower::limit::ConcurrencyLimit::new(svc, 1);
+    let t0 = Instant::now();
+    let r = tokio::time::timeout(
+        secs(60),
+        RobustLayer::hedged(policy)
+            .layer(svc)
+            .oneshot(Request::new(String::new())),
+    )
+    .await
+    .expect("the request ended");
+    assert_eq!(r.unwrap().status(), StatusCode::OK);
+    assert_eq!((t0.elapsed(), calls.load(Ordering::SeqCst)), (ms(1600), 4));
+}
+
+/// Under the hedged layer, a retry's round judges its latest start by the policy's clock too:
+/// the clock is virtual (backoffs take no time on tokio's), and a future polled with the call
+/// moves it 2 s on at 200 ms while the retry's round's attempt and hedge wait for their
+/// service (ready at 500 ms): neither is sent, and the call returns the failure the retry
+/// follows at that poll. (The retry was sent at 500 ms.)
+#[tokio::test(start_paused = true)]
+async fn a_hedged_retry_ready_after_its_max_delay_by_the_policys_clock_is_not_sent() {
+    use retry_runtime::hedge::Hedge;
+    let time = retry_runtime::time::VirtualTime::new();
+    let clock = time.clone();
+    let policy = Policy::builder()
+        .retries(3)
+        .backoff(Constant::new(ms(100)))
+        .jitter(NoJitter)
+        .max_delay(secs(1))
+        .hedge(Hedge::after(ms(50), 1).unwrap())
+        .env(time)
+        .build()
+        .unwrap();
+    let t0 = Instant::now();
+    let (mut svc, calls) = LateReady::new(t0 + ms(500), Duration::ZERO);
+    svc.failures = 2;
+    let call = tokio::time::timeout(
+        secs(60),
+        RobustLayer::hedged(policy)
+            .layer(svc)
+            .oneshot(Request::new(String::new())),
+    );
+    let mover = async {
+        tokio::time::sleep(ms(200)).await;
+        clock.advance(secs(2));
+    };
+    let (r, ()) = tokio::join!(call, mover);
+    let r = r.expect("the request ended");
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::ConnectionReset);
+    assert_eq!((t0.elapsed(), calls.load(Ordering::SeqCst)), (ms(200), 2));
+}
+
+/// Under the hedged layer, a retry's slot wait is judged by the policy's clock: with a virtual
+/// clock, the wait for a slot (both taken by `on_retry`) ends when the `max_delay` is spent on
+/// it, and the call returns the failure the retry follows. (It ended with `E::from(Rejected)`:
+/// the end was judged by the virtual clock, which the wait did not move.)
+#[tokio::test(start_paused = true)]
+async fn a_hedged_retry_slot_wait_with_a_virtual_clock_returns_the_failure() {
+    use retry_runtime::hedge::Hedge;
+    use std::sync::Mutex;
+    type Held = Vec<retry_runtime::guard::LimitPermit<'static>>;
+    static LIMIT: retry_runtime::ConcurrencyLimit = match retry_runtime::ConcurrencyLimit::new(2, 4)
+    {
+        Ok(l) => l,
+        Err(_) => panic!(),
+    };
+    static TAKEN: Mutex<Held> = Mutex::new(Vec::new());
+    let policy = Policy::builder()
+        .retries(3)
+        .backoff(Constant::new(ms(100)))
+        .jitter(NoJitter)
+        .max_delay(secs(1))
+        .hedge(Hedge::after(ms(50), 1).unwrap())
+        .limit(&LIMIT)
+        .env(retry_runtime::time::VirtualTime::new())
+        .on_retry(
+            |_: &Result<Resp, io::Error>, _: &retry_runtime::RetryInfo| {
+                let mut taken = TAKEN.lock().unwrap();
+                while let Ok(Some(slot)) = LIMIT.acquire_blocking_timeout(Duration::ZERO) {
+                    taken.push(slot);
+                }
+            },
+        )
+        .build()
+        .unwrap();
+    let (svc, calls) = scripted::<String>(vec![Err(ErrorKind::ConnectionReset.into())]);
+    let t0 = Instant::now();
+    let r = tokio::time::timeout(
+        secs(60),
+        RobustLayer::hedged(policy)
+            .layer(svc)
+            .oneshot(Request::new(String::new())),
+    )
+    .await
+    .expect("the request ended");
+    let taken = std::mem::take(&mut *TAKEN.lock().unwrap());
+    assert_eq!(taken.len(), 2, "on_retry took both slots");
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::ConnectionReset);
+    assert_eq!((t0.elapsed(), calls.load(Ordering::SeqCst)), (ms(900), 2));
 }
 
 /// Under the hedged layer, a retry's wait for a slot past its rule's `max_delay` ends the call
@@ -1142,23 +1272,8 @@ async fn a_hedged_retry_does_not_wait_for_a_slot_past_its_max_delay() {
     let call = RobustLayer::hedged(policy)
         .layer(svc)
         .oneshot(Request::new(String::new()));
-    let t0 = Instant::now();
-    let call = async {
-        let r = call.await;
-        (r, t0.elapsed())
-    };
-    let hold = async {
-        tokio::time::sleep(ms(50)).await;
-        let _slots = (
-            LIMIT.acquire().await.unwrap(),
-            LIMIT.acquire().await.unwrap(),
-        );
-        tokio::time::sleep(secs(10)).await;
-    };
-    let ((r, took), ()) = tokio::join!(call, hold);
-    assert_eq!(r.unwrap_err().kind(), ErrorKind::ConnectionReset);
-    assert_eq!((took, calls.load(Ordering::SeqCst)), (secs(1), 2));
-    assert_eq!((LIMIT.in_flight(), LIMIT.queued()), (0, 0));
+    let reset = |e: &io::Error| e.kind() == ErrorKind::ConnectionReset;
+    a_slot_wait_ends_at_one_second(call, (&calls, 2), &LIMIT, reset).await;
 }
 
 /// The answer of a call to a service whose first call fails and every later one succeeds.

@@ -63,8 +63,9 @@
 //! and it starts when its service is ready, so a retry whose service is not ready by then is
 //! not sent, and the call returns the failure the retry follows (as when a backoff would end
 //! past the `max_delay`); a retry sent in time keeps its attempt's own timeout. (Under
-//! [`RobustLayer::hedged`], a retry's round that has sent no attempt, nor hedge, by then is
-//! not made.) The first attempt's readiness
+//! [`RobustLayer::hedged`], a retry's round none of whose attempts was sent, or ended, by
+//! then is not made; once made, it sends its hedges whenever their service is ready.) The
+//! first attempt's readiness
 //! is the caller's, as with any tower layer: `ready()` (or `oneshot`) polls the layer's
 //! `poll_ready`, which polls the service's, before `call` and outside any timer, guard or
 //! fallback (an error there is returned by `poll_ready` itself). Bound that wait above the
@@ -2504,12 +2505,14 @@ where
                             )
                         }
                     };
-                    // (Read when the attempt is made: the round's own.)
-                    let by = gate.by();
+                    let env = policy.env();
                     async move {
                         let mut service = service;
                         if !made_ready {
-                            match ready_in_time(&mut service, limit, since, by).await {
+                            // (Nor is an attempt sent once its round's latest start has passed
+                            // with nothing sent: the round is not made, and ends then.)
+                            let held_back = |now| gate.holds_back(now, env);
+                            match ready_in_time(&mut service, limit, since, held_back).await {
                                 Ok(true) => {}
                                 // Its time is over: it never answers, and the round cuts it.
                                 Ok(false) => return std::future::pending().await,
@@ -2558,14 +2561,14 @@ where
 /// Makes `service` ready for an attempt that may take `limit`: `Ok(true)` to send it,
 /// `Ok(false)` when it became ready after the attempt's time was over by the clock (judged
 /// only when it had to wait, from `since`, or from its first wait when none is given: a
-/// reading of tokio's clock then), or after `by`, its round's latest start (a retry's
-/// `max_delay`, on tokio's clock; a service ready at once is sent even past it, as a free slot
-/// is taken), the service's error when it fails to be ready.
+/// reading of tokio's clock then), or when `held_back` says so, given that instant (its round's
+/// latest start has passed with nothing sent: a service ready at once is not asked, as a free
+/// slot is taken past it), the service's error when it fails to be ready.
 async fn ready_in_time<S: Service<Req>, Req>(
     service: &mut S,
     limit: Option<std::time::Duration>,
     mut since: Option<tokio::time::Instant>,
-    by: Option<tokio::time::Instant>,
+    held_back: impl FnOnce(tokio::time::Instant) -> bool,
 ) -> Result<bool, S::Error> {
     let mut waited = false;
     std::future::poll_fn(|cx| {
@@ -2579,7 +2582,7 @@ async fn ready_in_time<S: Service<Req>, Req>(
         poll
     })
     .await?;
-    if !waited || (limit.is_none() && by.is_none()) {
+    if !waited {
         return Ok(true);
     }
     let now = tokio::time::Instant::now();
@@ -2587,7 +2590,7 @@ async fn ready_in_time<S: Service<Req>, Req>(
         (Some(since), Some(limit)) => now < crate::timeout::after(since, limit),
         _ => true,
     };
-    Ok(in_time && by.is_none_or(|by| now < by))
+    Ok(in_time && !held_back(now))
 }
 
 /// A request that cannot be copied, under a hedged layer: sent once by the service made
@@ -2629,7 +2632,7 @@ where
     let mut not_ready = false;
     let (result, fired) = crate::timeout::run_attempt(policy.timeout_setting(), limit, async {
         if waited {
-            match ready_in_time(&mut service, limit, since, None).await {
+            match ready_in_time(&mut service, limit, since, |_| false).await {
                 Ok(true) => {}
                 // Its time is over: it never answers, and its timer cuts it.
                 Ok(false) => return std::future::pending().await,

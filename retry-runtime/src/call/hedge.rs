@@ -17,18 +17,28 @@ use crate::timeout::{AsyncTimeout, AttemptTimeout, after};
 
 /// What the loop knows of a running attempt besides its future.
 /// What a hedged tower layer's rounds share with the maker of their attempts, whose attempts
-/// are sent only once their service is ready: when a retry's round must have sent one (its
-/// rule's `max_delay`), and how many were sent. A round after a retry whose rule has a
-/// `max_delay` that has sent no attempt when the `max_delay` is spent is not made: the call
-/// returns the failure the retry follows (SPEC section 2: a retry is made only if it can start
-/// before its `max_delay` is spent), and its attempts, still waiting for their service, are
-/// dropped.
+/// are sent only once their service is ready: how many were sent, and the current round's
+/// latest start while it is not made. A round after a retry whose rule has a `max_delay` is
+/// made once one of its attempts is sent, or ends (a timeout cuts its wait), before the
+/// `max_delay` is spent; one that has done neither by then is not made: the call returns the
+/// failure the retry follows (SPEC section 2: a retry is made only if it can start before its
+/// `max_delay` is spent), its attempts still waiting for their service are dropped, and an
+/// attempt whose service became ready after that instant, having had to wait, is not sent.
 #[derive(Debug, Default)]
 pub(crate) struct StartGate {
     /// Attempts sent (their request handed to their service) so far.
     sent: std::sync::atomic::AtomicU32,
-    /// The current round's latest start, on tokio's clock (`None`: no bound).
-    by: std::sync::Mutex<Option<tokio::time::Instant>>,
+    /// The current round's latest start, while it is not made.
+    round: std::sync::Mutex<Option<RoundBound>>,
+}
+
+/// A retry's round's latest start, on tokio's clock and on the call's, and the attempts sent
+/// before the round.
+#[derive(Debug, Clone, Copy)]
+struct RoundBound {
+    by: tokio::time::Instant,
+    by_call: Instant,
+    sent_before: u32,
 }
 
 #[cfg_attr(not(feature = "tower"), allow(dead_code))]
@@ -38,14 +48,24 @@ impl StartGate {
         self.sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// The current round's latest start, if it has one: an attempt whose service becomes ready
-    /// after it (having had to wait) is not sent.
-    pub(crate) fn by(&self) -> Option<tokio::time::Instant> {
-        *self.by.lock().unwrap_or_else(|p| p.into_inner())
+    /// Whether an attempt whose service became ready at `now` (tokio's clock), having had to
+    /// wait, is held back: its round has sent nothing, and its latest start has passed, by
+    /// tokio's clock or by the call's (`clock`, which may be a virtual one).
+    pub(crate) fn holds_back(&self, now: tokio::time::Instant, clock: &dyn Clock) -> bool {
+        let Some(round) = *self.round.lock().unwrap_or_else(|p| p.into_inner()) else {
+            return false;
+        };
+        self.sent_so_far() == round.sent_before && (now >= round.by || clock.now() >= round.by_call)
     }
 
-    fn set_by(&self, by: Option<tokio::time::Instant>) {
-        *self.by.lock().unwrap_or_else(|p| p.into_inner()) = by;
+    /// Whether the current round, which has a latest start, has sent an attempt.
+    fn round_sent(&self) -> bool {
+        let round = *self.round.lock().unwrap_or_else(|p| p.into_inner());
+        round.is_some_and(|r| self.sent_so_far() != r.sent_before)
+    }
+
+    fn set_round(&self, round: Option<RoundBound>) {
+        *self.round.lock().unwrap_or_else(|p| p.into_inner()) = round;
     }
 
     fn sent_so_far(&self) -> u32 {
@@ -53,13 +73,14 @@ impl StartGate {
     }
 }
 
-/// A retry's round under a [`StartGate`]: the attempts sent before it, its latest start on
-/// tokio's clock, and the failure the retry follows, returned if the round has sent nothing by
-/// then.
-struct RoundStart<'g, R, E> {
-    gate: &'g StartGate,
-    sent_before: u32,
-    by: tokio::time::Instant,
+/// Under a [`StartGate`], the latest start of the retry decided last (its rule's `max_delay`)
+/// and the failure it follows, from the retry's decision until its round is made. Boxed: the
+/// rounds without a gate (the attribute's) stay as small as before.
+struct Kept<R, E> {
+    /// On the call's clock.
+    by: Instant,
+    /// On tokio's clock, once the round has started.
+    by_tokio: Option<tokio::time::Instant>,
     failure: Option<Result<R, E>>,
 }
 
@@ -218,9 +239,7 @@ where
     }
     let mut timer = std::pin::pin!(None::<tokio::time::Sleep>);
     let mut hedges: Vec<Running<Fut, <P::Limit as Limit>::Slot>> = Vec::new();
-    // Under a gate, the latest start of the retry decided last (its rule's `max_delay`, on the
-    // call's clock) and the failure it follows.
-    let mut kept: Option<(Instant, Result<R, E>)> = None;
+    let mut kept: Option<Box<Kept<R, E>>> = None;
     // Whether the last round was not made (it sent nothing by its latest start).
     let mut missed = false;
     loop {
@@ -231,31 +250,34 @@ where
                     return rejected;
                 }
                 // A free slot is taken without waiting (always, without a limit).
+                // (A retry whose `max_delay` is spent while it waits for a slot ends the call
+                // with the failure it follows, when one is kept.)
                 let slot = match policy.limit().try_slot() {
                     Some(slot) => Some(slot),
-                    None => match super::slot_for(&mut call).await {
-                        Ok(slot) => slot,
-                        // A retry whose `max_delay` was spent while it waited for a slot: under
-                        // a gate, the call returns the failure it follows, as when the round
-                        // sends nothing in time (the permit went back).
-                        Err(r) => {
-                            return match kept.take() {
-                                Some((_, failure)) if gate.is_some() && call.start_passed() => {
-                                    missed_start(&mut call, failure)
-                                }
-                                _ => r,
-                            };
+                    None => {
+                        let mut none = None;
+                        let failure = match kept.as_mut() {
+                            Some(k) => &mut k.failure,
+                            None => &mut none,
+                        };
+                        match super::slot_for_keeping(&mut call, failure).await {
+                            Ok(slot) => slot,
+                            Err(r) => return r,
                         }
-                    },
+                    }
                 };
-                // Under a gate, the round's latest start, on tokio's clock, for its attempts
-                // (an attempt whose service becomes ready after it, having had to wait, is not
-                // sent).
+                // Under a gate, the round's latest start, for its attempts and itself.
                 if let Some(gate) = gate {
-                    gate.set_by(
-                        kept.as_ref()
-                            .map(|(by, _)| crate::timeout::deadline_in(call.left_until(*by))),
-                    );
+                    let round = kept.as_mut().map(|k| {
+                        let by = crate::timeout::deadline_in(call.left_until(k.by));
+                        k.by_tokio = Some(by);
+                        RoundBound {
+                            by,
+                            by_call: k.by,
+                            sent_before: gate.sent_so_far(),
+                        }
+                    });
+                    gate.set_round(round);
                 }
                 // A lazy round's first attempt has no start yet, hence no deadline either (the
                 // call has none: it would need its start); its own is set when its start is
@@ -327,14 +349,8 @@ where
                         last: None,
                         asked: false,
                         held: None,
-                        start: gate
-                            .zip(kept.take())
-                            .map(|(gate, (_, failure))| RoundStart {
-                                gate,
-                                sent_before: gate.sent_so_far(),
-                                by: gate.by().unwrap_or_else(tokio::time::Instant::now),
-                                failure: Some(failure),
-                            }),
+                        gate,
+                        start: kept.take(),
                         missed: &mut missed,
                     };
                     move |cx| round.poll(cx)
@@ -354,7 +370,13 @@ where
             Some(_) => match call.settle_keeping_start(result, timed_out) {
                 (Settled::Return(r), _) => return r,
                 (Settled::Retry(delay, failure), by) => {
-                    kept = by.map(|by| (by, failure));
+                    kept = by.map(|by| {
+                        Box::new(Kept {
+                            by,
+                            by_tokio: None,
+                            failure: Some(failure),
+                        })
+                    });
                     delay
                 }
             },
@@ -365,18 +387,6 @@ where
         };
         policy.env().sleep_async(delay).await;
     }
-}
-
-/// The end of a call whose retry's round was not made (its `max_delay` was spent while it
-/// waited for a slot of the limit): the failure the retry follows.
-#[cold]
-fn missed_start<P, R, E>(_call: &mut Call<'_, P, Timed>, failure: Result<R, E>) -> Result<R, E>
-where
-    P: RetryPolicy<R, E>,
-{
-    #[cfg(feature = "tracing")]
-    _call.trace_missed_start(&failure);
-    failure
 }
 
 /// The answer of an attempt on one poll, or `Pending`.
@@ -465,9 +475,11 @@ struct Round<'c, 'p, P: PolicyCore, G, Fut, R, E> {
     /// while the rules (code of the user's) classify its outcome, or a hedge whose future is
     /// being made. Given back if the round is dropped then (a panic).
     held: Option<Permit>,
-    /// Under a [`StartGate`], a retry's round with a latest start (its rule's `max_delay`),
-    /// until it has sent an attempt.
-    start: Option<RoundStart<'c, R, E>>,
+    /// The gate of a hedged tower layer's rounds.
+    gate: Option<&'c StartGate>,
+    /// Under a gate, a retry's round's latest start (its rule's `max_delay`) and the failure
+    /// the retry follows, until the round is made.
+    start: Option<Box<Kept<R, E>>>,
     /// Set when the round ends because it sent nothing by its latest start: the failure it
     /// returns is then the one its retry follows, and the call's.
     missed: &'c mut bool,
@@ -584,9 +596,10 @@ where
             // attempts, still waiting for their service, are dropped with it); once it has
             // sent one, it is.
             if let Some(start) = self.start.as_mut() {
-                if start.gate.sent_so_far() != start.sent_before {
-                    self.start = None;
-                } else if start.by <= now
+                if self.gate.is_none_or(StartGate::round_sent) {
+                    self.made();
+                } else if (start.by_tokio.is_some_and(|by| by <= now)
+                    || policy.env().now() >= start.by)
                     && let Some(failure) = start.failure.take()
                 {
                     *self.missed = true;
@@ -638,7 +651,7 @@ where
                 .chain(self.hedges.iter().map(|h| &h.meta))
                 .filter_map(|m| m.cut)
                 .filter(|c| *c > now);
-            let start = self.start.as_ref().map(|s| s.by);
+            let start = self.start.as_ref().and_then(|s| s.by_tokio);
             let Some(at) = cuts.chain(self.next).chain(start).min() else {
                 return Poll::Pending;
             };
@@ -660,11 +673,24 @@ where
 
     /// The first attempt has ended with `result`.
     #[inline(always)]
+    /// The round is made (under a gate): it no longer ends at its latest start, and its
+    /// attempts are sent whenever their service is ready.
+    fn made(&mut self) {
+        if self.start.take().is_some()
+            && let Some(gate) = self.gate
+        {
+            gate.set_round(None);
+        }
+    }
+
     fn primary_ended(
         &mut self,
         result: Result<R, E>,
         timed_out: bool,
     ) -> Option<(Result<R, E>, bool)> {
+        // An attempt that ended (answered, or cut while it waited for its service) makes its
+        // round.
+        self.made();
         let (deadline, started, permit) = self
             .primary_meta
             .take()
@@ -681,6 +707,7 @@ where
         result: Result<R, E>,
         timed_out: bool,
     ) -> Option<(Result<R, E>, bool)> {
+        self.made();
         let Meta {
             deadline,
             started,

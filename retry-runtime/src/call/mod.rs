@@ -396,6 +396,21 @@ where
     P: RetryPolicy<R, E> + PolicyCore<Timeout: AsyncTimeout<E>>,
     Tm: Times,
 {
+    slot_for_keeping(call, &mut None).await
+}
+
+/// [`slot_for`], for a caller that keeps `failure`, the failure the retry follows: a retry
+/// whose rule's `max_delay` is spent while it waits ends the call with it (taken) instead of
+/// `E::from(Rejected)`, as a blocking call does.
+#[cfg(feature = "tokio")]
+pub(crate) async fn slot_for_keeping<P, R, E, Tm>(
+    call: &mut Call<'_, P, Tm>,
+    failure: &mut Option<Result<R, E>>,
+) -> Result<Option<<P::Limit as Limit>::Slot>, Result<R, E>>
+where
+    P: RetryPolicy<R, E> + PolicyCore<Timeout: AsyncTimeout<E>>,
+    Tm: Times,
+{
     let limit = call.policy.limit();
     if let Some(slot) = limit.try_slot() {
         return Ok(Some(slot));
@@ -403,9 +418,9 @@ where
     let mut left = call.start_left();
     // A retry with no time left is not made, whether or not the queue has room.
     if left.is_some_and(|l| l.is_zero())
-        && let Some(e) = start_missed(call)
+        && let Some(r) = missed_slot(call, failure)
     {
-        return Err(Err(e));
+        return Err(r);
     }
     loop {
         let waited = match left {
@@ -421,23 +436,46 @@ where
             // timer may fire a little late.)
             Some(Ok(slot)) if left.is_none() || !call.start_passed() => return Ok(Some(slot)),
             Some(Ok(slot)) => {
-                return match start_missed(call) {
-                    Some(e) => {
+                return match missed_slot(call, failure) {
+                    Some(r) => {
                         drop(slot);
-                        Err(Err(e))
+                        Err(r)
                     }
                     None => Ok(Some(slot)),
                 };
             }
             Some(Err(_)) => return refused(call).map_or(Ok(None), Err),
-            None => match start_missed(call) {
-                Some(e) => return Err(Err(e)),
+            None => match missed_slot(call, failure) {
+                Some(r) => return Err(r),
                 // (A deadline's error always converts; a setting whose does not never ends the
                 // call early: the wait goes on.)
                 None => left = None,
             },
         }
     }
+}
+
+/// What ends a call whose retry ran out of time to start while it waited for a slot: the kept
+/// `failure` the retry follows when its rule's `max_delay` was spent (the attempt's breaker
+/// permit given back), [`start_missed`]'s error otherwise.
+#[cfg(feature = "tokio")]
+fn missed_slot<P, R, E, Tm>(
+    call: &mut Call<'_, P, Tm>,
+    failure: &mut Option<Result<R, E>>,
+) -> Option<Result<R, E>>
+where
+    P: RetryPolicy<R, E> + PolicyCore<Timeout: AsyncTimeout<E>>,
+    Tm: Times,
+{
+    if call.max_delay_first()
+        && let Some(failure) = failure.take()
+    {
+        call.release();
+        #[cfg(feature = "tracing")]
+        call.trace_missed_start(&failure);
+        return Some(failure);
+    }
+    start_missed(call).map(Err)
 }
 
 /// The error that ends an async call whose retry ran out of time to start while it waited for
