@@ -1160,10 +1160,11 @@ async fn a_hedged_round_made_in_time_sends_its_late_hedge() {
 }
 
 /// Under the hedged layer, a retry's round judges its latest start by the policy's clock too:
-/// the clock is virtual (backoffs take no time on tokio's), and a future polled with the call
-/// moves it 2 s on at 200 ms while the retry's round's attempt and hedge wait for their
-/// service (ready at 500 ms): neither is sent, and the call returns the failure the retry
-/// follows at that poll. (The retry was sent at 500 ms.)
+/// the clock is virtual (backoffs take no time on tokio's), and another task moves it 2 s on
+/// at 200 ms while the retry's round's attempt and hedge wait for their service: when it is
+/// ready, at 500 ms, neither is sent, and the call returns the failure the retry follows then;
+/// the same when the move comes from a future polled with the call, which ends the call at
+/// that poll. (The retry was sent at 500 ms.)
 #[tokio::test(start_paused = true)]
 async fn a_hedged_retry_ready_after_its_max_delay_by_the_policys_clock_is_not_sent() {
     use retry_runtime::hedge::Hedge;
@@ -1178,23 +1179,33 @@ async fn a_hedged_retry_ready_after_its_max_delay_by_the_policys_clock_is_not_se
         .env(time)
         .build()
         .unwrap();
-    let t0 = Instant::now();
-    let (mut svc, calls) = LateReady::new(t0 + ms(500), Duration::ZERO);
-    svc.failures = 2;
-    let call = tokio::time::timeout(
-        secs(60),
-        RobustLayer::hedged(policy)
-            .layer(svc)
-            .oneshot(Request::new(String::new())),
-    );
-    let mover = async {
-        tokio::time::sleep(ms(200)).await;
-        clock.advance(secs(2));
-    };
-    let (r, ()) = tokio::join!(call, mover);
-    let r = r.expect("the request ended");
-    assert_eq!(r.unwrap_err().kind(), ErrorKind::ConnectionReset);
-    assert_eq!((t0.elapsed(), calls.load(Ordering::SeqCst)), (ms(200), 2));
+    let layer = RobustLayer::hedged(policy);
+    for spawned in [true, false] {
+        let t0 = Instant::now();
+        let (mut svc, calls) = LateReady::new(t0 + ms(500), Duration::ZERO);
+        svc.failures = 2;
+        let call = tokio::time::timeout(
+            secs(60),
+            layer.layer(svc).oneshot(Request::new(String::new())),
+        );
+        let clock = clock.clone();
+        let mover = async move {
+            tokio::time::sleep(ms(200)).await;
+            clock.advance(secs(2));
+        };
+        let r = if spawned {
+            let mover = tokio::spawn(mover);
+            let r = call.await;
+            mover.await.unwrap();
+            r
+        } else {
+            tokio::join!(call, mover).0
+        };
+        let r = r.expect("the request ended");
+        assert_eq!(r.unwrap_err().kind(), ErrorKind::ConnectionReset);
+        let took = if spawned { ms(500) } else { ms(200) };
+        assert_eq!((t0.elapsed(), calls.load(Ordering::SeqCst)), (took, 2));
+    }
 }
 
 /// Under the hedged layer, a retry's slot wait is judged by the policy's clock: with a virtual
@@ -1244,6 +1255,38 @@ async fn a_hedged_retry_slot_wait_with_a_virtual_clock_returns_the_failure() {
     assert_eq!(taken.len(), 2, "on_retry took both slots");
     assert_eq!(r.unwrap_err().kind(), ErrorKind::ConnectionReset);
     assert_eq!((t0.elapsed(), calls.load(Ordering::SeqCst)), (ms(900), 2));
+}
+
+/// A hedged retry's round is made when one of its attempts ends before the `max_delay` is
+/// spent, even unsent: the retry's attempt (at 100 ms) waits for its service until the 800 ms
+/// timeout cuts it at 900 ms, which makes the round; its hedge (made at 600 ms) finds its
+/// service ready at 1.2 s, past the `max_delay` (1 s), and is sent. (The round ended at 1 s,
+/// not made, with the failure the retry followed.)
+#[tokio::test(start_paused = true)]
+async fn a_hedged_round_made_by_a_cut_attempt_sends_its_hedge() {
+    use retry_runtime::hedge::Hedge;
+    let policy = Policy::builder()
+        .retries(3)
+        .backoff(Constant::new(ms(100)))
+        .jitter(NoJitter)
+        .max_delay(secs(1))
+        .timeout(ms(800))
+        .hedge(Hedge::after(ms(500), 1).unwrap())
+        .build()
+        .unwrap();
+    let t0 = Instant::now();
+    let (mut svc, calls) = LateReady::new(t0 + ms(1200), Duration::ZERO);
+    svc.failures = 2;
+    let r = tokio::time::timeout(
+        secs(60),
+        RobustLayer::hedged(policy)
+            .layer(svc)
+            .oneshot(Request::new(String::new())),
+    )
+    .await
+    .expect("the request ended");
+    assert_eq!(r.unwrap().status(), StatusCode::OK);
+    assert_eq!((t0.elapsed(), calls.load(Ordering::SeqCst)), (ms(1200), 3));
 }
 
 /// Under the hedged layer, a retry's wait for a slot past its rule's `max_delay` ends the call

@@ -2523,6 +2523,8 @@ where
                             }
                         }
                         match copy {
+                            // (Not once its round's start was missed: the round ends.)
+                            Some(_) if gate.closed() => std::future::pending().await,
                             Some(request) => {
                                 gate.sent();
                                 service.call(request).await

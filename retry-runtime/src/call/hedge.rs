@@ -15,7 +15,6 @@ use crate::policy::{AsyncRetryPolicy, PolicyCore, RetryPolicy};
 use crate::time::{AsyncSleep, Clock};
 use crate::timeout::{AsyncTimeout, AttemptTimeout, after};
 
-/// What the loop knows of a running attempt besides its future.
 /// What a hedged tower layer's rounds share with the maker of their attempts, whose attempts
 /// are sent only once their service is ready: how many were sent, and the current round's
 /// latest start while it is not made. A round after a retry whose rule has a `max_delay` is
@@ -30,6 +29,10 @@ pub(crate) struct StartGate {
     sent: std::sync::atomic::AtomicU32,
     /// The current round's latest start, while it is not made.
     round: std::sync::Mutex<Option<RoundBound>>,
+    /// An attempt of the current round was held back: the round's start is missed, and no
+    /// attempt of it is sent any more, even one whose service is ready at once (the round
+    /// ends at its next poll).
+    closed: std::sync::atomic::AtomicBool,
 }
 
 /// A retry's round's latest start, on tokio's clock and on the call's, and the attempts sent
@@ -52,10 +55,21 @@ impl StartGate {
     /// wait, is held back: its round has sent nothing, and its latest start has passed, by
     /// tokio's clock or by the call's (`clock`, which may be a virtual one).
     pub(crate) fn holds_back(&self, now: tokio::time::Instant, clock: &dyn Clock) -> bool {
-        let Some(round) = *self.round.lock().unwrap_or_else(|p| p.into_inner()) else {
+        let Some(r) = *self.round.lock().unwrap_or_else(|p| p.into_inner()) else {
             return false;
         };
-        self.sent_so_far() == round.sent_before && (now >= round.by || clock.now() >= round.by_call)
+        let held = self.sent_so_far() == r.sent_before && (now >= r.by || clock.now() >= r.by_call);
+        if held {
+            self.closed
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        held || self.closed()
+    }
+
+    /// Whether the current round's start was missed (an attempt of it was held back): no
+    /// attempt of it is sent.
+    pub(crate) fn closed(&self) -> bool {
+        self.closed.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Whether the current round, which has a latest start, has sent an attempt.
@@ -66,6 +80,8 @@ impl StartGate {
 
     fn set_round(&self, round: Option<RoundBound>) {
         *self.round.lock().unwrap_or_else(|p| p.into_inner()) = round;
+        self.closed
+            .store(false, std::sync::atomic::Ordering::Relaxed);
     }
 
     fn sent_so_far(&self) -> u32 {
@@ -84,6 +100,7 @@ struct Kept<R, E> {
     failure: Option<Result<R, E>>,
 }
 
+/// What the loop knows of a running attempt besides its future.
 struct Meta<S> {
     /// Its time (its timeout, or less when the call's deadline comes first).
     limit: Option<Duration>,
@@ -596,10 +613,19 @@ where
             // attempts, still waiting for their service, are dropped with it); once it has
             // sent one, it is.
             if let Some(start) = self.start.as_mut() {
+                // (A cut due before the latest start, seen late, goes first: it makes the
+                // round.)
+                let by = start.by_tokio;
+                let cut_first = self
+                    .primary_meta
+                    .iter()
+                    .chain(self.hedges.iter().map(|h| &h.meta))
+                    .filter_map(|m| m.cut)
+                    .any(|c| c <= now && by.is_some_and(|by| c < by));
                 if self.gate.is_none_or(StartGate::round_sent) {
                     self.made();
-                } else if (start.by_tokio.is_some_and(|by| by <= now)
-                    || policy.env().now() >= start.by)
+                } else if !cut_first
+                    && (by.is_some_and(|by| by <= now) || policy.env().now() >= start.by)
                     && let Some(failure) = start.failure.take()
                 {
                     *self.missed = true;
@@ -651,7 +677,11 @@ where
                 .chain(self.hedges.iter().map(|h| &h.meta))
                 .filter_map(|m| m.cut)
                 .filter(|c| *c > now);
-            let start = self.start.as_ref().and_then(|s| s.by_tokio);
+            let start = self
+                .start
+                .as_ref()
+                .and_then(|s| s.by_tokio)
+                .filter(|by| *by > now);
             let Some(at) = cuts.chain(self.next).chain(start).min() else {
                 return Poll::Pending;
             };
@@ -671,10 +701,9 @@ where
         }
     }
 
-    /// The first attempt has ended with `result`.
-    #[inline(always)]
     /// The round is made (under a gate): it no longer ends at its latest start, and its
     /// attempts are sent whenever their service is ready.
+    #[inline]
     fn made(&mut self) {
         if self.start.take().is_some()
             && let Some(gate) = self.gate
@@ -683,6 +712,8 @@ where
         }
     }
 
+    /// The first attempt has ended with `result`.
+    #[inline(always)]
     fn primary_ended(
         &mut self,
         result: Result<R, E>,
