@@ -46,9 +46,12 @@ struct RoundBound {
 
 #[cfg_attr(not(feature = "tower"), allow(dead_code))]
 impl StartGate {
-    /// An attempt was sent.
+    /// An attempt was sent. (The call's one task polls every attempt of its rounds: no two
+    /// sends race, and a load and a store do without a locked operation.)
     pub(crate) fn sent(&self) {
-        self.sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        use std::sync::atomic::Ordering::Relaxed;
+        self.sent
+            .store(self.sent.load(Relaxed).wrapping_add(1), Relaxed);
     }
 
     /// Whether an attempt whose service became ready at `now` (tokio's clock), having had to
@@ -283,18 +286,19 @@ where
                         }
                     }
                 };
-                // Under a gate, the round's latest start, for its attempts and itself.
-                if let Some(gate) = gate {
-                    let round = kept.as_mut().map(|k| {
-                        let by = crate::timeout::deadline_in(call.left_until(k.by));
-                        k.by_tokio = Some(by);
-                        RoundBound {
-                            by,
-                            by_call: k.by,
-                            sent_before: gate.sent_so_far(),
-                        }
-                    });
-                    gate.set_round(round);
+                // Under a gate, the round's latest start, for its attempts and itself. (A round
+                // without one finds none: every round ends made, which clears it, or ends the
+                // call.)
+                if let Some(gate) = gate
+                    && let Some(k) = kept.as_mut()
+                {
+                    let by = crate::timeout::deadline_in(call.left_until(k.by));
+                    k.by_tokio = Some(by);
+                    gate.set_round(Some(RoundBound {
+                        by,
+                        by_call: k.by,
+                        sent_before: gate.sent_so_far(),
+                    }));
                 }
                 // A lazy round's first attempt has no start yet, hence no deadline either (the
                 // call has none: it would need its start); its own is set when its start is
