@@ -1147,14 +1147,7 @@ async fn a_hedged_round_made_in_time_sends_its_late_hedge() {
     ]);
     let svc = tower::limit::ConcurrencyLimit::new(svc, 1);
     let t0 = Instant::now();
-    let r = tokio::time::timeout(
-        secs(60),
-        RobustLayer::hedged(policy)
-            .layer(svc)
-            .oneshot(Request::new(String::new())),
-    )
-    .await
-    .expect("the request ended");
+    let r = one_request(RobustLayer::hedged(policy), svc).await;
     assert_eq!(r.unwrap().status(), StatusCode::OK);
     assert_eq!((t0.elapsed(), calls.load(Ordering::SeqCst)), (ms(1600), 4));
 }
@@ -1243,14 +1236,7 @@ async fn a_hedged_retry_slot_wait_with_a_virtual_clock_returns_the_failure() {
         .unwrap();
     let (svc, calls) = scripted::<String>(vec![Err(ErrorKind::ConnectionReset.into())]);
     let t0 = Instant::now();
-    let r = tokio::time::timeout(
-        secs(60),
-        RobustLayer::hedged(policy)
-            .layer(svc)
-            .oneshot(Request::new(String::new())),
-    )
-    .await
-    .expect("the request ended");
+    let r = one_request(RobustLayer::hedged(policy), svc).await;
     let taken = std::mem::take(&mut *TAKEN.lock().unwrap());
     assert_eq!(taken.len(), 2, "on_retry took both slots");
     assert_eq!(r.unwrap_err().kind(), ErrorKind::ConnectionReset);
@@ -1277,14 +1263,7 @@ async fn a_hedged_round_made_by_a_cut_attempt_sends_its_hedge() {
     let t0 = Instant::now();
     let (mut svc, calls) = LateReady::new(t0 + ms(1200), Duration::ZERO);
     svc.failures = 2;
-    let r = tokio::time::timeout(
-        secs(60),
-        RobustLayer::hedged(policy)
-            .layer(svc)
-            .oneshot(Request::new(String::new())),
-    )
-    .await
-    .expect("the request ended");
+    let r = one_request(RobustLayer::hedged(policy), svc).await;
     assert_eq!(r.unwrap().status(), StatusCode::OK);
     assert_eq!((t0.elapsed(), calls.load(Ordering::SeqCst)), (ms(1200), 3));
 }
@@ -1317,6 +1296,20 @@ async fn a_hedged_retry_does_not_wait_for_a_slot_past_its_max_delay() {
         .oneshot(Request::new(String::new()));
     let reset = |e: &io::Error| e.kind() == ErrorKind::ConnectionReset;
     a_slot_wait_ends_at_one_second(call, (&calls, 2), &LIMIT, reset).await;
+}
+
+/// One request through `svc` under `layer`, on the paused clock, which must end within 60 s.
+async fn one_request<L, S>(layer: L, svc: S) -> io::Result<Resp>
+where
+    L: Layer<S>,
+    L::Service: Service<Request<String>, Response = Resp, Error = io::Error>,
+{
+    tokio::time::timeout(
+        secs(60),
+        layer.layer(svc).oneshot(Request::new(String::new())),
+    )
+    .await
+    .expect("the request ended")
 }
 
 /// The answer of a call to a service whose first call fails and every later one succeeds.
@@ -1730,24 +1723,12 @@ async fn a_retry_whose_service_is_not_ready_by_its_max_delay_is_not_sent() {
         let t0 = Instant::now();
         let (svc, calls) = LateReady::new(t0 + secs(5), Duration::ZERO);
         let r = match timeout {
-            None => {
-                let layer = RobustLayer::new(builder.build().unwrap());
-                tokio::time::timeout(
-                    secs(60),
-                    layer.layer(svc).oneshot(Request::new(String::new())),
-                )
-                .await
-            }
+            None => one_request(RobustLayer::new(builder.build().unwrap()), svc).await,
             Some(t) => {
-                let layer = RobustLayer::new(builder.timeout(t).build().unwrap());
-                tokio::time::timeout(
-                    secs(60),
-                    layer.layer(svc).oneshot(Request::new(String::new())),
-                )
-                .await
+                let policy = builder.timeout(t).build().unwrap();
+                one_request(RobustLayer::new(policy), svc).await
             }
         };
-        let r = r.expect("the request ended");
         assert_eq!(
             r.unwrap_err().kind(),
             ErrorKind::ConnectionReset,
@@ -1787,18 +1768,13 @@ async fn a_hedged_retry_round_that_sends_nothing_by_its_max_delay_is_not_made() 
             let t0 = Instant::now();
             let (mut svc, calls) = LateReady::new(t0 + ready_at, Duration::ZERO);
             svc.failures = 2;
-            let request = Request::new(String::new());
             let r = match timeout {
-                None => {
-                    let layer = RobustLayer::hedged(builder.build().unwrap());
-                    tokio::time::timeout(secs(60), layer.layer(svc).oneshot(request)).await
-                }
+                None => one_request(RobustLayer::hedged(builder.build().unwrap()), svc).await,
                 Some(t) => {
-                    let layer = RobustLayer::hedged(builder.timeout(t).build().unwrap());
-                    tokio::time::timeout(secs(60), layer.layer(svc).oneshot(request)).await
+                    let policy = builder.timeout(t).build().unwrap();
+                    one_request(RobustLayer::hedged(policy), svc).await
                 }
             };
-            let r = r.expect("the request ended");
             let case = format!("timeout {timeout:?}, ready at {ready_at:?}");
             assert_eq!(
                 r.map(|r| r.status()).map_err(|e| e.kind()),
@@ -1838,12 +1814,7 @@ async fn a_retry_sent_before_its_max_delay_keeps_its_own_time() {
             .unwrap();
         let t0 = Instant::now();
         let (svc, calls) = LateReady::new(t0 + ms(500), answer_after);
-        let call = RobustLayer::new(policy)
-            .layer(svc)
-            .oneshot(Request::new(String::new()));
-        let r = tokio::time::timeout(secs(60), call)
-            .await
-            .expect("the request ended");
+        let r = one_request(RobustLayer::new(policy), svc).await;
         assert_eq!(r.map(|r| r.status()).map_err(|e| e.kind()), answer);
         assert_eq!((t0.elapsed(), calls.load(Ordering::SeqCst)), (took, 2));
     }
@@ -1877,27 +1848,13 @@ async fn a_value_is_returned_when_its_retry_cannot_start_in_time() {
     };
     let t0 = Instant::now();
     let (svc, calls) = unavailable_then_late(t0);
-    let r = tokio::time::timeout(
-        secs(60),
-        RobustLayer::new(policy)
-            .layer(svc)
-            .oneshot(Request::new(String::new())),
-    )
-    .await
-    .expect("the request ended");
+    let r = one_request(RobustLayer::new(policy), svc).await;
     assert_eq!(r.unwrap().status(), StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!((t0.elapsed(), calls.load(Ordering::SeqCst)), (secs(1), 1));
     let t0 = Instant::now();
     let (svc, calls) = unavailable_then_late(t0);
     let dynamic = retry_runtime::DynPolicy::<Resp, io::Error>::new(policy);
-    let r = tokio::time::timeout(
-        secs(60),
-        RobustLayer::new(dynamic)
-            .layer(svc)
-            .oneshot(Request::new(String::new())),
-    )
-    .await
-    .expect("the request ended");
+    let r = one_request(RobustLayer::new(dynamic), svc).await;
     assert_eq!(r.unwrap().status(), StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!((t0.elapsed(), calls.load(Ordering::SeqCst)), (secs(1), 1));
 }
@@ -1928,14 +1885,7 @@ async fn a_retry_whose_max_delay_is_spent_when_its_backoff_ends_does_not_wait() 
     };
     let t0 = Instant::now();
     let (svc, calls) = LateReady::new(t0 + secs(5), Duration::ZERO);
-    let r = tokio::time::timeout(
-        secs(60),
-        RobustLayer::new(policy())
-            .layer(svc)
-            .oneshot(Request::new(String::new())),
-    )
-    .await
-    .expect("the request ended");
+    let r = one_request(RobustLayer::new(policy()), svc).await;
     assert_eq!(r.unwrap_err().kind(), ErrorKind::ConnectionReset);
     assert_eq!(
         (t0.elapsed(), calls.load(Ordering::SeqCst)),
@@ -2002,12 +1952,7 @@ async fn a_timeout_shorter_than_the_max_delay_still_bounds_the_wait() {
         .unwrap();
     let t0 = Instant::now();
     let (svc, calls) = LateReady::new(t0 + secs(5), Duration::ZERO);
-    let call = RobustLayer::new(policy)
-        .layer(svc)
-        .oneshot(Request::new(String::new()));
-    let r = tokio::time::timeout(secs(60), call)
-        .await
-        .expect("the request ended");
+    let r = one_request(RobustLayer::new(policy), svc).await;
     assert_eq!(r.unwrap_err().kind(), ErrorKind::TimedOut);
     assert_eq!((t0.elapsed(), calls.load(Ordering::SeqCst)), (secs(1), 1));
 }
