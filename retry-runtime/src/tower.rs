@@ -1062,12 +1062,13 @@ where
 /// in it), and held in a [`ColdSlot`].
 struct Retrying<R, E> {
     sleep: Pin<Box<dyn Future<Output = ()> + Send>>,
-    kept: Option<Kept<R, E>>,
+    kept: Option<KeptRetry<R, E>>,
 }
 
 /// An optional value of a request's future that is dropped out of line: the drop of a future
-/// that never made one (a success at once, with no retry) stays a test of one pointer. (Held
-/// in place, a retry's state, with the failure it keeps, cost a success 1 ns more, 10% of the
+/// that never made one (a success at once, with no retry) stays a test of one pointer. (With
+/// the drop of a retry's state, and of the failure it keeps, in the future's own drop, that
+/// drop grew past what is inlined into the caller, and a success cost 1 ns more, 10% of the
 /// layer on a `u32` request: docs/BENCHMARKS.md, section 9.)
 struct ColdSlot<T>(std::mem::ManuallyDrop<Option<T>>);
 
@@ -1112,16 +1113,16 @@ impl<T> Drop for ColdSlot<T> {
 /// service not ready by then), and the call then returns the failure the retry follows, as it
 /// does when a backoff would end past the `max_delay` (SPEC section 2: a retry is made only
 /// if it can start before its `max_delay` is spent).
-struct Kept<R, E> {
+struct KeptRetry<R, E> {
     /// The retry's latest start, on the call's clock.
     by: std::time::Instant,
-    /// The failure the retry follows.
-    failure: Result<R, E>,
+    /// The failure the retry follows (taken when the call returns it).
+    failure: Option<Result<R, E>>,
     /// How `by` bounds the retry's wait for its service, once its attempt is armed.
     bound: Bound,
 }
 
-/// How a retry's `max_delay` bounds its wait for its service ([`Kept`]).
+/// How a retry's `max_delay` bounds its wait for its service ([`KeptRetry`]).
 #[derive(Debug, Clone, Copy)]
 enum Bound {
     /// Not yet known: the retry's backoff runs.
@@ -1187,7 +1188,8 @@ pin_project_lite::pin_project! {
         slot: Option<<G::Limit as crate::guard::Limit>::Slot>,
         // The attempt's timer, made the first time an attempt has a limit and reset after: in
         // the future when the policy has a timeout, boxed when it has none (its future stays
-        // small; only a retry waiting for a slot of its concurrency limit makes one).
+        // small; only a retry that waits, with a `max_delay` to end the wait, for a slot of its
+        // concurrency limit or for its service makes one).
         #[pin]
         timer: G::Timer,
         // The retry's backoff, and what it keeps of its `max_delay`, boxed (made by the first
@@ -1328,13 +1330,18 @@ where
         // A retry not made because its rule's `max_delay` was spent before its service was
         // ready: the call returns the failure it follows; the attempt's breaker permit and
         // slot are given back.
-        macro_rules! missed_start {
+        macro_rules! not_made {
             () => {{
-                if let Some(kept) = this.backoff.as_mut().and_then(|r| r.kept.take()) {
+                if let Some(failure) = this
+                    .backoff
+                    .as_mut()
+                    .and_then(|r| r.kept.as_mut())
+                    .and_then(|k| k.failure.take())
+                {
                     *this.slot = None;
                     *this.started = None;
                     to!(Phase::Done);
-                    break Poll::Ready(missed_start(policy, this.state, kept.failure));
+                    break Poll::Ready(retry_not_made(policy, this.state, failure));
                 }
             }};
         }
@@ -1345,16 +1352,16 @@ where
         // it with, the wait goes on.)
         macro_rules! slot_missed {
             ($done:block) => {{
-                if this.backoff.as_ref().is_some_and(|r| r.kept.is_some())
-                    && resumed(this.state, policy).max_delay_first()
-                {
-                    $done
-                    missed_start!();
-                }
-                if let Some(e) = crate::call::start_missed(&mut resumed(this.state, policy)) {
+                let mut call = resumed(this.state, policy);
+                let mut none = None;
+                let failure = match this.backoff.as_mut().and_then(|r| r.kept.as_mut()) {
+                    Some(kept) => &mut kept.failure,
+                    None => &mut none,
+                };
+                if let Some(r) = crate::call::missed_slot(&mut call, failure) {
                     $done
                     to!(Phase::Done);
-                    break Poll::Ready(crate::call::finish(policy, Err(e)));
+                    break Poll::Ready(crate::call::finish(policy, r));
                 }
             }};
         }
@@ -1552,18 +1559,18 @@ where
                         // before its `max_delay` is spent by the policy's clock too (which may
                         // not be tokio's: a virtual one), as a slot is taken.
                         if resumed_wait
-                            && let Some(Kept {
+                            && let Some(KeptRetry {
                                 by,
                                 bound: Bound::Timer(_),
                                 ..
                             }) = this.backoff.as_ref().and_then(|r| r.kept.as_ref())
                             && resumed(this.state, policy).left_until(*by).is_zero()
                         {
-                            missed_start!();
+                            not_made!();
                         }
                         // A retry sent before its `max_delay` is spent: its timer takes the
                         // attempt's own end.
-                        if let Some(Kept {
+                        if let Some(KeptRetry {
                             bound: Bound::Timer(end),
                             ..
                         }) = this.backoff.as_mut().and_then(|r| r.kept.take())
@@ -1607,23 +1614,23 @@ where
                         {
                             Some((by, Bound::Timer(_))) => {
                                 if ready.is_ready() {
-                                    missed_start!();
+                                    not_made!();
                                 }
                                 // An attempt with no limit makes its timer now, for the time
                                 // left.
                                 if !this.timer.is_armed() {
                                     let left = resumed(this.state, policy).left_until(by);
                                     if left.is_zero() {
-                                        missed_start!();
+                                        not_made!();
                                     }
                                     this.timer.as_mut().arm_in(left);
                                 }
                                 if this.timer.as_mut().fired(cx) {
-                                    missed_start!();
+                                    not_made!();
                                 }
                                 break Poll::Pending;
                             }
-                            Some((_, Bound::Spent)) => missed_start!(),
+                            Some((_, Bound::Spent)) => not_made!(),
                             Some(_) | None => {}
                         }
                         match expired::<_, S::Response, S::Error, _>(
@@ -1724,9 +1731,9 @@ where
                     }
                     (Settled::Retry(delay, failure), by) => (
                         delay,
-                        by.map(|by| Kept {
+                        by.map(|by| KeptRetry {
                             by,
-                            failure,
+                            failure: Some(failure),
                             bound: Bound::Unset,
                         }),
                     ),
@@ -1765,12 +1772,11 @@ fn state_of<P: PolicyCore>(state: &Option<StateOf<P, Timed>>, policy: &P) -> Sta
 }
 
 /// The end of a call whose retry was not made because its rule's `max_delay` was spent before
-/// its service was ready: the attempt's breaker permit is given back, and the call returns
-/// `failure`, the failure the retry follows (with the fallback, if any). Out of line: off the
-/// loop's success path.
+/// its service was ready ([`crate::call::not_made`]), with the fallback, if any. Out of line:
+/// off the loop's success path.
 #[cold]
 #[inline(never)]
-fn missed_start<P, R, E>(
+fn retry_not_made<P, R, E>(
     policy: &P,
     state: &Option<StateOf<P, Timed>>,
     failure: Result<R, E>,
@@ -1778,11 +1784,8 @@ fn missed_start<P, R, E>(
 where
     P: AsyncRetryPolicy<R, E>,
 {
-    let mut call = resumed(state, policy);
-    call.release();
-    #[cfg(feature = "tracing")]
-    call.trace_missed_start(&failure);
-    crate::call::finish(policy, failure)
+    let r = crate::call::not_made(&mut resumed(state, policy), failure);
+    crate::call::finish(policy, r)
 }
 
 /// The call, resumed from its state ([`state_of`]).
@@ -2506,15 +2509,17 @@ where
                         }
                     };
                     let env = policy.env();
+                    let bounded = gate.bounded();
                     async move {
                         let mut service = service;
                         if !made_ready {
                             // (Nor is an attempt sent once its round's latest start has passed
                             // with nothing sent: the round is not made, and ends then.)
-                            let held_back = |now| gate.holds_back(now, env);
+                            let held_back = bounded.then_some(|now| gate.holds_back(now, env));
                             match ready_in_time(&mut service, limit, since, held_back).await {
                                 Ok(true) => {}
-                                // Its time is over: it never answers, and the round cuts it.
+                                // Its time is over (the round cuts it), or its round was not
+                                // made in time (the round ends): it never answers.
                                 Ok(false) => return std::future::pending().await,
                                 Err(e) => {
                                     *not_ready.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
@@ -2565,12 +2570,13 @@ where
 /// only when it had to wait, from `since`, or from its first wait when none is given: a
 /// reading of tokio's clock then), or when `held_back` says so, given that instant (its round's
 /// latest start has passed with nothing sent: a service ready at once is not asked, as a free
-/// slot is taken past it), the service's error when it fails to be ready.
+/// slot is taken past it), the service's error when it fails to be ready. With neither a limit
+/// nor `held_back`, no clock is read.
 async fn ready_in_time<S: Service<Req>, Req>(
     service: &mut S,
     limit: Option<std::time::Duration>,
     mut since: Option<tokio::time::Instant>,
-    held_back: impl FnOnce(tokio::time::Instant) -> bool,
+    held_back: Option<impl FnOnce(tokio::time::Instant) -> bool>,
 ) -> Result<bool, S::Error> {
     let mut waited = false;
     std::future::poll_fn(|cx| {
@@ -2584,7 +2590,7 @@ async fn ready_in_time<S: Service<Req>, Req>(
         poll
     })
     .await?;
-    if !waited {
+    if !waited || (limit.is_none() && held_back.is_none()) {
         return Ok(true);
     }
     let now = tokio::time::Instant::now();
@@ -2592,7 +2598,7 @@ async fn ready_in_time<S: Service<Req>, Req>(
         (Some(since), Some(limit)) => now < crate::timeout::after(since, limit),
         _ => true,
     };
-    Ok(in_time && !held_back(now))
+    Ok(in_time && !held_back.is_some_and(|held_back| held_back(now)))
 }
 
 /// A request that cannot be copied, under a hedged layer: sent once by the service made
@@ -2634,7 +2640,8 @@ where
     let mut not_ready = false;
     let (result, fired) = crate::timeout::run_attempt(policy.timeout_setting(), limit, async {
         if waited {
-            match ready_in_time(&mut service, limit, since, |_| false).await {
+            let never = None::<fn(tokio::time::Instant) -> bool>;
+            match ready_in_time(&mut service, limit, since, never).await {
                 Ok(true) => {}
                 // Its time is over: it never answers, and its timer cuts it.
                 Ok(false) => return std::future::pending().await,

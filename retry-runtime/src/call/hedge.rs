@@ -33,6 +33,8 @@ pub(crate) struct StartGate {
     /// attempt of it is sent any more, even one whose service is ready at once (the round
     /// ends at its next poll).
     closed: std::sync::atomic::AtomicBool,
+    /// Whether the current round has a latest start (`round` is set): read without the lock.
+    bounded: std::sync::atomic::AtomicBool,
 }
 
 /// A retry's round's latest start, on tokio's clock and on the call's, and the attempts sent
@@ -82,9 +84,16 @@ impl StartGate {
     }
 
     fn set_round(&self, round: Option<RoundBound>) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.bounded.store(round.is_some(), Relaxed);
         *self.round.lock().unwrap_or_else(|p| p.into_inner()) = round;
-        self.closed
-            .store(false, std::sync::atomic::Ordering::Relaxed);
+        self.closed.store(false, Relaxed);
+    }
+
+    /// Whether the current round has a latest start, as its attempt is made: an attempt made
+    /// without one is never held back.
+    pub(crate) fn bounded(&self) -> bool {
+        self.bounded.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     fn sent_so_far(&self) -> u32 {
@@ -95,7 +104,7 @@ impl StartGate {
 /// Under a [`StartGate`], the latest start of the retry decided last (its rule's `max_delay`)
 /// and the failure it follows, from the retry's decision until its round is made. Boxed: the
 /// rounds without a gate (the attribute's) stay as small as before.
-struct Kept<R, E> {
+struct KeptRound<R, E> {
     /// On the call's clock.
     by: Instant,
     /// On tokio's clock, once the round has started.
@@ -211,7 +220,9 @@ where
 
 /// The rounds of a hedged call; `blind`: `make` ignores the attempt's context; `credited`:
 /// the call's budget deposit was made already (the hedged tower layer credits it in `call`,
-/// as the plain layer does, whether or not the future is polled).
+/// as the plain layer does, whether or not the future is polled); `gate`: the hedged tower
+/// layer's [`StartGate`], whose attempts start when their service is ready (a retry's round
+/// not made by its `max_delay` ends the call with the failure the retry follows).
 pub(crate) async fn rounds<'p, P, R, E, G, Fut>(
     policy: &'p P,
     mut make: G,
@@ -259,7 +270,7 @@ where
     }
     let mut timer = std::pin::pin!(None::<tokio::time::Sleep>);
     let mut hedges: Vec<Running<Fut, <P::Limit as Limit>::Slot>> = Vec::new();
-    let mut kept: Option<Box<Kept<R, E>>> = None;
+    let mut kept: Option<Box<KeptRound<R, E>>> = None;
     // Whether the last round was not made (it sent nothing by its latest start).
     let mut missed = false;
     loop {
@@ -392,7 +403,7 @@ where
                 (Settled::Return(r), _) => return r,
                 (Settled::Retry(delay, failure), by) => {
                     kept = by.map(|by| {
-                        Box::new(Kept {
+                        Box::new(KeptRound {
                             by,
                             by_tokio: None,
                             failure: Some(failure),
@@ -500,7 +511,7 @@ struct Round<'c, 'p, P: PolicyCore, G, Fut, R, E> {
     gate: Option<&'c StartGate>,
     /// Under a gate, a retry's round's latest start (its rule's `max_delay`) and the failure
     /// the retry follows, until the round is made.
-    start: Option<Box<Kept<R, E>>>,
+    start: Option<Box<KeptRound<R, E>>>,
     /// Set when the round ends because it sent nothing by its latest start: the failure it
     /// returns is then the one its retry follows, and the call's.
     missed: &'c mut bool,

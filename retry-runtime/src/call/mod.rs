@@ -455,11 +455,29 @@ where
     }
 }
 
-/// What ends a call whose retry ran out of time to start while it waited for a slot: the kept
-/// `failure` the retry follows when its rule's `max_delay` was spent (the attempt's breaker
-/// permit given back), [`start_missed`]'s error otherwise.
+/// A retry not made because its rule's `max_delay` was spent before it could start (no slot
+/// of the limit, or, under the tower layers, its service not ready, in time): the attempt's
+/// breaker permit goes back, and the call returns `failure`, the failure the retry follows.
 #[cfg(feature = "tokio")]
-fn missed_slot<P, R, E, Tm>(
+pub(crate) fn not_made<P, R, E, Tm>(
+    call: &mut Call<'_, P, Tm>,
+    failure: Result<R, E>,
+) -> Result<R, E>
+where
+    P: RetryPolicy<R, E>,
+    Tm: Times,
+{
+    call.release();
+    #[cfg(feature = "tracing")]
+    call.trace_missed_start(&failure);
+    failure
+}
+
+/// What ends a call whose retry ran out of time to start while it waited for a slot: the kept
+/// `failure` the retry follows when its rule's `max_delay` was spent ([`not_made`]),
+/// [`start_missed`]'s error otherwise.
+#[cfg(feature = "tokio")]
+pub(crate) fn missed_slot<P, R, E, Tm>(
     call: &mut Call<'_, P, Tm>,
     failure: &mut Option<Result<R, E>>,
 ) -> Option<Result<R, E>>
@@ -470,10 +488,7 @@ where
     if call.max_delay_first()
         && let Some(failure) = failure.take()
     {
-        call.release();
-        #[cfg(feature = "tracing")]
-        call.trace_missed_start(&failure);
-        return Some(failure);
+        return Some(not_made(call, failure));
     }
     start_missed(call).map(Err)
 }
