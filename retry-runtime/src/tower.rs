@@ -978,6 +978,10 @@ where
     fn needs_call_start(&self) -> bool {
         self.policy.needs_call_start()
     }
+    #[inline(always)]
+    fn may_bound_start(&self) -> bool {
+        self.policy.may_bound_start()
+    }
 }
 
 impl<S, P, Req, G, H> Service<Req> for Robust<S, P, G, H>
@@ -1721,10 +1725,9 @@ where
                 let r = call.settle_once(result, fired);
                 break Poll::Ready(crate::call::finish(policy, r));
             }
-            // A retry whose rule has a `max_delay` keeps the failure it follows (a policy that
-            // may have one reads its first attempt's start): the call returns it if the retry's
-            // service is not ready before the `max_delay` is spent.
-            let (delay, kept) = if policy.needs_start() {
+            // A retry whose rule has a `max_delay` keeps the failure it follows: the call
+            // returns it if the retry's service is not ready before the `max_delay` is spent.
+            let (delay, kept) = if policy.may_bound_start() {
                 match call.settle_keeping_start(result, fired) {
                     (Settled::Return(r), _) => {
                         break Poll::Ready(crate::call::finish(policy, r));
@@ -2474,8 +2477,11 @@ where
             // A retry's round sends its attempts only before its rule's `max_delay` is spent;
             // one that has sent none by then is not made, and the call returns the failure the
             // retry follows.
-            let gate = crate::call::StartGate::default();
-            let gate = &gate;
+            // (Only for a policy with a `max_delay`: the others' rounds have no latest start.)
+            let gate = policy
+                .may_bound_start()
+                .then(crate::call::StartGate::default);
+            let gate = gate.as_ref();
             // (The budget was credited above: the rounds do not credit it again.)
             let looped = crate::call::hedged_rounds(
                 policy,
@@ -2509,13 +2515,13 @@ where
                         }
                     };
                     let env = policy.env();
-                    let bounded = gate.bounded();
+                    let bounded = gate.filter(|g| g.bounded());
                     async move {
                         let mut service = service;
                         if !made_ready {
                             // (Nor is an attempt sent once its round's latest start has passed
                             // with nothing sent: the round is not made, and ends then.)
-                            let held_back = bounded.then_some(|now| gate.holds_back(now, env));
+                            let held_back = bounded.map(|g| move |now| g.holds_back(now, env));
                             match ready_in_time(&mut service, limit, since, held_back).await {
                                 Ok(true) => {}
                                 // Its time is over (the round cuts it), or its round was not
@@ -2529,9 +2535,13 @@ where
                         }
                         match copy {
                             // (Not once its round's start was missed: the round ends.)
-                            Some(_) if gate.closed() => std::future::pending().await,
+                            Some(_) if gate.is_some_and(|g| g.closed()) => {
+                                std::future::pending().await
+                            }
                             Some(request) => {
-                                gate.sent();
+                                if let Some(g) = gate {
+                                    g.sent();
+                                }
                                 service.call(request).await
                             }
                             // No request left to send: this attempt never answers, and the round
@@ -2542,7 +2552,7 @@ where
                 },
                 true,
                 true,
-                Some(gate),
+                gate,
             );
             let mut looped = std::pin::pin!(looped);
             let result = std::future::poll_fn(|cx| {

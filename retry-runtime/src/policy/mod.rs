@@ -316,6 +316,13 @@ pub trait RetryPolicy<T, E>: PolicyCore {
     fn needs_call_start(&self) -> bool {
         self.needs_start()
     }
+    /// Whether a rule may have a `max_delay` (the top level's, a `when`'s or an `Ok(..)`
+    /// rule's): the tower layers then keep the failure a retry follows until the retry starts.
+    /// Implies [`needs_call_start`](Self::needs_call_start).
+    #[doc(hidden)]
+    fn may_bound_start(&self) -> bool {
+        true
+    }
 
     /// Runs `body` under this policy, blocking the thread while backing off: see
     /// [`Policy::call`].
@@ -492,8 +499,11 @@ where
         Rt::ACTIVE
             || cfg!(feature = "tracing")
             || self.timeout.deadline().is_some()
-            || self.settings.budget().is_some()
-            || <W as Rules<E>>::any_max_delay(&self.whens)
+            || RetryPolicy::<R, E>::may_bound_start(self)
+    }
+    #[inline]
+    fn may_bound_start(&self) -> bool {
+        self.settings.budget().is_some() || <W as Rules<E>>::any_max_delay(&self.whens)
     }
     #[inline(always)]
     fn select_value<Vi: PlanVisitor>(&self, value: &R, visitor: Vi) -> Option<Vi::Out> {
@@ -599,6 +609,10 @@ impl<R, E, P: RetryPolicy<R, E> + ?Sized> RetryPolicy<R, E> for &P {
     #[inline(always)]
     fn needs_call_start(&self) -> bool {
         (**self).needs_call_start()
+    }
+    #[inline(always)]
+    fn may_bound_start(&self) -> bool {
+        (**self).may_bound_start()
     }
 }
 
