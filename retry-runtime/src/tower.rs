@@ -1170,9 +1170,9 @@ pin_project_lite::pin_project! {
     /// when its policy has no timeout (nor deadline): once for each retry that waits, with a
     /// `max_delay` to end the wait, for a slot of its concurrency limit or for its service
     /// (when it is not ready at once). It holds the failure a retry follows: it is `Send` when
-    /// the service's response and error are, as well as its future and the request. A policy with a timeout keeps its timer in
-    /// the future, which is then not `Unpin` (as tower's `Timeout`'s): pin it (`Box::pin`,
-    /// `std::pin::pin!`) to poll it by reference.
+    /// the service's response and error are, as well as its future and the request. A policy
+    /// with a timeout keeps its timer in the future, which is then not `Unpin` (as tower's
+    /// `Timeout`'s): pin it (`Box::pin`, `std::pin::pin!`) to poll it by reference.
     pub struct ResponseFuture<S: Service<Req>, P, Req, G: Guards<Req, P, S::Response, S::Error>, H: PolicyHandle<P> = Arc<P>> {
         policy: H,
         _policy: PhantomData<fn() -> P>,
@@ -1357,12 +1357,8 @@ where
         macro_rules! slot_missed {
             ($done:block) => {{
                 let mut call = resumed(this.state, policy);
-                let mut none = None;
-                let failure = match this.backoff.as_mut().and_then(|r| r.kept.as_mut()) {
-                    Some(kept) => &mut kept.failure,
-                    None => &mut none,
-                };
-                if let Some(r) = crate::call::missed_slot(&mut call, failure) {
+                let kept = this.backoff.as_mut().and_then(|r| r.kept.as_mut());
+                if let Some(r) = crate::call::missed_slot(&mut call, kept.map(|k| &mut k.failure)) {
                     $done
                     to!(Phase::Done);
                     break Poll::Ready(crate::call::finish(policy, r));
@@ -1546,19 +1542,6 @@ where
                 };
                 match this.inner.poll_ready(cx) {
                     Poll::Ready(Ok(())) if !over(&this.timer) => {
-                        // A copy is sent and the request kept for the next attempt; a request
-                        // that cannot be copied is sent itself, once: its only attempt.
-                        let copy = match this.request.as_ref() {
-                            Some(request) => request.try_clone(),
-                            None => {
-                                to!(Phase::Done);
-                                break Poll::Pending;
-                            }
-                        };
-                        let (request, single) = match copy {
-                            Some(copy) => (Some(copy), false),
-                            None => (this.request.take(), true),
-                        };
                         // A retry whose service became ready in a later poll is sent only
                         // before its `max_delay` is spent by the policy's clock too (which may
                         // not be tokio's: a virtual one), as a slot is taken.
@@ -1572,6 +1555,19 @@ where
                         {
                             not_made!();
                         }
+                        // A copy is sent and the request kept for the next attempt; a request
+                        // that cannot be copied is sent itself, once: its only attempt.
+                        let copy = match this.request.as_ref() {
+                            Some(request) => request.try_clone(),
+                            None => {
+                                to!(Phase::Done);
+                                break Poll::Pending;
+                            }
+                        };
+                        let (request, single) = match copy {
+                            Some(copy) => (Some(copy), false),
+                            None => (this.request.take(), true),
+                        };
                         // A retry sent before its `max_delay` is spent: its timer takes the
                         // attempt's own end.
                         if let Some(KeptRetry {

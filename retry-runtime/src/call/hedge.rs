@@ -286,11 +286,7 @@ where
                 let slot = match policy.limit().try_slot() {
                     Some(slot) => Some(slot),
                     None => {
-                        let mut none = None;
-                        let failure = match kept.as_mut() {
-                            Some(k) => &mut k.failure,
-                            None => &mut none,
-                        };
+                        let failure = kept.as_mut().map(|k| &mut k.failure);
                         match super::slot_for_keeping(&mut call, failure).await {
                             Ok(slot) => slot,
                             Err(r) => return r,
@@ -627,21 +623,23 @@ where
             // A retry's round that has sent nothing by its latest start is not made (its
             // attempts, still waiting for their service, are dropped with it); once it has
             // sent one, it is.
-            if let Some(start) = self.start.as_mut() {
+            if let Some(start) = self.start.as_ref() {
                 // (A cut due before the latest start, seen late, goes first: it makes the
                 // round.)
                 let by = start.by_tokio;
-                let cut_first = self
-                    .primary_meta
-                    .iter()
-                    .chain(self.hedges.iter().map(|h| &h.meta))
-                    .filter_map(|m| m.cut)
-                    .any(|c| c <= now && by.is_some_and(|by| c < by));
+                let passed = || by.is_some_and(|by| by <= now) || policy.env().now() >= start.by;
+                let cut_first = || {
+                    self.primary_meta
+                        .iter()
+                        .chain(self.hedges.iter().map(|h| &h.meta))
+                        .filter_map(|m| m.cut)
+                        .any(|c| c <= now && by.is_some_and(|by| c < by))
+                };
                 if self.gate.is_none_or(StartGate::round_sent) {
                     self.made();
-                } else if !cut_first
-                    && (by.is_some_and(|by| by <= now) || policy.env().now() >= start.by)
-                    && let Some(failure) = start.failure.take()
+                } else if passed()
+                    && !cut_first()
+                    && let Some(failure) = self.start.as_mut().and_then(|s| s.failure.take())
                 {
                     *self.missed = true;
                     return Poll::Ready((failure, false));

@@ -396,7 +396,7 @@ where
     P: RetryPolicy<R, E> + PolicyCore<Timeout: AsyncTimeout<E>>,
     Tm: Times,
 {
-    slot_for_keeping(call, &mut None).await
+    slot_for_keeping(call, None).await
 }
 
 /// [`slot_for`], for a caller that keeps `failure`, the failure the retry follows: a retry
@@ -405,7 +405,7 @@ where
 #[cfg(feature = "tokio")]
 pub(crate) async fn slot_for_keeping<P, R, E, Tm>(
     call: &mut Call<'_, P, Tm>,
-    failure: &mut Option<Result<R, E>>,
+    mut failure: Option<&mut Option<Result<R, E>>>,
 ) -> Result<Option<<P::Limit as Limit>::Slot>, Result<R, E>>
 where
     P: RetryPolicy<R, E> + PolicyCore<Timeout: AsyncTimeout<E>>,
@@ -418,7 +418,7 @@ where
     let mut left = call.start_left();
     // A retry with no time left is not made, whether or not the queue has room.
     if left.is_some_and(|l| l.is_zero())
-        && let Some(r) = missed_slot(call, failure)
+        && let Some(r) = missed_slot(call, failure.as_deref_mut())
     {
         return Err(r);
     }
@@ -436,7 +436,7 @@ where
             // timer may fire a little late.)
             Some(Ok(slot)) if left.is_none() || !call.start_passed() => return Ok(Some(slot)),
             Some(Ok(slot)) => {
-                return match missed_slot(call, failure) {
+                return match missed_slot(call, failure.as_deref_mut()) {
                     Some(r) => {
                         drop(slot);
                         Err(r)
@@ -445,7 +445,7 @@ where
                 };
             }
             Some(Err(_)) => return refused(call).map_or(Ok(None), Err),
-            None => match missed_slot(call, failure) {
+            None => match missed_slot(call, failure.as_deref_mut()) {
                 Some(r) => return Err(r),
                 // (A deadline's error always converts; a setting whose does not never ends the
                 // call early: the wait goes on.)
@@ -479,14 +479,14 @@ where
 #[cfg(feature = "tokio")]
 pub(crate) fn missed_slot<P, R, E, Tm>(
     call: &mut Call<'_, P, Tm>,
-    failure: &mut Option<Result<R, E>>,
+    failure: Option<&mut Option<Result<R, E>>>,
 ) -> Option<Result<R, E>>
 where
     P: RetryPolicy<R, E> + PolicyCore<Timeout: AsyncTimeout<E>>,
     Tm: Times,
 {
     if call.max_delay_first()
-        && let Some(failure) = failure.take()
+        && let Some(failure) = failure.and_then(Option::take)
     {
         return Some(not_made(call, failure));
     }
@@ -1106,8 +1106,8 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
     }
 
     /// The give-up event of a retry not made because its rule's `max_delay` was spent before
-    /// it could start (the tower layer's service was not ready in time): `outcome` is the
-    /// failure it followed, which the call returns.
+    /// it could start (no slot, or under the tower layers its service not ready, in time):
+    /// `outcome` is the failure it followed, which the call returns.
     #[cfg(all(feature = "tokio", feature = "tracing"))]
     pub(crate) fn trace_missed_start<R, E>(&mut self, outcome: &Result<R, E>)
     where
