@@ -12,7 +12,7 @@ mod redis_server;
 use fleet_guards::shared_guards;
 
 use std::cell::Cell;
-use std::io::{self, Write as _};
+use std::io;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -24,18 +24,7 @@ use retry_runtime::{BreakerState, CircuitBreaker, NoBackoff, Open, Policy, Retry
 /// The server, or `None` (after saying why on stderr, past the test harness's capture) when
 /// `redis-server` is missing and `ROBUST_REQUIRE_REDIS` is not `1`.
 fn server(test: &str) -> Option<RedisServer> {
-    if let Some(why) = redis_server::unavailable() {
-        assert!(
-            std::env::var("ROBUST_REQUIRE_REDIS").as_deref() != Ok("1"),
-            "ROBUST_REQUIRE_REDIS=1 but {why}"
-        );
-        let _ = writeln!(
-            io::stderr(),
-            "\nredis_fleet::{test}: SKIPPED: {why}; install redis-server (Debian: apt-get install redis-server) to run it"
-        );
-        return None;
-    }
-    Some(RedisServer::start().expect("redis-server starts"))
+    redis_server::for_test(&format!("redis_fleet::{test}"))
 }
 
 fn options() -> FleetOptions {

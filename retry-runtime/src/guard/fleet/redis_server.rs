@@ -24,6 +24,24 @@ pub fn unavailable() -> Option<String> {
     }
 }
 
+/// A server for the test named `test`, or `None` when `redis-server` is missing: the test
+/// says so on stderr (past the test harness's capture) and passes, unless
+/// `ROBUST_REQUIRE_REDIS=1` makes the absence a failure.
+pub fn for_test(test: &str) -> Option<RedisServer> {
+    if let Some(why) = unavailable() {
+        assert!(
+            std::env::var("ROBUST_REQUIRE_REDIS").as_deref() != Ok("1"),
+            "ROBUST_REQUIRE_REDIS=1 but {why}"
+        );
+        let _ = writeln!(
+            std::io::stderr(),
+            "\n{test}: SKIPPED: {why}; install redis-server (Debian: apt-get install redis-server) to run it"
+        );
+        return None;
+    }
+    Some(RedisServer::start().expect("redis-server starts"))
+}
+
 /// A running `redis-server`.
 #[derive(Debug)]
 pub struct RedisServer {

@@ -1122,15 +1122,11 @@ mod tests {
     /// way the README gives to close a breaker by hand).
     #[test]
     fn a_deleted_key_is_remade_open_and_a_hand_closed_one_stays_closed() {
-        if let Some(why) = crate::guard::fleet::redis_server::unavailable() {
-            assert!(
-                std::env::var("ROBUST_REQUIRE_REDIS").as_deref() != Ok("1"),
-                "ROBUST_REQUIRE_REDIS=1 but {why}"
-            );
+        let Some(server) = crate::guard::fleet::redis_server::for_test(
+            "a_deleted_key_is_remade_open_and_a_hand_closed_one_stays_closed",
+        ) else {
             return;
-        }
-        let server =
-            crate::guard::fleet::redis_server::RedisServer::start().expect("redis-server starts");
+        };
         let mut con = redis::Client::open(server.url())
             .unwrap()
             .get_connection_with_timeout(Duration::from_secs(5))
@@ -1201,20 +1197,11 @@ mod tests {
     fn the_scripts_and_the_memory_store_agree() {
         use proptest::prelude::*;
         use std::sync::atomic::{AtomicU64, Ordering};
-        if let Some(why) = crate::guard::fleet::redis_server::unavailable() {
-            assert!(
-                std::env::var("ROBUST_REQUIRE_REDIS").as_deref() != Ok("1"),
-                "ROBUST_REQUIRE_REDIS=1 but {why}"
-            );
-            // (Past the test harness's capture, as `tests/redis_fleet.rs` says it.)
-            let _ = std::io::Write::write_all(
-                &mut std::io::stderr(),
-                format!("\nthe_scripts_and_the_memory_store_agree: SKIPPED: {why}\n").as_bytes(),
-            );
+        let Some(server) =
+            crate::guard::fleet::redis_server::for_test("the_scripts_and_the_memory_store_agree")
+        else {
             return;
-        }
-        let server =
-            crate::guard::fleet::redis_server::RedisServer::start().expect("redis-server starts");
+        };
         let client = redis::Client::open(server.url()).unwrap();
         let con = std::sync::Mutex::new(
             client
