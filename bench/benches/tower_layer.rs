@@ -507,7 +507,8 @@ fn main() {
 /// The same variants, measured in turn in short batches (`BATCH` calls each, the order rotated
 /// each round) for `rounds` rounds, so that a machine whose speed drifts from one second to the
 /// next (a shared VM) slows every variant alike: per group, the median time per call of each
-/// variant, and the median, first and third quartiles of the per-round ratio robust / tower.
+/// variant, and the median, first and third quartiles of the per-round ratio robust / tower,
+/// and of the difference robust - robust (static), beside one `Arc` share timed alone.
 /// Criterion measures one variant after the other, for seconds each; on such a machine its
 /// ratios move by more than the differences measured here.
 fn interleaved(rounds: usize) {
@@ -529,6 +530,21 @@ fn interleaved(rounds: usize) {
             Box::new(move |iters| rt.block_on(run(&mut svc, &request, iters))),
         )
     }
+    // What `RobustLayer::new` pays per request beyond `from_static`: one share of an `Arc`
+    // taken and given back (two atomic operations), measured in the same rounds.
+    fn arc_share<'a>() -> Variant<'a> {
+        let policy = Arc::new(robust_builder().build().expect("a valid policy"));
+        (
+            "arc_share",
+            Box::new(move |iters| {
+                let start = Instant::now();
+                for _ in 0..iters {
+                    drop(black_box(Arc::clone(&policy)));
+                }
+                start.elapsed()
+            }),
+        )
+    }
     let http = template;
     let groups: Vec<(&str, Vec<Variant<'_>>)> = vec![
         (
@@ -539,6 +555,7 @@ fn interleaved(rounds: usize) {
                 variant(&rt, "tower_retry", http(), tower_retry(echo())),
                 variant(&rt, "resilience", http(), resilience(echo())),
                 variant(&rt, "robust_static", http(), robust_static(echo())),
+                arc_share(),
             ],
         ),
         (
@@ -549,6 +566,7 @@ fn interleaved(rounds: usize) {
                 variant(&rt, "tower_retry", http(), tower_retry_timeout(echo())),
                 variant(&rt, "resilience", http(), resilience_timeout(echo())),
                 variant(&rt, "robust_static", http(), robust_static_timeout(echo())),
+                arc_share(),
             ],
         ),
         (
@@ -559,6 +577,7 @@ fn interleaved(rounds: usize) {
                 variant(&rt, "tower_retry", 7u32, tower_retry(echo_u32())),
                 variant(&rt, "resilience", 7u32, resilience(echo_u32())),
                 variant(&rt, "robust_static", 7u32, robust_static(echo_u32())),
+                arc_share(),
             ],
         ),
     ];
@@ -567,9 +586,9 @@ fn interleaved(rounds: usize) {
         v[((v.len() - 1) as f64 * q).round() as usize]
     };
     println!(
-        "| request, timeout | bare | robust | robust (static) | tower retry | tower-resilience | robust / tower (q1, median, q3) | robust / resilience (q1, median, q3) | static / tower (q1, median, q3) | static / resilience (q1, median, q3) |"
+        "| request, timeout | bare | robust | robust (static) | tower retry | tower-resilience | robust / tower (q1, median, q3) | robust / resilience (q1, median, q3) | static / tower (q1, median, q3) | static / resilience (q1, median, q3) | robust - static (q1, median, q3) | one `Arc` share |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     // `ROBUST_AB_ONLY=u32` (a prefix of the groups' labels) runs one group.
     let only = std::env::var("ROBUST_AB_ONLY").unwrap_or_default();
     for (label, mut variants) in groups {
@@ -596,15 +615,19 @@ fn interleaved(rounds: usize) {
             format!("{q2:.3} ({q1:.3}, {q3:.3})")
         };
         let ratios = [ratio(1, 2), ratio(1, 3), ratio(4, 2), ratio(4, 3)];
+        // The per-round difference robust - robust static, in ns per call.
+        let mut gaps: Vec<f64> = times[1].iter().zip(&times[4]).map(|(r, s)| r - s).collect();
+        let [g1, g2, g3] = [0.25, 0.5, 0.75].map(|q| median(&mut gaps, q));
         let m: Vec<f64> = times.iter_mut().map(|t| median(t, 0.5)).collect();
         println!(
-            "| {label} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {} |",
+            "| {label} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {} | {g2:.1} ({g1:.1}, {g3:.1}) | {:.1} |",
             m[0],
             m[1],
             m[4],
             m[2],
             m[3],
-            ratios.join(" | ")
+            ratios.join(" | "),
+            m[5],
         );
     }
 }
