@@ -282,6 +282,64 @@ fn quiet_instances_close_the_fleet_s_breaker() {
     assert!(closed, "still not closed after {:?}", start.elapsed());
 }
 
+/// A breaker's key deleted while the fleet's breaker is half-open (as a restart without
+/// persistence, an eviction or a failover that missed it would lose it) comes back half-open,
+/// not closed: the next instance that follows the fleet remakes it open for 1 ms, and the
+/// round after makes it half-open. No instance sees it closed before a probe answers.
+#[test]
+fn a_key_deleted_while_half_open_comes_back_half_open() {
+    let Some(s) = server("a_key_deleted_while_half_open_comes_back_half_open") else {
+        return;
+    };
+    const CLIENTS: usize = 3;
+    let fleets: Vec<Fleet> = (0..CLIENTS).map(|_| connect(&s, options())).collect();
+    let breakers = breakers(
+        &fleets,
+        "lost",
+        Duration::from_millis(300),
+        Duration::from_secs(2),
+        3,
+    );
+    synced(&fleets);
+    for b in &breakers {
+        let p = Policy::builder().retries(0).breaker(b).build().unwrap();
+        let _ = p.call(|_| -> io::Result<()> { Err(io::ErrorKind::ConnectionRefused.into()) });
+    }
+    // After the break, with no call asking for a probe, the fleet's breaker stays half-open.
+    within(Duration::from_secs(3), || {
+        all_see(&breakers, BreakerState::HalfOpen)
+    })
+    .expect("half-open for all");
+    let mut con = redis(&s);
+    let state = |con: &mut redis::Connection| -> Option<u8> {
+        redis::cmd("HGET")
+            .arg("robust:breaker:lost")
+            .arg("state")
+            .query(con)
+            .unwrap()
+    };
+    let () = redis::cmd("DEL")
+        .arg("robust:breaker:lost")
+        .query(&mut con)
+        .unwrap();
+    // Remade, and half-open again, within a few rounds (50 ms apart); never closed meanwhile.
+    let mut seen = Vec::new();
+    let back = within(Duration::from_secs(2), || {
+        let now = state(&mut con);
+        if seen.last() != Some(&now) {
+            seen.push(now);
+        }
+        assert!(
+            !breakers
+                .iter()
+                .any(|b| { b.fleet_state(Instant::now()) == Some(BreakerState::Closed) })
+        );
+        now == Some(2) && all_see(&breakers, BreakerState::HalfOpen)
+    });
+    assert!(back.is_some(), "the key's states: {seen:?}");
+    assert!(!seen.contains(&Some(0)), "the key's states: {seen:?}");
+}
+
 #[test]
 fn calls_in_one_instance_earn_retries_for_another() {
     let Some(s) = server("calls_in_one_instance_earn_retries_for_another") else {

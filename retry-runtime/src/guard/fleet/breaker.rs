@@ -149,7 +149,21 @@ impl BreakerCell {
             probe_fail: p & PROBE_COUNT_MAX,
             want: u64::from(want),
             held,
-            hold_ms: self.held_break_ms(now),
+            hold_ms: self.hold_for_a_new_key(now),
+        }
+    }
+
+    /// What a key made anew (lost) starts open for, sent with each round: what is left of the
+    /// break this instance holds from the fleet's last answer; or, while it follows a fleet
+    /// whose breaker is half-open (or open with its break over), 1 ms, so that a key lost
+    /// then comes back open for 1 ms and then half-open (its probes decide, as before the
+    /// loss), not closed. (An instance that no longer follows the fleet sends what is left
+    /// of its break only: its view of a half-open round is too old to hold the fleet to.)
+    #[inline]
+    fn hold_for_a_new_key(&self, now: Instant) -> u64 {
+        match self.held_break_ms(now) {
+            0 if self.live(now) && self.state.load(Ordering::Acquire) != CLOSED => 1,
+            held => held,
         }
     }
 

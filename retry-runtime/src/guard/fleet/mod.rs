@@ -1094,6 +1094,62 @@ mod tests {
         assert_eq!(breakers[0].fleet_state(t2), Some(BreakerState::HalfOpen));
     }
 
+    /// A breaker's key lost while the fleet's breaker is half-open (or open with its break
+    /// over) is made anew open for 1 ms by the next instance that follows the fleet, then
+    /// half-open: its probes decide, as before the loss. (It came back closed, and the
+    /// fleet's traffic went to a dependency whose probes had not answered yet.)
+    #[test]
+    fn a_key_lost_while_half_open_comes_back_half_open() {
+        let store = MemoryStore::new();
+        let t0 = Instant::now();
+        let (fleets, breakers) = tripped(&store, t0, t0);
+        // After the 5 s break: half-open.
+        let t1 = t0 + Duration::from_millis(5_050);
+        fleets.iter().for_each(|f| assert!(f.sync(t1)));
+        assert_eq!(breakers[0].fleet_state(t1), Some(BreakerState::HalfOpen));
+        store.lose(breakers[0].key());
+        let t2 = t1 + Duration::from_millis(100);
+        fleets.iter().for_each(|f| assert!(f.sync(t2)));
+        for b in &breakers {
+            assert_ne!(b.fleet_state(t2), Some(BreakerState::Closed));
+        }
+        // The next round: half-open again, and an attempt without a probe is refused.
+        let t3 = t2 + Duration::from_millis(100);
+        fleets.iter().for_each(|f| assert!(f.sync(t3)));
+        assert_eq!(breakers[0].fleet_state(t3), Some(BreakerState::HalfOpen));
+        assert!(breakers.iter().all(|b| (&b).acquire(t3).is_none()));
+        // An instance that asked gets the probe at the round after, and its success closes
+        // the fleet's breaker (one probe here).
+        let t4 = t3 + Duration::from_millis(100);
+        fleets.iter().for_each(|f| assert!(f.sync(t4)));
+        let probe = breakers
+            .iter()
+            .find_map(|b| (&b).acquire(t4).map(|p| (b, p)))
+            .expect("a probe granted");
+        (&probe.0).record(t4, probe.1, true);
+        let t5 = t4 + Duration::from_millis(100);
+        fleets.iter().for_each(|f| assert!(f.sync(t5)));
+        assert_eq!(breakers[0].fleet_state(t5), Some(BreakerState::Closed));
+    }
+
+    /// An instance that no longer follows the fleet does not hold a key lost meanwhile to the
+    /// half-open round it saw last: the key comes back closed.
+    #[test]
+    fn a_stale_half_open_view_does_not_remake_a_lost_key() {
+        let store = MemoryStore::new();
+        let t0 = Instant::now();
+        let (fleets, breakers) = tripped(&store, t0, t0);
+        let t1 = t0 + Duration::from_millis(5_050);
+        assert!(fleets[0].sync(t1));
+        assert_eq!(breakers[0].fleet_state(t1), Some(BreakerState::HalfOpen));
+        store.lose(breakers[0].key());
+        // Past `stale_after` (300 ms) since its last round: its view is not followed.
+        let t2 = t1 + Duration::from_millis(400);
+        assert_eq!(breakers[0].fleet_state(t2), None);
+        assert!(fleets[0].sync(t2));
+        assert_eq!(breakers[0].fleet_state(t2), Some(BreakerState::Closed));
+    }
+
     #[test]
     fn an_outage_falls_back_to_the_local_breaker_and_rejoins() {
         let store = MemoryStore::new();

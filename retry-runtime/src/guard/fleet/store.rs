@@ -44,8 +44,10 @@ pub(crate) struct BreakerPush {
     /// Whether a probe granted to this instance in `round` is still unused here (0 or 1): a
     /// later round grants it again, beside its own, instead of voiding it.
     pub held: u64,
-    /// What is left (ms) of the break this instance holds from the fleet's last answer, 0
-    /// without one: a key made anew (lost during the break) starts open for it.
+    /// What is left (ms) of the break this instance holds from the fleet's last answer (1
+    /// while it follows a fleet whose breaker is half-open, or open with its break over), 0
+    /// without one: a key made anew (lost during the break or the half-open round) starts
+    /// open for it.
     pub hold_ms: u64,
 }
 
@@ -117,7 +119,8 @@ local state, untl, round = get('state'), get('until'), get('round')
 if #raw == 0 then round = now % 1073741824 end
 -- A key made anew while the instance syncing it holds a break the fleet announced (the key was
 -- lost during the break: evicted, or Redis restarted without it) starts open for what is left
--- of it, at most a break: losing the key during a break does not end the break.
+-- of it, at most a break: losing the key during a break does not end the break. (An instance
+-- that follows a half-open fleet sends 1 ms: the next round makes the key half-open again.)
 if #raw == 0 and hold > 0 then state = 1; untl = now + math.min(hold, break_ms) end
 local left, pok, pfail, since = get('left'), get('pok'), get('pfail'), get('since')
 local slot_ms = math.max(1, math.floor(window_ms / SLOTS))
