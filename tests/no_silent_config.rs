@@ -665,6 +665,37 @@ fn the_builder_refuses_a_jitter_the_strategy_gives_nothing_to_do() {
             .when(Io::ANY, |r| r.jitter(AwsDecorrelated))
             .build()
             .err(),
+        // An `Exponential`'s multiplier other than 2, which the AWS jitter never reads.
+        Policy::builder()
+            .backoff(Exponential::new(s(1), s(30), 4.0).unwrap())
+            .jitter(AwsDecorrelated)
+            .build()
+            .err(),
+        // The `on` rule never retries; the `when` rule that inherits the pair reads it.
+        Policy::builder()
+            .retries(0)
+            .backoff(Constant::new(s(1)))
+            .jitter(AwsDecorrelated)
+            .when(Io::ANY, |r| r.retries(2))
+            .build()
+            .err(),
+        // One rule that retries (the `when` rule never does): the decorrelated jitter moves
+        // only the `on` rule's exponent, which a `Constant` does not read; and the AWS one
+        // starts every draw from a `base` of 0.
+        Policy::builder()
+            .backoff(Constant::new(Duration::from_millis(200)))
+            .jitter(Decorrelated)
+            .when(Io::of([std::io::ErrorKind::ConnectionRefused]), |r| {
+                r.retries(0)
+            })
+            .build()
+            .err(),
+        Policy::builder()
+            .backoff(Random::new(Duration::ZERO, s(10)).unwrap())
+            .jitter(AwsDecorrelated)
+            .when(Io::ANY, |r| r.retries(0))
+            .build()
+            .err(),
     ];
     for e in refused_for(refused.into_iter().map(|e| (e, "jitter"))) {
         assert!(
@@ -675,6 +706,12 @@ fn the_builder_refuses_a_jitter_the_strategy_gives_nothing_to_do() {
     let accepted = [
         Policy::builder()
             .backoff(Exponential::new(s(1), s(30), 2.0).unwrap())
+            .jitter(AwsDecorrelated)
+            .build()
+            .err(),
+        // A multiplier that makes no difference: every delay after the first is the `max`.
+        Policy::builder()
+            .backoff(Exponential::new(s(1), Duration::from_millis(1500), 4.0).unwrap())
             .jitter(AwsDecorrelated)
             .build()
             .err(),
@@ -814,4 +851,131 @@ fn the_builder_refuses_top_level_settings_every_when_replaces() {
             .err(),
     ];
     all_accepted(accepted);
+}
+
+/// A `when` or `when_ok` rule that sets nothing of its own (SPEC section 8: "`when` without
+/// overrides"), and a setting of an `on` rule that never retries which each rule that retries
+/// sets for itself, are refused by the builder as by the attribute
+/// (`tests/ui/fail/when_without_overrides.rs`, `tests/ui/fail/keys_without_retries.rs`).
+#[test]
+fn the_builder_refuses_rules_and_settings_that_add_nothing() {
+    use retry_runtime::kind::{Io, OkIf, Timeout};
+    use retry_runtime::{Constant, Exponential, FullJitter, NoJitter, Policy};
+    let s = Duration::from_secs;
+    let ms = Duration::from_millis;
+    let busy = || OkIf(|v: &u16| *v == 503);
+    let refused = [
+        (Policy::builder().when(Timeout, |r| r).build().err(), "when"),
+        (
+            Policy::builder()
+                .on(Io::ANY)
+                .when(Timeout, |r| r)
+                .build()
+                .err(),
+            "when",
+        ),
+        (
+            Policy::builder().when_ok(busy(), |r| r).build().err(),
+            "when_ok",
+        ),
+        // "Retry only timeouts": the `on` rule's backoff and jitter are read by no rule.
+        (
+            Policy::builder()
+                .retries(0)
+                .backoff(Constant::new(s(1)))
+                .jitter(NoJitter)
+                .when(Timeout, |r| {
+                    r.retries(3)
+                        .backoff(Exponential::new(ms(100), s(5), 2.0).unwrap())
+                        .jitter(FullJitter)
+                })
+                .timeout(s(1))
+                .build()
+                .err(),
+            "backoff",
+        ),
+        (
+            Policy::builder()
+                .retries(0)
+                .jitter(NoJitter)
+                .when(Timeout, |r| r.retries(3).jitter(FullJitter))
+                .timeout(s(1))
+                .build()
+                .err(),
+            "jitter",
+        ),
+        (
+            Policy::builder()
+                .retries(0)
+                .scale(2.0)
+                .when(Timeout, |r| r.retries(3).scale(0.5))
+                .build()
+                .err(),
+            "scale",
+        ),
+        // A `max_delay` of zero is the reason; the `retries` are the `when` rule's own.
+        (
+            Policy::builder()
+                .max_delay(Duration::ZERO)
+                .retries(4)
+                .when(Timeout, |r| r.retries(2).max_delay(s(10)))
+                .build()
+                .err(),
+            "retries",
+        ),
+        (
+            Policy::builder()
+                .retries(0)
+                .max_delay(s(5))
+                .when(Timeout, |r| r.retries(2).no_max_delay())
+                .build()
+                .err(),
+            "max_delay",
+        ),
+    ];
+    for e in refused_for(refused) {
+        assert!(
+            e.to_string().contains("sets nothing of its own")
+                || e.to_string().contains("sets its own"),
+            "{e}"
+        );
+    }
+    all_accepted([
+        // A setting one rule that retries reads.
+        Policy::builder()
+            .retries(0)
+            .backoff(Constant::new(ms(10)))
+            .when(Io::ANY, |r| r.retries(2))
+            .when(Timeout, |r| r.retries(1).backoff(Constant::new(ms(50))))
+            .build()
+            .err(),
+        Policy::builder()
+            .max_delay(Duration::ZERO)
+            .retries(4)
+            .when(Timeout, |r| r.max_delay(s(10)))
+            .build()
+            .err(),
+        Policy::builder()
+            .retries(0)
+            .max_delay(s(5))
+            .when(Timeout, |r| r.retries(2))
+            .build()
+            .err(),
+        // The reason itself is read: `retries(0)`.
+        Policy::builder()
+            .retries(0)
+            .when(Timeout, |r| r.retries(2))
+            .build()
+            .err(),
+        // A value rule whose kind reads the delay from the value says something of its own.
+        Policy::builder()
+            .when_ok(busy().hint(|_: &u16| Some(ms(10))), |r| r)
+            .build()
+            .err(),
+        // A `when` rule with one setting of its own, even one equal to the `on` rule's.
+        Policy::builder()
+            .when(Timeout, |r| r.retries(3))
+            .build()
+            .err(),
+    ]);
 }

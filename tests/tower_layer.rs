@@ -2031,6 +2031,42 @@ fn one_at_a_time(
     (tower::limit::ConcurrencyLimit::new(svc, 1), calls)
 }
 
+/// Under the hedged layer with a concurrency limit, the service the caller made ready is
+/// dropped in `call`, not at the future's first poll: a future made and not polled yet keeps
+/// no permit of tower's `ConcurrencyLimit` inside, so another clone of the client can be made
+/// ready meanwhile. (Before, that clone waited for ever: the permit was the unpolled
+/// future's.) The request is then sent by a clone made ready at its first poll.
+#[tokio::test(start_paused = true)]
+async fn a_hedged_future_not_polled_yet_keeps_no_permit_of_the_service() {
+    use retry_runtime::hedge::Hedge;
+    static LIMIT: retry_runtime::ConcurrencyLimit = match retry_runtime::ConcurrencyLimit::new(2, 4)
+    {
+        Ok(l) => l,
+        Err(_) => panic!(),
+    };
+    let policy = Policy::builder()
+        .retries(0)
+        .limit(&LIMIT)
+        .hedge(Hedge::after(ms(50), 1).unwrap())
+        .build()
+        .unwrap();
+    let (inner, calls) = one_at_a_time(0);
+    let mut client = RobustLayer::hedged(policy).layer(inner);
+    client.ready().await.unwrap();
+    let unpolled = client.call(Request::new(String::new()));
+    let mut other = client.clone();
+    tokio::time::timeout(secs(1), other.ready())
+        .await
+        .expect("the inner permit is free")
+        .unwrap();
+    drop(other);
+    let r = tokio::time::timeout(secs(1), unpolled)
+        .await
+        .expect("the request ends");
+    assert_eq!(r.unwrap().status(), StatusCode::OK);
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+}
+
 /// Three requests through `client` (whose layer has a limit of one slot and retries after
 /// 10 ms) over [`one_at_a_time`]: A fails at once (its round, hedged) and retries at 10 ms, while C holds the slot until
 /// 20 ms and B, made ready at 1 ms, waits for the inner permit C's call holds. At 20 ms the

@@ -10,8 +10,9 @@
 //! - the first success (a value no `Ok(..)` kind matches) wins, and so does an error no rule
 //!   retries; every other attempt of the round is dropped (cancelled);
 //! - a retryable failure (an error a rule matches, a matched value, a timeout) starts the next
-//!   hedge at once if one is left, unless it asks for its own delay (a hint: a `Retry-After`),
-//!   which stops the round's hedges; when every attempt of the round has failed, the round is
+//!   hedge at once if one is left, unless it asks for its own delay (a hint: a `Retry-After`)
+//!   that the loop would wait (its rule has a retry left, and the delay ends before its
+//!   `max_delay` and the deadline), which stops the round's hedges; when every attempt of the round has failed, the round is
 //!   one failed attempt for the retry loop (its last failure decides, or the last that asked
 //!   for a delay, whose delay is then the backoff), which backs off and starts a new round;
 //! - each hedge withdraws from the retry budget like a retry, asks the circuit breaker for a

@@ -109,6 +109,16 @@
 //! `poll_ready` (tower's `ConcurrencyLimit`, a `Buffer`) would otherwise keep it from the
 //! request holding the slot, which may need it, and the two would wait for each other.
 //!
+//! # Requests that are not safe to repeat
+//!
+//! The layer retries any request its policy's rules say to, whatever its method: a timeout, a
+//! reset connection or a connection closed before the answer can come after the server
+//! received the request and acted on it, so a retried `POST` may be applied twice. Send
+//! through the layer the requests that are safe to repeat (`GET`, `PUT`, `DELETE`, a `POST`
+//! with an idempotency key the server honours), and the others without it, or through a
+//! layer whose policy retries only the failures that come before the request is sent (a
+//! refused connection: hyper-util's `Error::is_connect`).
+//!
 //! # Requests that cannot be copied
 //!
 //! A retry resends the request, so each attempt needs its own copy: the request type implements
@@ -2433,6 +2443,19 @@ where
         // clones of it, each made ready first.
         let clone = self.inner.clone();
         let ready = std::mem::replace(&mut self.inner, clone);
+        // With a concurrency limit, the first attempt may wait for a slot: the service made
+        // ready does not wait with it, keeping what it reserved (a permit of an inner
+        // `ConcurrencyLimit`) from the request holding the slot, which may need it (the two
+        // would wait for each other). It is dropped here, so that a future not polled yet
+        // holds nothing either, and the attempt makes a clone ready once it has its slot, as
+        // hedges and retries do.
+        let ready = if <G::Limit as crate::guard::Limit>::ACTIVE {
+            let template = self.inner.clone();
+            drop(ready);
+            Made::Dropped(template)
+        } else {
+            Made::Ready(ready)
+        };
         let policy = Arc::clone(&self.policy);
         let chosen = self.guards.choose(&request);
         // The budget is credited here, as the plain layer credits it: a future dropped before
@@ -2443,20 +2466,19 @@ where
             let policy = &view;
             // The first attempt's copy is made here; a request with none is sent once.
             let Some(copy) = request.try_clone() else {
-                return send_once(policy, ready, request).await;
+                return match ready {
+                    Made::Ready(ready) => send_once(policy, ready, true, request).await,
+                    Made::Dropped(clone) => send_once(policy, clone, false, request).await,
+                };
             };
-            let template = ready.clone();
-            // With a concurrency limit, the first attempt may wait for a slot: the service
-            // made ready does not wait with it, keeping what it reserved (a permit of an
-            // inner `ConcurrencyLimit`) from the request holding the slot, which may need it
-            // (the two would wait for each other). The attempt makes a clone ready once it
-            // has its slot, as hedges and retries do.
-            let mut first = if <G::Limit as crate::guard::Limit>::ACTIVE {
-                drop(ready);
-                Some((None, copy))
-            } else {
-                Some((Some(ready), copy))
+            let (ready, template) = match ready {
+                Made::Ready(ready) => {
+                    let template = ready.clone();
+                    (Some(ready), template)
+                }
+                Made::Dropped(template) => (None, template),
             };
+            let mut first = Some((ready, copy));
             // Kept for an attempt whose copy fails after all (a `try_clone` that changed its
             // mind): it is sent itself, once.
             let mut original = Some(request);
@@ -2607,11 +2629,21 @@ async fn ready_in_time<S: Service<Req>, Req>(
     Ok(in_time && !held_back.is_some_and(|held_back| held_back(now)))
 }
 
-/// A request that cannot be copied, under a hedged layer: sent once by the service made
-/// ready for it, with the policy's guards and timeout, never hedged nor retried.
+/// The service a hedged request's first attempt starts from: the one the caller made ready,
+/// or, beside a concurrency limit, a clone to make ready once the attempt has its slot (the
+/// ready one was dropped in `call`).
+enum Made<S> {
+    Ready(S),
+    Dropped(S),
+}
+
+/// A request that cannot be copied, under a hedged layer: sent once by `service` (made ready
+/// for it, or, when not `made_ready`, made ready here once it has its slot), with the
+/// policy's guards and timeout, never hedged nor retried.
 async fn send_once<S, P, Req>(
     policy: &P,
     mut service: S,
+    made_ready: bool,
     request: Req,
 ) -> Result<S::Response, S::Error>
 where
@@ -2624,12 +2656,14 @@ where
         return crate::call::finish(policy, rejected);
     }
     let (slot, waited) = match crate::guard::Limit::try_slot(policy.limit()) {
-        Some(slot) => (Some(slot), false),
+        Some(slot) => (Some(slot), !made_ready),
         None => {
             // No slot is waited for while the service keeps what it reserved when it was made
             // ready (as in `RobustLayer`): the request waits with a clone, made ready once the
             // slot is its own, within the attempt's time.
-            service = service.clone();
+            if made_ready {
+                service = service.clone();
+            }
             match crate::call::slot_for(&mut call).await {
                 Ok(slot) => (slot, true),
                 Err(r) => return crate::call::finish(policy, r),

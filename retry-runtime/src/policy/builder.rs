@@ -185,6 +185,10 @@ struct Checks {
     inherit_retries: bool,
     inherit_backoff: bool,
     inherit_max_delay: bool,
+    /// Whether a `when` or `when_ok` rule that may retry reads the `on` rule's retries.
+    retrying_inherit_retries: bool,
+    /// How many `when` and `when_ok` rules may retry (saturating).
+    retrying_whens: u32,
     /// Whether the concurrency limit has one slot (a hedge could never run beside the attempt
     /// that holds it).
     limit_of_one: bool,
@@ -214,6 +218,8 @@ impl Checks {
         inherit_retries: false,
         inherit_backoff: false,
         inherit_max_delay: false,
+        retrying_inherit_retries: false,
+        retrying_whens: 0,
         limit_of_one: false,
     };
 
@@ -284,6 +290,8 @@ impl Checks {
         self.inherit_retries |= !settings.written.retries;
         self.inherit_backoff |= retries && !settings.written.backoff;
         self.inherit_max_delay |= retries && !settings.written.max_delay;
+        self.retrying_inherit_retries |= retries && !settings.written.retries;
+        self.retrying_whens = self.retrying_whens.saturating_add(u32::from(retries));
         self.whens_retry |= retries;
         self.top_jitter_read |= jitter;
         self.top_jitter_read_elsewhere |= jitter && settings.written.backoff;
@@ -331,6 +339,11 @@ fn dead_jitter<B: Backoff, J>(
             );
         }
         // (A strategy a `when` rule inherits grows for the rules that read it otherwise.)
+        if own_strategy && same_type::<B, crate::Exponential>() && !doubles(backoff) {
+            return Some(
+                "`AwsDecorrelated` draws each delay from the strategy's `base` and `max` and the previous delay only: an `Exponential`'s multiplier `m` has no effect beside it; use `Exponential::new(base, max, 2.0)`, or choose another jitter",
+            );
+        }
         if own_strategy
             && (same_type::<B, crate::Linear>()
                 || same_type::<B, crate::Fibonacci>()
@@ -352,6 +365,16 @@ fn dead_jitter<B: Backoff, J>(
         );
     }
     None
+}
+
+/// Whether an [`Exponential`](crate::Exponential) `backoff` gives the delays of the same
+/// strategy with `m = 2` (exponents 0 to 64: past that, both are at their `max`): a
+/// multiplier that makes no difference (its delays reach `max` at once) is not refused.
+fn doubles<B: Backoff>(backoff: &B) -> bool {
+    use rand::SeedableRng;
+    let two = crate::Exponential::new_unchecked(backoff.base(), backoff.max(), 2.0);
+    let rng = &mut rand::rngs::SmallRng::seed_from_u64(0x5EED);
+    (0..=64).all(|x| backoff.delay(x, rng) == two.delay(x, rng))
 }
 
 /// Whether `B` is a `Polynomial<N>`, whatever `N` (its name has no `<1>`: the default is left
@@ -380,6 +403,13 @@ fn exponent_free<B: Backoff>(backoff: &B) -> bool {
     let first = at(0);
     [1, 2, 3, 8, 32].into_iter().all(|x| at(x) == first)
 }
+
+/// The error for a `when` rule that sets nothing of its own (SPEC section 8: "`when` without
+/// overrides").
+const WHEN_WITHOUT_SETTINGS: &str = "of a rule that sets nothing of its own (`retries`, `backoff`, `jitter`, `scale`, `max_delay`) has no effect: its errors would be retried with the `on` rule's settings, as `on` says (combine kinds with `or`: `on(Io::ANY.or(Timeout))`); set what differs, or leave it out";
+
+/// The same for a `when_ok` rule whose kind reads no delay from the value.
+const WHEN_OK_WITHOUT_SETTINGS: &str = "of a rule that sets nothing of its own (`retries`, `backoff`, `jitter`, `scale`, `max_delay`) and whose kind reads no delay from the value (`OkIf::hint`) has no effect: its values would be retried with the `on` rule's settings, as `on_ok` says (combine kinds with `or`); set what differs, or leave it out";
 
 /// Whether a rule with these settings may retry: not `retries(0)`, nor a `max_delay` of zero.
 fn may_retry<B, J>(rule: &RuleSettings<B, J>) -> bool {
@@ -699,7 +729,8 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
     /// `TimedOut`, which a `when(Io::ANY, ..)` added before a `when(Timeout, ..)` takes. The `on`
     /// rule's settings are therefore set before the first `when` (or `when_ok`): `retries`,
     /// `backoff`, `jitter`, `max_delay` or `scale` after one would not reach it, and is a
-    /// compile error ([`NoRuleYet`]).
+    /// compile error ([`NoRuleYet`]). A rule that sets nothing of its own (`|s| s`) is an
+    /// error of [`build`](Self::build): its kind belongs in [`on`](Self::on).
     pub fn when<K2, B2, J2>(
         self,
         kind: K2,
@@ -719,10 +750,15 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
         checks.error_whens_retry |= may_retry(&settings.rule);
         let dead = checks.never_applies::<K2>();
         checks.add_when::<K2>();
+        // (A setting written with an invalid value is reported as such.)
+        let written = settings.written.any() || settings.error.is_some();
         let mut b = map_part!(self, whens, |whens| (whens, Rule::new(kind, settings.rule)));
         b.checks = checks;
         if let Some(why) = dead {
             b = b.fail(ConfigError::new("when", why));
+        }
+        if !written {
+            b = b.fail(ConfigError::new("when", WHEN_WITHOUT_SETTINGS));
         }
         if let Some(e) = unread {
             b = b.fail(e);
@@ -740,7 +776,9 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
     /// `kind` (an [`OkIf`](crate::kind::OkIf), with [`OkIf::hint`](crate::kind::OkIf::hint)
     /// to read the delay from the value) count as failed attempts and use the settings `f`
     /// makes from the current `on` settings. Rules are tried in the order added, with the
-    /// error rules; a value is only ever matched by value rules.
+    /// error rules; a value is only ever matched by value rules. A rule that sets nothing of
+    /// its own, for a kind that reads no delay from the value (an `OkIf` without a hint), is
+    /// an error of [`build`](Self::build): its kind belongs in [`on_ok`](Self::on_ok).
     ///
     /// ```
     /// use std::time::Duration;
@@ -774,11 +812,17 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
             .rule
             .shortest_delay()
             .filter(|_| plain_value_kind::<K2>());
+        // (A setting written with an invalid value is reported as such.)
+        let written = settings.written.any() || settings.error.is_some();
         let mut b = map_part!(self, whens, |whens| (
             whens,
             OkRule::new(kind, settings.rule)
         ));
         b.checks = checks;
+        // (A kind that may read a value's delay, `OkIf::hint`, says something of its own.)
+        if !written && plain_value_kind::<K2>() {
+            b = b.fail(ConfigError::new("when_ok", WHEN_OK_WITHOUT_SETTINGS));
+        }
         b.checks.rule_max_delay = b.checks.rule_max_delay.max(max_delay);
         b.checks.value_shortest = b.checks.value_shortest.max(shortest);
         b.checks.value_past_max_delay |= past(shortest, max_delay);
@@ -1059,6 +1103,38 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
                 ));
             }
         }
+        // The `on` rule never retries, but `when` rules do: a setting of the `on` rule that
+        // each of them that retries sets for itself is read by no rule (as the attribute
+        // refuses it). (The reason the `on` rule never retries is not counted.)
+        if !on_retries && self.checks.whens_retry {
+            let written = p.settings.written;
+            let rule = &p.settings.rule;
+            let unread = [
+                (
+                    "retries",
+                    written.retries
+                        && rule.retries != Retries::Limited(0)
+                        && !self.checks.retrying_inherit_retries,
+                ),
+                ("backoff", written.backoff && !self.checks.inherit_backoff),
+                ("jitter", written.jitter && !self.checks.top_jitter_read),
+                ("scale", written.scale && !self.checks.top_scale_read),
+                (
+                    "max_delay",
+                    written.max_delay
+                        && rule.max_delay != Some(Duration::ZERO)
+                        && !self.checks.inherit_max_delay,
+                ),
+            ]
+            .into_iter()
+            .find_map(|(key, set)| set.then_some(key));
+            if let Some(key) = unread {
+                return Err(ConfigError::new(
+                    key,
+                    "has no effect: the `on` rule never retries (`retries(0)`, a `max_delay` of zero, or `on(NoError)` with no `on_ok`), and each `when` or `when_ok` rule that retries sets its own; leave it out",
+                ));
+            }
+        }
         // Settings of the `on` rule that every `when` replaces: the `when` rules take every
         // error the `on` rule would retry (rules are tried before it), it takes no value (no
         // `on_ok`), and each rule sets its own value (as the attribute refuses them).
@@ -1114,13 +1190,15 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
                 "has no effect beside `NoBackoff`: every delay is 0, which no built-in jitter spreads nor any scale multiplies; leave it out, or choose a strategy that waits",
             ));
         }
-        // A jitter the `on` rule's strategy gives nothing to do (unless a `when` rule with a
-        // strategy of its own reads it).
-        if on_retries
+        // A jitter the `on` rule's strategy gives nothing to do, where that pair is read: by
+        // the `on` rule, or by `when` rules that inherit both (unless a `when` rule with a
+        // strategy of its own reads the jitter). "One rule": one rule that retries (the
+        // others move no jitter state).
+        let single = u32::from(on_retries).saturating_add(self.checks.retrying_whens) == 1;
+        if (on_retries || self.checks.top_jitter_read)
             && p.settings.written.jitter
             && !self.checks.top_jitter_read_elsewhere
-            && let Some(why) =
-                dead_jitter::<B, J>(&p.settings.rule.backoff, same_type::<W, ()>(), true)
+            && let Some(why) = dead_jitter::<B, J>(&p.settings.rule.backoff, single, on_retries)
         {
             return Err(ConfigError::new("jitter", why));
         }

@@ -160,6 +160,13 @@ pub(crate) struct Written {
     pub(crate) scale: bool,
 }
 
+impl Written {
+    /// Whether any setting was written.
+    pub(crate) const fn any(self) -> bool {
+        self.retries || self.max_delay || self.backoff || self.jitter || self.scale
+    }
+}
+
 impl Default for Settings {
     fn default() -> Self {
         Self::new()
@@ -230,6 +237,7 @@ impl<B, J> Settings<B, J> {
     /// Removes the `max_delay` budget (the default).
     pub fn no_max_delay(mut self) -> Self {
         self.rule.max_delay = None;
+        self.written.max_delay = true;
         self
     }
 
