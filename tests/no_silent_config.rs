@@ -386,8 +386,9 @@ fn the_builder_refuses_a_when_that_never_applies() {
             .when(Io::of([ErrorKind::ConnectionRefused]), |s| s.retries(0))
             .build()
             .err(),
+        // (`AnyError.or(Timeout)` is refused itself: `Timeout` adds nothing beside it.)
         Policy::builder()
-            .when(AnyError.or(Timeout), |s| s.retries(5))
+            .when(AnyError.or(NoError), |s| s.retries(5))
             .when(Predicate(|e: &io::Error| e.raw_os_error().is_some()), |s| {
                 s.retries(1)
             })
@@ -975,6 +976,65 @@ fn the_builder_refuses_rules_and_settings_that_add_nothing() {
         // A `when` rule with one setting of its own, even one equal to the `on` rule's.
         Policy::builder()
             .when(Timeout, |r| r.retries(3))
+            .build()
+            .err(),
+    ]);
+}
+
+/// A kind combined with `or` whose part adds nothing is refused by the builder, in `on` and in
+/// a `when`, as the attribute refuses it in a list (`tests/ui/fail/duplicate_on.rs`,
+/// `tests/ui/fail/kinds_that_add_nothing.rs`).
+#[test]
+fn the_builder_refuses_a_kind_part_that_adds_nothing() {
+    use retry_runtime::Policy;
+    use retry_runtime::kind::{AnyError, ClassifyExt, Io, NoError, Timeout};
+    let refused = [
+        (
+            Policy::builder().on(Timeout.or(Timeout)).build().err(),
+            "on",
+        ),
+        (
+            Policy::builder().on(AnyError.or(Timeout)).build().err(),
+            "on",
+        ),
+        (
+            Policy::builder()
+                .on(Io::ANY.or(Io::of([ErrorKind::ConnectionReset])))
+                .build()
+                .err(),
+            "on",
+        ),
+        (
+            Policy::builder()
+                .when(Timeout.or(Timeout), |r| r.retries(1))
+                .build()
+                .err(),
+            "when",
+        ),
+        (
+            Policy::builder()
+                .when(Timeout.or(&AnyError), |r| r.retries(1))
+                .build()
+                .err(),
+            "when",
+        ),
+    ];
+    for e in refused_for(refused) {
+        assert!(
+            e.to_string().contains("adds nothing") || e.to_string().contains("twice"),
+            "{e}"
+        );
+    }
+    all_accepted([
+        Policy::builder().on(Timeout.or(Io::ANY)).build().err(),
+        Policy::builder()
+            .on(Io::of([ErrorKind::ConnectionReset]).or(Timeout))
+            .build()
+            .err(),
+        // `NoError` beside a kind says "nothing more", as generic code may write it.
+        Policy::builder().on(AnyError.or(NoError)).build().err(),
+        Policy::builder()
+            .when(Timeout.or(NoError), |r| r.retries(1))
             .build()
             .err(),
     ]);

@@ -43,6 +43,13 @@
 //! # Ok(()) }
 //! ```
 //!
+//! The layer's timers and backoffs run on tokio's clock (with the default environment): call
+//! it inside a tokio runtime whose time driver is enabled (`#[tokio::main]`, or
+//! `Builder::enable_time`); without one, the first timer it makes panics, as tokio's own
+//! `sleep` does. A delay read from a response (an [`OkIf::hint`](crate::kind::OkIf::hint) on
+//! `Retry-After`) is waited whatever its length unless a `max_delay` or a deadline bounds it:
+//! give the policy one when the server's number is not to be trusted.
+//!
 //! # Errors and timeouts
 //!
 //! With a timeout (or a deadline) the service's error type needs `From<Elapsed>`. When it has

@@ -566,6 +566,30 @@ fn kind_parts(name: &str) -> Vec<Part> {
     vec![part]
 }
 
+/// Why a kind combined with [`or`](crate::kind::ClassifyExt::or) has a part that adds nothing,
+/// as far as the parts' types tell (as the attribute refuses it in a list): a part beside
+/// [`AnyError`](crate::kind::AnyError), which takes every error; an `Io` kind beside
+/// [`Io::ANY`](crate::kind::Io::ANY); a second [`Timeout`](crate::kind::Timeout). (`NoError`
+/// adds nothing and says so: generic code may write it.)
+fn part_that_adds_nothing<K: ?Sized>() -> Option<&'static str> {
+    let parts = kind_parts(std::any::type_name::<K>());
+    let count = |p: Part| parts.iter().filter(|&&q| q == p).count();
+    let others = parts.iter().filter(|&&p| p != Part::NoError).count();
+    if count(Part::Any) > 0 && others > 1 {
+        Some(
+            "has a part that adds nothing: `AnyError` takes every error, the kinds beside it included; leave them out",
+        )
+    } else if count(Part::IoAny) > 0 && count(Part::IoAny) + count(Part::Io) > 1 {
+        Some(
+            "has a part that adds nothing: `Io::ANY` takes every I/O error, the `Io` kinds beside it included; leave them out",
+        )
+    } else if count(Part::Timeout) > 1 {
+        Some("lists `Timeout` twice; leave one out")
+    } else {
+        None
+    }
+}
+
 /// The name of the type a reference type's name points to, through every `&` and `&mut`
 /// (the name itself for any other type).
 fn referent(mut name: &str) -> &str {
@@ -714,13 +738,17 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
     }
 
     /// Which errors the `on` rule retries (default: every error). Combine kinds with
-    /// [`ClassifyExt::or`](crate::kind::ClassifyExt::or): called again, `on` replaces the
-    /// kind, as every setter replaces its value.
+    /// [`ClassifyExt::or`](crate::kind::ClassifyExt::or) (a part that adds nothing, such as
+    /// `Timeout` beside `AnyError`, is an error of [`build`](Self::build)): called again, `on`
+    /// replaces the kind, as every setter replaces its value.
     pub fn on<K2>(self, kind: K2) -> PolicyBuilder<W, K2, B, J, T, S, F, C, X> {
         let mut b = map_part!(self, on, |_| kind);
         b.checks.on_never = same_type::<K2, crate::kind::NoError>();
         b.checks.on_written = true;
-        b
+        match part_that_adds_nothing::<K2>() {
+            Some(why) => b.fail(ConfigError::new("on", why)),
+            None => b,
+        }
     }
 
     /// Adds a rule: failures matching `kind` use the settings `f` makes from the current
@@ -748,7 +776,9 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
         let mut checks = self.checks;
         let unread = checks.add_rule(&settings);
         checks.error_whens_retry |= may_retry(&settings.rule);
-        let dead = checks.never_applies::<K2>();
+        let dead = checks
+            .never_applies::<K2>()
+            .or_else(part_that_adds_nothing::<K2>);
         checks.add_when::<K2>();
         // (A setting written with an invalid value is reported as such.)
         let written = settings.written.any() || settings.error.is_some();
