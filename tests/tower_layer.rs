@@ -451,6 +451,67 @@ async fn each_attempt_gets_a_copy_of_the_whole_request() {
     }
 }
 
+/// A request marked `SendOnce` in its extensions is sent once, under either layer, and the
+/// others are retried: marked above the layer for every method that is not idempotent, a
+/// `POST` to a failing service is one call, a `GET` four (three retries).
+#[tokio::test(start_paused = true)]
+async fn a_request_marked_send_once_is_sent_once() {
+    use retry_runtime::hedge::Hedge;
+    use retry_runtime::tower::SendOnce;
+    let failing = || {
+        let calls = Arc::new(AtomicU32::new(0));
+        let counter = Arc::clone(&calls);
+        let svc = tower::service_fn(move |_: Request<String>| {
+            counter.fetch_add(1, Ordering::SeqCst);
+            async { Err::<Resp, _>(io::Error::from(ErrorKind::ConnectionReset)) }
+        });
+        (svc, calls)
+    };
+    let mark = |mut r: Request<String>| {
+        if !r.method().is_idempotent() {
+            r.extensions_mut().insert(SendOnce);
+        }
+        r
+    };
+    let request = |method: http::Method| {
+        Request::builder()
+            .method(method)
+            .uri("http://127.0.0.1/jobs")
+            .body("payload".to_owned())
+            .unwrap()
+    };
+    let builder = || Policy::builder().retries(3).backoff(NoBackoff);
+    for (method, expected) in [(http::Method::POST, 1), (http::Method::GET, 4)] {
+        let (svc, calls) = failing();
+        let policy = builder().build().unwrap();
+        let client = tower::ServiceBuilder::new()
+            .map_request(mark)
+            .layer(RobustLayer::new(policy))
+            .service(svc);
+        let r = client.oneshot(request(method.clone())).await;
+        assert_eq!(r.unwrap_err().kind(), ErrorKind::ConnectionReset);
+        assert_eq!(calls.load(Ordering::SeqCst), expected, "{method}");
+        // Hedged: no hedge either (one would go out at once after the failure).
+        let (svc, calls) = failing();
+        let policy = builder()
+            .hedge(Hedge::after(ms(10), 1).unwrap())
+            .build()
+            .unwrap();
+        let client = tower::ServiceBuilder::new()
+            .map_request(mark)
+            .layer(RobustLayer::hedged(policy))
+            .service(svc);
+        let r = client.oneshot(request(method.clone())).await;
+        assert_eq!(r.unwrap_err().kind(), ErrorKind::ConnectionReset);
+        let calls = calls.load(Ordering::SeqCst);
+        if expected == 1 {
+            assert_eq!(calls, 1, "hedged {method}");
+        } else {
+            assert!(calls >= 4, "hedged {method}: {calls}");
+        }
+    }
+}
+
 static BREAKER: std::sync::LazyLock<CircuitBreaker> = std::sync::LazyLock::new(|| {
     CircuitBreaker::new(2, 2, 0.5, Duration::from_secs(30), 1).expect("valid breaker")
 });

@@ -122,9 +122,10 @@
 //! reset connection or a connection closed before the answer can come after the server
 //! received the request and acted on it, so a retried `POST` may be applied twice. Send
 //! through the layer the requests that are safe to repeat (`GET`, `PUT`, `DELETE`, a `POST`
-//! with an idempotency key the server honours), and the others without it, or through a
-//! layer whose policy retries only the failures that come before the request is sent (a
-//! refused connection: hyper-util's `Error::is_connect`).
+//! with an idempotency key the server honours), and mark the others [`SendOnce`] (in the
+//! request's extensions: it is then sent once, under the policy's timeout and guards), or
+//! send them through a layer whose policy retries only the failures that come before the
+//! request is sent (a refused connection: hyper-util's `Error::is_connect`).
 //!
 //! # Requests that cannot be copied
 //!
@@ -284,11 +285,47 @@ impl<St> RetryBody for http_body_util::StreamBody<St> {
 }
 
 impl<B: RetryBody> RetryRequest for http::Request<B> {
+    /// A copy of the request (its head and [`RetryBody::try_clone_request`]), or `None` for a
+    /// request marked [`SendOnce`] or whose body cannot be copied.
     #[inline]
     fn try_clone(&self) -> Option<Self> {
+        if self.extensions().get::<SendOnce>().is_some() {
+            return None;
+        }
         B::try_clone_request(self)
     }
 }
+
+/// In an `http::Request`'s extensions, marks a request to send once: it is never retried nor
+/// hedged, as a request whose body cannot be copied (it still runs under the policy's
+/// timeout, guards and fallback). For a request that is not safe to repeat (a `POST` without
+/// an idempotency key) on a client whose other requests are retried; marked above the layer,
+/// every request whose method is not idempotent is sent once:
+///
+/// ```
+/// use http::Request;
+/// use retry_runtime::Policy;
+/// use retry_runtime::tower::{RobustLayer, SendOnce};
+///
+/// # fn client() -> impl tower::Service<Request<String>, Response = http::Response<String>,
+/// #     Error = std::io::Error, Future: Send> + Clone + Send + 'static {
+/// #     tower::service_fn(|_| async { Ok(http::Response::new(String::new())) })
+/// # }
+/// let policy = Policy::builder().retries(3).build()?;
+/// let client = tower::ServiceBuilder::new()
+///     .map_request(|mut r: Request<String>| {
+///         if !r.method().is_idempotent() {
+///             r.extensions_mut().insert(SendOnce);
+///         }
+///         r
+///     })
+///     .layer(RobustLayer::new(policy))
+///     .service(client());
+/// # let _ = client;
+/// # Ok::<(), retry_runtime::ConfigError>(())
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct SendOnce;
 
 macro_rules! cloned_requests {
     ($($t:ty),*) => {$(
