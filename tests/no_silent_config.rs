@@ -697,6 +697,15 @@ fn the_builder_refuses_a_jitter_the_strategy_gives_nothing_to_do() {
             .when(Io::ANY, |r| r.retries(0))
             .build()
             .err(),
+        // The `on` rule never retries; the `when` rule that inherits an `Exponential` with
+        // `m` = 4 and the AWS jitter reads the pair, and its `m` not at all.
+        Policy::builder()
+            .retries(0)
+            .backoff(Exponential::new(s(1), s(30), 4.0).unwrap())
+            .jitter(AwsDecorrelated)
+            .when(Io::ANY, |r| r.retries(2))
+            .build()
+            .err(),
     ];
     for e in refused_for(refused.into_iter().map(|e| (e, "jitter"))) {
         assert!(
@@ -708,6 +717,19 @@ fn the_builder_refuses_a_jitter_the_strategy_gives_nothing_to_do() {
         Policy::builder()
             .backoff(Exponential::new(s(1), s(30), 2.0).unwrap())
             .jitter(AwsDecorrelated)
+            .build()
+            .err(),
+        // The strategy's growth is read by a `when` rule with a jitter of its own.
+        Policy::builder()
+            .backoff(Exponential::new(s(1), s(30), 4.0).unwrap())
+            .jitter(AwsDecorrelated)
+            .when(Io::ANY, |r| r.jitter(retry_runtime::FullJitter))
+            .build()
+            .err(),
+        Policy::builder()
+            .backoff(Linear::new(s(1), s(30)).unwrap())
+            .jitter(AwsDecorrelated)
+            .when(Io::ANY, |r| r.jitter(NoJitter))
             .build()
             .err(),
         // A multiplier that makes no difference: every delay after the first is the `max`.
@@ -936,7 +958,7 @@ fn the_builder_refuses_rules_and_settings_that_add_nothing() {
     ];
     for e in refused_for(refused) {
         assert!(
-            e.to_string().contains("sets nothing of its own")
+            e.to_string().contains("needs a setting of its own")
                 || e.to_string().contains("sets its own"),
             "{e}"
         );
@@ -976,6 +998,12 @@ fn the_builder_refuses_rules_and_settings_that_add_nothing() {
         // A `when` rule with one setting of its own, even one equal to the `on` rule's.
         Policy::builder()
             .when(Timeout, |r| r.retries(3))
+            .build()
+            .err(),
+        // Settings made anew replace the `on` rule's.
+        Policy::builder()
+            .retries(5)
+            .when(Timeout, |_| retry_runtime::Settings::new())
             .build()
             .err(),
     ]);

@@ -298,7 +298,9 @@ impl<B: RetryBody> RetryRequest for http::Request<B> {
 
 /// In an `http::Request`'s extensions, marks a request to send once: it is never retried nor
 /// hedged, as a request whose body cannot be copied (it still runs under the policy's
-/// timeout, guards and fallback). For a request that is not safe to repeat (a `POST` without
+/// timeout, guards and fallback). Insert it above the layer (the layer reads it when it
+/// copies the request); a request type of your own says the same by returning `None` from
+/// its [`RetryRequest::try_clone`]. For a request that is not safe to repeat (a `POST` without
 /// an idempotency key) on a client whose other requests are retried; marked above the layer,
 /// every request whose method is not idempotent is sent once:
 ///

@@ -179,6 +179,9 @@ struct Checks {
     /// Whether such a `when` rule reads the `on` rule's jitter with a strategy of its own (one
     /// that inherits the `on` rule's strategy too reads the pair as the `on` rule does).
     top_jitter_read_elsewhere: bool,
+    /// Whether a `when` rule that may retry reads the `on` rule's strategy with a jitter of
+    /// its own (the strategy's growth then counts, whatever the `on` rule's jitter reads).
+    top_backoff_read_elsewhere: bool,
     top_scale_read: bool,
     /// Whether a `when` or `when_ok` rule reads the `on` rule's retries (it set none of its
     /// own), its strategy or its `max_delay` (it set none, and may retry).
@@ -214,6 +217,7 @@ impl Checks {
         on_retry: false,
         top_jitter_read: false,
         top_jitter_read_elsewhere: false,
+        top_backoff_read_elsewhere: false,
         top_scale_read: false,
         inherit_retries: false,
         inherit_backoff: false,
@@ -295,6 +299,8 @@ impl Checks {
         self.whens_retry |= retries;
         self.top_jitter_read |= jitter;
         self.top_jitter_read_elsewhere |= jitter && settings.written.backoff;
+        self.top_backoff_read_elsewhere |=
+            retries && !settings.written.backoff && settings.written.jitter;
         self.top_scale_read |= scale;
         unread_setting::<B2, J2>(settings)
     }
@@ -406,10 +412,10 @@ fn exponent_free<B: Backoff>(backoff: &B) -> bool {
 
 /// The error for a `when` rule that sets nothing of its own (SPEC section 8: "`when` without
 /// overrides").
-const WHEN_WITHOUT_SETTINGS: &str = "of a rule that sets nothing of its own (`retries`, `backoff`, `jitter`, `scale`, `max_delay`) has no effect: its errors would be retried with the `on` rule's settings, as `on` says (combine kinds with `or`: `on(Io::ANY.or(Timeout))`); set what differs, or leave it out";
+const WHEN_WITHOUT_SETTINGS: &str = "needs a setting of its own (`retries`, `backoff`, `jitter`, `scale`, `max_delay`; SPEC section 8): to retry its kind with the `on` rule's settings, put the kind in `on` (combine kinds with `or`: `on(Io::ANY.or(Timeout))`); to keep a broader `when` after it from taking its kind, write the setting it keeps, even one equal to the `on` rule's (`|s| s.retries(3)`)";
 
 /// The same for a `when_ok` rule whose kind reads no delay from the value.
-const WHEN_OK_WITHOUT_SETTINGS: &str = "of a rule that sets nothing of its own (`retries`, `backoff`, `jitter`, `scale`, `max_delay`) and whose kind reads no delay from the value (`OkIf::hint`) has no effect: its values would be retried with the `on` rule's settings, as `on_ok` says (combine kinds with `or`); set what differs, or leave it out";
+const WHEN_OK_WITHOUT_SETTINGS: &str = "needs a setting of its own (`retries`, `backoff`, `jitter`, `scale`, `max_delay`), or a kind that reads the delay from the value (`OkIf::hint`): to retry its values with the `on` rule's settings, put the kind in `on_ok` (combine kinds with `or`); to keep a broader `when_ok` after it from taking them, write the setting it keeps, even one equal to the `on` rule's";
 
 /// Whether a rule with these settings may retry: not `retries(0)`, nor a `max_delay` of zero.
 fn may_retry<B, J>(rule: &RuleSettings<B, J>) -> bool {
@@ -780,8 +786,9 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
             .never_applies::<K2>()
             .or_else(part_that_adds_nothing::<K2>);
         checks.add_when::<K2>();
-        // (A setting written with an invalid value is reported as such.)
-        let written = settings.written.any() || settings.error.is_some();
+        // (A setting written with an invalid value is reported as such; settings made anew,
+        // `|_| Settings::new()`, replace the `on` rule's.)
+        let written = settings.written.any() || settings.error.is_some() || !settings.inherited;
         let mut b = map_part!(self, whens, |whens| (whens, Rule::new(kind, settings.rule)));
         b.checks = checks;
         if let Some(why) = dead {
@@ -842,8 +849,9 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
             .rule
             .shortest_delay()
             .filter(|_| plain_value_kind::<K2>());
-        // (A setting written with an invalid value is reported as such.)
-        let written = settings.written.any() || settings.error.is_some();
+        // (A setting written with an invalid value is reported as such; settings made anew,
+        // `|_| Settings::new()`, replace the `on` rule's.)
+        let written = settings.written.any() || settings.error.is_some() || !settings.inherited;
         let mut b = map_part!(self, whens, |whens| (
             whens,
             OkRule::new(kind, settings.rule)
@@ -1228,7 +1236,11 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
         if (on_retries || self.checks.top_jitter_read)
             && p.settings.written.jitter
             && !self.checks.top_jitter_read_elsewhere
-            && let Some(why) = dead_jitter::<B, J>(&p.settings.rule.backoff, single, on_retries)
+            && let Some(why) = dead_jitter::<B, J>(
+                &p.settings.rule.backoff,
+                single,
+                !self.checks.top_backoff_read_elsewhere,
+            )
         {
             return Err(ConfigError::new("jitter", why));
         }

@@ -148,6 +148,10 @@ pub struct Settings<B = Exponential, J = FullJitter> {
     /// The settings written (by a setter) since these settings were made or last cleared:
     /// what [`PolicyBuilder::build`](crate::PolicyBuilder::build) may find to have no effect.
     pub(crate) written: Written,
+    /// Whether these settings were handed to a `when` rule's closure to start from (not made
+    /// anew by [`Settings::new`]): returned with nothing written, the rule sets nothing of its
+    /// own.
+    pub(crate) inherited: bool,
 }
 
 /// Which of a rule's settings a setter wrote (see [`Settings`]).
@@ -186,6 +190,7 @@ impl Settings {
                 jitter: false,
                 scale: false,
             },
+            inherited: false,
         }
     }
 }
@@ -195,6 +200,7 @@ impl<B: Clone, J: Clone> Settings<B, J> {
     pub(crate) fn inherited(&self) -> Self {
         Settings {
             written: Written::default(),
+            inherited: true,
             ..self.clone()
         }
     }
@@ -268,6 +274,7 @@ impl<B, J> Settings<B, J> {
                 backoff: true,
                 ..self.written
             },
+            inherited: self.inherited,
         }
     }
 
@@ -287,6 +294,7 @@ impl<B, J> Settings<B, J> {
                 jitter: true,
                 ..self.written
             },
+            inherited: self.inherited,
         }
     }
 

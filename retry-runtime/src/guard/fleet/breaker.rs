@@ -154,15 +154,22 @@ impl BreakerCell {
     }
 
     /// What a key made anew (lost) starts open for, sent with each round: what is left of the
-    /// break this instance holds from the fleet's last answer; or, while it follows a fleet
-    /// whose breaker is half-open (or open with its break over), 1 ms, so that a key lost
-    /// then comes back open for 1 ms and then half-open (its probes decide, as before the
-    /// loss), not closed. (An instance that no longer follows the fleet sends what is left
-    /// of its break only: its view of a half-open round is too old to hold the fleet to.)
+    /// break this instance holds from the fleet's last answer; or, when the fleet's breaker
+    /// was half-open (or open with its break over) at its last answer and this instance's
+    /// local breaker, which followed it, has not closed since, 1 ms, so that a key lost then
+    /// comes back open for 1 ms and then half-open (probes decide, as before the loss), not
+    /// closed. That holds through failed rounds (a Redis restart without persistence): the
+    /// local breaker, which decides while the fleet is not followed, says whether the
+    /// dependency answered since (its own probe succeeded: it closed, and the key comes back
+    /// closed).
     #[inline]
     fn hold_for_a_new_key(&self, now: Instant) -> u64 {
         match self.held_break_ms(now) {
-            0 if self.live(now) && self.state.load(Ordering::Acquire) != CLOSED => 1,
+            0 if self.state.load(Ordering::Acquire) != CLOSED
+                && self.local.state() != BreakerState::Closed =>
+            {
+                1
+            }
             held => held,
         }
     }

@@ -1132,10 +1132,35 @@ mod tests {
         assert_eq!(breakers[0].fleet_state(t5), Some(BreakerState::Closed));
     }
 
-    /// An instance that no longer follows the fleet does not hold a key lost meanwhile to the
-    /// half-open round it saw last: the key comes back closed.
+    /// A Redis restart without persistence during a half-open round: the rounds fail, then
+    /// the key is gone. The first instance back remakes it open for 1 ms, then half-open (its
+    /// local breaker, which decided meanwhile, has not closed): not closed.
     #[test]
-    fn a_stale_half_open_view_does_not_remake_a_lost_key() {
+    fn a_key_lost_in_an_outage_while_half_open_comes_back_half_open() {
+        let store = MemoryStore::new();
+        let t0 = Instant::now();
+        let (fleets, breakers) = tripped(&store, t0, t0);
+        let t1 = t0 + Duration::from_millis(5_050);
+        fleets.iter().for_each(|f| assert!(f.sync(t1)));
+        assert_eq!(breakers[0].fleet_state(t1), Some(BreakerState::HalfOpen));
+        store.set_down(true);
+        let t2 = t1 + Duration::from_millis(100);
+        fleets.iter().for_each(|f| assert!(!f.sync(t2)));
+        store.lose(breakers[0].key());
+        store.set_down(false);
+        let t3 = t2 + Duration::from_millis(400);
+        fleets.iter().for_each(|f| assert!(f.sync(t3)));
+        assert_ne!(breakers[0].fleet_state(t3), Some(BreakerState::Closed));
+        let t4 = t3 + Duration::from_millis(100);
+        fleets.iter().for_each(|f| assert!(f.sync(t4)));
+        assert_eq!(breakers[0].fleet_state(t4), Some(BreakerState::HalfOpen));
+    }
+
+    /// An instance whose local breaker closed while it did not follow the fleet (its own probe
+    /// succeeded: the dependency answered) does not hold a key lost meanwhile to the half-open
+    /// round it saw last: the key comes back closed.
+    #[test]
+    fn a_local_breaker_closed_since_does_not_remake_a_lost_key_half_open() {
         let store = MemoryStore::new();
         let t0 = Instant::now();
         let (fleets, breakers) = tripped(&store, t0, t0);
@@ -1143,9 +1168,13 @@ mod tests {
         assert!(fleets[0].sync(t1));
         assert_eq!(breakers[0].fleet_state(t1), Some(BreakerState::HalfOpen));
         store.lose(breakers[0].key());
-        // Past `stale_after` (300 ms) since its last round: its view is not followed.
+        // Past `stale_after` (300 ms) since its last round: its local breaker decides, lets
+        // its probe through, and closes at its success.
         let t2 = t1 + Duration::from_millis(400);
         assert_eq!(breakers[0].fleet_state(t2), None);
+        let probe = breakers[0].acquire(t2).expect("the local probe");
+        (&breakers[0]).record(t2, probe, true);
+        assert_eq!(breakers[0].local().state(), BreakerState::Closed);
         assert!(fleets[0].sync(t2));
         assert_eq!(breakers[0].fleet_state(t2), Some(BreakerState::Closed));
     }
@@ -1909,9 +1938,12 @@ mod tests {
         let t0 = Instant::now();
         open_at(t0);
         let old = probe(&fleet, &b, t0 + Duration::from_millis(300));
-        // Nobody syncs for 3 s: the key expires; then it is made again, and opens again.
+        // Nobody syncs for 3 s: the key expires; then it is made again, open for 1 ms (the
+        // instance's local breaker, open with the fleet's, has not closed since), then
+        // half-open in a round of its own.
         let t2 = t0 + Duration::from_secs(3);
-        open_at(t2);
+        assert!(fleet.sync(t2));
+        assert_eq!(b.fleet_state(t2), Some(BreakerState::Open));
         let t3 = t2 + Duration::from_millis(300);
         let _running = probe(&fleet, &b, t3);
         (&b).record(t3, old, true);

@@ -45,9 +45,9 @@ pub(crate) struct BreakerPush {
     /// later round grants it again, beside its own, instead of voiding it.
     pub held: u64,
     /// What is left (ms) of the break this instance holds from the fleet's last answer (1
-    /// while it follows a fleet whose breaker is half-open, or open with its break over), 0
-    /// without one: a key made anew (lost during the break or the half-open round) starts
-    /// open for it.
+    /// when that answer was half-open, or open with its break over, and its local breaker
+    /// has not closed since), 0 without one: a key made anew (lost during the break or the
+    /// half-open round) starts open for it.
     pub hold_ms: u64,
 }
 
@@ -120,7 +120,7 @@ if #raw == 0 then round = now % 1073741824 end
 -- A key made anew while the instance syncing it holds a break the fleet announced (the key was
 -- lost during the break: evicted, or Redis restarted without it) starts open for what is left
 -- of it, at most a break: losing the key during a break does not end the break. (An instance
--- that follows a half-open fleet sends 1 ms: the next round makes the key half-open again.)
+-- that last saw the fleet half-open sends 1 ms: the next round makes the key half-open again.)
 if #raw == 0 and hold > 0 then state = 1; untl = now + math.min(hold, break_ms) end
 local left, pok, pfail, since = get('left'), get('pok'), get('pfail'), get('since')
 local slot_ms = math.max(1, math.floor(window_ms / SLOTS))
@@ -644,12 +644,14 @@ impl Memory {
             // A new key numbers its rounds from the clock, as the script does, and starts
             // open for the break its syncing instance holds.
             _ => {
-                let hold = b.push.hold_ms.min(b.conf.break_ms);
+                // (As the script: a hold opens the key, for at most a break; a break under
+                // a millisecond ends at once, and the rules then start a half-open round.)
+                let hold = b.push.hold_ms;
                 Box::new(BreakerRecord {
                     round: now % (1 << 30),
                     state: if hold > 0 { OPEN } else { CLOSED },
                     until: if hold > 0 {
-                        now.saturating_add(hold)
+                        now.saturating_add(hold.min(b.conf.break_ms))
                     } else {
                         0
                     },
@@ -1042,7 +1044,8 @@ mod tests {
             1u64..5_000,
             1u64..12,
             prop::sample::select(vec![0.1, 0.25, 0.5, 0.75, 1.0]),
-            1u64..3_000,
+            // (A break under a millisecond is 0 ms here.)
+            prop_oneof![Just(0u64), 1u64..3_000],
             1u64..4,
         )
             .prop_map(
