@@ -1,0 +1,269 @@
+//! No panic, overflow or NaN on any configuration (the developers' standard): generated
+//! builder chains, every strategy and jitter with values at and past their edges (NaN,
+//! infinities, zero, `Duration::MAX`, 10^300, `u32::MAX` retries and more), a `when` rule with
+//! values as extreme, and a timeout, deadline and `max_delay` from the same sets. `build()`
+//! either refuses the chain or gives a policy; a policy is then called (blocking, on
+//! `VirtualTime`) with a body that fails a few times, then succeeds: the call ends, with at
+//! most one attempt more than the failures, and the virtual sleeps add up without panicking.
+
+use std::cell::Cell;
+use std::io::{self, ErrorKind};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use proptest::prelude::*;
+use retry_runtime::kind::{Io, Timeout};
+use retry_runtime::time::VirtualTime;
+use retry_runtime::{
+    AwsDecorrelated, Backoff, Constant, Decorrelated, EqualJitter, Exponential, Fibonacci,
+    FullJitter, Jitter, Linear, NoBackoff, NoJitter, Policy, Polynomial, Random,
+};
+
+/// Seconds at and past the edges of what the setters take.
+const SECS: [f64; 14] = [
+    f64::NAN,
+    f64::NEG_INFINITY,
+    -1.0,
+    -0.0,
+    0.0,
+    1e-12,
+    1e-9,
+    0.001,
+    1.0,
+    3600.0,
+    1e18,
+    1e19,
+    1e300,
+    f64::INFINITY,
+];
+
+/// Multipliers, exponents, scales.
+const FACTORS: [f64; 10] = [
+    f64::NAN,
+    -1.0,
+    0.0,
+    1e-300,
+    0.5,
+    1.0,
+    2.0,
+    3.7,
+    1e300,
+    f64::INFINITY,
+];
+
+/// Durations at the edges.
+const DURATIONS: [Duration; 7] = [
+    Duration::ZERO,
+    Duration::from_nanos(1),
+    Duration::from_millis(1),
+    Duration::from_secs(1),
+    Duration::from_secs(1_000_000_000),
+    Duration::from_secs(u64::MAX),
+    Duration::MAX,
+];
+
+const RETRIES: [i64; 7] = [-1, 0, 1, 3, 100, u32::MAX as i64, i64::MAX];
+
+/// Chains tried, chains built (and called), calls that made a retry.
+static TRIED: AtomicU32 = AtomicU32::new(0);
+static BUILT: AtomicU32 = AtomicU32::new(0);
+static RETRIED: AtomicU32 = AtomicU32::new(0);
+
+#[derive(Debug, Clone)]
+struct Knobs {
+    strategy: usize,
+    jitter: usize,
+    d: [usize; 3],
+    f: [usize; 2],
+    retries: Option<usize>,
+    max_delay: Option<usize>,
+    scale: Option<usize>,
+    timeout: Option<usize>,
+    deadline: Option<usize>,
+    when: usize,
+    when_retries: Option<usize>,
+    when_max_delay: Option<usize>,
+    when_scale: Option<usize>,
+    failures: u32,
+}
+
+fn knobs() -> impl Strategy<Value = Knobs> {
+    // Each setting is left out half the time (or more), so that chains with only a few
+    // values past the edges get built and called.
+    let some = |n: usize| proptest::option::weighted(0.4, 0..n);
+    (
+        (0usize..7, 0usize..5, [0usize..7, 0usize..7, 0usize..7]),
+        ([0usize..10, 0usize..10], some(7), some(14), some(10)),
+        (some(14), some(14)),
+        (0usize..3, some(7), some(14), some(10), 0u32..6),
+    )
+        .prop_map(
+            |(
+                (strategy, jitter, d),
+                (f, retries, max_delay, scale),
+                (timeout, deadline),
+                (when, when_retries, when_max_delay, when_scale, failures),
+            )| Knobs {
+                strategy,
+                jitter,
+                d,
+                f,
+                retries,
+                max_delay,
+                scale,
+                timeout,
+                deadline,
+                when,
+                when_retries,
+                when_max_delay,
+                when_scale,
+                failures,
+            },
+        )
+}
+
+/// Builds the chain the knobs give with `backoff` and `jitter`, and calls its policy.
+fn run<B, J>(backoff: B, jitter: J, k: &Knobs)
+where
+    B: Backoff + Clone,
+    J: Jitter + Clone,
+{
+    let time = VirtualTime::new();
+    let _installed = time.install();
+    let mut top = Policy::builder();
+    if let Some(i) = k.retries {
+        top = top.retries(RETRIES[i]);
+    }
+    if let Some(i) = k.max_delay {
+        top = top.max_delay_secs(SECS[i]);
+    }
+    if let Some(i) = k.scale {
+        top = top.scale(FACTORS[i]);
+    }
+    let top = top.backoff(backoff).jitter(jitter);
+    // (A `when` rule sets at least its retries: one that sets nothing is refused.)
+    let rule = |mut s: retry_runtime::Settings<B, J>| {
+        s = s.retries(RETRIES[k.when_retries.unwrap_or(3)]);
+        if let Some(i) = k.when_max_delay {
+            s = s.max_delay_secs(SECS[i]);
+        }
+        if let Some(i) = k.when_scale {
+            s = s.scale(FACTORS[i]);
+        }
+        s
+    };
+    let attempts = Cell::new(0u32);
+    let body = |_: retry_runtime::Attempt<'_>| -> io::Result<u32> {
+        let n = attempts.get();
+        attempts.set(n + 1);
+        match n {
+            n if n < k.failures && n % 2 == 0 => Err(ErrorKind::ConnectionReset.into()),
+            n if n < k.failures => Err(ErrorKind::TimedOut.into()),
+            n => Ok(n),
+        }
+    };
+    // The timeout and deadline, each set or not, and a `when` rule on a timeout, on any I/O
+    // error, or none.
+    macro_rules! finish {
+        ($b:expr) => {{
+            let b = $b;
+            let result = match (k.timeout, k.deadline) {
+                (None, None) => b.build().map(|p| p.call(body)),
+                (Some(t), None) => b.timeout_secs(SECS[t]).build().map(|p| p.call(body)),
+                (None, Some(d)) => b.deadline_secs(SECS[d]).build().map(|p| p.call(body)),
+                (Some(t), Some(d)) => b
+                    .timeout_secs(SECS[t])
+                    .deadline_secs(SECS[d])
+                    .build()
+                    .map(|p| p.call(body)),
+            };
+            TRIED.fetch_add(1, Ordering::Relaxed);
+            if let Ok(r) = result {
+                BUILT.fetch_add(1, Ordering::Relaxed);
+                let made = attempts.get();
+                if made > 1 {
+                    RETRIED.fetch_add(1, Ordering::Relaxed);
+                }
+                assert!(
+                    made >= 1 && made <= k.failures + 1,
+                    "{made} attempts: {k:?}"
+                );
+                match r {
+                    Ok(n) => assert_eq!(n, k.failures, "{k:?}"),
+                    Err(_) => assert!(made <= k.failures, "{k:?}"),
+                }
+                // (Adding the sleeps up must not overflow either.)
+                let _ = time.slept();
+            }
+        }};
+    }
+    match k.when {
+        0 => finish!(top),
+        1 => finish!(top.when(Timeout, rule)),
+        _ => finish!(top.when(Io::ANY, rule)),
+    }
+}
+
+fn with_jitter<B: Backoff + Clone>(backoff: B, k: &Knobs) {
+    match k.jitter {
+        0 => run(backoff, NoJitter, k),
+        1 => run(backoff, FullJitter, k),
+        2 => run(backoff, EqualJitter, k),
+        3 => run(backoff, Decorrelated, k),
+        _ => run(backoff, AwsDecorrelated, k),
+    }
+}
+
+fn check(k: &Knobs) {
+    let [a, b, c] = k.d.map(|i| DURATIONS[i]);
+    let [m, p] = k.f.map(|i| FACTORS[i]);
+    // (A strategy its constructor refuses is a chain that never gets built.)
+    match k.strategy {
+        0 => with_jitter(NoBackoff, k),
+        1 => with_jitter(Constant::new(a), k),
+        2 => {
+            if let Ok(s) = Exponential::new(a, b, m) {
+                with_jitter(s, k)
+            }
+        }
+        3 => {
+            if let Ok(s) = Linear::with_interval(a, b, c) {
+                with_jitter(s, k)
+            }
+        }
+        4 => {
+            if let Ok(s) = Fibonacci::new(a, b) {
+                with_jitter(s, k)
+            }
+        }
+        5 => {
+            if let Ok(s) = Polynomial::new(a, b, [p, m]) {
+                with_jitter(s, k)
+            }
+        }
+        _ => {
+            if let Ok(s) = Random::new(a, b) {
+                with_jitter(s, k)
+            }
+        }
+    }
+}
+
+#[test]
+fn no_configuration_panics() {
+    let config = ProptestConfig {
+        cases: 10_000,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    };
+    proptest!(config, |(k in knobs())| check(&k));
+    // The generator reaches the calls, and their retries, often enough to mean something.
+    let (tried, built, retried) = (
+        TRIED.load(Ordering::Relaxed),
+        BUILT.load(Ordering::Relaxed),
+        RETRIED.load(Ordering::Relaxed),
+    );
+    eprintln!("{tried} chains tried, {built} built and called, {retried} of which retried");
+    assert!(built * 10 >= tried, "{built} of {tried} built");
+    assert!(retried * 20 >= tried, "{retried} of {tried} retried");
+}
