@@ -3,8 +3,9 @@
 //! infinities, zero, `Duration::MAX`, 10^300, `u32::MAX` retries and more), a `when` rule with
 //! values as extreme, and a timeout, deadline and `max_delay` from the same sets. `build()`
 //! either refuses the chain or gives a policy; a policy is then called (blocking, on
-//! `VirtualTime`) with a body that fails a few times, then succeeds: the call ends, with at
-//! most one attempt more than the failures, and the virtual sleeps add up without panicking.
+//! `VirtualTime`, and async, on tokio's paused clock) with a body that fails a few times,
+//! then succeeds: the call ends, with at most one attempt more than the failures, and the
+//! sleeps add up without panicking.
 
 use std::cell::Cell;
 use std::io::{self, ErrorKind};
@@ -15,8 +16,8 @@ use proptest::prelude::*;
 use retry_runtime::kind::{Io, Timeout};
 use retry_runtime::time::VirtualTime;
 use retry_runtime::{
-    AwsDecorrelated, Backoff, Constant, Decorrelated, EqualJitter, Exponential, Fibonacci,
-    FullJitter, Jitter, Linear, NoBackoff, NoJitter, Policy, Polynomial, Random,
+    AsyncRetryPolicy, AwsDecorrelated, Backoff, Constant, Decorrelated, EqualJitter, Exponential,
+    Fibonacci, FullJitter, Jitter, Linear, NoBackoff, NoJitter, Policy, Polynomial, Random,
 };
 
 /// Seconds at and past the edges of what the setters take.
@@ -64,7 +65,7 @@ const DURATIONS: [Duration; 7] = [
 
 const RETRIES: [i64; 7] = [-1, 0, 1, 3, 100, u32::MAX as i64, i64::MAX];
 
-/// Chains tried, chains built (and called), calls that made a retry.
+/// Chains tried, chains built (and called both ways), calls that made a retry.
 static TRIED: AtomicU32 = AtomicU32::new(0);
 static BUILT: AtomicU32 = AtomicU32::new(0);
 static RETRIED: AtomicU32 = AtomicU32::new(0);
@@ -152,45 +153,34 @@ where
         }
         s
     };
-    let attempts = Cell::new(0u32);
-    let body = |_: retry_runtime::Attempt<'_>| -> io::Result<u32> {
-        let n = attempts.get();
-        attempts.set(n + 1);
-        match n {
-            n if n < k.failures && n % 2 == 0 => Err(ErrorKind::ConnectionReset.into()),
-            n if n < k.failures => Err(ErrorKind::TimedOut.into()),
-            n => Ok(n),
-        }
-    };
     // The timeout and deadline, each set or not, and a `when` rule on a timeout, on any I/O
     // error, or none.
     macro_rules! finish {
         ($b:expr) => {{
             let b = $b;
+            let f = k.failures;
             let result = match (k.timeout, k.deadline) {
-                (None, None) => b.build().map(|p| p.call(body)),
-                (Some(t), None) => b.timeout_secs(SECS[t]).build().map(|p| p.call(body)),
-                (None, Some(d)) => b.deadline_secs(SECS[d]).build().map(|p| p.call(body)),
+                (None, None) => b.build().map(|p| calls(&p, f)),
+                (Some(t), None) => b.timeout_secs(SECS[t]).build().map(|p| calls(&p, f)),
+                (None, Some(d)) => b.deadline_secs(SECS[d]).build().map(|p| calls(&p, f)),
                 (Some(t), Some(d)) => b
                     .timeout_secs(SECS[t])
                     .deadline_secs(SECS[d])
                     .build()
-                    .map(|p| p.call(body)),
+                    .map(|p| calls(&p, f)),
             };
             TRIED.fetch_add(1, Ordering::Relaxed);
-            if let Ok(r) = result {
+            if let Ok(both) = result {
                 BUILT.fetch_add(1, Ordering::Relaxed);
-                let made = attempts.get();
-                if made > 1 {
-                    RETRIED.fetch_add(1, Ordering::Relaxed);
-                }
-                assert!(
-                    made >= 1 && made <= k.failures + 1,
-                    "{made} attempts: {k:?}"
-                );
-                match r {
-                    Ok(n) => assert_eq!(n, k.failures, "{k:?}"),
-                    Err(_) => assert!(made <= k.failures, "{k:?}"),
+                for (r, made) in both {
+                    if made > 1 {
+                        RETRIED.fetch_add(1, Ordering::Relaxed);
+                    }
+                    assert!(made >= 1 && made <= f + 1, "{made} attempts: {k:?}");
+                    match r {
+                        Ok(n) => assert_eq!(n, f, "{k:?}"),
+                        Err(_) => assert!(made <= f, "{k:?}"),
+                    }
                 }
                 // (Adding the sleeps up must not overflow either.)
                 let _ = time.slept();
@@ -202,6 +192,36 @@ where
         1 => finish!(top.when(Timeout, rule)),
         _ => finish!(top.when(Io::ANY, rule)),
     }
+}
+
+/// The body: fails `failures` times (a reset, then a timeout, in turn), then answers with the
+/// number of attempts before it.
+fn answer(n: u32, failures: u32) -> io::Result<u32> {
+    match n {
+        n if n < failures && n % 2 == 0 => Err(ErrorKind::ConnectionReset.into()),
+        n if n < failures => Err(ErrorKind::TimedOut.into()),
+        n => Ok(n),
+    }
+}
+
+/// `policy`'s blocking call, then its async call on tokio's paused clock: each result with
+/// the attempts it made.
+fn calls<P: AsyncRetryPolicy<u32, io::Error>>(
+    policy: &P,
+    failures: u32,
+) -> [(io::Result<u32>, u32); 2] {
+    let attempts = Cell::new(0u32);
+    let blocking = policy.call(|_| answer(attempts.replace(attempts.get() + 1), failures));
+    let blocking = (blocking, attempts.replace(0));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("a runtime");
+    let in_async = rt.block_on(policy.call_async(|_| {
+        std::future::ready(answer(attempts.replace(attempts.get() + 1), failures))
+    }));
+    [blocking, (in_async, attempts.get())]
 }
 
 fn with_jitter<B: Backoff + Clone>(backoff: B, k: &Knobs) {
@@ -263,7 +283,9 @@ fn no_configuration_panics() {
         BUILT.load(Ordering::Relaxed),
         RETRIED.load(Ordering::Relaxed),
     );
-    eprintln!("{tried} chains tried, {built} built and called, {retried} of which retried");
+    eprintln!(
+        "{tried} chains tried, {built} built and called; {retried} calls (blocking or async) retried"
+    );
     assert!(built * 10 >= tried, "{built} of {tried} built");
     assert!(retried * 20 >= tried, "{retried} of {tried} retried");
 }

@@ -159,9 +159,10 @@ impl BreakerCell {
     /// local breaker, which followed it, has not closed since, 1 ms, so that a key lost then
     /// comes back open for 1 ms and then half-open (probes decide, as before the loss), not
     /// closed. That holds through failed rounds (a Redis restart without persistence): the
-    /// local breaker, which decides while the fleet is not followed, says whether the
-    /// dependency answered since (its own probe succeeded: it closed, and the key comes back
-    /// closed).
+    /// local breaker, which decides while the fleet is not followed, closes when its own
+    /// probe succeeds, and the key then comes back closed. (An instance that made no call
+    /// since keeps its view however long the outage: a key it remakes comes back half-open,
+    /// and one round of probes decides.)
     #[inline]
     fn hold_for_a_new_key(&self, now: Instant) -> u64 {
         match self.held_break_ms(now) {
