@@ -3,9 +3,9 @@
 //! infinities, zero, `Duration::MAX`, 10^300, `u32::MAX` retries and more), a `when` rule with
 //! values as extreme, and a timeout, deadline and `max_delay` from the same sets. `build()`
 //! either refuses the chain or gives a policy; a policy is then called (blocking, on
-//! `VirtualTime`, and async, on tokio's paused clock) with a body that fails a few times,
-//! then succeeds: the call ends, with at most one attempt more than the failures, and the
-//! sleeps add up without panicking.
+//! `VirtualTime`, and async, on tokio's paused clock; itself and behind a `DynPolicy`) with a
+//! body that fails a few times, then succeeds: each call ends, with at most one attempt more
+//! than the failures, and the sleeps add up without panicking.
 
 use std::cell::Cell;
 use std::io::{self, ErrorKind};
@@ -126,8 +126,8 @@ fn knobs() -> impl Strategy<Value = Knobs> {
 /// Builds the chain the knobs give with `backoff` and `jitter`, and calls its policy.
 fn run<B, J>(backoff: B, jitter: J, k: &Knobs)
 where
-    B: Backoff + Clone,
-    J: Jitter + Clone,
+    B: Backoff + Clone + Send + Sync + 'static,
+    J: Jitter + Clone + Send + Sync + 'static,
 {
     let time = VirtualTime::new();
     let _installed = time.install();
@@ -160,14 +160,14 @@ where
             let b = $b;
             let f = k.failures;
             let result = match (k.timeout, k.deadline) {
-                (None, None) => b.build().map(|p| calls(&p, f)),
-                (Some(t), None) => b.timeout_secs(SECS[t]).build().map(|p| calls(&p, f)),
-                (None, Some(d)) => b.deadline_secs(SECS[d]).build().map(|p| calls(&p, f)),
+                (None, None) => b.build().map(|p| both_ways(p, f)),
+                (Some(t), None) => b.timeout_secs(SECS[t]).build().map(|p| both_ways(p, f)),
+                (None, Some(d)) => b.deadline_secs(SECS[d]).build().map(|p| both_ways(p, f)),
                 (Some(t), Some(d)) => b
                     .timeout_secs(SECS[t])
                     .deadline_secs(SECS[d])
                     .build()
-                    .map(|p| calls(&p, f)),
+                    .map(|p| both_ways(p, f)),
             };
             TRIED.fetch_add(1, Ordering::Relaxed);
             if let Ok(both) = result {
@@ -224,7 +224,24 @@ fn calls<P: AsyncRetryPolicy<u32, io::Error>>(
     [blocking, (in_async, attempts.get())]
 }
 
-fn with_jitter<B: Backoff + Clone>(backoff: B, k: &Knobs) {
+/// [`calls`] on `policy`, then on it behind a [`DynPolicy`](retry_runtime::DynPolicy).
+fn both_ways<P>(policy: P, failures: u32) -> Vec<(io::Result<u32>, u32)>
+where
+    P: AsyncRetryPolicy<u32, io::Error>
+        + retry_runtime::policy::PolicyCore<Limit = ()>
+        + Send
+        + Sync
+        + 'static,
+    P::Timeout: retry_runtime::timeout::FixedTimeout,
+    P::Env: Clone + Send + Sync + 'static + retry_runtime::policy::dynamic::DynSleep,
+{
+    let mut results = Vec::from(calls(&policy, failures));
+    let erased: retry_runtime::DynPolicy<u32, io::Error> = retry_runtime::DynPolicy::new(policy);
+    results.extend(calls(&erased, failures));
+    results
+}
+
+fn with_jitter<B: Backoff + Clone + Send + Sync + 'static>(backoff: B, k: &Knobs) {
     match k.jitter {
         0 => run(backoff, NoJitter, k),
         1 => run(backoff, FullJitter, k),
