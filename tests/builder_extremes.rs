@@ -3,22 +3,25 @@
 //! infinities, zero, `Duration::MAX`, 10^300, `u32::MAX` retries and more), a `when` rule with
 //! values as extreme, and a timeout, deadline and `max_delay` from the same sets. `build()`
 //! either refuses the chain or gives a policy; a policy is then called (blocking, on
-//! `VirtualTime`, and async, on tokio's paused clock; itself and behind a `DynPolicy`) with a
-//! body that fails a few times, then succeeds: each call ends, with at most one attempt more
-//! than the failures, and the sleeps add up without panicking.
+//! `VirtualTime`, and async, on tokio's paused clock; itself, behind a `DynPolicy` and through
+//! a `RobustLayer`) with a body that fails a few times, then succeeds: each call ends, with at
+//! most one attempt more than the failures, and the sleeps add up without panicking.
 
 use std::cell::Cell;
 use std::io::{self, ErrorKind};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use proptest::prelude::*;
 use retry_runtime::kind::{Io, Timeout};
 use retry_runtime::time::VirtualTime;
+use retry_runtime::tower::RobustLayer;
 use retry_runtime::{
     AsyncRetryPolicy, AwsDecorrelated, Backoff, Constant, Decorrelated, EqualJitter, Exponential,
     Fibonacci, FullJitter, Jitter, Linear, NoBackoff, NoJitter, Policy, Polynomial, Random,
 };
+use tower::{Layer, ServiceExt};
 
 /// Seconds at and past the edges of what the setters take.
 const SECS: [f64; 14] = [
@@ -224,20 +227,36 @@ fn calls<P: AsyncRetryPolicy<u32, io::Error>>(
     [blocking, (in_async, attempts.get())]
 }
 
-/// [`calls`] on `policy`, then on it behind a [`DynPolicy`](retry_runtime::DynPolicy).
+/// [`calls`] on `policy`, then on it behind a [`DynPolicy`](retry_runtime::DynPolicy), then
+/// through a `RobustLayer` over a service that answers as the body does.
 fn both_ways<P>(policy: P, failures: u32) -> Vec<(io::Result<u32>, u32)>
 where
     P: AsyncRetryPolicy<u32, io::Error>
+        + Clone
         + retry_runtime::policy::PolicyCore<Limit = ()>
         + Send
         + Sync
         + 'static,
-    P::Timeout: retry_runtime::timeout::FixedTimeout,
+    P::Timeout: retry_runtime::timeout::FixedTimeout + retry_runtime::tower::Unhedged,
     P::Env: Clone + Send + Sync + 'static + retry_runtime::policy::dynamic::DynSleep,
+    retry_runtime::tower::PerKey: retry_runtime::tower::Guards<u32, P, u32, io::Error>,
 {
     let mut results = Vec::from(calls(&policy, failures));
-    let erased: retry_runtime::DynPolicy<u32, io::Error> = retry_runtime::DynPolicy::new(policy);
+    let erased: retry_runtime::DynPolicy<u32, io::Error> =
+        retry_runtime::DynPolicy::new(policy.clone());
     results.extend(calls(&erased, failures));
+    let attempts = Arc::new(AtomicU32::new(0));
+    let counter = Arc::clone(&attempts);
+    let service = tower::service_fn(move |_: u32| {
+        std::future::ready(answer(counter.fetch_add(1, Ordering::Relaxed), failures))
+    });
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("a runtime");
+    let layered = rt.block_on(RobustLayer::new(policy).layer(service).oneshot(7));
+    results.push((layered, attempts.load(Ordering::Relaxed)));
     results
 }
 
