@@ -1067,3 +1067,19 @@ fn the_builder_refuses_a_kind_part_that_adds_nothing() {
             .err(),
     ]);
 }
+
+/// The `on` rule never retries and the only `when` rule that does waits nothing: the `on`
+/// rule's jitter, which that rule inherits, has no delay to act on.
+#[test]
+fn an_inherited_jitter_beside_no_backoff_is_read_by_no_rule() {
+    use retry_runtime::kind::Timeout;
+    use retry_runtime::{FullJitter, NoBackoff, Policy};
+    let e = Policy::builder()
+        .retries(0)
+        .jitter(FullJitter)
+        .when(Timeout, |r| r.retries(2).backoff(NoBackoff))
+        .build()
+        .unwrap_err();
+    assert_eq!(e.parameter(), "jitter");
+    assert!(e.to_string().contains("no delay for it to act on"), "{e}");
+}

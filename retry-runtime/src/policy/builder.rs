@@ -1169,7 +1169,7 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
             if let Some(key) = unread {
                 return Err(ConfigError::new(
                     key,
-                    "has no effect: the `on` rule never retries (`retries(0)`, a `max_delay` of zero, or `on(NoError)` with no `on_ok`), and each `when` or `when_ok` rule that retries sets its own; leave it out",
+                    "has no effect: the `on` rule never retries (`retries(0)`, a `max_delay` of zero, or `on(NoError)` with no `on_ok`), and no `when` or `when_ok` rule that retries reads it (each sets its own, or, beside `NoBackoff`, has no delay for it to act on); leave it out",
                 ));
             }
         }
