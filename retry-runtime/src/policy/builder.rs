@@ -764,7 +764,8 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
     /// rule's settings are therefore set before the first `when` (or `when_ok`): `retries`,
     /// `backoff`, `jitter`, `max_delay` or `scale` after one would not reach it, and is a
     /// compile error ([`NoRuleYet`]). A rule that sets nothing of its own (`|s| s`) is an
-    /// error of [`build`](Self::build): its kind belongs in [`on`](Self::on).
+    /// error of [`build`](Self::build) (SPEC section 8): put its kind in [`on`](Self::on), or,
+    /// to keep a broader rule after it from taking the kind, write the setting it keeps.
     pub fn when<K2, B2, J2>(
         self,
         kind: K2,
@@ -815,7 +816,8 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
     /// makes from the current `on` settings. Rules are tried in the order added, with the
     /// error rules; a value is only ever matched by value rules. A rule that sets nothing of
     /// its own, for a kind that reads no delay from the value (an `OkIf` without a hint), is
-    /// an error of [`build`](Self::build): its kind belongs in [`on_ok`](Self::on_ok).
+    /// an error of [`build`](Self::build): put its kind in [`on_ok`](Self::on_ok), or write
+    /// the setting it keeps.
     ///
     /// ```
     /// use std::time::Duration;
