@@ -1,7 +1,8 @@
 //! No panic, overflow or NaN on any configuration (the developers' standard): generated
 //! builder chains, every strategy and jitter with values at and past their edges (NaN,
 //! infinities, zero, `Duration::MAX`, 10^300, `u32::MAX` retries and more), a `when` rule with
-//! values as extreme, and a timeout, deadline and `max_delay` from the same sets. `build()`
+//! values as extreme, a timeout, deadline and `max_delay` from the same sets, and a hedge (its
+//! policy called async only). `build()`
 //! either refuses the chain or gives a policy; a policy is then called (blocking, on
 //! `VirtualTime`, and async, on tokio's paused clock; itself, behind a `DynPolicy` and through
 //! a `RobustLayer`) with a body that fails a few times, then succeeds: each call ends, with at
@@ -14,6 +15,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use proptest::prelude::*;
+use retry_runtime::hedge::Hedge;
 use retry_runtime::kind::{Io, Timeout};
 use retry_runtime::time::VirtualTime;
 use retry_runtime::tower::RobustLayer;
@@ -72,6 +74,8 @@ const RETRIES: [i64; 7] = [-1, 0, 1, 3, 100, u32::MAX as i64, i64::MAX];
 static TRIED: AtomicU32 = AtomicU32::new(0);
 static BUILT: AtomicU32 = AtomicU32::new(0);
 static RETRIED: AtomicU32 = AtomicU32::new(0);
+/// Hedged chains built (and called).
+static HEDGED: AtomicU32 = AtomicU32::new(0);
 
 #[derive(Debug, Clone)]
 struct Knobs {
@@ -88,6 +92,8 @@ struct Knobs {
     when_retries: Option<usize>,
     when_max_delay: Option<usize>,
     when_scale: Option<usize>,
+    /// A hedge: its `after` (from `DURATIONS`) and `max` (0 and 11 are refused).
+    hedge: Option<(usize, u32)>,
     failures: u32,
 }
 
@@ -100,6 +106,7 @@ fn knobs() -> impl Strategy<Value = Knobs> {
         ([0usize..10, 0usize..10], some(7), some(14), some(10)),
         (some(14), some(14)),
         (0usize..3, some(7), some(14), some(10), 0u32..6),
+        proptest::option::weighted(0.3, (0usize..7, 0u32..12)),
     )
         .prop_map(
             |(
@@ -107,6 +114,7 @@ fn knobs() -> impl Strategy<Value = Knobs> {
                 (f, retries, max_delay, scale),
                 (timeout, deadline),
                 (when, when_retries, when_max_delay, when_scale, failures),
+                hedge,
             )| Knobs {
                 strategy,
                 jitter,
@@ -121,6 +129,7 @@ fn knobs() -> impl Strategy<Value = Knobs> {
                 when_retries,
                 when_max_delay,
                 when_scale,
+                hedge,
                 failures,
             },
         )
@@ -162,6 +171,36 @@ where
         ($b:expr) => {{
             let b = $b;
             let f = k.failures;
+            // A hedged policy: async only, and through the hedged layer.
+            if let Some((after, max)) = k.hedge {
+                let Ok(hedge) = Hedge::after(DURATIONS[after], max) else {
+                    return;
+                };
+                let result = match (k.timeout, k.deadline) {
+                    (None, None) => b.hedge(hedge).build().map(|p| hedged(p, f)),
+                    (Some(t), None) => b
+                        .timeout_secs(SECS[t])
+                        .hedge(hedge)
+                        .build()
+                        .map(|p| hedged(p, f)),
+                    (None, Some(d)) => b
+                        .deadline_secs(SECS[d])
+                        .hedge(hedge)
+                        .build()
+                        .map(|p| hedged(p, f)),
+                    (Some(t), Some(d)) => b
+                        .timeout_secs(SECS[t])
+                        .deadline_secs(SECS[d])
+                        .hedge(hedge)
+                        .build()
+                        .map(|p| hedged(p, f)),
+                };
+                if result.is_ok() {
+                    HEDGED.fetch_add(1, Ordering::Relaxed);
+                }
+                check_results(result.map(|r| vec![r]), k);
+                return;
+            }
             let result = match (k.timeout, k.deadline) {
                 (None, None) => b.build().map(|p| both_ways(p, f)),
                 (Some(t), None) => b.timeout_secs(SECS[t]).build().map(|p| both_ways(p, f)),
@@ -172,22 +211,9 @@ where
                     .build()
                     .map(|p| both_ways(p, f)),
             };
-            TRIED.fetch_add(1, Ordering::Relaxed);
-            if let Ok(both) = result {
-                BUILT.fetch_add(1, Ordering::Relaxed);
-                for (r, made) in both {
-                    if made > 1 {
-                        RETRIED.fetch_add(1, Ordering::Relaxed);
-                    }
-                    assert!(made >= 1 && made <= f + 1, "{made} attempts: {k:?}");
-                    match r {
-                        Ok(n) => assert_eq!(n, f, "{k:?}"),
-                        Err(_) => assert!(made <= f, "{k:?}"),
-                    }
-                }
-                // (Adding the sleeps up must not overflow either.)
-                let _ = time.slept();
-            }
+            check_results(result, k);
+            // (Adding the sleeps up must not overflow either.)
+            let _ = time.slept();
         }};
     }
     match k.when {
@@ -195,6 +221,40 @@ where
         1 => finish!(top.when(Timeout, rule)),
         _ => finish!(top.when(Io::ANY, rule)),
     }
+}
+
+/// Counts the chain, and checks each call's result and attempts, when it was built.
+fn check_results<E>(result: Result<Vec<(io::Result<u32>, u32)>, E>, k: &Knobs) {
+    let f = k.failures;
+    TRIED.fetch_add(1, Ordering::Relaxed);
+    if let Ok(results) = result {
+        BUILT.fetch_add(1, Ordering::Relaxed);
+        for (r, made) in results {
+            if made > 1 {
+                RETRIED.fetch_add(1, Ordering::Relaxed);
+            }
+            assert!(made >= 1 && made <= f + 1, "{made} attempts: {k:?}");
+            match r {
+                Ok(n) => assert_eq!(n, f, "{k:?}"),
+                Err(_) => assert!(made <= f, "{k:?}"),
+            }
+        }
+    }
+}
+
+/// A hedged policy's async call on tokio's paused clock (every attempt answers at once, so
+/// the attempts still come one after the other), with the attempts it made.
+fn hedged<P: AsyncRetryPolicy<u32, io::Error>>(policy: P, failures: u32) -> (io::Result<u32>, u32) {
+    let attempts = Cell::new(0u32);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("a runtime");
+    let r = rt.block_on(policy.call_async(|_| {
+        std::future::ready(answer(attempts.replace(attempts.get() + 1), failures))
+    }));
+    (r, attempts.get())
 }
 
 /// The body: fails `failures` times (a reset, then a timeout, in turn), then answers with the
@@ -319,9 +379,11 @@ fn no_configuration_panics() {
         BUILT.load(Ordering::Relaxed),
         RETRIED.load(Ordering::Relaxed),
     );
+    let hedged = HEDGED.load(Ordering::Relaxed);
     eprintln!(
-        "{tried} chains tried, {built} built and called; {retried} calls (blocking or async) retried"
+        "{tried} chains tried, {built} built and called ({hedged} hedged); {retried} calls retried"
     );
+    assert!(hedged * 100 >= tried, "{hedged} hedged of {tried}");
     assert!(built * 10 >= tried, "{built} of {tried} built");
     assert!(retried * 20 >= tried, "{retried} of {tried} retried");
 }
