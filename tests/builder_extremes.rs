@@ -25,6 +25,10 @@ use retry_runtime::{
 };
 use tower::{Layer, ServiceExt};
 
+#[path = "common/scripts.rs"]
+mod scripts;
+use scripts::paused;
+
 /// Seconds at and past the edges of what the setters take.
 const SECS: [f64; 14] = [
     f64::NAN,
@@ -242,16 +246,19 @@ fn check_results<E>(result: Result<Vec<(io::Result<u32>, u32)>, E>, k: &Knobs) {
     }
 }
 
-/// A hedged policy's async call on tokio's paused clock (every attempt answers at once, so
-/// the attempts still come one after the other), with the attempts it made.
+/// A hedged policy's async call (every attempt answers at once, so the attempts still come
+/// one after the other).
 fn hedged<P: AsyncRetryPolicy<u32, io::Error>>(policy: P, failures: u32) -> (io::Result<u32>, u32) {
+    async_call(&policy, failures)
+}
+
+/// `policy`'s async call on tokio's paused clock, with the attempts it made.
+fn async_call<P: AsyncRetryPolicy<u32, io::Error>>(
+    policy: &P,
+    failures: u32,
+) -> (io::Result<u32>, u32) {
     let attempts = Cell::new(0u32);
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .expect("a runtime");
-    let r = rt.block_on(policy.call_async(|_| {
+    let r = paused(policy.call_async(|_| {
         std::future::ready(answer(attempts.replace(attempts.get() + 1), failures))
     }));
     (r, attempts.get())
@@ -275,16 +282,7 @@ fn calls<P: AsyncRetryPolicy<u32, io::Error>>(
 ) -> [(io::Result<u32>, u32); 2] {
     let attempts = Cell::new(0u32);
     let blocking = policy.call(|_| answer(attempts.replace(attempts.get() + 1), failures));
-    let blocking = (blocking, attempts.replace(0));
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .expect("a runtime");
-    let in_async = rt.block_on(policy.call_async(|_| {
-        std::future::ready(answer(attempts.replace(attempts.get() + 1), failures))
-    }));
-    [blocking, (in_async, attempts.get())]
+    [(blocking, attempts.get()), async_call(policy, failures)]
 }
 
 /// [`calls`] on `policy`, then on it behind a [`DynPolicy`](retry_runtime::DynPolicy), then
@@ -310,12 +308,7 @@ where
     let service = tower::service_fn(move |_: u32| {
         std::future::ready(answer(counter.fetch_add(1, Ordering::Relaxed), failures))
     });
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .expect("a runtime");
-    let layered = rt.block_on(RobustLayer::new(policy).layer(service).oneshot(7));
+    let layered = paused(RobustLayer::new(policy).layer(service).oneshot(7));
     results.push((layered, attempts.load(Ordering::Relaxed)));
     results
 }

@@ -312,34 +312,39 @@ fn a_key_deleted_while_half_open_comes_back_half_open() {
         all_see(&breakers, BreakerState::HalfOpen)
     })
     .expect("half-open for all");
-    let mut con = redis(&s);
-    let state = |con: &mut redis::Connection| -> Option<u8> {
-        redis::cmd("HGET")
-            .arg("robust:breaker:lost")
-            .arg("state")
-            .query(con)
-            .unwrap()
+    // Waits until the key is remade and half-open again for every instance, within `limit`
+    // (rounds are 50 ms apart), checking that nobody sees it closed meanwhile and that the
+    // key never holds `state 0`.
+    let comes_back_half_open = |s: &RedisServer, limit: Duration, when: &str| {
+        let mut con = redis(s);
+        let mut seen = Vec::new();
+        let back = within(limit, || {
+            let now: Option<u8> = redis::cmd("HGET")
+                .arg("robust:breaker:lost")
+                .arg("state")
+                .query(&mut con)
+                .unwrap();
+            if seen.last() != Some(&now) {
+                seen.push(now);
+            }
+            assert!(
+                !breakers
+                    .iter()
+                    .any(|b| b.fleet_state(Instant::now()) == Some(BreakerState::Closed))
+            );
+            now == Some(2) && all_see(&breakers, BreakerState::HalfOpen)
+        });
+        assert!(back.is_some(), "{when}, the key's states: {seen:?}");
+        assert!(
+            !seen.contains(&Some(0)),
+            "{when}, the key's states: {seen:?}"
+        );
     };
     let () = redis::cmd("DEL")
         .arg("robust:breaker:lost")
-        .query(&mut con)
+        .query(&mut redis(&s))
         .unwrap();
-    // Remade, and half-open again, within a few rounds (50 ms apart); never closed meanwhile.
-    let mut seen = Vec::new();
-    let back = within(Duration::from_secs(2), || {
-        let now = state(&mut con);
-        if seen.last() != Some(&now) {
-            seen.push(now);
-        }
-        assert!(
-            !breakers
-                .iter()
-                .any(|b| { b.fleet_state(Instant::now()) == Some(BreakerState::Closed) })
-        );
-        now == Some(2) && all_see(&breakers, BreakerState::HalfOpen)
-    });
-    assert!(back.is_some(), "the key's states: {seen:?}");
-    assert!(!seen.contains(&Some(0)), "the key's states: {seen:?}");
+    comes_back_half_open(&s, Duration::from_secs(2), "after the DEL");
     // Redis killed and restarted empty: every instance falls back, then rejoins.
     s.kill();
     within(Duration::from_secs(5), || {
@@ -347,28 +352,7 @@ fn a_key_deleted_while_half_open_comes_back_half_open() {
     })
     .expect("the fleet falls back");
     s.restart().unwrap();
-    let mut con = redis(&s);
-    let mut seen = Vec::new();
-    let back = within(Duration::from_secs(5), || {
-        let now = state(&mut con);
-        if seen.last() != Some(&now) {
-            seen.push(now);
-        }
-        assert!(
-            !breakers
-                .iter()
-                .any(|b| { b.fleet_state(Instant::now()) == Some(BreakerState::Closed) })
-        );
-        now == Some(2) && all_see(&breakers, BreakerState::HalfOpen)
-    });
-    assert!(
-        back.is_some(),
-        "after the restart, the key's states: {seen:?}"
-    );
-    assert!(
-        !seen.contains(&Some(0)),
-        "after the restart, the key's states: {seen:?}"
-    );
+    comes_back_half_open(&s, Duration::from_secs(5), "after the restart");
 }
 
 #[test]

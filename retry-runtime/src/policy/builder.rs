@@ -417,6 +417,11 @@ const WHEN_WITHOUT_SETTINGS: &str = "needs a setting of its own (`retries`, `bac
 /// The same for a `when_ok` rule whose kind reads no delay from the value.
 const WHEN_OK_WITHOUT_SETTINGS: &str = "needs a setting of its own (`retries`, `backoff`, `jitter`, `scale`, `max_delay`), or a kind that reads the delay from the value (`OkIf::hint`): to retry its values with the `on` rule's settings, put the kind in `on_ok` (combine kinds with `or`); to keep a broader `when_ok` after it from taking them, write the setting it keeps, even one equal to the `on` rule's";
 
+/// The first of `keys` that is set (a setting written, or one that has no effect).
+fn first_key<const N: usize>(keys: [(&'static str, bool); N]) -> Option<&'static str> {
+    keys.into_iter().find_map(|(key, set)| set.then_some(key))
+}
+
 /// Whether a rule with these settings may retry: not `retries(0)`, nor a `max_delay` of zero.
 fn may_retry<B, J>(rule: &RuleSettings<B, J>) -> bool {
     rule.retries != Retries::Limited(0) && rule.max_delay != Some(Duration::ZERO)
@@ -433,15 +438,13 @@ fn unread_by_a_dead_rule<B, J>(
         return None;
     }
     let by_retries = rule.retries == Retries::Limited(0);
-    [
+    first_key([
         ("backoff", written.backoff),
         ("jitter", written.jitter),
         ("scale", written.scale),
         ("max_delay", written.max_delay && by_retries),
         ("retries", written.retries && !by_retries),
-    ]
-    .into_iter()
-    .find_map(|(key, set)| set.then_some(key))
+    ])
 }
 
 /// The error for a `when` rule's setting that has no effect: written for a rule that never
@@ -502,9 +505,7 @@ fn unread_beside_no_backoff<B: ?Sized, J: ?Sized>(written: Written) -> Option<&'
     // (`NoJitter` written out says what it does, as `jitter = none` beside `backoff = none`
     // does in the attribute.)
     let jitter = written.jitter && !same_type::<J, crate::jitter::NoJitter>();
-    [("jitter", jitter), ("scale", written.scale)]
-        .into_iter()
-        .find_map(|(key, set)| set.then_some(key))
+    first_key([("jitter", jitter), ("scale", written.scale)])
 }
 
 /// Whether `A` is `B`, or a reference to it (a kind is one through a reference too: `&AnyError`
@@ -787,9 +788,7 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
             .never_applies::<K2>()
             .or_else(part_that_adds_nothing::<K2>);
         checks.add_when::<K2>();
-        // (A setting written with an invalid value is reported as such; settings made anew,
-        // `|_| Settings::new()`, replace the `on` rule's.)
-        let written = settings.written.any() || settings.error.is_some() || !settings.inherited;
+        let written = settings.says_something();
         let mut b = map_part!(self, whens, |whens| (whens, Rule::new(kind, settings.rule)));
         b.checks = checks;
         if let Some(why) = dead {
@@ -851,9 +850,7 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
             .rule
             .shortest_delay()
             .filter(|_| plain_value_kind::<K2>());
-        // (A setting written with an invalid value is reported as such; settings made anew,
-        // `|_| Settings::new()`, replace the `on` rule's.)
-        let written = settings.written.any() || settings.error.is_some() || !settings.inherited;
+        let written = settings.says_something();
         let mut b = map_part!(self, whens, |whens| (
             whens,
             OkRule::new(kind, settings.rule)
@@ -1119,7 +1116,7 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
             (!self.checks.on_never || self.checks.on_values) && may_retry(&p.settings.rule);
         if !on_retries && !self.checks.whens_retry {
             let written = p.settings.written;
-            let unread = [
+            let unread = first_key([
                 ("backoff", written.backoff),
                 ("jitter", written.jitter),
                 ("scale", written.scale),
@@ -1133,9 +1130,7 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
                 ),
                 ("hint", self.checks.hinted),
                 ("on_retry", self.checks.on_retry),
-            ]
-            .into_iter()
-            .find_map(|(key, set)| set.then_some(key));
+            ]);
             if let Some(key) = unread {
                 return Err(ConfigError::new(
                     key,
@@ -1149,7 +1144,7 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
         if !on_retries && self.checks.whens_retry {
             let written = p.settings.written;
             let rule = &p.settings.rule;
-            let unread = [
+            let unread = first_key([
                 (
                     "retries",
                     written.retries
@@ -1165,9 +1160,7 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
                         && rule.max_delay != Some(Duration::ZERO)
                         && !self.checks.inherit_max_delay,
                 ),
-            ]
-            .into_iter()
-            .find_map(|(key, set)| set.then_some(key));
+            ]);
             if let Some(key) = unread {
                 return Err(ConfigError::new(
                     key,
@@ -1190,7 +1183,7 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
                     && kind_parts(std::any::type_name::<K>()).iter().all(taken));
         if on_taken {
             let written = p.settings.written;
-            let replaced = [
+            let replaced = first_key([
                 ("retries", written.retries && !self.checks.inherit_retries),
                 ("backoff", written.backoff && !self.checks.inherit_backoff),
                 ("jitter", written.jitter && !self.checks.top_jitter_read),
@@ -1199,9 +1192,7 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
                     "max_delay",
                     written.max_delay && !self.checks.inherit_max_delay,
                 ),
-            ]
-            .into_iter()
-            .find_map(|(key, set)| set.then_some(key));
+            ]);
             if let Some(key) = replaced {
                 return Err(ConfigError::new(
                     key,

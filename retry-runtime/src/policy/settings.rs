@@ -195,6 +195,15 @@ impl Settings {
     }
 }
 
+impl<B, J> Settings<B, J> {
+    /// Whether a rule given these settings says something of its own: a setting written (one
+    /// written with an invalid value is reported as such), or settings made anew
+    /// (`|_| Settings::new()`, which replace the `on` rule's).
+    pub(crate) fn says_something(&self) -> bool {
+        self.written.any() || self.error.is_some() || !self.inherited
+    }
+}
+
 impl<B: Clone, J: Clone> Settings<B, J> {
     /// A copy for a rule that starts from these settings, with nothing written yet.
     pub(crate) fn inherited(&self) -> Self {

@@ -881,6 +881,17 @@ mod tests {
         (fleets, breakers)
     }
 
+    /// [`tripped`] at an instant, then synced after its 5 s break: the fleet's breaker is
+    /// half-open, for every instance; and that instant.
+    fn half_open(store: &MemoryStore) -> (Vec<Fleet>, Vec<SharedBreaker>, Instant) {
+        let t0 = Instant::now();
+        let (fleets, breakers) = tripped(store, t0, t0);
+        let t1 = t0 + Duration::from_millis(5_050);
+        fleets.iter().for_each(|f| assert!(f.sync(t1)));
+        assert_eq!(breakers[0].fleet_state(t1), Some(BreakerState::HalfOpen));
+        (fleets, breakers, t1)
+    }
+
     #[test]
     fn invalid_settings_are_errors() {
         let p = |r: Result<Fleet, ConfigError>| r.unwrap_err().parameter();
@@ -1101,12 +1112,7 @@ mod tests {
     #[test]
     fn a_key_lost_while_half_open_comes_back_half_open() {
         let store = MemoryStore::new();
-        let t0 = Instant::now();
-        let (fleets, breakers) = tripped(&store, t0, t0);
-        // After the 5 s break: half-open.
-        let t1 = t0 + Duration::from_millis(5_050);
-        fleets.iter().for_each(|f| assert!(f.sync(t1)));
-        assert_eq!(breakers[0].fleet_state(t1), Some(BreakerState::HalfOpen));
+        let (fleets, breakers, t1) = half_open(&store);
         store.lose(breakers[0].key());
         let t2 = t1 + Duration::from_millis(100);
         fleets.iter().for_each(|f| assert!(f.sync(t2)));
@@ -1138,11 +1144,7 @@ mod tests {
     #[test]
     fn a_key_lost_in_an_outage_while_half_open_comes_back_half_open() {
         let store = MemoryStore::new();
-        let t0 = Instant::now();
-        let (fleets, breakers) = tripped(&store, t0, t0);
-        let t1 = t0 + Duration::from_millis(5_050);
-        fleets.iter().for_each(|f| assert!(f.sync(t1)));
-        assert_eq!(breakers[0].fleet_state(t1), Some(BreakerState::HalfOpen));
+        let (fleets, breakers, t1) = half_open(&store);
         store.set_down(true);
         let t2 = t1 + Duration::from_millis(100);
         fleets.iter().for_each(|f| assert!(!f.sync(t2)));
@@ -1162,11 +1164,7 @@ mod tests {
     #[test]
     fn a_local_breaker_closed_since_does_not_remake_a_lost_key_half_open() {
         let store = MemoryStore::new();
-        let t0 = Instant::now();
-        let (fleets, breakers) = tripped(&store, t0, t0);
-        let t1 = t0 + Duration::from_millis(5_050);
-        assert!(fleets[0].sync(t1));
-        assert_eq!(breakers[0].fleet_state(t1), Some(BreakerState::HalfOpen));
+        let (fleets, breakers, t1) = half_open(&store);
         store.lose(breakers[0].key());
         // Past `stale_after` (300 ms) since its last round: its local breaker decides, lets
         // its probe through, and closes at its success.
