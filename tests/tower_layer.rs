@@ -2398,6 +2398,94 @@ async fn a_readiness_error_is_no_attempt() {
     }
 }
 
+/// A service whose calls never answer. A clone first asked to be ready from 5 to 50 ms after
+/// `start` (the hedge, sent at 10 ms) fails to be ready at 110 ms; any other is ready at once.
+struct RefusedLate {
+    calls: Arc<AtomicU32>,
+    start: Instant,
+    wait: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl Clone for RefusedLate {
+    fn clone(&self) -> Self {
+        RefusedLate {
+            calls: Arc::clone(&self.calls),
+            start: self.start,
+            wait: None,
+        }
+    }
+}
+
+impl Service<Request<String>> for RefusedLate {
+    type Response = Resp;
+    type Error = io::Error;
+    type Future = std::future::Pending<io::Result<Resp>>;
+    fn poll_ready(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<io::Result<()>> {
+        use std::future::Future;
+        if self.wait.is_none() {
+            if !(ms(5)..=ms(50)).contains(&self.start.elapsed()) {
+                return std::task::Poll::Ready(Ok(()));
+            }
+            let at = self.start + ms(110);
+            self.wait = Some(Box::pin(tokio::time::sleep_until(at)));
+        }
+        match self.wait.as_mut().map(|w| w.as_mut().poll(cx)) {
+            Some(std::task::Poll::Pending) => std::task::Poll::Pending,
+            _ => std::task::Poll::Ready(Err(ErrorKind::BrokenPipe.into())),
+        }
+    }
+    fn call(&mut self, _: Request<String>) -> Self::Future {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        std::future::pending()
+    }
+}
+
+/// A hedge's readiness error that comes in the same wake as a timer still ends the call there,
+/// under the hedged layer: at 110 ms the hedge's service fails to be ready as the hedge's
+/// 100 ms timeout comes due (the first attempt was cut at 100 ms). Before, the round polled
+/// the hedge (which kept the error), then cut it by the clock, settled the round as a
+/// timeout (`on_error` saw it), and, with no backoff, sent the retry's first attempt to a
+/// ready clone before the call returned the readiness error: a request sent by a call that
+/// had already ended.
+#[tokio::test(start_paused = true)]
+async fn a_hedges_readiness_error_beside_a_due_timer_ends_the_call_there() {
+    use retry_runtime::hedge::Hedge;
+
+    let errors = Arc::new(AtomicU32::new(0));
+    let seen = Arc::clone(&errors);
+    let policy = Policy::builder()
+        .retries(3)
+        .backoff(NoBackoff)
+        .timeout(ms(100))
+        .hedge(Hedge::after(ms(10), 1).unwrap())
+        .on_error(move |_: &io::Error, _| {
+            seen.fetch_add(1, Ordering::SeqCst);
+        })
+        .build()
+        .unwrap();
+    let start = Instant::now();
+    let inner = RefusedLate {
+        calls: Arc::new(AtomicU32::new(0)),
+        start,
+        wait: None,
+    };
+    let mut svc = RobustLayer::hedged(policy).layer(inner.clone());
+    let r = svc
+        .ready()
+        .await
+        .unwrap()
+        .call(Request::new(String::new()))
+        .await;
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::BrokenPipe);
+    assert_eq!(start.elapsed(), ms(110));
+    assert_eq!(
+        inner.calls.load(Ordering::SeqCst),
+        1,
+        "the first attempt only"
+    );
+    assert_eq!(errors.load(Ordering::SeqCst), 0, "no round was decided");
+}
+
 /// A service ready until it is first called; never again after (its clones too).
 #[derive(Clone, Default)]
 struct ReadyOnce {

@@ -61,8 +61,9 @@
 //! service is to be dropped). No request was sent, so it is no attempt: the breaker and the
 //! throttle do not count it and no callback sees it (a fallback still answers it, when the
 //! response future met it); under
-//! [`RobustLayer::hedged`] it ends the call, whichever attempt met it, and the round's other
-//! attempts are dropped as a dropped call's are (their permits given back, a failure the round
+//! [`RobustLayer::hedged`] it ends the call at once, whichever attempt met it (a timeout or
+//! hedge due in the same wake is not acted on), and the round's other attempts are dropped as
+//! a dropped call's are (their permits given back, a failure the round
 //! kept recorded). The attempt's timeout covers a retry's wait for the service to be ready (and
 //! a first attempt's that waited for a slot of the concurrency limit): a service not ready in
 //! time makes a timed-out attempt (counted and retried as one). A retry's rule's `max_delay`
@@ -2535,9 +2536,13 @@ where
             // A service that fails to be ready ends the call with its error (no request was
             // sent: the attempt is not one, see `RobustLayer`): the attempt that met it leaves
             // the error here and never answers, and the loop, checked after each poll, is
-            // dropped with its other attempts.
+            // dropped with its other attempts. The attempt also sets `stop`, which stops the
+            // rounds where they are: nothing else in that poll is acted on (a timer due in the
+            // same wake would otherwise settle the round, and maybe send the next).
             let not_ready = std::sync::Mutex::new(None);
             let not_ready = &not_ready;
+            let stop = std::sync::atomic::AtomicBool::new(false);
+            let stop = &stop;
             // A retry's round sends its attempts only before its rule's `max_delay` is spent;
             // one that has sent none by then is not made, and the call returns the failure the
             // retry follows.
@@ -2593,6 +2598,7 @@ where
                                 Ok(false) => return std::future::pending().await,
                                 Err(e) => {
                                     *not_ready.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                                    stop.store(true, std::sync::atomic::Ordering::Relaxed);
                                     return std::future::pending().await;
                                 }
                             }
@@ -2617,6 +2623,7 @@ where
                 true,
                 true,
                 gate,
+                Some(stop),
             );
             let mut looped = std::pin::pin!(looped);
             let result = std::future::poll_fn(|cx| {

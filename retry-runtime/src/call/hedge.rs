@@ -193,7 +193,7 @@ where
     Fut: Future,
     Fut::Output: IsResult<Ok = R, Err = E>,
 {
-    rounds(policy, make, false, false, None)
+    rounds(policy, make, false, false, None, None)
 }
 
 /// [`hedged_loop`] for attempts that do not read their context (`#[robust(hedge(..))]` on a
@@ -215,20 +215,23 @@ where
     Fut::Output: IsResult<Ok = R, Err = E>,
 {
     // (Not an `async fn`: the rounds' future is returned as it is, one state machine less.)
-    rounds(policy, move |_| make(), true, false, None)
+    rounds(policy, move |_| make(), true, false, None, None)
 }
 
 /// The rounds of a hedged call; `blind`: `make` ignores the attempt's context; `credited`:
 /// the call's budget deposit was made already (the hedged tower layer credits it in `call`,
 /// as the plain layer does, whether or not the future is polled); `gate`: the hedged tower
 /// layer's [`StartGate`], whose attempts start when their service is ready (a retry's round
-/// not made by its `max_delay` ends the call with the failure the retry follows).
+/// not made by its `max_delay` ends the call with the failure the retry follows); `stop`: set
+/// by an attempt of the hedged tower layer that met its service's readiness error, which ends
+/// the call (see [`Round::stopped`]).
 pub(crate) async fn rounds<'p, P, R, E, G, Fut>(
     policy: &'p P,
     mut make: G,
     blind: bool,
     credited: bool,
     gate: Option<&StartGate>,
+    stop: Option<&std::sync::atomic::AtomicBool>,
 ) -> Result<R, E>
 where
     P: AsyncRetryPolicy<R, E>,
@@ -378,6 +381,7 @@ where
                         asked: false,
                         held: None,
                         gate,
+                        stop,
                         start: kept.take(),
                         missed: &mut missed,
                     };
@@ -505,6 +509,8 @@ struct Round<'c, 'p, P: PolicyCore, G, Fut, R, E> {
     held: Option<Permit>,
     /// The gate of a hedged tower layer's rounds.
     gate: Option<&'c StartGate>,
+    /// Set when an attempt of the hedged tower layer met its service's readiness error.
+    stop: Option<&'c std::sync::atomic::AtomicBool>,
     /// Under a gate, a retry's round's latest start (its rule's `max_delay`) and the failure
     /// the retry follows, until the round is made.
     start: Option<Box<KeptRound<R, E>>>,
@@ -562,6 +568,16 @@ where
     Fut: Future,
     Fut::Output: IsResult<Ok = R, Err = E>,
 {
+    /// Whether an attempt met its service's readiness error (the hedged tower layer), which
+    /// ends the call: the round then stops where it is, pending, and acts on nothing more in
+    /// this poll (no cut, no missed start, no hedge made; a timer due in the same wake would
+    /// otherwise settle the round and start the next one, whose first attempt a ready
+    /// service would be sent), and the layer returns the error when the rounds' poll returns.
+    fn stopped(&self) -> bool {
+        self.stop
+            .is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
     fn live(&self) -> usize {
         usize::from(self.primary.is_some()) + self.hedges.len()
     }
@@ -575,6 +591,9 @@ where
             return Poll::Ready(done);
         }
         loop {
+            if self.stopped() {
+                return Poll::Pending;
+            }
             // The attempts (the first one unless it was just polled, before the round).
             if !std::mem::take(&mut self.polled)
                 && let Some(fut) = self.primary.as_mut().as_pin_mut()
@@ -601,6 +620,9 @@ where
                     return Poll::Ready(done);
                 }
                 continue;
+            }
+            if self.stopped() {
+                return Poll::Pending;
             }
             // Every attempt is pending: the clock decides the rest.
             let now = tokio::time::Instant::now();
