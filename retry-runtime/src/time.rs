@@ -151,11 +151,13 @@ impl AsyncSleep for DefaultEnv {
             Sleep::sleep(t, d);
         }
         // No timer for no wait (as the attribute's loop makes none): a zero backoff then also
-        // runs where tokio's timer is not enabled.
+        // runs where tokio's timer is not enabled. It spends a unit of the task's cooperative
+        // budget instead (`no_wait`).
         let real = (installed.is_none() && !d.is_zero()).then(|| tokio::time::sleep(d));
         async move {
-            if let Some(sleep) = real {
-                sleep.await;
+            match real {
+                Some(sleep) => sleep.await,
+                None => std::future::poll_fn(crate::timeout::no_wait).await,
             }
         }
     }
@@ -350,6 +352,10 @@ pub(crate) fn far_add(at: Instant, d: Duration) -> Instant {
 impl AsyncSleep for VirtualTime {
     fn sleep_async(&self, d: Duration) -> impl Future<Output = ()> + Send {
         Sleep::sleep(self, d);
+        // (A unit of the task's cooperative budget, as `DefaultEnv` spends for no wait.)
+        #[cfg(feature = "tokio")]
+        return std::future::poll_fn(crate::timeout::no_wait);
+        #[cfg(not(feature = "tokio"))]
         std::future::ready(())
     }
 }

@@ -574,8 +574,19 @@ pub fn backoff_from(
     };
     std::future::poll_fn(move |cx| match timer.as_mut().as_pin_mut() {
         Some(sleep) if armed => sleep.poll(cx),
-        _ => std::task::Poll::Ready(()),
+        _ => no_wait(cx),
     })
+}
+
+/// A backoff with nothing to wait for (no delay, or a virtual clock that has advanced): it
+/// still spends a unit of the task's cooperative budget, as a tokio timer would, so that a
+/// call retrying at once (`NoBackoff`, a service that fails on its first poll, retries
+/// without end) yields to the runtime when the task's budget is spent instead of holding its
+/// thread. (Outside a tokio runtime there is no budget: ready at once.)
+#[cfg(feature = "tokio")]
+#[inline]
+pub(crate) fn no_wait(cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+    tokio::task::coop::poll_proceed(cx).map(|progress| progress.made_progress())
 }
 
 /// When a backoff of `d` ends on the tokio timer; `None` when there is nothing to wait for:
@@ -609,7 +620,7 @@ pub fn backoff_on(
         if armed {
             timer.as_mut().poll(cx)
         } else {
-            std::task::Poll::Ready(())
+            no_wait(cx)
         }
     })
 }
@@ -642,7 +653,7 @@ pub fn backoff_boxed(timer: &mut BoxedTimer, d: Duration) -> impl Future<Output 
     };
     std::future::poll_fn(move |cx| match timer {
         Some(sleep) if armed => sleep.as_mut().poll(cx),
-        _ => std::task::Poll::Ready(()),
+        _ => no_wait(cx),
     })
 }
 
