@@ -392,6 +392,9 @@ mod guards {
 
     #[robust(retries = 3, hedge(after = 50ms, max = 2))]
     async fn hedged_async() -> io::Result<u32> {
+        // (An await that is ready at once: the attempt answers at its first poll. A body
+        // that never awaits is refused beside a hedge.)
+        std::future::ready(()).await;
         Ok(5)
     }
 

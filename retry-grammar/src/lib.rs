@@ -58,6 +58,9 @@ pub enum DurationError {
     /// The unit `M` in a string: humantime reads it as months (30.44 days), where `10M` is
     /// more often meant as minutes (`m`), and the attribute refuses `10M` written as a number.
     AmbiguousMonth,
+    /// Above zero but below half a nanosecond: it would round to 0, which means something else
+    /// (no wait, no retry) than the tiny value written.
+    BelowNanosecond,
 }
 
 impl DurationError {
@@ -76,6 +79,9 @@ impl DurationError {
             DurationError::AmbiguousMonth => {
                 "uses the unit `M`, which humantime reads as months (30.44 days): write `m` for minutes, or `months`"
             }
+            DurationError::BelowNanosecond => {
+                "is above 0 but below half a nanosecond, so it would round to 0: write at least `1ns`, or 0 itself"
+            }
         }
     }
 }
@@ -88,14 +94,16 @@ impl fmt::Display for DurationError {
 
 impl std::error::Error for DurationError {}
 
-/// A duration of `secs` seconds. Errors: NaN, infinite, negative, or above [`MAX_SECS`].
-/// `-0.0` is zero: the sign is the value's.
+/// A duration of `secs` seconds, rounded to the nearest nanosecond. Errors: NaN, infinite,
+/// negative, above [`MAX_SECS`], or above 0 but rounding to 0. `-0.0` is zero: the sign is the
+/// value's.
 ///
 /// ```
 /// use std::time::Duration;
 /// assert_eq!(retry_grammar::from_secs(0.25), Ok(Duration::from_millis(250)));
 /// assert_eq!(retry_grammar::from_secs(-0.0), Ok(Duration::ZERO));
 /// assert!(retry_grammar::from_secs(-1.0).is_err());
+/// assert!(retry_grammar::from_secs(1e-10).is_err());
 /// ```
 pub fn from_secs(secs: f64) -> Result<Duration, DurationError> {
     if !secs.is_finite() {
@@ -115,6 +123,10 @@ pub fn from_secs(secs: f64) -> Result<Duration, DurationError> {
     } else {
         (whole, nanos)
     };
+    // A value above zero that rounds to none is not the value written.
+    if secs > 0.0 && whole == 0.0 && nanos == 0.0 {
+        return Err(DurationError::BelowNanosecond);
+    }
     // Both are in range: whole <= MAX_SECS < u64::MAX, 0 <= nanos < 1e9.
     Ok(Duration::new(whole as u64, nanos as u32))
 }
@@ -238,6 +250,28 @@ mod tests {
             Err(DurationError::TooLarge)
         );
         assert_eq!(from_number("1e309", "s"), Err(DurationError::NotFinite));
+    }
+
+    /// A value above zero that rounds to no nanosecond is an error, not 0 (which means no
+    /// wait, or no retry); half a nanosecond and up rounds to one.
+    #[test]
+    fn a_value_that_rounds_to_zero_is_refused() {
+        for d in [
+            from_secs(1e-10),
+            from_secs(4e-10),
+            from_secs(f64::MIN_POSITIVE),
+            from_number("0.1", "ns"),
+            from_number("0.0004", "us"),
+            from_number("1e-320", ""),
+            parse_duration("1e-12"),
+        ] {
+            assert_eq!(d, Err(DurationError::BelowNanosecond));
+        }
+        assert_eq!(from_secs(6e-10), Ok(Duration::from_nanos(1)));
+        assert_eq!(from_number("0.6", "ns"), Ok(Duration::from_nanos(1)));
+        assert_eq!(from_number("0.0", "s"), Ok(Duration::ZERO));
+        assert_eq!(from_secs(0.0), Ok(Duration::ZERO));
+        assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
     }
 
     proptest! {

@@ -811,6 +811,31 @@ fn sharing<'e>(e: &'e syn::Expr, params: &[String]) -> Sharing<'e> {
             other => other,
         },
         syn::Expr::Macro(_) => Sharing::Place,
+        // A copy of a pointer points where it does (`Arc::new(..).clone()` to a guard made
+        // here); a copy of a guard (`GUARD.clone()`) is a value made here, as any method's.
+        syn::Expr::MethodCall(call) if call.method == "clone" && call.args.is_empty() => {
+            match sharing(&call.receiver, params) {
+                Sharing::Value(_, refs, root) => Sharing::Value(e, refs, root),
+                Sharing::Static(path) => Sharing::Value(e, 0, Some(path)),
+                Sharing::Place => Sharing::Value(e, 0, None),
+            }
+        }
+        // `Arc::clone(&pointer)` is `pointer.clone()`.
+        syn::Expr::Call(call)
+            if matches!(&*call.func, syn::Expr::Path(p)
+                if p.path.segments.len() >= 2
+                    && p.path.segments.last().is_some_and(|s| s.ident == "clone"))
+                && call.args.len() == 1 =>
+        {
+            match call.args.first().map(|arg| sharing(arg, params)) {
+                Some(Sharing::Value(_, refs, root)) if refs > 0 => {
+                    Sharing::Value(e, refs - 1, root)
+                }
+                Some(Sharing::Value(_, _, root)) => Sharing::Value(e, 0, root),
+                Some(Sharing::Static(path)) => Sharing::Value(e, 0, Some(path)),
+                _ => Sharing::Value(e, 0, None),
+            }
+        }
         // A method's receiver is checked as the guard's root: `BREAKERS.get(host)` needs a
         // `static` map.
         syn::Expr::MethodCall(call) => {

@@ -89,7 +89,7 @@ fn robust2(
     let params = func.as_ref().map(valid::param_names).unwrap_or_default();
     let config = valid::validate(args.items, &params, &mut errors);
     valid::check_never_retries(&config, &mut errors);
-    valid::check_fallback_reachable(&config, &mut errors);
+    valid::check_fallback_reachable(&config, func.as_ref(), &mut errors);
     valid::check_under_deadline(&config, &mut errors);
     valid::check_backoff_fits(&config, &mut errors);
     valid::check_jitter_reads_strategy(&config, &mut errors);

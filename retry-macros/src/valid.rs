@@ -1251,13 +1251,15 @@ pub fn check_jitter_reads_strategy(config: &Config, errors: &mut Errors) {
         let strategy = o.backoff.as_ref().or(top.backoff.as_ref());
         let jitter = o.jitter.as_ref().or(top.jitter.as_ref());
         if let (Some(s), Some(scale)) = (strategy, o.scale.as_ref().or(top.scale.as_ref()))
-            && matches!(s.value, Strategy::None)
+            && let Some(why) = always_zero(&s.value)
             && (is_top || o.scale.is_some())
             && !matches!(jitter.map(|j| &j.value), Some(JitterSpec::Custom(_)))
         {
             errors.at(
                 scale.span,
-                "`scale` has no effect: with `backoff = none` every delay is zero; leave it out, or choose a strategy",
+                format!(
+                    "`scale` has no effect: {why}; leave it out, or choose a strategy that waits"
+                ),
             );
         }
         let (Some(strategy), Some(jitter)) = (strategy, jitter) else {
@@ -1357,13 +1359,13 @@ pub fn check_jitter_reads_strategy(config: &Config, errors: &mut Errors) {
         let zero = |o: &Overrides| {
             let strategy = o.backoff.as_ref().or(top.backoff.as_ref());
             let jitter = o.jitter.as_ref().or(top.jitter.as_ref());
-            strategy.is_some_and(|s| matches!(s.value, Strategy::None))
+            strategy.is_some_and(|s| always_zero(&s.value).is_some())
                 && !matches!(jitter.map(|j| &j.value), Some(JitterSpec::Custom(_)))
         };
         if readers.peek().is_some() && readers.all(zero) {
             errors.at(
                 scale.span,
-                "`scale` has no effect: every rule that reads it has `backoff = none`, so every delay is zero; leave it out, or choose a strategy",
+                "`scale` has no effect: every rule that reads it has `backoff = none` (or a constant of 0), so every delay is zero; leave it out, or choose a strategy that waits",
             );
         }
     }
@@ -1412,29 +1414,37 @@ fn dead_jitter(
         }
         _ => false,
     };
-    let zero = matches!(*strategy, Strategy::None);
+    let zero = always_zero(strategy);
     match *jitter {
         JitterSpec::Decorrelated if flat && single => Some((
             "decorrelated",
             "it only moves the backoff exponent, which this strategy's delay does not depend on",
         )),
-        JitterSpec::AwsDecorrelated if zero => Some((
-            "aws_decorrelated",
-            "with `backoff = none` every delay is zero",
-        )),
+        JitterSpec::AwsDecorrelated if zero.is_some() => zero.map(|why| ("aws_decorrelated", why)),
 
         JitterSpec::AwsDecorrelated if matches!(*strategy, Strategy::Constant { .. }) => Some((
             "aws_decorrelated",
             "it draws between the strategy's `base` and `max`, which a constant strategy makes the same",
         )),
-        JitterSpec::Full | JitterSpec::Equal if zero => Some((
-            if matches!(*jitter, JitterSpec::Full) {
+        JitterSpec::Full | JitterSpec::Equal if zero.is_some() => zero.map(|why| {
+            let name = if matches!(*jitter, JitterSpec::Full) {
                 "full"
             } else {
                 "equal"
-            },
-            "with `backoff = none` every delay is zero",
-        )),
+            };
+            (name, why)
+        }),
+        _ => None,
+    }
+}
+
+/// Why every delay `strategy` gives is zero, if it is: `backoff = none`, or a constant of 0.
+fn always_zero(strategy: &Strategy) -> Option<&'static str> {
+    match strategy {
+        Strategy::None => Some("with `backoff = none` every delay is zero"),
+        Strategy::Constant { base } if base.is_zero() => {
+            Some("with `backoff = constant(base = 0)` every delay is zero")
+        }
         _ => None,
     }
 }
@@ -1531,38 +1541,65 @@ pub fn check_backoff_never_waits(config: &Config, errors: &mut Errors) {
 
 /// A `fallback` that can never be called: the call gives up on an error only when a rule's
 /// retries or `max_delay` are spent, a `deadline` passes, an error is not retried, or a guard
-/// refuses an attempt. With `retries` negative and no `on` list (every error retried for ever),
-/// no finite `max_delay` or `deadline`, every `when` on errors retrying for ever too, and no
-/// guard, none of these can happen: the call returns only a success (or a value an `Ok(..)`
-/// kind matched), and the fallback is dead. An error at the fallback.
-pub fn check_fallback_reachable(config: &Config, errors: &mut Errors) {
+/// refuses an attempt. When every error reaches a rule that retries it for ever (negative
+/// `retries`, no finite `max_delay`) through rules that all do (the `when`s in order, up to
+/// one whose kind every error matches, `_`, or `Io` for a fn written to return
+/// `std::io::Result`; else the top level's, with no `on` list or one with such a kind), with
+/// no finite `deadline` and no guard, none of these can happen: the call returns only a
+/// success (or a value an `Ok(..)` kind matched), and the fallback is dead. An error at the
+/// fallback.
+pub fn check_fallback_reachable(
+    config: &Config,
+    f: Option<&crate::ast::Func>,
+    errors: &mut Errors,
+) {
     let Some(fallback) = &config.fallback else {
         return;
     };
-    let forever = |r: &Option<Spanned<i64>>| r.as_ref().is_some_and(|r| r.value < 0);
-    let unbounded = |m: &Option<Spanned<Limit>>| {
-        m.as_ref()
-            .is_none_or(|m| matches!(m.value, Limit::Infinite))
-    };
     let top = &config.settings;
-    let whens_forever = config.whens.iter().filter(|w| !w.kind.is_ok()).all(|w| {
-        (w.overrides.retries.is_none() || forever(&w.overrides.retries))
-            && (w.overrides.max_delay.is_none() || unbounded(&w.overrides.max_delay))
-    });
+    let unbounded =
+        |m: Option<&Spanned<Limit>>| m.is_none_or(|m| matches!(m.value, Limit::Infinite));
+    // A rule's own setting, or the top level's it inherits.
+    let forever = |o: &Overrides| {
+        o.retries
+            .as_ref()
+            .or(top.retries.as_ref())
+            .is_some_and(|r| r.value < 0)
+            && unbounded(o.max_delay.as_ref().or(top.max_delay.as_ref()))
+    };
+    let io_error = f.is_some_and(|f| matches!(io_spelling(&f.sig.output), IoSpelling::Std));
+    let every_error = |k: &Kind| match k {
+        Kind::Pattern(p) => matches!(&**p, syn::Pat::Wild(_)),
+        Kind::Io { kinds, .. } => io_error && kinds.is_empty(),
+        _ => false,
+    };
+    // The `when`s on errors in order, each retrying for ever, up to one every error matches;
+    // past them, the top level's rule, which must take every error too.
+    let mut caught = false;
+    for w in config.whens.iter().filter(|w| !w.kind.is_ok()) {
+        if !forever(&w.overrides) {
+            return;
+        }
+        if every_error(&w.kind) {
+            caught = true;
+            break;
+        }
+    }
+    let top_takes_every_error = config
+        .on
+        .as_ref()
+        .is_none_or(|on| on.value.iter().any(every_error));
     let guarded = config.budget.is_some()
         || config.breaker.is_some()
         || config.throttle.is_some()
         || config.limit.is_some();
-    if config.on.is_none()
-        && forever(&top.retries)
-        && unbounded(&top.max_delay)
-        && unbounded(&config.deadline)
-        && whens_forever
+    if (caught || top_takes_every_error && forever(top))
+        && unbounded(config.deadline.as_ref())
         && !guarded
     {
         errors.at(
             Sp::of(&**fallback),
-            "this `fallback` is never called: every error is retried for ever (`retries` is negative, with no `on` list, `max_delay`, `deadline` or guard that could end the retries), so the call returns only a success; bound the retries (`retries = N`, a `max_delay`, a `deadline`, an `on` list of the errors to retry, a `when` with a limit, or a guard: `budget`, `breaker`, `throttle`, `limit`), or leave the fallback out",
+            "this `fallback` is never called: every error is retried for ever (every rule it can reach has a negative `retries`, and no `max_delay`, `deadline` or guard could end the retries), so the call returns only a success; bound the retries (`retries = N`, a `max_delay`, a `deadline`, an `on` list of the errors to retry, a `when` with a limit, or a guard: `budget`, `breaker`, `throttle`, `limit`), or leave the fallback out",
         );
     }
 }
@@ -2352,6 +2389,20 @@ pub fn validate(items: Vec<Item>, params: &[String], errors: &mut Errors) -> Con
                     ),
                 );
             }
+            // A `const` declared in the guard's expression and given as the guard: a new one
+            // each time it is named, so for each call.
+            (guard @ ("budget" | "breaker" | "throttle" | "limit"), Value::Expr(e))
+                if const_given(&e).is_some() =>
+            {
+                if let Some(name) = const_given(&e) {
+                    errors.at(
+                        Sp::of(name),
+                        format!(
+                            "`{guard}` would be a new guard for each call: `{name}` is a `const`, a new value each time it is named; declare it `static {name}` to share one guard between calls"
+                        ),
+                    );
+                }
+            }
             ("on_success", Value::Expr(e)) => errors.set_once(&mut c.on_success, &key, Some(e)),
             ("on_error", Value::Expr(e)) => errors.set_once(&mut c.on_error, &key, Some(e)),
             ("on_retry", Value::Expr(e)) => errors.set_once(&mut c.on_retry, &key, Some(e)),
@@ -2623,6 +2674,77 @@ fn find_impl_trait(tokens: proc_macro2::TokenStream) -> Option<proc_macro2::Span
     None
 }
 
+/// Whether `a` is a `#[robust(..)]` (by any path ending in `robust`), or a `cfg_attr` whose
+/// attributes (after its condition) include one.
+fn robust_again(a: &syn::Attribute) -> bool {
+    let ends_in_robust = |p: &syn::Path| p.segments.last().is_some_and(|s| s.ident == "robust");
+    if ends_in_robust(a.path()) {
+        return true;
+    }
+    let syn::Meta::List(list) = &a.meta else {
+        return false;
+    };
+    if !list.path.is_ident("cfg_attr") {
+        return false;
+    }
+    // The attributes come after the condition's comma, each a path (whose last segment is
+    // not followed by `::`) then its arguments.
+    let tokens: Vec<_> = list.tokens.clone().into_iter().collect();
+    let comma = |t: &proc_macro2::TokenTree| matches!(t, proc_macro2::TokenTree::Punct(p) if p.as_char() == ',');
+    let Some(first_comma) = tokens.iter().position(comma) else {
+        return false;
+    };
+    tokens
+        .iter()
+        .enumerate()
+        .skip(first_comma + 1)
+        .any(|(i, t)| {
+            matches!(t, proc_macro2::TokenTree::Ident(id) if id == "robust")
+                && !matches!(tokens.get(i + 1),
+                    Some(proc_macro2::TokenTree::Punct(p)) if p.as_char() == ':')
+        })
+}
+
+/// A `const` a guard's expression declares in a block and gives as its value (`{ const L:
+/// ConcurrencyLimit = ..; &L }`), through the tails of its blocks and the branches of its
+/// `if`s and `match`es, under `&`, `*`, a field or a method call: its name.
+fn const_given(e: &syn::Expr) -> Option<&syn::Ident> {
+    const_given_in(e, &[])
+}
+
+fn const_given_in<'e>(e: &'e syn::Expr, consts: &[&'e syn::Ident]) -> Option<&'e syn::Ident> {
+    let tail = |b: &'e syn::Block| {
+        let mut consts = consts.to_vec();
+        consts.extend(b.stmts.iter().filter_map(|s| match s {
+            syn::Stmt::Item(syn::Item::Const(c)) => Some(&c.ident),
+            _ => None,
+        }));
+        match b.stmts.last() {
+            Some(syn::Stmt::Expr(tail, None)) => const_given_in(tail, &consts),
+            _ => None,
+        }
+    };
+    match e {
+        syn::Expr::Paren(syn::ExprParen { expr, .. })
+        | syn::Expr::Group(syn::ExprGroup { expr, .. })
+        | syn::Expr::Reference(syn::ExprReference { expr, .. })
+        | syn::Expr::Unary(syn::ExprUnary { expr, .. })
+        | syn::Expr::Field(syn::ExprField { base: expr, .. })
+        | syn::Expr::MethodCall(syn::ExprMethodCall { receiver: expr, .. }) => {
+            const_given_in(expr, consts)
+        }
+        syn::Expr::Path(p) => p.path.get_ident().filter(|i| consts.contains(i)),
+        syn::Expr::Block(b) => tail(&b.block),
+        syn::Expr::If(i) => tail(&i.then_branch).or_else(|| {
+            i.else_branch
+                .as_ref()
+                .and_then(|(_, e)| const_given_in(e, consts))
+        }),
+        syn::Expr::Match(m) => m.arms.iter().find_map(|a| const_given_in(&a.body, consts)),
+        _ => None,
+    }
+}
+
 /// Checks the fn's own shape: what the expansion cannot run in a loop, each at its token.
 pub fn check_fn(f: &crate::ast::Func, errors: &mut Errors) {
     use quote::ToTokens;
@@ -2640,6 +2762,14 @@ pub fn check_fn(f: &crate::ast::Func, errors: &mut Errors) {
         errors.at(
             Sp::of(a),
             "`#[track_caller]` does not reach the body under `#[robust]`: the body runs in a closure (or an `async` block) called once per attempt, which does not pass the caller's location on, so a panic in it would report the body's line; remove `#[track_caller]`",
+        );
+    }
+    // A second `#[robust]` (written again, or under `cfg_attr`) would wrap this one's loop in
+    // its own: each of its attempts would run all of this one's, and the attempts multiply.
+    if let Some(a) = f.attrs.iter().find(|a| robust_again(a)) {
+        errors.at(
+            Sp::of(a),
+            "`#[robust]` is written twice on this fn: the outer one would retry the inner one's whole call, each of its attempts making all of the inner one's, so the attempts multiply (two `retries = 2` make 9); write one `#[robust(...)]` with every key",
         );
     }
     let mut mut_receiver = false;
@@ -3097,6 +3227,13 @@ pub fn check_hedge(config: &Config, f: &crate::ast::Func, errors: &mut Errors) {
         errors.at(
             h.span,
             "`hedge` needs an async fn: hedges run beside the attempt they back up, and a blocking fn's thread runs one attempt at a time",
+        );
+    } else if never_awaits(f.body.stream()) {
+        // Each attempt ends at its first poll: no hedge is ever due beside it, and a failure
+        // sends the next "hedge" at once, a retry without backoff.
+        errors.at(
+            h.span,
+            "this `hedge` never runs beside an attempt: this async fn's body never awaits (no `.await`, no macro that may hide one), so each attempt runs to its end at its first poll, and a failure would only send the next attempt at once, as a retry without backoff (`after` would do nothing); await in the body, or leave `hedge` out",
         );
     }
     let mut_ref =

@@ -85,6 +85,23 @@ mod tests {
         assert!(limit_from_secs("t", f64::INFINITY).is_err());
     }
 
+    /// A value above 0 that rounds to no nanosecond would mean no wait or no retry: an error.
+    #[test]
+    fn rejects_values_that_round_to_zero() {
+        assert!(parse_duration("1e-12").is_err());
+        assert!(limit_from_secs("max_delay", 1e-10).is_err());
+        assert!(duration_from_secs("base", 4e-10).is_err());
+        let e = crate::Policy::builder()
+            .timeout_secs(1e-10)
+            .build()
+            .unwrap_err();
+        assert_eq!(e.parameter(), "timeout");
+        assert_eq!(
+            duration_from_secs("base", 6e-10).unwrap(),
+            Duration::from_nanos(1)
+        );
+    }
+
     #[test]
     fn minus_zero_is_zero() {
         assert_eq!(parse_duration("-0").unwrap(), Duration::ZERO);

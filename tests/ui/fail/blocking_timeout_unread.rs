@@ -79,12 +79,7 @@ fn timeout_rule() -> std::io::Result<()> { Ok(()) }
 #[robust(timeout = 2s, on = [Timeout])]
 async fn async_without_an_await_and_a_timeout_rule() -> std::io::Result<u64> { Ok(std::fs::metadata("x")?.len()) }
 
-// (Fine: with a hedge, a failure a rule matches sends the next hedge at once, until the
-// deadline; a late error is a `Timeout`, which the rule matches.)
-#[robust(hedge(after = 50ms, max = 3), retries = 0, deadline = 1s)]
-async fn hedged_without_an_await_and_a_deadline() -> std::io::Result<u64> { Ok(std::fs::metadata("x")?.len()) }
-#[robust(hedge(after = 50ms, max = 3), retries = 0, timeout = 1s, on = [Timeout])]
-async fn hedged_without_an_await_and_a_timeout_rule() -> std::io::Result<u64> { Ok(std::fs::metadata("x")?.len()) }
+// (A hedge beside a body that never awaits is refused for itself: `hedge_never_awaits.rs`.)
 
 #[robust(timeout = 2s, when(Timeout, retries = 1))]
 fn timeout_when() -> std::io::Result<()> { Ok(()) }

@@ -1,0 +1,18 @@
+// A duration above 0 but below half a nanosecond would round to 0, which means something
+// else than the tiny value written: no retry for a `max_delay`, no wait for a strategy.
+use retry_runtime::robust;
+
+#[robust(max_delay = 0.1ns)]
+fn max_delay() -> std::io::Result<()> { Ok(()) }
+
+#[robust(backoff = constant(base = 1e-320))]
+fn constant_base() -> std::io::Result<()> { Ok(()) }
+
+#[robust(max_delay = "0.0000000001")]
+fn as_a_string() -> std::io::Result<()> { Ok(()) }
+
+// (Fine: half a nanosecond and up rounds to one; 0 is 0.)
+#[robust(max_delay = 0.6ns, backoff = none)]
+fn rounds_to_one() -> std::io::Result<()> { Ok(()) }
+
+fn main() {}
