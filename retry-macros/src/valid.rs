@@ -384,6 +384,28 @@ fn strategy(value: &Value, errors: &mut Errors) -> Option<Strategy> {
         }
         _ => true,
     };
+    // With `base` equal to `max` every delay is `base`: a growth written beside them is read
+    // by nothing.
+    if let (Some(b), Some(m)) = (base, max)
+        && b == m
+    {
+        let growth: &[&str] = match s.as_str() {
+            "exponential" => &["m"],
+            "linear" => &["interval"],
+            "fibonacci" => &["unit"],
+            "polynomial" => &["p", "unit"],
+            _ => &[],
+        };
+        for key in growth {
+            if let Some(v) = p.get(key) {
+                let b = retry_grammar::format(b);
+                errors.at(
+                    v.sp(),
+                    format!("`{key}` has no effect: `base` and `max` are equal ({b}), so every delay is `base`; raise `max`, or write `constant(base = {b})`"),
+                );
+            }
+        }
+    }
     let result = match s.as_str() {
         "exponential" => {
             let m = match p.get("m") {
@@ -1878,15 +1900,42 @@ fn dead_whens(
     // The `on` rule decides nothing when a `when` takes each of its kinds first (the same
     // kind, a wider one, or `_`; without `on`, every error, which only `_` takes): the top
     // level's retry settings are then read only by the `when`s that do not set their own.
+    // A pattern kind's alternatives as written (through `|` and parentheses).
+    let cases = |k: &Kind| match k {
+        Kind::Pattern(p) => {
+            let (mut by_value, mut by_ref) = (Vec::new(), Vec::new());
+            alternatives(p, &mut by_value, &mut by_ref);
+            let all = by_value.into_iter().chain(by_ref);
+            Some(
+                all.map(|p| quote::quote!(#p).to_string())
+                    .collect::<Vec<_>>(),
+            )
+        }
+        _ => None,
+    };
     let on_taken = |k: &Kind| {
         config
             .whens
             .iter()
             .any(|w| w.kind.key() == k.key() || taken(&w.kind, k).is_some())
+            // (Or each of its alternatives is one of a `when`'s: `on = [E::A, E::B]` beside
+            // `when(E::A | E::B, ..)`.)
+            || cases(k).is_some_and(|alternatives| {
+                alternatives.iter().all(|a| {
+                    config
+                        .whens
+                        .iter()
+                        .any(|w| cases(&w.kind).is_some_and(|c| c.contains(a)))
+                })
+            })
+    };
+    // (Without `on`, every error: `_` takes it, and so does `Io` for an `io::Error`.)
+    let takes_all = |k: &Kind| {
+        takes_every_error(k) || io_error && matches!(k, Kind::Io { kinds, .. } if kinds.is_empty())
     };
     let on_dead = match &config.on {
         Some(on) => on.value.iter().all(on_taken),
-        None => config.whens.iter().any(|w| takes_every_error(&w.kind)),
+        None => config.whens.iter().any(|w| takes_all(&w.kind)),
     };
     let whens_retry = retrying_rules(config).len() > usize::from(on_retries(config));
     if complete && on_dead && whens_retry {
@@ -2784,10 +2833,21 @@ pub fn check_fn(f: &crate::ast::Func, errors: &mut Errors) {
                 // `self: &Self` and `self: &mut Self` leave `reference` empty: read the type.
                 let is_ref =
                     r.reference.is_some() || matches!(peel(&r.ty), syn::Type::Reference(_));
+                // A receiver by a pointer type (`self: Pin<&mut Self>`, `self: Arc<Self>`) is
+                // owned too: the expansion hands each attempt its own reborrow of `self`,
+                // which only a reference gives.
+                let pointer = match peel(&r.ty) {
+                    syn::Type::Path(p) => p.path.segments.last().map(|s| s.ident.to_string()),
+                    _ => None,
+                }
+                .filter(|name| name != "Self");
                 if !is_ref {
                     errors.at(
                         Sp::of(r),
-                        "`#[robust]` needs `&self` or `&mut self`: an owned `self` is consumed by the first attempt and cannot be retried",
+                        match pointer {
+                            Some(name) => format!("`#[robust]` needs `&self` or `&mut self`: `self: {name}<..>` is moved into the first attempt (the expansion reborrows only a reference for each attempt); take `&self` or `&mut self`, or put `#[robust]` on a fn this method calls"),
+                            None => "`#[robust]` needs `&self` or `&mut self`: an owned `self` is consumed by the first attempt and cannot be retried".to_string(),
+                        },
                     );
                 }
                 let s = slots(r.ty.to_token_stream());
@@ -2917,17 +2977,43 @@ pub fn check_blocking_timeout(config: &Config, f: &crate::ast::Func, errors: &mu
             format!("this `deadline` does nothing: {which_deadline}: it stops retries, and no retry is ever made here, and nothing reads it{unread_note}; name the attempt (`attempt = ctx`) and stop when `ctx.is_expired()`, or leave it out"),
         );
     }
-    let span = match (&config.timeout, &config.adaptive) {
-        (Some(t), _) if matches!(t.value, Limit::Finite(_)) => t.span,
-        (_, Some(a)) => a.span,
-        _ => return,
-    };
+    // With retries, a deadline stops those whose backoff would end past it; a `max_delay`
+    // shorter than it, on every rule that retries, stops each of them first. (Not beside a
+    // rule on `Timeout`, which an error returned after the deadline matches, nor a guard
+    // that counts timeouts, nor a concurrency limit, whose wait for a slot it bounds.)
     let timeout_kind = |k: &Kind| matches!(k, Kind::Timeout(_));
     let named = config
         .on
         .as_ref()
         .is_some_and(|on| on.value.iter().any(timeout_kind))
         || config.whens.iter().any(|w| timeout_kind(&w.kind));
+    let top = &config.settings;
+    let rules = retrying_rules(config);
+    if !never_retries
+        && !named
+        && config.breaker.is_none()
+        && config.throttle.is_none()
+        && config.limit.is_none()
+        && config.hedge.is_none()
+        && let Some(Spanned {
+            value: Limit::Finite(deadline),
+            span,
+        }) = config.deadline
+        && rules.iter().all(|(o, _)| {
+            matches!(o.max_delay.as_ref().or(top.max_delay.as_ref()),
+                Some(Spanned { value: Limit::Finite(m), .. }) if *m < deadline)
+        })
+    {
+        errors.at(
+            span,
+            format!("this `deadline` does nothing: {which_deadline}: it stops retries, and every rule that retries here has a `max_delay` shorter than it, which stops them first, and nothing reads it{unread_note}; leave it out, or name the attempt (`attempt = ctx`) and stop when `ctx.is_expired()`"),
+        );
+    }
+    let span = match (&config.timeout, &config.adaptive) {
+        (Some(t), _) if matches!(t.value, Limit::Finite(_)) => t.span,
+        (_, Some(a)) => a.span,
+        _ => return,
+    };
     if !named {
         errors.at(
             span,
