@@ -563,6 +563,24 @@ fn the_builder_refuses_settings_no_rule_reads() {
                 .err(),
             "scale",
         ),
+        // A `Constant` of 0 waits nothing either, as the attribute's `constant(base = 0)`.
+        (
+            Policy::builder()
+                .backoff(Constant::new(Duration::ZERO))
+                .jitter(retry_runtime::EqualJitter)
+                .build()
+                .err(),
+            "jitter",
+        ),
+        (
+            Policy::builder()
+                .when(Io::ANY, |s| {
+                    s.backoff(Constant::new(Duration::ZERO)).scale(2.0)
+                })
+                .build()
+                .err(),
+            "scale",
+        ),
         // A decorrelated jitter in a policy of one rule: it moves only that rule's exponent,
         // which `NoBackoff` does not read.
         (
@@ -578,6 +596,13 @@ fn the_builder_refuses_settings_no_rule_reads() {
         assert!(e.to_string().contains("no effect"), "{e}");
     }
     let accepted = [
+        // A `Constant` that waits.
+        Policy::builder()
+            .backoff(Constant::new(Duration::from_nanos(1)))
+            .jitter(retry_runtime::EqualJitter)
+            .scale(2.0)
+            .build()
+            .err(),
         // A `when` rule that retries reads the `on` rule's backoff it inherits.
         Policy::builder()
             .retries(0)

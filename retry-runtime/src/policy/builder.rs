@@ -466,10 +466,10 @@ fn unread_setting<B2: Backoff, J2>(settings: &Settings<B2, J2>) -> Option<Config
     if !may_retry(&settings.rule) {
         return None;
     }
-    unread_beside_no_backoff::<B2, J2>(settings.written).map(|key| {
+    unread_beside_no_backoff::<B2, J2>(&settings.rule.backoff, settings.written).map(|key| {
         ConfigError::new(
             key,
-            "of a `when` rule has no effect beside `NoBackoff`: every delay is 0, which no built-in jitter spreads nor any scale multiplies; leave it out, or choose a strategy that waits",
+            "of a `when` rule has no effect beside `NoBackoff` (or a `Constant` of 0): every delay is 0, which no built-in jitter spreads nor any scale multiplies; leave it out, or choose a strategy that waits",
         )
     })
 }
@@ -479,9 +479,9 @@ fn unread_setting<B2: Backoff, J2>(settings: &Settings<B2, J2>) -> Option<Config
 /// one) that is not one of the built-in ones that wait nothing there and keep no state (a
 /// jitter of the user's may add a delay, which a scale multiplies; the decorrelated ones move
 /// the state every rule of the call shares).
-fn reads_top<B2, J2>(settings: &Settings<B2, J2>) -> (bool, bool) {
+fn reads_top<B2: Backoff, J2>(settings: &Settings<B2, J2>) -> (bool, bool) {
     let waits = may_retry(&settings.rule)
-        && (!same_type::<B2, crate::NoBackoff>() || !built_in_jitter::<J2>());
+        && (!waits_nothing(&settings.rule.backoff) || !built_in_jitter::<J2>());
     (
         waits && !settings.written.jitter,
         waits && !settings.written.scale,
@@ -496,10 +496,21 @@ fn built_in_jitter<J: ?Sized>() -> bool {
     same_type::<J, FullJitter>() || same_type::<J, EqualJitter>() || same_type::<J, NoJitter>()
 }
 
-/// The first of a jitter or a scale `written` beside [`NoBackoff`](crate::NoBackoff) (`B`),
-/// where a built-in jitter has no delay to spread nor the scale one to multiply.
-fn unread_beside_no_backoff<B: ?Sized, J: ?Sized>(written: Written) -> Option<&'static str> {
-    if !(same_type::<B, crate::NoBackoff>() && built_in_jitter::<J>()) {
+/// Whether every delay `backoff` gives is 0: [`NoBackoff`](crate::NoBackoff), or a
+/// [`Constant`](crate::Constant) of 0.
+fn waits_nothing<B: Backoff + ?Sized>(backoff: &B) -> bool {
+    same_type::<B, crate::NoBackoff>()
+        || same_type::<B, crate::Constant>() && backoff.max().is_zero()
+}
+
+/// The first of a jitter or a scale `written` beside a strategy that waits nothing (`B`:
+/// [`waits_nothing`]), where a built-in jitter has no delay to spread nor the scale one to
+/// multiply.
+fn unread_beside_no_backoff<B: Backoff + ?Sized, J: ?Sized>(
+    backoff: &B,
+    written: Written,
+) -> Option<&'static str> {
+    if !(waits_nothing(backoff) && built_in_jitter::<J>()) {
         return None;
     }
     // (`NoJitter` written out says what it does, as `jitter = none` beside `backoff = none`
@@ -1212,13 +1223,14 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
             ));
         }
         if on_retries
-            && let Some(key) = unread_beside_no_backoff::<B, J>(p.settings.written)
+            && let Some(key) =
+                unread_beside_no_backoff::<B, J>(&p.settings.rule.backoff, p.settings.written)
             && !(key == "jitter" && self.checks.top_jitter_read)
             && !(key == "scale" && self.checks.top_scale_read)
         {
             return Err(ConfigError::new(
                 key,
-                "has no effect beside `NoBackoff`: every delay is 0, which no built-in jitter spreads nor any scale multiplies; leave it out, or choose a strategy that waits",
+                "has no effect beside `NoBackoff` (or a `Constant` of 0): every delay is 0, which no built-in jitter spreads nor any scale multiplies; leave it out, or choose a strategy that waits",
             ));
         }
         // A jitter the `on` rule's strategy gives nothing to do, where that pair is read: by
