@@ -307,6 +307,18 @@ fn the_builder_refuses_bounds_the_deadline_makes_dead() {
                 .err(),
             "max_delay",
         ),
+        // The `on` rule's, where it retries only values whose delay a hint chooses: no retry
+        // starts after the deadline, a hinted one included.
+        (
+            Policy::builder()
+                .max_delay(secs(10))
+                .on(retry_runtime::kind::NoError)
+                .on_ok(retry_runtime::kind::OkIf(|v: &u32| *v == 1).hint(|_: &u32| Some(ms(1))))
+                .deadline(secs(5))
+                .build()
+                .err(),
+            "max_delay",
+        ),
         // A `when` rule's own, above a top level's that is below the deadline.
         (
             Policy::builder()
@@ -562,6 +574,24 @@ fn the_builder_refuses_settings_no_rule_reads() {
                 .build()
                 .err(),
             "scale",
+        ),
+        // Through a `Box` or an `Arc` too (the strategy and the jitter are implemented
+        // through them).
+        (
+            Policy::builder()
+                .backoff(Box::new(NoBackoff))
+                .scale(2.0)
+                .build()
+                .err(),
+            "scale",
+        ),
+        (
+            Policy::builder()
+                .backoff(std::sync::Arc::new(Constant::new(ms(10))))
+                .jitter(std::sync::Arc::new(retry_runtime::AwsDecorrelated))
+                .build()
+                .err(),
+            "jitter",
         ),
         // A `Constant` of 0 waits nothing either, as the attribute's `constant(base = 0)`.
         (
@@ -956,4 +986,35 @@ fn the_builder_refuses_a_deadline_the_only_attempts_timeout_always_beats() {
             .err(),
     ];
     all_accepted(accepted);
+}
+
+/// A scale so small that the longest delay the strategy gives rounds to no nanosecond makes
+/// every delay 0: the builder refuses it, for the `on` rule and a `when` rule. One that leaves
+/// the longest delay a nanosecond or more is accepted.
+#[test]
+fn the_builder_refuses_a_scale_that_rounds_every_delay_to_zero() {
+    let refused = [
+        Policy::builder().retries(4).scale(1e-12).build().err(),
+        Policy::builder()
+            .backoff(Constant::new(ms(100)))
+            .scale(1e-9)
+            .build()
+            .err(),
+        Policy::builder()
+            .when(retry_runtime::kind::Io::ANY, |s| s.scale(5e-324))
+            .build()
+            .err(),
+    ];
+    for e in refused_for(refused.into_iter().map(|e| (e, "scale"))) {
+        assert!(e.to_string().contains("rounds to 0"), "{e}");
+    }
+    // 20 s (the default `max`) x 1e-10: 2 ns.
+    assert!(Policy::builder().scale(1e-10).build().is_ok());
+    assert!(
+        Policy::builder()
+            .backoff(Constant::new(ms(100)))
+            .scale(1e-8)
+            .build()
+            .is_ok()
+    );
 }

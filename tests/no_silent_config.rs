@@ -697,6 +697,35 @@ fn the_builder_refuses_a_jitter_the_strategy_gives_nothing_to_do() {
             .when(Io::ANY, |r| r.retries(0))
             .build()
             .err(),
+        // The one rule that retries is a `when` rule, with its own pair: judged as the `on`
+        // rule's would be in a policy of one rule (`on(NoError)` takes no error either).
+        Policy::builder()
+            .retries(0)
+            .when(retry_runtime::kind::Timeout, |r| {
+                r.retries(3)
+                    .backoff(Random::new(Duration::ZERO, s(10)).unwrap())
+                    .jitter(AwsDecorrelated)
+            })
+            .build()
+            .err(),
+        Policy::builder()
+            .retries(0)
+            .when(retry_runtime::kind::Timeout, |r| {
+                r.retries(3)
+                    .backoff(Constant::new(s(1)))
+                    .jitter(Decorrelated)
+            })
+            .build()
+            .err(),
+        Policy::builder()
+            .on(retry_runtime::kind::NoError)
+            .when(retry_runtime::kind::AnyError, |r| {
+                r.retries(3)
+                    .backoff(Constant::new(s(1)))
+                    .jitter(Decorrelated)
+            })
+            .build()
+            .err(),
         // The `on` rule never retries; the `when` rule that inherits an `Exponential` with
         // `m` = 4 and the AWS jitter reads the pair, and its `m` not at all.
         Policy::builder()

@@ -93,6 +93,7 @@ fn robust2(
     valid::check_under_deadline(&config, &mut errors);
     valid::check_backoff_fits(&config, &mut errors);
     valid::check_jitter_reads_strategy(&config, &mut errors);
+    valid::check_scale_rounds_to_zero(&config, &mut errors);
     valid::check_backoff_never_waits(&config, &mut errors);
     // Rules dead only if the error type is `std::io::Error`, for the expansion to check.
     let mut io_dead = (Vec::new(), valid::IoSpelling::Unknown);

@@ -1460,6 +1460,50 @@ fn dead_jitter(
     }
 }
 
+/// A `scale` so small that the longest delay its rule's strategy gives (its `max`, a
+/// constant's `base`, the default's 20 s) rounds to no nanosecond: every delay would be 0.
+/// Judged for each rule that retries and writes its own (beside a built-in jitter: a
+/// `custom` one may draw above `max`). An error at the scale.
+pub fn check_scale_rounds_to_zero(config: &Config, errors: &mut Errors) {
+    let top = &config.settings;
+    for (o, _) in retrying_rules(config) {
+        let Some(scale) = o.scale.as_ref() else {
+            continue;
+        };
+        let jitter = o.jitter.as_ref().or(top.jitter.as_ref());
+        if matches!(jitter.map(|j| &j.value), Some(JitterSpec::Custom(_))) {
+            continue;
+        }
+        let longest = match o
+            .backoff
+            .as_ref()
+            .or(top.backoff.as_ref())
+            .map(|s| &s.value)
+        {
+            None => retry_grammar::DEFAULT_MAX,
+            Some(Strategy::Constant { base }) => *base,
+            Some(
+                Strategy::Exponential { max, .. }
+                | Strategy::Linear { max, .. }
+                | Strategy::Fibonacci { max, .. }
+                | Strategy::Polynomial { max, .. }
+                | Strategy::Random { max, .. },
+            ) => *max,
+            Some(_) => continue,
+        };
+        if !longest.is_zero() && longest.as_nanos() as f64 * scale.value < 0.5 {
+            errors.at(
+                scale.span,
+                format!(
+                    "this `scale` makes every delay 0: the longest delay the strategy gives ({}) times {:?} is below half a nanosecond, which rounds to 0; raise it, or write `backoff = none` for retries without a wait",
+                    retry_grammar::format(longest),
+                    scale.value
+                ),
+            );
+        }
+    }
+}
+
 /// Why every delay `strategy` gives is zero, if it is: `backoff = none`, or a constant of 0.
 fn always_zero(strategy: &Strategy) -> Option<&'static str> {
     match strategy {

@@ -49,7 +49,14 @@ impl Exponential {
     /// infinite.
     pub fn new(base: Duration, max: Duration, m: f64) -> Result<Self, ConfigError> {
         check_range(base, max)?;
-        super::check_waits(base, max, ("base", Duration::ZERO))?;
+        // (The growth multiplies `base`: none of its own to check beside a `base` of 0.)
+        super::check_waits(base, max, ("base", Duration::MAX))?;
+        if base.is_zero() {
+            return Err(ConfigError::new(
+                "base",
+                "must be above 0: an exponential strategy multiplies `base`, so from 0 it would wait 0 before every retry; use `NoBackoff` for no wait",
+            ));
+        }
         if !(m.is_finite() && m >= 1.0) {
             return Err(ConfigError::new("m", "must be a finite number >= 1"));
         }
@@ -133,6 +140,17 @@ mod tests {
             v,
             [100, 200, 400, 800, 1600, 3200, 6400, 12800, 20000, 20000]
         );
+    }
+
+    /// A `base` of 0 is refused with a message that says what is allowed, and a `max` of 0
+    /// for its own reason.
+    #[test]
+    fn a_base_of_zero_is_refused_for_what_it_is() {
+        let e = Exponential::new(Duration::ZERO, Duration::from_secs(1), 2.0).unwrap_err();
+        assert_eq!(e.parameter(), "base");
+        assert!(e.to_string().contains("multiplies `base`"), "{e}");
+        let e = Exponential::new(Duration::ZERO, Duration::ZERO, 2.0).unwrap_err();
+        assert_eq!(e.parameter(), "max");
     }
 
     #[test]

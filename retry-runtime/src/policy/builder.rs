@@ -192,6 +192,9 @@ struct Checks {
     retrying_inherit_retries: bool,
     /// How many `when` and `when_ok` rules may retry (saturating).
     retrying_whens: u32,
+    /// Why the jitter a `when` or `when_ok` rule that may retry wrote would change nothing, were
+    /// it the policy's one rule that retries (the last such rule's: read only when it is).
+    jitter_if_alone: Option<&'static str>,
     /// Whether the concurrency limit has one slot (a hedge could never run beside the attempt
     /// that holds it).
     limit_of_one: bool,
@@ -224,6 +227,7 @@ impl Checks {
         inherit_max_delay: false,
         retrying_inherit_retries: false,
         retrying_whens: 0,
+        jitter_if_alone: None,
         limit_of_one: false,
     };
 
@@ -296,6 +300,15 @@ impl Checks {
         self.inherit_max_delay |= retries && !settings.written.max_delay;
         self.retrying_inherit_retries |= retries && !settings.written.retries;
         self.retrying_whens = self.retrying_whens.saturating_add(u32::from(retries));
+        if retries {
+            self.jitter_if_alone = settings
+                .written
+                .jitter
+                .then(|| {
+                    dead_jitter::<B2, J2>(&settings.rule.backoff, true, settings.written.backoff)
+                })
+                .flatten();
+        }
         self.whens_retry |= retries;
         self.top_jitter_read |= jitter;
         self.top_jitter_read_elsewhere |= jitter && settings.written.backoff;
@@ -466,6 +479,9 @@ fn unread_setting<B2: Backoff, J2>(settings: &Settings<B2, J2>) -> Option<Config
     if !may_retry(&settings.rule) {
         return None;
     }
+    if scaled_to_nothing(&settings.rule, settings.written) {
+        return Some(scale_to_nothing());
+    }
     unread_beside_no_backoff::<B2, J2>(&settings.rule.backoff, settings.written).map(|key| {
         ConfigError::new(
             key,
@@ -501,6 +517,32 @@ fn built_in_jitter<J: ?Sized>() -> bool {
 fn waits_nothing<B: Backoff + ?Sized>(backoff: &B) -> bool {
     same_type::<B, crate::NoBackoff>()
         || same_type::<B, crate::Constant>() && backoff.max().is_zero()
+}
+
+/// Whether a rule's `scale`, written, makes every delay 0: the longest its strategy gives
+/// (`max`) scaled rounds to no nanosecond, beside one of this crate's jitters (which never
+/// draw above `max`; a jitter of the user's may). Not beside a strategy that waits nothing
+/// (refused for itself).
+fn scaled_to_nothing<B: Backoff, J>(
+    rule: &super::settings::RuleSettings<B, J>,
+    written: Written,
+) -> bool {
+    use crate::jitter::{AwsDecorrelated, Decorrelated};
+    let max = rule.backoff.max();
+    written.scale
+        && !max.is_zero()
+        && super::settings::scale(max, rule.scale).is_zero()
+        && (built_in_jitter::<J>()
+            || same_type::<J, Decorrelated>()
+            || same_type::<J, AwsDecorrelated>())
+}
+
+/// The error for a scale that makes every delay 0 (see [`scaled_to_nothing`]).
+fn scale_to_nothing() -> ConfigError {
+    ConfigError::new(
+        "scale",
+        "is so small that every delay rounds to 0: the longest delay the strategy gives (its `max`) times `scale` is below half a nanosecond; raise it, or use `NoBackoff` for retries without a wait",
+    )
 }
 
 /// The first of a jitter or a scale `written` beside a strategy that waits nothing (`B`:
@@ -608,16 +650,24 @@ fn part_that_adds_nothing<K: ?Sized>() -> Option<&'static str> {
     }
 }
 
-/// The name of the type a reference type's name points to, through every `&` and `&mut`
-/// (the name itself for any other type).
+/// The name of the type a reference type's name points to, through every `&` and `&mut`,
+/// `Box`, `Arc` and `Rc` (the name itself for any other type).
 fn referent(mut name: &str) -> &str {
+    // (`Backoff` and `Jitter` are implemented through these: `Box<Linear>` is a `Linear`.)
+    const POINTERS: [&str; 3] = ["alloc::boxed::Box<", "alloc::sync::Arc<", "alloc::rc::Rc<"];
     loop {
         let rest = name.trim_start();
-        let Some(rest) = rest.strip_prefix('&') else {
+        if let Some(rest) = rest.strip_prefix('&') {
+            let rest = rest.trim_start();
+            name = rest.strip_prefix("mut ").unwrap_or(rest);
+        } else if let Some(inner) = POINTERS
+            .iter()
+            .find_map(|p| rest.strip_prefix(p)?.strip_suffix('>'))
+        {
+            name = inner;
+        } else {
             return rest;
-        };
-        let rest = rest.trim_start();
-        name = rest.strip_prefix("mut ").unwrap_or(rest);
+        }
     }
 }
 
@@ -749,7 +799,8 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
     /// sequence. For tests and simulations; by default each call is seeded from the thread's
     /// random generator. A throttle's decisions still draw anew for each call (from the seed
     /// and the count of throttle draws made on the thread, so a single-threaded run is
-    /// reproducible): one draw for all would reject every call or none.
+    /// reproducible): one draw for all would reject every call or none. (Seeds 0 and
+    /// `u64::MAX` give the same sequence: the seed is kept in one word beside its absence.)
     pub fn seed(mut self, seed: u64) -> Self {
         self.seed = Some(seed);
         self
@@ -1222,6 +1273,9 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
                 "has no effect: it reads the errors a rule retries, and here only values are retried (`on(NoError)`, and no `when` on an error retries); a value's delay is read by its kind (`OkIf::hint`)",
             ));
         }
+        if on_retries && scaled_to_nothing(&p.settings.rule, p.settings.written) {
+            return Err(scale_to_nothing());
+        }
         if on_retries
             && let Some(key) =
                 unread_beside_no_backoff::<B, J>(&p.settings.rule.backoff, p.settings.written)
@@ -1238,6 +1292,15 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
         // strategy of its own reads the jitter). "One rule": one rule that retries (the
         // others move no jitter state).
         let single = u32::from(on_retries).saturating_add(self.checks.retrying_whens) == 1;
+        // A `when` rule that is the one rule that retries: its jitter judged as the `on`
+        // rule's is in a policy of one rule (`when` sees no more than its own rule when it is
+        // added).
+        if single
+            && !on_retries
+            && let Some(why) = self.checks.jitter_if_alone
+        {
+            return Err(ConfigError::new("jitter", why));
+        }
         if (on_retries || self.checks.top_jitter_read)
             && p.settings.written.jitter
             && !self.checks.top_jitter_read_elsewhere
@@ -1299,7 +1362,9 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
                     "must be below the deadline (an adaptive timeout's `min` too): every attempt would be cut by the deadline first, and the timeout would never apply",
                 ));
             }
-            if (!self.checks.on_never || self.checks.on_plain_values)
+            // (Whatever asks for the delay: no retry starts after the deadline, a hinted one
+            // included.)
+            if (!self.checks.on_never || self.checks.on_values)
                 && p.settings.rule.max_delay.is_some_and(|m| m >= deadline)
             {
                 return Err(ConfigError::new(

@@ -1,0 +1,19 @@
+// A `scale` so small that the longest delay the strategy gives rounds to no nanosecond makes
+// every delay 0.
+use retry_runtime::robust;
+
+// The default strategy's longest delay is 20 s: 20 s x 1e-12 is 0.02 ns.
+#[robust(retries = 4, scale = 1e-12)]
+fn default_strategy() -> std::io::Result<()> { Ok(()) }
+
+#[robust(backoff = constant(base = 100ms), scale = 1e-9)]
+fn constant() -> std::io::Result<()> { Ok(()) }
+
+#[robust(when(Io(ConnectionReset), retries = 2, backoff = exponential(base = 1ms, max = 1s), scale = 1e-10))]
+fn a_when() -> std::io::Result<()> { Ok(()) }
+
+// (Fine: 20 s x 1e-10 is 2 ns.)
+#[robust(scale = 1e-10)]
+fn small_but_not_zero() -> std::io::Result<()> { Ok(()) }
+
+fn main() {}
