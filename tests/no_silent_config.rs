@@ -748,6 +748,21 @@ fn the_builder_refuses_a_jitter_the_strategy_gives_nothing_to_do() {
             .jitter(AwsDecorrelated)
             .build()
             .err(),
+        // A `Linear` or a `Fibonacci` with no growth (an interval or unit of 0): none unread.
+        Policy::builder()
+            .backoff(
+                Linear::with_interval(Duration::from_millis(100), s(10), Duration::ZERO).unwrap(),
+            )
+            .jitter(AwsDecorrelated)
+            .build()
+            .err(),
+        Policy::builder()
+            .backoff(
+                Fibonacci::with_unit(Duration::from_millis(100), s(10), Duration::ZERO).unwrap(),
+            )
+            .jitter(AwsDecorrelated)
+            .build()
+            .err(),
         // The strategy's growth is read by a `when` rule with a jitter of its own.
         Policy::builder()
             .backoff(Exponential::new(s(1), s(30), 4.0).unwrap())
@@ -1111,4 +1126,32 @@ fn an_inherited_jitter_beside_no_backoff_is_read_by_no_rule() {
         .unwrap_err();
     assert_eq!(e.parameter(), "jitter");
     assert!(e.to_string().contains("no delay for it to act on"), "{e}");
+}
+
+/// A growth given beside a `base` equal to the `max` is read by nothing (every delay is
+/// `base`), as the attribute refuses it (`growth_without_room.rs`): an error naming it. The
+/// same bounds without a growth of one's own (the default `m`, interval, unit or exponents)
+/// are accepted.
+#[test]
+fn a_growth_beside_equal_bounds_is_refused() {
+    use retry_runtime::{Exponential, Fibonacci, Linear, Polynomial};
+    let s = Duration::from_secs;
+    let refused = [
+        (Exponential::new(s(1), s(1), 5.0).err(), "m"),
+        (Linear::with_interval(s(1), s(1), s(2)).err(), "interval"),
+        (Fibonacci::with_unit(s(1), s(1), s(2)).err(), "unit"),
+        (Polynomial::new(s(1), s(1), [3.0]).err(), "p"),
+        (Polynomial::with_unit(s(1), s(1), [2.0], s(1)).err(), "unit"),
+        (Linear::from_secs(1.0, 1.0, 0.5).err(), "interval"),
+    ];
+    for (e, parameter) in refused {
+        let e = e.unwrap_or_else(|| panic!("{parameter} accepted"));
+        assert_eq!(e.parameter(), parameter, "{e}");
+        assert!(e.to_string().contains("`base` equals `max`"), "{e}");
+    }
+    assert!(Exponential::new(s(1), s(1), 2.0).is_ok());
+    assert!(Linear::new(s(1), s(1)).is_ok());
+    assert!(Fibonacci::new(s(1), s(1)).is_ok());
+    assert!(Polynomial::new(s(1), s(1), Polynomial::DEFAULT_P).is_ok());
+    assert!(Exponential::new(s(1), s(2), 5.0).is_ok());
 }

@@ -60,6 +60,10 @@ impl Exponential {
         if !(m.is_finite() && m >= 1.0) {
             return Err(ConfigError::new("m", "must be a finite number >= 1"));
         }
+        // (The default `m`, 2, says nothing beside equal bounds.)
+        if m != 2.0 {
+            super::check_room(base, max, "m")?;
+        }
         Ok(Self { base, max, m })
     }
 

@@ -28,7 +28,7 @@ pub struct Fibonacci {
 impl Fibonacci {
     /// `unit = 1 s`. Errors: `base > max`; `max` zero (every delay would be 0).
     pub fn new(base: Duration, max: Duration) -> Result<Self, ConfigError> {
-        Self::with_unit(base, max, super::DEFAULT_UNIT)
+        Self::checked(base, max, super::DEFAULT_UNIT)
     }
 
     /// The same from numbers of seconds. Errors: a negative, NaN or infinite duration;
@@ -48,8 +48,16 @@ impl Fibonacci {
     }
 
     /// Fibonacci backoff counting in `unit`s. Errors: `base > max`; `max` zero, or `base` and
-    /// `unit` both zero (every delay would be 0).
+    /// `unit` both zero (every delay would be 0); a `base` equal to the `max` (every delay is
+    /// `base`: the unit would have no effect).
     pub fn with_unit(base: Duration, max: Duration, unit: Duration) -> Result<Self, ConfigError> {
+        check_range(base, max)?;
+        super::check_waits(base, max, ("unit", unit))?;
+        super::check_room(base, max, "unit")?;
+        Self::checked(base, max, unit)
+    }
+
+    fn checked(base: Duration, max: Duration, unit: Duration) -> Result<Self, ConfigError> {
         check_range(base, max)?;
         super::check_waits(base, max, ("unit", unit))?;
         Ok(Self { base, max, unit })

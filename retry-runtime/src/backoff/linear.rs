@@ -37,7 +37,7 @@ impl Linear {
                 "must be above 0: `Linear::new` grows by its base, so every retry would wait 0; use `NoBackoff` for no wait, or `Linear::with_interval` to grow from 0",
             ));
         }
-        Self::with_interval(base, max, base)
+        Self::checked(base, max, base)
     }
 
     /// The same from numbers of seconds. Errors: a negative (`interval < 0` included), NaN or
@@ -63,11 +63,21 @@ impl Linear {
     /// `v_x = min(max, base + interval * x)`. Errors: `base > max`; `max` zero, or `base` and
     /// `interval` both zero (every delay would be 0). (A `Duration` interval is
     /// never negative; the attribute rejects `interval < 0` at compile time.)
+    ///
+    /// An interval given beside a `base` equal to the `max` is an error too: every delay is
+    /// `base` ([`Constant`](crate::Constant) says so).
     pub fn with_interval(
         base: Duration,
         max: Duration,
         interval: Duration,
     ) -> Result<Self, ConfigError> {
+        check_range(base, max)?;
+        super::check_waits(base, max, ("interval", interval))?;
+        super::check_room(base, max, "interval")?;
+        Self::checked(base, max, interval)
+    }
+
+    fn checked(base: Duration, max: Duration, interval: Duration) -> Result<Self, ConfigError> {
         check_range(base, max)?;
         super::check_waits(base, max, ("interval", interval))?;
         Ok(Self {
@@ -135,7 +145,8 @@ mod tests {
 
     #[test]
     fn extreme_values_saturate() {
-        let b = Linear::with_interval(Duration::MAX, Duration::MAX, Duration::MAX).unwrap();
+        let b =
+            Linear::with_interval(Duration::from_secs(1), Duration::MAX, Duration::MAX).unwrap();
         assert_eq!(b.delay(u32::MAX, &mut rng()), Duration::MAX);
     }
 

@@ -161,6 +161,22 @@ pub(crate) fn check_waits(
     Ok(())
 }
 
+/// A growth (`growth`, the parameter's name) given beside a `base` equal to the `max` is
+/// read by nothing: every delay is `base` (as the attribute refuses it).
+pub(crate) fn check_room(
+    base: Duration,
+    max: Duration,
+    growth: &'static str,
+) -> Result<(), ConfigError> {
+    if base == max {
+        return Err(ConfigError::new(
+            growth,
+            "has no effect: `base` equals `max`, so every delay is `base`; use `Constant::new(base)`, or raise `max`",
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 pub(crate) mod test_util {
     use rand::SeedableRng;

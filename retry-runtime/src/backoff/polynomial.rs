@@ -35,8 +35,16 @@ impl Polynomial<1> {
 impl<const N: usize> Polynomial<N> {
     /// `unit = 1 s`. Errors: `base > max`; `max` zero (every delay would be 0); no exponent;
     /// an exponent `<= 1`, NaN or infinite.
+    ///
+    /// Exponents other than [`DEFAULT_P`](Polynomial::DEFAULT_P) beside a `base` equal to the
+    /// `max` are an error: every delay is `base`.
     pub fn new(base: Duration, max: Duration, p: [f64; N]) -> Result<Self, ConfigError> {
-        Self::with_unit(base, max, p, super::DEFAULT_UNIT)
+        if p.as_slice() != Polynomial::DEFAULT_P.as_slice() {
+            check_range(base, max)?;
+            super::check_waits(base, max, ("unit", super::DEFAULT_UNIT))?;
+            super::check_room(base, max, "p")?;
+        }
+        Self::checked(base, max, p, super::DEFAULT_UNIT)
     }
 
     /// The same from numbers of seconds. Errors as for [`Polynomial::new`], and a negative,
@@ -56,8 +64,21 @@ impl<const N: usize> Polynomial<N> {
         Self { base, max, p, unit }
     }
 
-    /// Polynomial backoff counting in `unit`s. Errors as for [`Polynomial::new`].
+    /// Polynomial backoff counting in `unit`s. Errors as for [`Polynomial::new`], and a `base`
+    /// equal to the `max` (every delay is `base`: the unit would have no effect).
     pub fn with_unit(
+        base: Duration,
+        max: Duration,
+        p: [f64; N],
+        unit: Duration,
+    ) -> Result<Self, ConfigError> {
+        check_range(base, max)?;
+        super::check_waits(base, max, ("unit", unit))?;
+        super::check_room(base, max, "unit")?;
+        Self::checked(base, max, p, unit)
+    }
+
+    fn checked(
         base: Duration,
         max: Duration,
         p: [f64; N],

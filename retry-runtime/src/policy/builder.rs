@@ -363,10 +363,12 @@ fn dead_jitter<B: Backoff, J>(
                 "`AwsDecorrelated` draws each delay from the strategy's `base` and `max` and the previous delay only: an `Exponential`'s multiplier `m` has no effect beside it; use `Exponential::new(base, max, 2.0)`, or choose another jitter",
             );
         }
+        // (One with no growth, an interval or unit of 0, has none to leave unread.)
         if own_strategy
             && (same_type::<B, crate::Linear>()
                 || same_type::<B, crate::Fibonacci>()
                 || is_polynomial::<B>())
+            && !exponent_free(backoff)
         {
             return Some(
                 "`AwsDecorrelated` draws each delay from the strategy's `base` and `max` and the previous delay only: a `Linear`, `Fibonacci` or `Polynomial` strategy's growth has no effect beside it; use `Exponential::new(base, max, 2.0)`, or choose another jitter",
