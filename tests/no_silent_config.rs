@@ -1141,7 +1141,7 @@ fn a_growth_beside_equal_bounds_is_refused() {
         (Linear::with_interval(s(1), s(1), s(2)).err(), "interval"),
         (Fibonacci::with_unit(s(1), s(1), s(2)).err(), "unit"),
         (Polynomial::new(s(1), s(1), [3.0]).err(), "p"),
-        (Polynomial::with_unit(s(1), s(1), [2.0], s(1)).err(), "unit"),
+        (Polynomial::with_unit(s(1), s(1), [2.0], s(2)).err(), "unit"),
         (Linear::from_secs(1.0, 1.0, 0.5).err(), "interval"),
     ];
     for (e, parameter) in refused {
@@ -1149,6 +1149,14 @@ fn a_growth_beside_equal_bounds_is_refused() {
         assert_eq!(e.parameter(), parameter, "{e}");
         assert!(e.to_string().contains("`base` equals `max`"), "{e}");
     }
+    // The defaults given by name (`from_secs` takes every parameter) are accepted too.
+    assert!(Linear::from_secs(1.0, 1.0, 1.0).is_ok());
+    assert!(Fibonacci::from_secs(1.0, 1.0, 1.0).is_ok());
+    assert!(Polynomial::from_secs(1.0, 1.0, [2.0], 1.0).is_ok());
+    assert!(Exponential::from_secs(1.0, 1.0, 2.0).is_ok());
+    // An exponent that is wrong in itself is reported as such, first.
+    let e = Polynomial::new(s(1), s(1), [0.5]).unwrap_err();
+    assert!(!e.to_string().contains("`base` equals `max`"), "{e}");
     assert!(Exponential::new(s(1), s(1), 2.0).is_ok());
     assert!(Linear::new(s(1), s(1)).is_ok());
     assert!(Fibonacci::new(s(1), s(1)).is_ok());

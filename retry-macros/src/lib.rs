@@ -99,6 +99,7 @@ fn robust2(
     let mut io_dead = (Vec::new(), valid::IoSpelling::Unknown);
     if let Some(f) = &func {
         valid::check_fn(f, &mut errors);
+        valid::check_robust_twice(&config, f, &mut errors);
         valid::check_hedge(&config, f, &mut errors);
         valid::check_blocking_timeout(&config, f, &mut errors);
         valid::check_async_deadline(&config, f, &mut errors);

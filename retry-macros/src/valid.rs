@@ -84,6 +84,9 @@ fn limit(value: &Value, what: &str, infinite_ok: bool, errors: &mut Errors) -> O
         // unit and `-1e400` is not finite, not "infinite".
         Value::Number(n) => match retry_grammar::from_number(&n.digits, &n.suffix) {
             Ok(_) if n.is_negative() => negative(errors, n.sp),
+            // (A negative value is "no limit", however small: its magnitude rounding to 0 is
+            // no mistake.)
+            Err(DurationError::BelowNanosecond) if n.is_negative() => negative(errors, n.sp),
             Ok(d) => Some(Limit::Finite(d)),
             Err(DurationError::UnknownSuffix) => {
                 errors.at(
@@ -2767,40 +2770,73 @@ fn find_impl_trait(tokens: proc_macro2::TokenStream) -> Option<proc_macro2::Span
     None
 }
 
-/// Whether `a` is a `#[robust(..)]` (by any path ending in `robust`), or a `cfg_attr` whose
-/// attributes (after its condition) include one.
-fn robust_again(a: &syn::Attribute) -> bool {
+/// Another `#[robust]` on the fn (by any path ending in `robust`, or in a `cfg_attr`'s
+/// attributes after its condition), where both retry, wraps this one's loop around the other's:
+/// each of its attempts runs all of the other's, and the attempts multiply. (One of the two
+/// that never retries, `retries = 0`, only adds its guards, timeout or deadline around the
+/// other's calls or attempts, as the two nest.) An error at the other attribute.
+pub fn check_robust_twice(config: &Config, f: &crate::ast::Func, errors: &mut Errors) {
+    if retrying_rules(config).is_empty() && config.hedge.is_none() {
+        return;
+    }
+    for a in &f.attrs {
+        if robust_args(a).is_some_and(|args| !never_retries(args)) {
+            errors.at(
+                Sp::of(a),
+                "`#[robust]` is written twice on this fn, and both retry: the outer one would retry the inner one's whole call, each of its attempts making all of the inner one's, so the attempts multiply (two `retries = 2` make 9); write one `#[robust(...)]` with every key, or give one of them `retries = 0`, so that one alone retries",
+            );
+        }
+    }
+}
+
+/// The arguments of `a` if it is a `#[robust(..)]` (by any path ending in `robust`), or a
+/// `cfg_attr` whose attributes (after its condition) include one (empty for `#[robust]`).
+fn robust_args(a: &syn::Attribute) -> Option<proc_macro2::TokenStream> {
     let ends_in_robust = |p: &syn::Path| p.segments.last().is_some_and(|s| s.ident == "robust");
-    if ends_in_robust(a.path()) {
-        return true;
-    }
-    let syn::Meta::List(list) = &a.meta else {
-        return false;
+    let list = match &a.meta {
+        syn::Meta::Path(p) if ends_in_robust(p) => return Some(proc_macro2::TokenStream::new()),
+        syn::Meta::List(list) if ends_in_robust(&list.path) => return Some(list.tokens.clone()),
+        syn::Meta::List(list) if list.path.is_ident("cfg_attr") => list,
+        _ => return None,
     };
-    if !list.path.is_ident("cfg_attr") {
-        return false;
-    }
     // The attributes come after the condition's comma, each a path (whose last segment is
     // not followed by `::`) then its arguments.
     let tokens: Vec<_> = list.tokens.clone().into_iter().collect();
     let comma = |t: &proc_macro2::TokenTree| matches!(t, proc_macro2::TokenTree::Punct(p) if p.as_char() == ',');
-    let Some(first_comma) = tokens.iter().position(comma) else {
-        return false;
-    };
+    let first_comma = tokens.iter().position(comma)?;
     tokens
         .iter()
         .enumerate()
         .skip(first_comma + 1)
-        .any(|(i, t)| {
-            matches!(t, proc_macro2::TokenTree::Ident(id) if id == "robust")
-                && !matches!(tokens.get(i + 1),
-                    Some(proc_macro2::TokenTree::Punct(p)) if p.as_char() == ':')
+        .find_map(|(i, t)| match t {
+            proc_macro2::TokenTree::Ident(id) if id == "robust" => match tokens.get(i + 1) {
+                Some(proc_macro2::TokenTree::Punct(p)) if p.as_char() == ':' => None,
+                Some(proc_macro2::TokenTree::Group(g)) => Some(g.stream()),
+                _ => Some(proc_macro2::TokenStream::new()),
+            },
+            _ => None,
         })
+}
+
+/// Whether a `#[robust(..)]`'s arguments say it never retries: `retries = 0` or
+/// `max_delay = 0` at the top level, with no `when` (which may retry) nor `hedge`.
+fn never_retries(args: proc_macro2::TokenStream) -> bool {
+    let tokens: Vec<_> = args.into_iter().collect();
+    let ident = |i: usize, name: &str| matches!(tokens.get(i), Some(proc_macro2::TokenTree::Ident(id)) if id == name);
+    let zero_after = |i: usize| {
+        matches!(tokens.get(i + 1), Some(proc_macro2::TokenTree::Punct(p)) if p.as_char() == '=')
+            && matches!(tokens.get(i + 2),
+                Some(proc_macro2::TokenTree::Literal(l)) if l.to_string() == "0")
+    };
+    let zero =
+        (0..tokens.len()).any(|i| (ident(i, "retries") || ident(i, "max_delay")) && zero_after(i));
+    zero && !(0..tokens.len()).any(|i| ident(i, "when") || ident(i, "hedge"))
 }
 
 /// A `const` a guard's expression declares in a block and gives as its value (`{ const L:
 /// ConcurrencyLimit = ..; &L }`), through the tails of its blocks and the branches of its
-/// `if`s and `match`es, under `&`, `*`, a field or a method call: its name.
+/// `if`s and `match`es, under `&`, `*` or a field: its name. (Not a method's receiver: a
+/// method called on a `const`, a key, may return a shared guard.)
 fn const_given(e: &syn::Expr) -> Option<&syn::Ident> {
     const_given_in(e, &[])
 }
@@ -2822,10 +2858,7 @@ fn const_given_in<'e>(e: &'e syn::Expr, consts: &[&'e syn::Ident]) -> Option<&'e
         | syn::Expr::Group(syn::ExprGroup { expr, .. })
         | syn::Expr::Reference(syn::ExprReference { expr, .. })
         | syn::Expr::Unary(syn::ExprUnary { expr, .. })
-        | syn::Expr::Field(syn::ExprField { base: expr, .. })
-        | syn::Expr::MethodCall(syn::ExprMethodCall { receiver: expr, .. }) => {
-            const_given_in(expr, consts)
-        }
+        | syn::Expr::Field(syn::ExprField { base: expr, .. }) => const_given_in(expr, consts),
         syn::Expr::Path(p) => p.path.get_ident().filter(|i| consts.contains(i)),
         syn::Expr::Block(b) => tail(&b.block),
         syn::Expr::If(i) => tail(&i.then_branch).or_else(|| {
@@ -2855,14 +2888,6 @@ pub fn check_fn(f: &crate::ast::Func, errors: &mut Errors) {
         errors.at(
             Sp::of(a),
             "`#[track_caller]` does not reach the body under `#[robust]`: the body runs in a closure (or an `async` block) called once per attempt, which does not pass the caller's location on, so a panic in it would report the body's line; remove `#[track_caller]`",
-        );
-    }
-    // A second `#[robust]` (written again, or under `cfg_attr`) would wrap this one's loop in
-    // its own: each of its attempts would run all of this one's, and the attempts multiply.
-    if let Some(a) = f.attrs.iter().find(|a| robust_again(a)) {
-        errors.at(
-            Sp::of(a),
-            "`#[robust]` is written twice on this fn: the outer one would retry the inner one's whole call, each of its attempts making all of the inner one's, so the attempts multiply (two `retries = 2` make 9); write one `#[robust(...)]` with every key",
         );
     }
     let mut mut_receiver = false;
@@ -3021,38 +3046,12 @@ pub fn check_blocking_timeout(config: &Config, f: &crate::ast::Func, errors: &mu
             format!("this `deadline` does nothing: {which_deadline}: it stops retries, and no retry is ever made here, and nothing reads it{unread_note}; name the attempt (`attempt = ctx`) and stop when `ctx.is_expired()`, or leave it out"),
         );
     }
-    // With retries, a deadline stops those whose backoff would end past it; a `max_delay`
-    // shorter than it, on every rule that retries, stops each of them first. (Not beside a
-    // rule on `Timeout`, which an error returned after the deadline matches, nor a guard
-    // that counts timeouts, nor a concurrency limit, whose wait for a slot it bounds.)
     let timeout_kind = |k: &Kind| matches!(k, Kind::Timeout(_));
     let named = config
         .on
         .as_ref()
         .is_some_and(|on| on.value.iter().any(timeout_kind))
         || config.whens.iter().any(|w| timeout_kind(&w.kind));
-    let top = &config.settings;
-    let rules = retrying_rules(config);
-    if !never_retries
-        && !named
-        && config.breaker.is_none()
-        && config.throttle.is_none()
-        && config.limit.is_none()
-        && config.hedge.is_none()
-        && let Some(Spanned {
-            value: Limit::Finite(deadline),
-            span,
-        }) = config.deadline
-        && rules.iter().all(|(o, _)| {
-            matches!(o.max_delay.as_ref().or(top.max_delay.as_ref()),
-                Some(Spanned { value: Limit::Finite(m), .. }) if *m < deadline)
-        })
-    {
-        errors.at(
-            span,
-            format!("this `deadline` does nothing: {which_deadline}: it stops retries, and every rule that retries here has a `max_delay` shorter than it, which stops them first, and nothing reads it{unread_note}; leave it out, or name the attempt (`attempt = ctx`) and stop when `ctx.is_expired()`"),
-        );
-    }
     let span = match (&config.timeout, &config.adaptive) {
         (Some(t), _) if matches!(t.value, Limit::Finite(_)) => t.span,
         (_, Some(a)) => a.span,

@@ -2537,8 +2537,8 @@ where
             // sent: the attempt is not one, see `RobustLayer`): the attempt that met it leaves
             // the error here and never answers, and the loop, checked after each poll, is
             // dropped with its other attempts. The attempt also sets `stop`, which stops the
-            // rounds where they are: nothing else in that poll is acted on (a timer due in the
-            // same wake would otherwise settle the round, and maybe send the next).
+            // rounds where they are: no clock is acted on in that poll (a timer due in the same
+            // wake would otherwise settle the round, and maybe send the next).
             let not_ready = std::sync::Mutex::new(None);
             let not_ready = &not_ready;
             let stop = std::sync::atomic::AtomicBool::new(false);

@@ -48,13 +48,14 @@ impl Fibonacci {
     }
 
     /// Fibonacci backoff counting in `unit`s. Errors: `base > max`; `max` zero, or `base` and
-    /// `unit` both zero (every delay would be 0); a `base` equal to the `max` (every delay is
-    /// `base`: the unit would have no effect).
+    /// `unit` both zero (every delay would be 0); a unit other than 1 s beside a `base` equal
+    /// to the `max` (every delay is `base`: the unit would have no effect).
     pub fn with_unit(base: Duration, max: Duration, unit: Duration) -> Result<Self, ConfigError> {
-        check_range(base, max)?;
-        super::check_waits(base, max, ("unit", unit))?;
-        super::check_room(base, max, "unit")?;
-        Self::checked(base, max, unit)
+        let fibonacci = Self::checked(base, max, unit)?;
+        if unit != super::DEFAULT_UNIT {
+            super::check_room(base, max, "unit")?;
+        }
+        Ok(fibonacci)
     }
 
     fn checked(base: Duration, max: Duration, unit: Duration) -> Result<Self, ConfigError> {

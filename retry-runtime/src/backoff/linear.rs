@@ -64,17 +64,19 @@ impl Linear {
     /// `interval` both zero (every delay would be 0). (A `Duration` interval is
     /// never negative; the attribute rejects `interval < 0` at compile time.)
     ///
-    /// An interval given beside a `base` equal to the `max` is an error too: every delay is
-    /// `base` ([`Constant`](crate::Constant) says so).
+    /// An interval other than `base` given beside a `base` equal to the `max` is an error too:
+    /// every delay is `base` ([`Constant`](crate::Constant) says so).
     pub fn with_interval(
         base: Duration,
         max: Duration,
         interval: Duration,
     ) -> Result<Self, ConfigError> {
-        check_range(base, max)?;
-        super::check_waits(base, max, ("interval", interval))?;
-        super::check_room(base, max, "interval")?;
-        Self::checked(base, max, interval)
+        let linear = Self::checked(base, max, interval)?;
+        // (An interval equal to `base` is `Linear::new`'s own.)
+        if interval != base {
+            super::check_room(base, max, "interval")?;
+        }
+        Ok(linear)
     }
 
     fn checked(base: Duration, max: Duration, interval: Duration) -> Result<Self, ConfigError> {

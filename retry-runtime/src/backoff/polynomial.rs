@@ -39,12 +39,21 @@ impl<const N: usize> Polynomial<N> {
     /// Exponents other than [`DEFAULT_P`](Polynomial::DEFAULT_P) beside a `base` equal to the
     /// `max` are an error: every delay is `base`.
     pub fn new(base: Duration, max: Duration, p: [f64; N]) -> Result<Self, ConfigError> {
-        if p.as_slice() != Polynomial::DEFAULT_P.as_slice() {
-            check_range(base, max)?;
-            super::check_waits(base, max, ("unit", super::DEFAULT_UNIT))?;
-            super::check_room(base, max, "p")?;
+        let polynomial = Self::checked(base, max, p, super::DEFAULT_UNIT)?;
+        polynomial.check_room()?;
+        Ok(polynomial)
+    }
+
+    /// Exponents or a unit other than the defaults beside a `base` equal to the `max`: every
+    /// delay is `base`, so they would have no effect.
+    fn check_room(&self) -> Result<(), ConfigError> {
+        if self.p.as_slice() != Polynomial::DEFAULT_P.as_slice() {
+            super::check_room(self.base, self.max, "p")?;
         }
-        Self::checked(base, max, p, super::DEFAULT_UNIT)
+        if self.unit != super::DEFAULT_UNIT {
+            super::check_room(self.base, self.max, "unit")?;
+        }
+        Ok(())
     }
 
     /// The same from numbers of seconds. Errors as for [`Polynomial::new`], and a negative,
@@ -64,18 +73,17 @@ impl<const N: usize> Polynomial<N> {
         Self { base, max, p, unit }
     }
 
-    /// Polynomial backoff counting in `unit`s. Errors as for [`Polynomial::new`], and a `base`
-    /// equal to the `max` (every delay is `base`: the unit would have no effect).
+    /// Polynomial backoff counting in `unit`s. Errors as for [`Polynomial::new`], and a unit
+    /// other than 1 s beside a `base` equal to the `max` (every delay is `base`).
     pub fn with_unit(
         base: Duration,
         max: Duration,
         p: [f64; N],
         unit: Duration,
     ) -> Result<Self, ConfigError> {
-        check_range(base, max)?;
-        super::check_waits(base, max, ("unit", unit))?;
-        super::check_room(base, max, "unit")?;
-        Self::checked(base, max, p, unit)
+        let polynomial = Self::checked(base, max, p, unit)?;
+        polynomial.check_room()?;
+        Ok(polynomial)
     }
 
     fn checked(

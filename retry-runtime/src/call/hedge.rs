@@ -569,10 +569,12 @@ where
     Fut::Output: IsResult<Ok = R, Err = E>,
 {
     /// Whether an attempt met its service's readiness error (the hedged tower layer), which
-    /// ends the call: the round then stops where it is, pending, and acts on nothing more in
-    /// this poll (no cut, no missed start, no hedge made; a timer due in the same wake would
+    /// ends the call: the round then stops where it is, pending, and acts on no clock in this
+    /// poll (no cut, no missed start, no hedge made; a timer due in the same wake would
     /// otherwise settle the round and start the next one, whose first attempt a ready
     /// service would be sent), and the layer returns the error when the rounds' poll returns.
+    /// (The hedges polled after the one that met the error, in the same pass, are polled: an
+    /// answer of theirs is handled as usual, and a success ends the call with it.)
     fn stopped(&self) -> bool {
         self.stop
             .is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed))

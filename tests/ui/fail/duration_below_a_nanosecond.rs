@@ -11,8 +11,13 @@ fn constant_base() -> std::io::Result<()> { Ok(()) }
 #[robust(max_delay = "0.0000000001")]
 fn as_a_string() -> std::io::Result<()> { Ok(()) }
 
-// (Fine: half a nanosecond and up rounds to one; 0 is 0.)
+// (Fine: half a nanosecond and up rounds to one; a negative value, however small, is no
+// limit.)
 #[robust(max_delay = 0.6ns, backoff = none)]
 fn rounds_to_one() -> std::io::Result<()> { Ok(()) }
+#[robust(max_delay = -0.1ns)]
+fn no_limit() -> std::io::Result<()> { Ok(()) }
+#[robust(timeout = -1e-10)]
+async fn no_timeout() -> std::io::Result<()> { tokio::task::yield_now().await; Ok(()) }
 
 fn main() {}

@@ -27,4 +27,14 @@ fn method_clone_of_a_shared_arc() -> io::Result<()> { Ok(()) }
 #[robust(limit = { static L: ConcurrencyLimit = match ConcurrencyLimit::new(1, 0) { Ok(l) => l, Err(_) => panic!() }; &L })]
 async fn static_in_a_block() -> io::Result<()> { tokio::task::yield_now().await; Ok(()) }
 
+// (Fine too: a method called on a `const` key, which returns a shared guard.)
+static FREE: ConcurrencyLimit = match ConcurrencyLimit::new(1, 0) { Ok(l) => l, Err(_) => panic!() };
+#[derive(Clone, Copy)]
+pub enum Tier { Free }
+impl Tier {
+    fn limit(self) -> &'static ConcurrencyLimit { match self { Tier::Free => &FREE } }
+}
+#[robust(limit = { const T: Tier = Tier::Free; T.limit() })]
+async fn method_of_a_const_key() -> io::Result<()> { tokio::task::yield_now().await; Ok(()) }
+
 fn main() {}
