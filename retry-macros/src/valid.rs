@@ -674,6 +674,13 @@ fn takes_every_error(kind: &Kind) -> bool {
     }
 }
 
+/// [`takes_every_error`], or a bare `Io` where the error type is `std::io::Error` (`io_error`),
+/// every one of which is an `Io` error.
+fn takes_every_error_of(kind: &Kind, io_error: bool) -> bool {
+    takes_every_error(kind)
+        || io_error && matches!(kind, Kind::Io { kinds, .. } if kinds.is_empty())
+}
+
 fn check_kind(kind: &Kind, params: &[String], errors: &mut Errors) -> bool {
     check_kind_of(kind, "error", params, errors)
 }
@@ -1612,8 +1619,9 @@ pub fn check_backoff_never_waits(config: &Config, errors: &mut Errors) {
 /// retries or `max_delay` are spent, a `deadline` passes, an error is not retried, or a guard
 /// refuses an attempt. When every error reaches a rule that retries it for ever (negative
 /// `retries`, no finite `max_delay`) through rules that all do (the `when`s in order, up to
-/// one whose kind every error matches, `_`, or `Io` for a fn written to return
-/// `std::io::Result`; else the top level's, with no `on` list or one with such a kind), with
+/// one whose kind every error matches, `_` (or a closure that always says yes), or `Io` for a
+/// fn written to return `std::io::Result`; else the top level's, with no `on` list or one with
+/// such a kind), with
 /// no finite `deadline` and no guard, none of these can happen: the call returns only a
 /// success (or a value an `Ok(..)` kind matched), and the fallback is dead. An error at the
 /// fallback.
@@ -1637,11 +1645,7 @@ pub fn check_fallback_reachable(
             && unbounded(o.max_delay.as_ref().or(top.max_delay.as_ref()))
     };
     let io_error = f.is_some_and(|f| matches!(io_spelling(&f.sig.output), IoSpelling::Std));
-    let every_error = |k: &Kind| match k {
-        Kind::Pattern(p) => matches!(&**p, syn::Pat::Wild(_)),
-        Kind::Io { kinds, .. } => io_error && kinds.is_empty(),
-        _ => false,
-    };
+    let every_error = |k: &Kind| takes_every_error_of(k, io_error);
     // The `when`s on errors in order, each retrying for ever, up to one every error matches;
     // past them, the top level's rule, which must take every error too.
     let mut caught = false;
@@ -1977,12 +1981,12 @@ fn dead_whens(
             })
     };
     // (Without `on`, every error: `_` takes it, and so does `Io` for an `io::Error`.)
-    let takes_all = |k: &Kind| {
-        takes_every_error(k) || io_error && matches!(k, Kind::Io { kinds, .. } if kinds.is_empty())
-    };
     let on_dead = match &config.on {
         Some(on) => on.value.iter().all(on_taken),
-        None => config.whens.iter().any(|w| takes_all(&w.kind)),
+        None => config
+            .whens
+            .iter()
+            .any(|w| takes_every_error_of(&w.kind, io_error)),
     };
     let whens_retry = retrying_rules(config).len() > usize::from(on_retries(config));
     if complete && on_dead && whens_retry {

@@ -18,6 +18,9 @@ fn io_on_an_io_error() -> std::io::Result<u32> { Ok(1) }
 #[robust(when(Io, retries = -1), fallback = |_e: std::io::Error| Ok(0))]
 fn a_when_on_io() -> std::io::Result<u32> { Ok(1) }
 
+#[robust(retries = -1, on = [|_: &E| true], fallback = |_e: E| Ok(0))]
+fn a_closure_that_always_says_yes() -> Result<u32, E> { Ok(1) }
+
 // (Fine: an earlier `when` gives up; the top level's retries are bounded; `Io` on an error
 // that may not be an `io::Error`.)
 #[robust(when(E::A, retries = 2), when(_, retries = -1), fallback = |_e: E| Ok(0))]
