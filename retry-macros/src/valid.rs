@@ -3280,11 +3280,14 @@ fn names_variable_but(
     methods: &[&str],
 ) -> bool {
     use proc_macro2::{Delimiter, TokenTree};
+    use syn::ext::IdentExt;
+    // (`r#ctx` and `ctx` are one name.)
+    let name = &name.unraw();
     let (plain, formatted) = (format!("{{{name}}}"), format!("{{{name}:"));
     let punct =
         |t: Option<&TokenTree>, c: char| matches!(t, Some(TokenTree::Punct(p)) if p.as_char() == c);
     any_token(tokens, |level, i| match &level[i] {
-        TokenTree::Ident(id) if id == name => {
+        TokenTree::Ident(id) if id.unraw() == *name => {
             let before = i.checked_sub(1).and_then(|j| level.get(j));
             let path = skip_paths
                 && (punct(level.get(i + 1), ':') && punct(level.get(i + 2), ':')

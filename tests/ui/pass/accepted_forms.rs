@@ -155,6 +155,10 @@ impl Holder {
 #[robust(deadline = "1m 30s", timeout = 2s, attempt = ctx)]
 fn deadline_sync() -> io::Result<()> { let _ = ctx.is_expired(); Ok(()) }
 
+// The context named by a raw identifier is the same name (`r#ctx` is `ctx`).
+#[robust(timeout = 2s, attempt = r#ctx)]
+fn raw_context_name() -> io::Result<()> { let _ = ctx.is_expired(); Ok(()) }
+
 #[robust(deadline = none)]
 async fn deadline_none() -> io::Result<()> { tokio::task::yield_now().await; Ok(()) }
 
