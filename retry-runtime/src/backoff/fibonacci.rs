@@ -28,7 +28,7 @@ pub struct Fibonacci {
 impl Fibonacci {
     /// `unit = 1 s`. Errors: `base > max`; `max` zero (every delay would be 0).
     pub fn new(base: Duration, max: Duration) -> Result<Self, ConfigError> {
-        Self::checked(base, max, super::DEFAULT_UNIT)
+        Self::with_unit(base, max, super::DEFAULT_UNIT)
     }
 
     /// The same from numbers of seconds. Errors: a negative, NaN or infinite duration;
@@ -51,16 +51,11 @@ impl Fibonacci {
     /// `unit` both zero (every delay would be 0); a unit other than 1 s beside a `base` equal
     /// to the `max` (every delay is `base`: the unit would have no effect).
     pub fn with_unit(base: Duration, max: Duration, unit: Duration) -> Result<Self, ConfigError> {
-        let fibonacci = Self::checked(base, max, unit)?;
+        check_range(base, max)?;
+        super::check_waits(base, max, ("unit", unit))?;
         if unit != super::DEFAULT_UNIT {
             super::check_room(base, max, "unit")?;
         }
-        Ok(fibonacci)
-    }
-
-    fn checked(base: Duration, max: Duration, unit: Duration) -> Result<Self, ConfigError> {
-        check_range(base, max)?;
-        super::check_waits(base, max, ("unit", unit))?;
         Ok(Self { base, max, unit })
     }
 }

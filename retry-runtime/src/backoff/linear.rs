@@ -37,7 +37,7 @@ impl Linear {
                 "must be above 0: `Linear::new` grows by its base, so every retry would wait 0; use `NoBackoff` for no wait, or `Linear::with_interval` to grow from 0",
             ));
         }
-        Self::checked(base, max, base)
+        Self::with_interval(base, max, base)
     }
 
     /// The same from numbers of seconds. Errors: a negative (`interval < 0` included), NaN or
@@ -71,17 +71,12 @@ impl Linear {
         max: Duration,
         interval: Duration,
     ) -> Result<Self, ConfigError> {
-        let linear = Self::checked(base, max, interval)?;
+        check_range(base, max)?;
+        super::check_waits(base, max, ("interval", interval))?;
         // (An interval equal to `base` is `Linear::new`'s own.)
         if interval != base {
             super::check_room(base, max, "interval")?;
         }
-        Ok(linear)
-    }
-
-    fn checked(base: Duration, max: Duration, interval: Duration) -> Result<Self, ConfigError> {
-        check_range(base, max)?;
-        super::check_waits(base, max, ("interval", interval))?;
         Ok(Self {
             base,
             max,

@@ -39,21 +39,7 @@ impl<const N: usize> Polynomial<N> {
     /// Exponents other than [`DEFAULT_P`](Polynomial::DEFAULT_P) beside a `base` equal to the
     /// `max` are an error: every delay is `base`.
     pub fn new(base: Duration, max: Duration, p: [f64; N]) -> Result<Self, ConfigError> {
-        let polynomial = Self::checked(base, max, p, super::DEFAULT_UNIT)?;
-        polynomial.check_room()?;
-        Ok(polynomial)
-    }
-
-    /// Exponents or a unit other than the defaults beside a `base` equal to the `max`: every
-    /// delay is `base`, so they would have no effect.
-    fn check_room(&self) -> Result<(), ConfigError> {
-        if self.p.as_slice() != Polynomial::DEFAULT_P.as_slice() {
-            super::check_room(self.base, self.max, "p")?;
-        }
-        if self.unit != super::DEFAULT_UNIT {
-            super::check_room(self.base, self.max, "unit")?;
-        }
-        Ok(())
+        Self::with_unit(base, max, p, super::DEFAULT_UNIT)
     }
 
     /// The same from numbers of seconds. Errors as for [`Polynomial::new`], and a negative,
@@ -81,17 +67,6 @@ impl<const N: usize> Polynomial<N> {
         p: [f64; N],
         unit: Duration,
     ) -> Result<Self, ConfigError> {
-        let polynomial = Self::checked(base, max, p, unit)?;
-        polynomial.check_room()?;
-        Ok(polynomial)
-    }
-
-    fn checked(
-        base: Duration,
-        max: Duration,
-        p: [f64; N],
-        unit: Duration,
-    ) -> Result<Self, ConfigError> {
         check_range(base, max)?;
         super::check_waits(base, max, ("unit", unit))?;
         if N == 0 {
@@ -102,6 +77,14 @@ impl<const N: usize> Polynomial<N> {
                 "p",
                 "every exponent must be a finite number > 1",
             ));
+        }
+        // Exponents or a unit other than the defaults beside a `base` equal to the `max`:
+        // every delay is `base`, so they would have no effect.
+        if p.as_slice() != Polynomial::DEFAULT_P.as_slice() {
+            super::check_room(base, max, "p")?;
+        }
+        if unit != super::DEFAULT_UNIT {
+            super::check_room(base, max, "unit")?;
         }
         Ok(Self { base, max, p, unit })
     }
