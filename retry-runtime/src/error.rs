@@ -48,10 +48,13 @@ impl fmt::Display for ConfigError {
 
 impl Error for ConfigError {}
 
-/// The error of an attempt that ran out of its `timeout`.
+/// The error of an async attempt that ran out of its `timeout`, or that the call's `deadline`
+/// cut.
 ///
-/// With a timeout configured, the error type `E` of the retried function must implement
-/// `From<Elapsed>`: the failed attempt then carries `E::from(Elapsed)`. This crate implements
+/// An async call (an async fn under `#[robust]`, or `call_async`) with a timeout or a deadline
+/// needs its error type `E` to implement `From<Elapsed>`: the cut attempt then fails with
+/// `E::from(Elapsed)`. A blocking call never builds one (its timeout is cooperative: an error
+/// returned late counts as a `Timeout`), so it needs no conversion. This crate implements
 /// the conversion for [`std::io::Error`] (kind [`TimedOut`](std::io::ErrorKind::TimedOut));
 /// since `Elapsed` implements [`std::error::Error`], boxed errors and `anyhow::Error` get it
 /// for free.

@@ -54,16 +54,19 @@
 //!
 //! ## Cost
 //! A policy is a plain value (no boxes); a call keeps its state on the stack. The blocking
-//! loop allocates nothing, on success or per retry, and neither does [`Policy::call_async`].
-//! Under `#[robust]`, an async fn without a timeout allocates its backoff timer the first time
-//! it sleeps (once per call that backs off), which keeps its future small; see
-//! `docs/BENCHMARKS.md`.
+//! loop allocates nothing, on success or per retry, and neither does [`Policy::call_async`],
+//! but for three cases: under `#[robust]`, an async fn without a timeout allocates its backoff
+//! timer the first time it sleeps (once per call that backs off), which keeps its future
+//! small; a hedged call boxes its rounds once and each hedge it sends; and a retry that waits
+//! for a concurrency-limit slot, with a deadline or a `max_delay` to end the wait, boxes that
+//! wait. See `docs/BENCHMARKS.md`.
 //!
 //! ## Features
 //! - `tokio` (default): [`Policy::call_async`] and async timeouts.
 //! - `macros` (default): re-exports the `#[robust]` attribute.
 //! - `anyhow` (default): the `Io` and `Timeout` kinds look inside `anyhow::Error`.
-//! - `tracing`: events for retries, give-ups and breaker rejections, naming the function
+//! - `tracing`: events for retries, give-ups, rejected attempts (breaker, throttle, limit
+//!   queue) and hedges, naming the function
 //!   ([`PolicyBuilder::name`]; `#[robust]` gives its fn's name) and the error.
 //! - `tower`: `retry_runtime::tower::RobustLayer`, a `tower::Layer` from a built policy.
 //! - `redis`: `retry_runtime::guard::fleet`, a circuit breaker and a retry budget shared by every

@@ -46,7 +46,8 @@ impl Exponential {
 
     /// A new exponential backoff. Errors: `base > max`; `base` zero (every delay would be
     /// 0: `0 × m^x`; [`NoBackoff`](crate::NoBackoff) says "no wait"); `m` below 1, NaN or
-    /// infinite.
+    /// infinite; an `m` other than 2 beside `base == max` (every delay is `base`:
+    /// [`Constant`](crate::Constant) says so).
     pub fn new(base: Duration, max: Duration, m: f64) -> Result<Self, ConfigError> {
         check_range(base, max)?;
         // (The growth multiplies `base`: none of its own to check beside a `base` of 0.)
@@ -68,7 +69,8 @@ impl Exponential {
     }
 
     /// The same from numbers of seconds, as the attribute writes them. Errors: a negative,
-    /// NaN or infinite duration; `base > max`; `m` below 1, NaN or infinite.
+    /// NaN or infinite duration, or one above 0 that rounds to 0 ns; and every error of
+    /// [`new`](Self::new).
     ///
     /// ```
     /// use retry_runtime::Exponential;

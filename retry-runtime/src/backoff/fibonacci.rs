@@ -31,8 +31,8 @@ impl Fibonacci {
         Self::with_unit(base, max, super::DEFAULT_UNIT)
     }
 
-    /// The same from numbers of seconds. Errors: a negative, NaN or infinite duration;
-    /// `base > max`.
+    /// The same from numbers of seconds. Errors: a negative, NaN or infinite duration, or one
+    /// above 0 that rounds to 0 ns; and every error of [`with_unit`](Self::with_unit).
     pub fn from_secs(base: f64, max: f64, unit: f64) -> Result<Self, ConfigError> {
         Self::with_unit(
             duration_from_secs("base", base)?,

@@ -41,7 +41,8 @@ impl Linear {
     }
 
     /// The same from numbers of seconds. Errors: a negative (`interval < 0` included), NaN or
-    /// infinite duration; `base > max`.
+    /// infinite duration, or one above 0 that rounds to 0 ns; and every error of
+    /// [`with_interval`](Self::with_interval).
     pub fn from_secs(base: f64, max: f64, interval: f64) -> Result<Self, ConfigError> {
         Self::with_interval(
             duration_from_secs("base", base)?,

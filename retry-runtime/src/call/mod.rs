@@ -197,9 +197,14 @@ where
 
     /// Runs the future `body` makes under this policy, on the tokio timer.
     ///
-    /// With a timeout, each attempt runs under `tokio::time::timeout`: on expiry its future
-    /// is dropped (cancelled) and the attempt fails with `E::from(Elapsed)`, which counts as
-    /// a `Timeout`.
+    /// With a timeout, each attempt races a `tokio::time::sleep` of the timeout: on expiry
+    /// its future is dropped (cancelled) and the attempt fails with `E::from(Elapsed)`, which
+    /// counts as a `Timeout`.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime with its time driver enabled (`Builder::enable_time`), the
+    /// first timer the call makes (a timeout, a deadline, a backoff's sleep) panics, as tokio's
+    /// own timers do.
     ///
     /// ```
     /// use std::time::Duration;
@@ -810,8 +815,11 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
         }
     }
 
-    /// Asks the circuit breaker (if any) whether the next attempt may start: `Some` with the
-    /// error to return at once (`E::from(Open)`) when the breaker is open.
+    /// Asks the throttle and the circuit breaker (if any) whether the next attempt may start:
+    /// `Some` with the error to return at once, `E::from(Rejected)` when the throttle rejects a
+    /// first attempt (the rejection is recorded by the throttle, as a failure), or
+    /// `E::from(Open)` when the breaker is open. Before a retry, the throttle moves its latest
+    /// bucket up to the retry's start, where the retry's outcome is then counted.
     #[inline]
     pub fn admit<R, E>(&mut self) -> Option<Result<R, E>>
     where
