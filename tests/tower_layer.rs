@@ -2665,6 +2665,53 @@ async fn a_panicking_value_rule_gives_its_probe_back() {
     assert_eq!(breaker.state(), BreakerState::Closed);
 }
 
+/// Under an adaptive timeout, a value rule is first asked while the attempt's latency is
+/// measured: a request whose rule panics there gives its probe back once. With two probes, one
+/// still out and one given back by the panic, one more probe may go out, and no second one.
+/// (Before, the call made to settle the attempt and the request's future both gave it back,
+/// and a third probe went out beside the two.)
+#[tokio::test(start_paused = true)]
+async fn a_value_rule_that_panics_while_measured_gives_its_probe_back_once() {
+    use retry_runtime::BreakerState;
+    use retry_runtime::timeout::Adaptive;
+    use std::sync::atomic::AtomicBool;
+
+    static LATENCIES: retry_runtime::latency::Latencies = retry_runtime::latency::Latencies::new();
+    static PANIC: AtomicBool = AtomicBool::new(false);
+    let breaker = Box::leak(Box::new(
+        CircuitBreaker::new(10, 1, 0.5, secs(10), 2).unwrap(),
+    ));
+    breaker.record(Instant::now().into_std(), false);
+    tokio::time::advance(secs(11)).await;
+    let policy = Policy::builder()
+        .retries(0)
+        .breaker(&*breaker)
+        .adaptive_timeout(Adaptive::new(&LATENCIES, 99.0, 2.0, ms(10), secs(100)).unwrap())
+        .on_ok(OkIf(|r: &Resp| {
+            if PANIC.swap(false, Ordering::SeqCst) {
+                panic!("the rule panics");
+            }
+            r.status() == StatusCode::SERVICE_UNAVAILABLE
+        }))
+        .build()
+        .unwrap();
+    // The first call hangs; the next one answers at once.
+    let (svc, calls, _) = slow::<String>(vec![(60_000, StatusCode::OK), (0, StatusCode::OK)]);
+    let client = RobustLayer::new(policy).layer(svc);
+    let hung = tokio::spawn(client.clone().oneshot(Request::new(String::new())));
+    tokio::task::yield_now().await;
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    PANIC.store(true, Ordering::SeqCst);
+    let panicked = tokio::spawn(client.clone().oneshot(Request::new(String::new()))).await;
+    assert!(panicked.unwrap_err().is_panic());
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    assert_eq!(breaker.state(), BreakerState::HalfOpen);
+    let now = Instant::now().into_std();
+    assert!(breaker.try_acquire(now), "the probe given back goes out again");
+    assert!(!breaker.try_acquire(now), "two probes are out: no third");
+    hung.abort();
+}
+
 /// A request that cannot be copied.
 struct Once;
 

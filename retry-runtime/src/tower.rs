@@ -2008,10 +2008,13 @@ where
 {
     *slot = None;
     let mut call = Call::resume(policy, state);
-    call.owns_permit();
+    // Measured before the call takes the permit: a value rule that panics there (it is asked
+    // whether the value is a failure) leaves the permit to the request's future, whose phase
+    // still says it is out, and which gives it back once (both did).
     if let Some(started) = started.take() {
         call.measure(started, result, fired);
     }
+    call.owns_permit();
     call
 }
 
