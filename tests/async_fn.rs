@@ -317,3 +317,136 @@ async fn an_error_at_the_attempts_deadline_is_a_timeout_on_every_path() {
     assert_eq!(r.unwrap_err().kind(), io::ErrorKind::Other);
     assert_eq!(calls.load(Ordering::SeqCst), 3);
 }
+
+/// A value to be coerced into the return type: a `&String` into a `&str`, an array into a
+/// slice, a `Box<Mem>` or an `Arc<Mem>` into one of `dyn Store`, a `Box<io::Error>` into a
+/// `Box<dyn Error>`. Without the attribute, an async fn coerces its returns and its tail into
+/// its return type; an attempt under it does too, in the plain, timed and hedged loops, so
+/// each fn below fails once and returns on its second attempt.
+trait Store: Send + Sync {
+    fn size(&self) -> usize;
+}
+
+struct Mem(usize);
+
+impl Store for Mem {
+    fn size(&self) -> usize {
+        self.0
+    }
+}
+
+struct Named {
+    name: String,
+    bytes: [u8; 3],
+    calls: AtomicU32,
+}
+
+impl Named {
+    /// Whether this is the first attempt (which fails).
+    fn first(&self) -> bool {
+        self.calls.fetch_add(1, Ordering::SeqCst) == 0
+    }
+
+    #[robust(retries = 1, backoff = none)]
+    async fn name(&self, early: bool) -> io::Result<&str> {
+        tokio::task::yield_now().await;
+        if self.first() {
+            return Err(ErrorKind::ConnectionReset.into());
+        }
+        if early {
+            return Ok(&self.name);
+        }
+        Ok(&self.name)
+    }
+
+    #[robust(retries = 1, backoff = none, timeout = "1s")]
+    async fn bytes(&self) -> io::Result<&[u8]> {
+        tokio::task::yield_now().await;
+        if self.first() {
+            return Err(ErrorKind::ConnectionReset.into());
+        }
+        Ok(&self.bytes)
+    }
+
+    #[robust(retries = 1, backoff = none, hedge(after = "1s", max = 1))]
+    async fn hedged(&self) -> io::Result<&str> {
+        tokio::task::yield_now().await;
+        // (A closure's `return` is its own.)
+        let len = |s: &String| -> usize {
+            if s.is_empty() {
+                return 0;
+            }
+            s.len()
+        };
+        if self.first() || len(&self.name) == 0 {
+            return Err(ErrorKind::ConnectionReset.into());
+        }
+        Ok(&self.name)
+    }
+}
+
+#[robust(retries = 1, backoff = none, timeout = "1s")]
+async fn store(calls: &AtomicU32, boxed: bool) -> io::Result<Box<dyn Store>> {
+    tokio::task::yield_now().await;
+    if calls.fetch_add(1, Ordering::SeqCst) == 0 {
+        return Err(ErrorKind::ConnectionReset.into());
+    }
+    if boxed {
+        return Ok(Box::new(Mem(1)));
+    }
+    Ok(Box::new(Mem(2)))
+}
+
+#[robust(retries = 1, backoff = none)]
+async fn shared(calls: &AtomicU32) -> io::Result<Arc<dyn Store>> {
+    tokio::task::yield_now().await;
+    if calls.fetch_add(1, Ordering::SeqCst) == 0 {
+        return Err(ErrorKind::ConnectionReset.into());
+    }
+    Ok(Arc::new(Mem(3)))
+}
+
+#[robust(retries = 1, backoff = none, timeout = "1s")]
+async fn boxed_error(calls: &AtomicU32) -> Result<u32, Box<dyn std::error::Error + Send + Sync>> {
+    tokio::task::yield_now().await;
+    if calls.fetch_add(1, Ordering::SeqCst) < 2 {
+        return Err(Box::new(io::Error::from(ErrorKind::ConnectionReset)));
+    }
+    Ok(4)
+}
+
+#[tokio::test(start_paused = true)]
+async fn returns_and_tails_coerce_into_the_return_type() {
+    let named = || Named {
+        name: "robust".into(),
+        bytes: [1, 2, 3],
+        calls: AtomicU32::new(0),
+    };
+    for early in [true, false] {
+        let n = named();
+        assert_eq!(n.name(early).await.unwrap(), "robust");
+        assert_eq!(n.calls.load(Ordering::SeqCst), 2);
+    }
+    let n = named();
+    assert_eq!(n.bytes().await.unwrap(), &[1, 2, 3][..]);
+    assert_eq!(n.calls.load(Ordering::SeqCst), 2);
+    let n = named();
+    assert_eq!(n.hedged().await.unwrap(), "robust");
+    assert_eq!(n.calls.load(Ordering::SeqCst), 2);
+    for (boxed, size) in [(true, 1), (false, 2)] {
+        let calls = AtomicU32::new(0);
+        assert_eq!(store(&calls, boxed).await.unwrap().size(), size);
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
+    }
+    let calls = AtomicU32::new(0);
+    assert_eq!(shared(&calls).await.unwrap().size(), 3);
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    // Two failures, one retry: the boxed error of the second attempt is returned.
+    let calls = AtomicU32::new(0);
+    let e = boxed_error(&calls).await.unwrap_err();
+    assert_eq!(
+        e.downcast_ref::<io::Error>().map(io::Error::kind),
+        Some(ErrorKind::ConnectionReset)
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+}

@@ -2707,7 +2707,10 @@ async fn a_value_rule_that_panics_while_measured_gives_its_probe_back_once() {
     assert_eq!(calls.load(Ordering::SeqCst), 2);
     assert_eq!(breaker.state(), BreakerState::HalfOpen);
     let now = Instant::now().into_std();
-    assert!(breaker.try_acquire(now), "the probe given back goes out again");
+    assert!(
+        breaker.try_acquire(now),
+        "the probe given back goes out again"
+    );
     assert!(!breaker.try_acquire(now), "two probes are out: no third");
     hung.abort();
 }

@@ -1326,11 +1326,22 @@ pub fn expand(
         quote!(let #ctx: &#krate::Attempt<'_> = &#attempt;)
     });
 
-    let stmts = f.body.stream();
+    // An async body's returns are checked against the fn's return type, as an `async fn`'s
+    // are (see `typed_returns`); its tail is, below, by the `let` it is bound with.
+    let stmts = if is_async {
+        typed_returns(f.body.stream(), &ret, &pr)
+    } else {
+        f.body.stream()
+    };
     let body = quote! {{
         #ctx
         #(#prelude)*
         #stmts
+    }};
+    let typed = Ident::new("__robust_typed", Span::mixed_site());
+    let async_body = quote_spanned! {ret_span=> {
+        let #typed: #ret = #body;
+        #typed
     }};
 
     // Every use of `IsResult` carries the return type's span, so a non-`Result` return type
@@ -1339,7 +1350,7 @@ pub fn expand(
     let returned = Ident::new("__robust_returned", Span::mixed_site());
     let sync_attempt = quote_spanned!(ret_span=> #pr::sync_attempt::<#ret, _>(|| #body));
     let async_attempt =
-        quote_spanned!(ret_span=> { #(#pre)* #pr::pin_output::<#ret, _>(async #body) });
+        quote_spanned!(ret_span=> { #(#pre)* #pr::pin_output::<#ret, _>(async #async_body) });
     let from_result = quote_spanned!(ret_span=> <#ret as #pr::IsResult>::from_result(#returned));
     // Bind with patterns spanned at the return type: a type error in the binding is then
     // reported there too (and merged with the error above) instead of on the whole attribute.
@@ -1423,7 +1434,7 @@ pub fn expand(
     let run_attempt = if is_async && !timed {
         let plain = quote_spanned! {ret_span=>
             (<#ret as #pr::IsResult>::into_result(
-                { #(#pre)* #pr::pin_output::<#ret, _>(async #body) }.await
+                { #(#pre)* #pr::pin_output::<#ret, _>(async #async_body) }.await
             ), false)
         };
         quote!(let #pattern = #plain;)
@@ -1688,6 +1699,10 @@ pub fn expand(
             #(#prelude)*
             #stmts
         }};
+        let attempt_body = quote_spanned! {ret_span=> {
+            let #typed: #ret = #attempt_body;
+            #typed
+        }};
         // Without an attempt context the attempts do not see theirs: the loop then reads a
         // round's start only once its first attempt is pending.
         let (make_args, hedged_loop) = match &config.attempt {
@@ -1822,5 +1837,60 @@ pub fn expand(
         quote!(#(#attrs)* #vis #sig #new_block)
     } else {
         quote!(#(#attrs)* #vis #sig { #(#views)* #new_block })
+    }
+}
+
+/// The statements of an async fn's body, each `return`'s value checked against the fn's
+/// return type `ret` (`return __private::returned::<Ret>(value)`), as an `async fn`'s are: a
+/// value of another type then coerces into it (`&String` into `&str`, `Box<io::Error>` into
+/// `Box<dyn Error>`). An async block, which each attempt runs, infers its output from what it
+/// returns instead, and coerces nothing. (Its tail is checked by the `let` it is bound with.)
+/// Not the returns of closures, async blocks and items inside it, nor those a macro call
+/// writes (its tokens are not parsed). A body that does not parse is left as it is: rustc
+/// reports it.
+fn typed_returns(stmts: TokenStream, ret: &Type, pr: &TokenStream) -> TokenStream {
+    use syn::visit_mut::VisitMut;
+
+    struct Returns<'a> {
+        ret: &'a Type,
+        pr: &'a TokenStream,
+    }
+    impl VisitMut for Returns<'_> {
+        fn visit_expr_mut(&mut self, e: &mut syn::Expr) {
+            match e {
+                syn::Expr::Closure(_) | syn::Expr::Async(_) | syn::Expr::Const(_) => {}
+                syn::Expr::Return(r) => {
+                    if let Some(value) = r.expr.as_mut() {
+                        self.visit_expr_mut(value);
+                        let (ret, pr, inner) = (self.ret, self.pr, &**value);
+                        let typed = quote_spanned!(inner.span()=> #pr::returned::<#ret>(#inner));
+                        **value = syn::Expr::Verbatim(typed);
+                    }
+                }
+                _ => syn::visit_mut::visit_expr_mut(self, e),
+            }
+        }
+        fn visit_item_mut(&mut self, _: &mut syn::Item) {}
+    }
+
+    fn has_return(tokens: &TokenStream) -> bool {
+        tokens.clone().into_iter().any(|t| match t {
+            TokenTree::Ident(i) => i == "return",
+            TokenTree::Group(g) => has_return(&g.stream()),
+            _ => false,
+        })
+    }
+    if !has_return(&stmts) {
+        return stmts;
+    }
+    match syn::parse::Parser::parse2(syn::Block::parse_within, stmts.clone()) {
+        Ok(mut parsed) => {
+            let mut returns = Returns { ret, pr };
+            for s in &mut parsed {
+                returns.visit_stmt_mut(s);
+            }
+            quote!(#(#parsed)*)
+        }
+        Err(_) => stmts,
     }
 }

@@ -176,6 +176,13 @@ pub fn pin_output<Ret: IsResult, F: Future<Output = Ret>>(body: F) -> F {
     body
 }
 
+/// A `return`'s value in an async fn's body, checked against the fn's return type `Ret`, so
+/// that it coerces into it as in an `async fn` (`&String` into `&str`).
+#[inline(always)]
+pub fn returned<Ret>(value: Ret) -> Ret {
+    value
+}
+
 /// The overload-protection settings written in the attribute, and what its tracing events
 /// say about the fn ([`describe`]).
 #[inline(always)]
