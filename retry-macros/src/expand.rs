@@ -1883,14 +1883,18 @@ fn typed_returns(stmts: TokenStream, ret: &Type, pr: &TokenStream) -> TokenStrea
     if !has_return(&stmts) {
         return stmts;
     }
-    match syn::parse::Parser::parse2(syn::Block::parse_within, stmts.clone()) {
-        Ok(mut parsed) => {
-            let mut returns = Returns { ret, pr };
-            for s in &mut parsed {
-                returns.visit_stmt_mut(s);
+    // Parsing, visiting and printing recurse as deep as the body nests: on a stack of the
+    // macro's own, as for a deep signature (`crate::STACK`).
+    stacker::grow(crate::STACK, || {
+        match syn::parse::Parser::parse2(syn::Block::parse_within, stmts.clone()) {
+            Ok(mut parsed) => {
+                let mut returns = Returns { ret, pr };
+                for s in &mut parsed {
+                    returns.visit_stmt_mut(s);
+                }
+                quote!(#(#parsed)*)
             }
-            quote!(#(#parsed)*)
+            Err(_) => stmts,
         }
-        Err(_) => stmts,
-    }
+    })
 }
