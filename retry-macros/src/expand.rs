@@ -1833,10 +1833,16 @@ pub fn expand(
     let Func {
         attrs, vis, sig, ..
     } = &f;
-    if views.is_empty() {
+    // A `#[robust]` under this one sees that the fn retries already, whatever name either is
+    // imported as (`valid::check_robust_twice`).
+    let mark = crate::valid::may_retry(&config).then(|| {
+        let mark = Ident::new(crate::valid::RETRYING_MARK, Span::mixed_site());
+        quote!(#[allow(dead_code)] const #mark: () = ();)
+    });
+    if views.is_empty() && mark.is_none() {
         quote!(#(#attrs)* #vis #sig #new_block)
     } else {
-        quote!(#(#attrs)* #vis #sig { #(#views)* #new_block })
+        quote!(#(#attrs)* #vis #sig { #mark #(#views)* #new_block })
     }
 }
 

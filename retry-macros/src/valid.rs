@@ -2774,22 +2774,45 @@ fn find_impl_trait(tokens: proc_macro2::TokenStream) -> Option<proc_macro2::Span
     None
 }
 
+/// Whether the attribute may retry (a rule that retries, or a hedge): two such on one fn
+/// multiply their attempts ([`check_robust_twice`]).
+pub fn may_retry(config: &Config) -> bool {
+    !retrying_rules(config).is_empty() || config.hedge.is_some()
+}
+
+/// The item an expansion that may retry writes first in the fn's body, so that another
+/// `#[robust]` under it, whatever the name it is imported as, sees the fn is one already.
+pub const RETRYING_MARK: &str = "__ROBUST_RETRYING";
+
 /// Another `#[robust]` on the fn (by any path ending in `robust`, or in a `cfg_attr`'s
 /// attributes after its condition), where both retry, wraps this one's loop around the other's:
 /// each of its attempts runs all of the other's, and the attempts multiply. (One of the two
 /// that never retries, `retries = 0`, only adds its guards, timeout or deadline around the
-/// other's calls or attempts, as the two nest.) An error at the other attribute.
+/// other's calls or attempts, as the two nest.) An error at the other attribute; or, when the
+/// fn is already the expansion of one that may retry (its body starts with
+/// [`RETRYING_MARK`]: the other was written above this one, under a name that does not end in
+/// `robust`, `use retry_runtime::robust as resilient`), at this one.
 pub fn check_robust_twice(config: &Config, f: &crate::ast::Func, errors: &mut Errors) {
-    if retrying_rules(config).is_empty() && config.hedge.is_none() {
+    if !may_retry(config) {
         return;
     }
+    const TWICE: &str = "`#[robust]` is written twice on this fn, and both retry: the outer one would retry the inner one's whole call, each of its attempts making all of the inner one's, so the attempts multiply (two `retries = 2` make 9); write one `#[robust(...)]` with every key, or give one of them `retries = 0`, so that one alone retries";
     for a in &f.attrs {
         if robust_args(a).is_some_and(|args| !never_retries(args)) {
-            errors.at(
-                Sp::of(a),
-                "`#[robust]` is written twice on this fn, and both retry: the outer one would retry the inner one's whole call, each of its attempts making all of the inner one's, so the attempts multiply (two `retries = 2` make 9); write one `#[robust(...)]` with every key, or give one of them `retries = 0`, so that one alone retries",
-            );
+            errors.at(Sp::of(a), TWICE);
         }
+    }
+    let marked = f
+        .body
+        .stream()
+        .into_iter()
+        .take(8)
+        .any(|t| matches!(t, proc_macro2::TokenTree::Ident(i) if i == RETRYING_MARK));
+    if marked {
+        errors.at(
+            Sp::from(proc_macro2::Span::call_site()),
+            format!("{TWICE} (the other one is written above this one, under another name)"),
+        );
     }
 }
 
