@@ -167,7 +167,27 @@ pub fn from_number(digits: &str, suffix: &str) -> Result<Duration, DurationError
     if v.is_sign_negative() && v != 0.0 {
         return Err(DurationError::Negative);
     }
-    from_secs(v * (unit as f64 / 1e9))
+    let secs = v * (unit as f64 / 1e9);
+    // A value written above 0 that is 0 as a float (`1e-9999`, below its range) rounds to
+    // no nanosecond either.
+    if secs == 0.0 && written_above_zero(digits) {
+        return Err(DurationError::BelowNanosecond);
+    }
+    from_secs(secs)
+}
+
+/// Whether a number written in decimal (`"1.5"`, `"-2e-9999"`) has a digit other than 0
+/// before its exponent: it is not 0, even where it reads as 0 as a float.
+///
+/// ```
+/// assert!(retry_grammar::written_above_zero("1e-9999"));
+/// assert!(!retry_grammar::written_above_zero("0.0e5"));
+/// ```
+pub fn written_above_zero(digits: &str) -> bool {
+    digits
+        .split(['e', 'E'])
+        .next()
+        .is_some_and(|m| m.bytes().any(|b| matches!(b, b'1'..=b'9')))
 }
 
 /// Parses a duration written as a string: a humantime string (`"2s"`, `"150ms"`,
@@ -263,7 +283,10 @@ mod tests {
             from_number("0.1", "ns"),
             from_number("0.0004", "us"),
             from_number("1e-320", ""),
+            from_number("1e-9999", ""),
+            from_number("1e-310", "ns"),
             parse_duration("1e-12"),
+            parse_duration("1e-9999"),
         ] {
             assert_eq!(d, Err(DurationError::BelowNanosecond));
         }
@@ -272,6 +295,10 @@ mod tests {
         assert_eq!(from_number("0.0", "s"), Ok(Duration::ZERO));
         assert_eq!(from_secs(0.0), Ok(Duration::ZERO));
         assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
+        assert_eq!(from_number("0e-9999", ""), Ok(Duration::ZERO));
+        assert_eq!(parse_duration("-0e5"), Ok(Duration::ZERO));
+        // A negative number, however small, is negative.
+        assert_eq!(parse_duration("-1e-9999"), Err(DurationError::Negative));
     }
 
     proptest! {

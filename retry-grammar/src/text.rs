@@ -28,6 +28,13 @@ pub(crate) fn parse(text: &str) -> Result<Duration, DurationError> {
     if let Ok(secs) = t.parse::<f64>() {
         return if secs.is_nan() || secs.is_infinite() {
             Err(NOT_FINITE)
+        } else if secs == 0.0 && crate::written_above_zero(t) {
+            // Written above or below 0, and 0 as a float (`1e-9999`, below its range).
+            if t.starts_with('-') {
+                Err(NEGATIVE)
+            } else {
+                Err(DurationError::BelowNanosecond)
+            }
         } else if secs == 0.0 {
             // `-0` included: the sign is the value's, and zero has none.
             Ok(Duration::ZERO)

@@ -132,7 +132,8 @@ impl Number {
 
     /// Below zero: the sign is the value's, so `-0` is not negative.
     pub fn is_negative(&self) -> bool {
-        self.as_f64() < 0.0
+        // (`-1e-9999` is negative, though it reads as `-0.0`.)
+        self.as_f64() < 0.0 || (self.minus && retry_grammar::written_above_zero(&self.digits))
     }
 
     /// The value as an integer, saturating at the `i128` range; `None` for floats.

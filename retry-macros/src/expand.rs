@@ -322,7 +322,8 @@ fn value_kind(p: &TokenStream, ok: &TokenStream, names: &Names, k: &Kind) -> Tok
             let alternatives = against_reference(pat);
             quote_spanned!(pat.span()=> #ps::ok_kind::<#ok_at, _>(|#v: &#ok_at| {
                 #[deny(irrefutable_let_patterns)]
-                #[allow(unused_variables, unused_parens)]
+                // (clippy's nursery would have the `if let` be an `==`: it is a check.)
+                #[allow(unused_variables, unused_parens, clippy::equatable_if_let)]
                 {
                     let #seen = #v;
                     if let #(#alternatives)|* = #seen {}
@@ -346,11 +347,16 @@ fn value_kind(p: &TokenStream, ok: &TokenStream, names: &Names, k: &Kind) -> Tok
 /// the rule matches them all), as an unused variable. An alternative of an `on` kind written as
 /// a `when`'s own kind (or one of its alternatives) is left out: listed in both, it says that
 /// it is retried, with the `when`'s settings (`on = [Busy | Deadlock], when(Deadlock, ..)`).
+/// With `values` (the patterns inside `Ok(..)` kinds), patterns of several kinds that together
+/// match every value (`on = [Ok(R::Busy), Ok(R::Fine)]` for an enum of the two) would make
+/// every success a failure, as one pattern that matches every value would: rustc reports the
+/// match's last arm, `_`, as unreachable, at the last pattern.
 /// Empty without patterns.
 fn rule_order_check<'k>(
     ty: &TokenStream,
     whens: impl Iterator<Item = &'k Kind>,
     on: impl Iterator<Item = &'k Kind>,
+    values: bool,
 ) -> TokenStream {
     fn pattern(k: &Kind) -> Option<&syn::Pat> {
         match k {
@@ -400,6 +406,7 @@ fn rule_order_check<'k>(
     let Some(first) = arms.first().and_then(|(a, _)| a.first()) else {
         return quote!();
     };
+    let last = arms.last().and_then(|(a, _)| a.last()).unwrap_or(first);
     let arms = arms.iter().map(|(alts, own)| {
         let alternatives = alts
             .iter()
@@ -410,6 +417,13 @@ fn rule_order_check<'k>(
     // (Named at the first pattern: rustc does not report these lints on code whose spans
     // mix the macro's names with the user's tokens.)
     let seen = Ident::new("__robust_rule_order", first.span());
+    // (For values, at the last pattern: an error there says that the patterns up to it match
+    // every value. One pattern alone that does is reported by `value_kind`.)
+    let rest = if values && arms.len() > 1 {
+        quote_spanned!(last.span()=> #[deny(unreachable_patterns)] _ => {})
+    } else {
+        quote!(#[allow(unreachable_patterns)] _ => {})
+    };
     quote_spanned!(first.span()=>
         let _ = |#seen: &#ty| {
             #[deny(unreachable_patterns, unused_variables)]
@@ -417,8 +431,7 @@ fn rule_order_check<'k>(
             {
                 match #seen {
                     #(#arms)*
-                    #[allow(unreachable_patterns)]
-                    _ => {}
+                    #rest
                 }
             }
         };
@@ -1099,11 +1112,13 @@ pub fn expand(
         &err,
         config.whens.iter().map(|w| &w.kind).filter(|k| !k.is_ok()),
         on_errors.iter().copied(),
+        false,
     );
     let value_order = rule_order_check(
         &ok,
         config.whens.iter().map(|w| &w.kind).filter(|k| k.is_ok()),
         on_values.iter().copied(),
+        true,
     );
     locals.push(quote!(#error_order #value_order));
     let has_values = !on_values.is_empty() || config.whens.iter().any(|w| w.kind.is_ok());

@@ -59,7 +59,8 @@
 //! timer the first time it sleeps (once per call that backs off), which keeps its future
 //! small; a hedged call boxes its rounds once and each hedge it sends; and a retry that waits
 //! for a concurrency-limit slot, with a deadline or a `max_delay` to end the wait, boxes that
-//! wait. See `docs/BENCHMARKS.md`.
+//! wait. (Any wait for a slot, blocking or async, may allocate its limit's queue: see
+//! [`ConcurrencyLimit`].) See `docs/BENCHMARKS.md`.
 //!
 //! ## Features
 //! - `tokio` (default): [`Policy::call_async`] and async timeouts.

@@ -181,7 +181,9 @@ where
     ///
     /// A configured timeout is cooperative here (a running thread cannot be cancelled): the
     /// body reads its deadline through the [`Attempt`]; an error returned after the deadline
-    /// counts as a `Timeout`; a late success is still returned.
+    /// counts as a `Timeout` too (it matches a `Timeout` kind, and still the kinds of its own:
+    /// the first rule either matches takes it, where an async attempt, cut at its timeout,
+    /// fails with `E::from(Elapsed)`); a late success is still returned.
     ///
     /// The call reads the clock that agrees with its sleeper ([`Clock::now_blocking`], see
     /// [`start_blocking`](Self::start_blocking)): called inside a tokio runtime whose clock is

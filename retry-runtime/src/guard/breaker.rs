@@ -115,7 +115,9 @@ impl Inner {
 /// attribute, [`PolicyBuilder::breaker`](crate::PolicyBuilder::breaker) in the builder).
 ///
 /// Closed, it records each attempt's outcome in a rolling window of the last `window`
-/// attempts; when at least `min_calls` are recorded and the failure ratio reaches
+/// attempts (every error is a failure, whether or not a rule retries it, as Polly's and
+/// resilience4j's breakers count every exception by default; a value is one when an `Ok(..)`
+/// kind matches it); when at least `min_calls` are recorded and the failure ratio reaches
 /// `failure_ratio`, it opens. Open, every attempt fails fast with [`Open`] for
 /// `break_duration`; then it is half-open: `probes` attempts go through, and once they all
 /// have answered, it closes (with an empty window) if their failure ratio is below

@@ -182,7 +182,9 @@ enum Entry {
 /// (or [`try_acquire`](Self::try_acquire)) never overtakes the queue.
 ///
 /// While nobody waits, taking and giving back a slot is one compare-and-swap; waiting, and
-/// handing a slot to a waiter, take one short critical section.
+/// handing a slot to a waiter, take one short critical section. A waiter that finds its
+/// limit's queue empty allocates the queue (in a table shared by every limit; it is freed when
+/// it empties again): waiting, blocking or async, is the one path of a limit that allocates.
 ///
 /// ```
 /// use retry_runtime::ConcurrencyLimit;

@@ -17,6 +17,8 @@ use crate::{ConfigError, limit_from_secs};
 /// use retry_runtime::Retries;
 /// assert_eq!(Retries::from(-1), Retries::Forever);
 /// assert_eq!(Retries::from(5), Retries::Limited(5));
+/// assert_eq!(Retries::from(-1_isize), Retries::Forever);
+/// assert_eq!(Retries::from(u64::MAX), Retries::Limited(u32::MAX));
 /// assert!(Retries::Limited(2).allows(1) && !Retries::Limited(2).allows(2));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -72,6 +74,32 @@ impl From<u64> for Retries {
 impl From<usize> for Retries {
     fn from(n: usize) -> Self {
         Retries::Limited(u32::try_from(n).unwrap_or(u32::MAX))
+    }
+}
+impl From<isize> for Retries {
+    fn from(n: isize) -> Self {
+        // (`isize` is at most 64 bits wide on every target Rust supports.)
+        Retries::from_count(i64::try_from(n).unwrap_or(i64::MAX))
+    }
+}
+impl From<i8> for Retries {
+    fn from(n: i8) -> Self {
+        Retries::from_count(i64::from(n))
+    }
+}
+impl From<i16> for Retries {
+    fn from(n: i16) -> Self {
+        Retries::from_count(i64::from(n))
+    }
+}
+impl From<u8> for Retries {
+    fn from(n: u8) -> Self {
+        Retries::Limited(u32::from(n))
+    }
+}
+impl From<u16> for Retries {
+    fn from(n: u16) -> Self {
+        Retries::Limited(u32::from(n))
     }
 }
 
