@@ -263,6 +263,65 @@ fn a_fallback_may_read_mut_self_and_infer_its_argument() {
     assert_eq!(c.misses, 2);
 }
 
+/// A fallback is called once (`FnOnce`): it may change `&mut self` or a `&mut` argument, and
+/// move an owned argument, into its closure or into its future.
+struct Stale {
+    served: u32,
+    misses: u32,
+}
+
+impl Stale {
+    fn serve(&mut self) -> io::Result<u32> {
+        self.served += 1;
+        Ok(self.served)
+    }
+
+    #[robust(retries = 1, backoff = none, fallback = |_e: io::Error| self.serve())]
+    fn get(&mut self) -> io::Result<u32> {
+        self.misses += 1;
+        Err(ErrorKind::ConnectionRefused.into())
+    }
+
+    #[robust(retries = 1, backoff = none, fallback = |_e| async { self.serve() })]
+    async fn get_async(&mut self) -> io::Result<u32> {
+        tokio::task::yield_now().await;
+        self.misses += 1;
+        Err(ErrorKind::ConnectionRefused.into())
+    }
+}
+
+#[robust(retries = 1, backoff = none, fallback = move |_| Ok(name.len()))]
+fn moved(name: String, n: &Cell<u32>) -> io::Result<usize> {
+    n.set(n.get() + 1);
+    Err(ErrorKind::ConnectionRefused.into())
+}
+
+#[robust(retries = 1, backoff = none, fallback = |_| async move { Ok(name.len()) })]
+async fn moved_into_its_future(name: String, n: &Cell<u32>) -> io::Result<usize> {
+    tokio::task::yield_now().await;
+    n.set(n.get() + 1);
+    Err(ErrorKind::ConnectionRefused.into())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_fallback_is_called_once_and_may_change_mut_self_or_move_an_argument() {
+    let mut s = Stale {
+        served: 0,
+        misses: 0,
+    };
+    assert_eq!(s.get().unwrap(), 1);
+    assert_eq!(s.get_async().await.unwrap(), 2);
+    assert_eq!((s.served, s.misses), (2, 4));
+    let n = Cell::new(0);
+    assert_eq!(moved("abc".to_owned(), &n).unwrap(), 3);
+    assert_eq!(n.get(), 2);
+    assert_eq!(
+        moved_into_its_future("abcd".to_owned(), &n).await.unwrap(),
+        4
+    );
+    assert_eq!(n.get(), 4);
+}
+
 #[tokio::test(start_paused = true)]
 async fn an_async_fallback_with_mut_borrows_and_a_future_that_is_send_but_not_sync() {
     let mut c = Cache { last: 0, misses: 0 };

@@ -407,7 +407,7 @@ pub fn ok_hint<T, F, H: Fn(&T) -> Option<Duration>>(
 /// error, there).
 pub struct FallbackChecked<F, E, O> {
     f: F,
-    call: fn(&F, E) -> O,
+    call: fn(F, E) -> O,
 }
 
 impl<F, E, O> std::fmt::Debug for FallbackChecked<F, E, O> {
@@ -417,19 +417,20 @@ impl<F, E, O> std::fmt::Debug for FallbackChecked<F, E, O> {
 }
 
 impl<F, E, O> FallbackChecked<F, E, O> {
-    /// Calls the fallback with the error. It takes the fallback by value: the fallback (which
-    /// may borrow the fn's arguments) is dropped here, not held across an async fn's `.await`
-    /// of what it returned.
+    /// Calls the fallback with the error. It takes the fallback by value, and calls it once
+    /// (an `FnOnce`: it may move what it captured, or use `&mut self`): the fallback (which
+    /// may borrow the fn's arguments) is gone here, not held across an async fn's `.await` of
+    /// what it returned.
     #[inline(always)]
     pub fn run(self, error: E) -> O {
-        (self.call)(&self.f, error)
+        (self.call)(self.f, error)
     }
 }
 
 /// Checks a blocking fn's `fallback` against its `Result<T, E>`, where it is written (a direct
-/// `Fn` bound, so that `|e| ...` infers `e: E`).
+/// `FnOnce` bound, so that `|e| ...` infers `e: E`; it is called once).
 #[inline(always)]
-pub fn fallback<T, E, F: Fn(E) -> Result<T, E>>(f: F) -> FallbackChecked<F, E, Result<T, E>> {
+pub fn fallback<T, E, F: FnOnce(E) -> Result<T, E>>(f: F) -> FallbackChecked<F, E, Result<T, E>> {
     FallbackChecked {
         f,
         call: |f, e| f(e),
@@ -439,7 +440,7 @@ pub fn fallback<T, E, F: Fn(E) -> Result<T, E>>(f: F) -> FallbackChecked<F, E, R
 /// Checks an async fn's `fallback` against its error type `E`: it returns the fn's `Result`
 /// or a future of it (told apart by [`FallbackIsResult`] and [`FallbackIsFuture`]).
 #[inline(always)]
-pub fn async_fallback<E, O, F: Fn(E) -> O>(f: F) -> FallbackChecked<F, E, O> {
+pub fn async_fallback<E, O, F: FnOnce(E) -> O>(f: F) -> FallbackChecked<F, E, O> {
     FallbackChecked {
         f,
         call: |f, e| f(e),
