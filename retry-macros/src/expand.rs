@@ -640,6 +640,10 @@ fn rebind_args(
         let mut owned = |source: &Ident, binding: TokenStream, movable: bool| {
             let own = format_ident!("__robust_own{}", i, span = Span::mixed_site());
             let ps = respan(p, ty_span);
+            // A parameter an expression of the attribute reads (a fallback that moves it) may
+            // be one the body does not: its clone for the attempt is then unused, and no
+            // mistake.
+            let allow = (!movable).then(|| quote!(#[allow(unused_variables, unused_mut)]));
             if hedge {
                 let hold = format_ident!("__robust_hold{}", i, span = Span::mixed_site());
                 let value = if movable {
@@ -650,14 +654,14 @@ fn rebind_args(
                 held.push(quote!(#(#attrs)* let #hold = #value;));
                 let clone = cloned(&hold);
                 outer.push(quote!(#(#attrs)* let #own = #ps::Owned(#clone);));
-                prelude.push(quote!(#(#attrs)* let #binding = #own.into_inner();));
+                prelude.push(quote!(#(#attrs)* #allow let #binding = #own.into_inner();));
             } else if split {
                 let clone = cloned(source);
                 pre.push(quote!(#(#attrs)* let #own = #ps::Owned(#clone);));
-                prelude.push(quote!(#(#attrs)* let #binding = #own.into_inner();));
+                prelude.push(quote!(#(#attrs)* #allow let #binding = #own.into_inner();));
             } else {
                 let clone = cloned(source);
-                prelude.push(quote!(#(#attrs)* let #binding = #clone;));
+                prelude.push(quote!(#(#attrs)* #allow let #binding = #clone;));
             }
         };
         match &mut *pt.pat {
