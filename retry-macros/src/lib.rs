@@ -90,7 +90,7 @@ fn robust2(
     let params = func.as_ref().map(valid::param_names).unwrap_or_default();
     let config = valid::validate(args.items, &params, &mut errors);
     valid::check_never_retries(&config, &mut errors);
-    valid::check_fallback_reachable(&config, func.as_ref(), &mut errors);
+    let fallback_by_type = valid::check_fallback_reachable(&config, func.as_ref(), &mut errors);
     valid::check_under_deadline(&config, &mut errors);
     valid::check_backoff_fits(&config, &mut errors);
     valid::check_jitter_reads_strategy(&config, &mut errors);
@@ -106,6 +106,7 @@ fn robust2(
         valid::check_async_deadline(&config, f, &mut errors);
         valid::check_mut_params_in_callbacks(&config, f, &mut errors);
         io_dead = valid::check_dead_whens(&config, f, &mut errors);
+        io_dead.0.extend(fallback_by_type);
     }
     match (errors.finish(), func) {
         (None, Some(func)) => expand::expand(config, func, &attr_names, &io_dead),

@@ -1625,14 +1625,31 @@ pub fn check_backoff_never_waits(config: &Config, errors: &mut Errors) {
 /// no finite `deadline` and no guard, none of these can happen: the call returns only a
 /// success (or a value an `Ok(..)` kind matched), and the fallback is dead. An error at the
 /// fallback.
+///
+/// For a fn whose error type may be `std::io::Error` without being written so (`io::Result`,
+/// an alias), where `Io` would take every error: that error, with its place, for the expansion
+/// to report if the type is std's (see [`check_dead_whens`]).
 pub fn check_fallback_reachable(
     config: &Config,
     f: Option<&crate::ast::Func>,
     errors: &mut Errors,
-) {
-    let Some(fallback) = &config.fallback else {
-        return;
-    };
+) -> Option<(Sp, String)> {
+    let f = f?;
+    let io_written = matches!(io_spelling(&f.sig.output), IoSpelling::Std);
+    if let Some((sp, msg)) = fallback_never_called(config, io_written) {
+        errors.at(sp, msg);
+        return None;
+    }
+    (!io_written)
+        .then(|| fallback_never_called(config, true))
+        .flatten()
+        .map(|(sp, msg)| (sp, msg.to_owned()))
+}
+
+/// [`check_fallback_reachable`]'s rule, judged as if the error type were `std::io::Error` or
+/// not (`io_error`): the error, with its place, if the fallback is never called.
+fn fallback_never_called(config: &Config, io_error: bool) -> Option<(Sp, &'static str)> {
+    let fallback = config.fallback.as_ref()?;
     let top = &config.settings;
     let unbounded =
         |m: Option<&Spanned<Limit>>| m.is_none_or(|m| matches!(m.value, Limit::Infinite));
@@ -1644,14 +1661,13 @@ pub fn check_fallback_reachable(
             .is_some_and(|r| r.value < 0)
             && unbounded(o.max_delay.as_ref().or(top.max_delay.as_ref()))
     };
-    let io_error = f.is_some_and(|f| matches!(io_spelling(&f.sig.output), IoSpelling::Std));
     let every_error = |k: &Kind| takes_every_error_of(k, io_error);
     // The `when`s on errors in order, each retrying for ever, up to one every error matches;
     // past them, the top level's rule, which must take every error too.
     let mut caught = false;
     for w in config.whens.iter().filter(|w| !w.kind.is_ok()) {
         if !forever(&w.overrides) {
-            return;
+            return None;
         }
         if every_error(&w.kind) {
             caught = true;
@@ -1666,15 +1682,13 @@ pub fn check_fallback_reachable(
         || config.breaker.is_some()
         || config.throttle.is_some()
         || config.limit.is_some();
-    if (caught || top_takes_every_error && forever(top))
+    ((caught || top_takes_every_error && forever(top))
         && unbounded(config.deadline.as_ref())
-        && !guarded
-    {
-        errors.at(
+        && !guarded)
+        .then(|| (
             Sp::of(&**fallback),
             "this `fallback` is never called: every error is retried for ever (every rule it can reach has a negative `retries`, and no `max_delay`, `deadline` or guard could end the retries), so the call returns only a success; bound the retries (`retries = N`, a `max_delay`, a `deadline`, an `on` list of the errors to retry, a `when` with a limit, or a guard: `budget`, `breaker`, `throttle`, `limit`), or leave the fallback out",
-        );
-    }
+        ))
 }
 
 /// Keys that shape retries have no effect where no retry is ever made: `retries = 0` at the
