@@ -2994,6 +2994,20 @@ pub fn check_fn(f: &crate::ast::Func, errors: &mut Errors) {
             return;
         }
     };
+    // A boxed future: a method `#[async_trait]` rewrote before this attribute ran (on a
+    // trait's impl, it turns each `async fn` into a fn returning `Pin<Box<dyn Future>>`).
+    if sig.asyncness.is_none()
+        && let syn::Type::Path(p) = peel(ret)
+        && p.path.segments.last().is_some_and(|s| {
+            s.ident == "Pin" || s.ident == "BoxFuture" || s.ident == "LocalBoxFuture"
+        })
+    {
+        errors.at(
+            Sp::of(ret),
+            "`#[robust]` needs a function that returns a `Result`, and this one returns a boxed future: a method that `#[async_trait]` rewrote before `#[robust]` ran (it makes each `async fn` of a trait's impl return `Pin<Box<dyn Future>>`)? Put `#[robust]` on an inherent or free `async fn` and call it from the trait's method, or write the trait with `async fn` (no `#[async_trait]`, Rust 1.75)",
+        );
+        return;
+    }
     if let Some(tok) = find_impl_trait(ret.to_token_stream()) {
         errors.at(
             tok,
