@@ -164,7 +164,8 @@ pub fn from_number(digits: &str, suffix: &str) -> Result<Duration, DurationError
         return Ok(Duration::new(secs as u64, (nanos % 1_000_000_000) as u32));
     }
     let v: f64 = digits.parse().map_err(|_| DurationError::Syntax)?;
-    if v.is_sign_negative() && v != 0.0 {
+    // (`-1e-9999` is negative, though it reads as `-0.0`.)
+    if v.is_sign_negative() && (v != 0.0 || written_above_zero(digits)) {
         return Err(DurationError::Negative);
     }
     let secs = v * (unit as f64 / 1e9);
@@ -299,6 +300,7 @@ mod tests {
         assert_eq!(parse_duration("-0e5"), Ok(Duration::ZERO));
         // A negative number, however small, is negative.
         assert_eq!(parse_duration("-1e-9999"), Err(DurationError::Negative));
+        assert_eq!(from_number("-1e-9999", ""), Err(DurationError::Negative));
     }
 
     proptest! {

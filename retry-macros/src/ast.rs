@@ -668,9 +668,8 @@ impl Args {
     }
 }
 
-/// The function under the attribute. Its body is kept as tokens: the expansion moves it, and
-/// parses it only where an async body has a `return` to type (`expand::typed_returns`, on a
-/// stack of its own).
+/// The function under the attribute. Its body is kept as tokens and never parsed: the
+/// expansion only moves it, so a deeply nested body costs nothing here.
 pub struct Func {
     pub attrs: Vec<syn::Attribute>,
     pub vis: syn::Visibility,

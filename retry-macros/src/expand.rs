@@ -642,8 +642,9 @@ fn rebind_args(
             let ps = respan(p, ty_span);
             // A parameter an expression of the attribute reads (a fallback that moves it) may
             // be one the body does not: its clone for the attempt is then unused, and no
-            // mistake.
-            let allow = (!movable).then(|| quote!(#[allow(unused_variables, unused_mut)]));
+            // mistake (it is borrowed once, rather than a lint allowed, which a `forbid` would
+            // refuse).
+            let touch = (!movable).then(|| quote!(let _ = &#source;));
             if hedge {
                 let hold = format_ident!("__robust_hold{}", i, span = Span::mixed_site());
                 let value = if movable {
@@ -654,14 +655,16 @@ fn rebind_args(
                 held.push(quote!(#(#attrs)* let #hold = #value;));
                 let clone = cloned(&hold);
                 outer.push(quote!(#(#attrs)* let #own = #ps::Owned(#clone);));
-                prelude.push(quote!(#(#attrs)* #allow let #binding = #own.into_inner();));
+                prelude
+                    .push(quote!(#(#attrs)* let #binding = #own.into_inner(); #(#attrs)* #touch));
             } else if split {
                 let clone = cloned(source);
                 pre.push(quote!(#(#attrs)* let #own = #ps::Owned(#clone);));
-                prelude.push(quote!(#(#attrs)* #allow let #binding = #own.into_inner();));
+                prelude
+                    .push(quote!(#(#attrs)* let #binding = #own.into_inner(); #(#attrs)* #touch));
             } else {
                 let clone = cloned(source);
-                prelude.push(quote!(#(#attrs)* #allow let #binding = #clone;));
+                prelude.push(quote!(#(#attrs)* let #binding = #clone; #(#attrs)* #touch));
             }
         };
         match &mut *pt.pat {
@@ -1345,23 +1348,13 @@ pub fn expand(
         quote!(let #ctx: &#krate::Attempt<'_> = &#attempt;)
     });
 
-    // An async body's returns are checked against the fn's return type, as an `async fn`'s
-    // are (see `typed_returns`); its tail is, below, by the `let` it is bound with.
-    let stmts = if is_async {
-        typed_returns(f.body.stream(), &ret, &pr)
-    } else {
-        f.body.stream()
-    };
+    let stmts = f.body.stream();
     let body = quote! {{
         #ctx
         #(#prelude)*
         #stmts
     }};
-    let typed = Ident::new("__robust_typed", Span::mixed_site());
-    let async_body = quote_spanned! {ret_span=> {
-        let #typed: #ret = #body;
-        #typed
-    }};
+    let async_body = typed_async(&body, &ret, &pr, ret_span);
 
     // Every use of `IsResult` carries the return type's span, so a non-`Result` return type
     // is reported once, there.
@@ -1718,10 +1711,7 @@ pub fn expand(
             #(#prelude)*
             #stmts
         }};
-        let attempt_body = quote_spanned! {ret_span=> {
-            let #typed: #ret = #attempt_body;
-            #typed
-        }};
+        let attempt_body = typed_async(&attempt_body, &ret, &pr, ret_span);
         // Without an attempt context the attempts do not see theirs: the loop then reads a
         // round's start only once its first attempt is pending.
         let (make_args, hedged_loop) = match &config.attempt {
@@ -1854,9 +1844,10 @@ pub fn expand(
     } = &f;
     // A `#[robust]` under this one sees that the fn retries already, whatever name either is
     // imported as (`valid::check_robust_twice`).
+    // (An unnamed `const`, never dead code, whose value is the mark: no lint to allow.)
     let mark = crate::valid::may_retry(&config).then(|| {
-        let mark = Ident::new(crate::valid::RETRYING_MARK, Span::mixed_site());
-        quote!(#[allow(dead_code)] const #mark: () = ();)
+        let mark = Literal::string(crate::valid::RETRYING_MARK);
+        quote!(const _: &str = #mark;)
     });
     if views.is_empty() && mark.is_none() {
         quote!(#(#attrs)* #vis #sig #new_block)
@@ -1865,61 +1856,19 @@ pub fn expand(
     }
 }
 
-/// The statements of an async fn's body, each `return`'s value checked against the fn's
-/// return type `ret` (`return __private::returned::<Ret>(value)`), as an `async fn`'s are: a
-/// value of another type then coerces into it (`&String` into `&str`, `Box<io::Error>` into
-/// `Box<dyn Error>`). An async block, which each attempt runs, infers its output from what it
-/// returns instead, and coerces nothing. (Its tail is checked by the `let` it is bound with.)
-/// Not the returns of closures, async blocks and items inside it, nor those a macro call
-/// writes (its tokens are not parsed). A body that does not parse is left as it is: rustc
-/// reports it.
-fn typed_returns(stmts: TokenStream, ret: &Type, pr: &TokenStream) -> TokenStream {
-    use syn::visit_mut::VisitMut;
-
-    struct Returns<'a> {
-        ret: &'a Type,
-        pr: &'a TokenStream,
-    }
-    impl VisitMut for Returns<'_> {
-        fn visit_expr_mut(&mut self, e: &mut syn::Expr) {
-            match e {
-                syn::Expr::Closure(_) | syn::Expr::Async(_) | syn::Expr::Const(_) => {}
-                syn::Expr::Return(r) => {
-                    if let Some(value) = r.expr.as_mut() {
-                        self.visit_expr_mut(value);
-                        let (ret, pr, inner) = (self.ret, self.pr, &**value);
-                        let typed = quote_spanned!(inner.span()=> #pr::returned::<#ret>(#inner));
-                        **value = syn::Expr::Verbatim(typed);
-                    }
-                }
-                _ => syn::visit_mut::visit_expr_mut(self, e),
-            }
+/// An async attempt's block: `body`, after a `return` of the fn's return type `ret` that never
+/// runs (`if false { return __private::typed::<Ret>(); }`). An async block infers its output
+/// from what it returns, and coerces nothing into a type it does not know yet; once this first
+/// `return` has given it `Ret`, the body's returns and tail are checked against it, and coerce
+/// into it as an `async fn`'s do (`Ok(&self.name)` into `io::Result<&str>`, `Box<Mem>` into
+/// `Box<dyn Trait>`), those written by macros included. Nothing follows the body (a body that
+/// diverges leaves nothing unreachable), and `Ret` is named outside it (an item of the body's
+/// own cannot shadow a name of the return type).
+fn typed_async(body: &TokenStream, ret: &Type, pr: &TokenStream, span: Span) -> TokenStream {
+    quote_spanned! {span=> {
+        if false {
+            return #pr::typed::<#ret>();
         }
-        fn visit_item_mut(&mut self, _: &mut syn::Item) {}
-    }
-
-    fn has_return(tokens: &TokenStream) -> bool {
-        tokens.clone().into_iter().any(|t| match t {
-            TokenTree::Ident(i) => i == "return",
-            TokenTree::Group(g) => has_return(&g.stream()),
-            _ => false,
-        })
-    }
-    if !has_return(&stmts) {
-        return stmts;
-    }
-    // Parsing, visiting and printing recurse as deep as the body nests: on a stack of the
-    // macro's own, as for a deep signature (`crate::STACK`).
-    stacker::grow(crate::STACK, || {
-        match syn::parse::Parser::parse2(syn::Block::parse_within, stmts.clone()) {
-            Ok(mut parsed) => {
-                let mut returns = Returns { ret, pr };
-                for s in &mut parsed {
-                    returns.visit_stmt_mut(s);
-                }
-                quote!(#(#parsed)*)
-            }
-            Err(_) => stmts,
-        }
-    })
+        #body
+    }}
 }

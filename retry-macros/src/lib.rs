@@ -20,9 +20,8 @@ mod valid;
 
 /// Types and expressions nested thousands of levels deep are valid Rust, and reading them
 /// recurses: the macro must not be what overflows first. Inputs whose attribute and signature
-/// hold more than [`DEEP`] tokens (the body is not read, but where an async body's `return`s
-/// are typed, which runs on a stack of its own) run on a stack of [`STACK`] bytes (the
-/// `stacker` crate, as rustc itself does); other inputs run on the compiler's own.
+/// hold more than [`DEEP`] tokens (the body is never parsed) run on a stack of [`STACK`] bytes
+/// (the `stacker` crate, as rustc itself does); other inputs run on the compiler's own.
 const DEEP: usize = 1_000;
 const STACK: usize = 256 * 1024 * 1024;
 

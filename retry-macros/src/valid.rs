@@ -2794,8 +2794,9 @@ pub fn may_retry(config: &Config) -> bool {
     !retrying_rules(config).is_empty() || config.hedge.is_some()
 }
 
-/// The item an expansion that may retry writes first in the fn's body, so that another
-/// `#[robust]` under it, whatever the name it is imported as, sees the fn is one already.
+/// The value of the unnamed `const` an expansion that may retry writes first in the fn's body
+/// (`const _: &str = "__ROBUST_RETRYING";`), so that another `#[robust]` under it, whatever
+/// the name it is imported as, sees the fn is one already.
 pub const RETRYING_MARK: &str = "__ROBUST_RETRYING";
 
 /// Another `#[robust]` on the fn (by any path ending in `robust`, or in a `cfg_attr`'s
@@ -2803,7 +2804,7 @@ pub const RETRYING_MARK: &str = "__ROBUST_RETRYING";
 /// each of its attempts runs all of the other's, and the attempts multiply. (One of the two
 /// that never retries, `retries = 0`, only adds its guards, timeout or deadline around the
 /// other's calls or attempts, as the two nest.) An error at the other attribute; or, when the
-/// fn is already the expansion of one that may retry (its body starts with
+/// fn is already the expansion of one that may retry (its body starts with the
 /// [`RETRYING_MARK`]: the other was written above this one, under a name that does not end in
 /// `robust`, `use retry_runtime::robust as resilient`), at this one.
 pub fn check_robust_twice(config: &Config, f: &crate::ast::Func, errors: &mut Errors) {
@@ -2816,12 +2817,13 @@ pub fn check_robust_twice(config: &Config, f: &crate::ast::Func, errors: &mut Er
             errors.at(Sp::of(a), TWICE);
         }
     }
+    let mark = proc_macro2::Literal::string(RETRYING_MARK).to_string();
     let marked = f
         .body
         .stream()
         .into_iter()
         .take(8)
-        .any(|t| matches!(t, proc_macro2::TokenTree::Ident(i) if i == RETRYING_MARK));
+        .any(|t| matches!(t, proc_macro2::TokenTree::Literal(l) if l.to_string() == mark));
     if marked {
         errors.at(
             Sp::from(proc_macro2::Span::call_site()),

@@ -60,7 +60,8 @@
 //! small; a hedged call boxes its rounds once and each hedge it sends; and a retry that waits
 //! for a concurrency-limit slot, with a deadline or a `max_delay` to end the wait, boxes that
 //! wait. (Any wait for a slot, blocking or async, may allocate its limit's queue: see
-//! [`ConcurrencyLimit`].) See `docs/BENCHMARKS.md`.
+//! [`ConcurrencyLimit`]. And the first retry of a thread that needs randomness makes `rand`'s
+//! thread-local generator, none with a `seed`.) See `docs/BENCHMARKS.md`.
 //!
 //! ## Features
 //! - `tokio` (default): [`Policy::call_async`] and async timeouts.

@@ -176,11 +176,12 @@ pub fn pin_output<Ret: IsResult, F: Future<Output = Ret>>(body: F) -> F {
     body
 }
 
-/// A `return`'s value in an async fn's body, checked against the fn's return type `Ret`, so
-/// that it coerces into it as in an `async fn` (`&String` into `&str`).
+/// A value of the fn's return type `Ret`, for a `return` an async attempt's block starts with
+/// and never runs (`if false { return typed::<Ret>(); }`): it gives the block its output type
+/// before the body is checked, so that the body's returns and tail coerce into it.
 #[inline(always)]
-pub fn returned<Ret>(value: Ret) -> Ret {
-    value
+pub fn typed<Ret>() -> Ret {
+    unreachable!("`__private::typed` is only named, never called")
 }
 
 /// The overload-protection settings written in the attribute, and what its tracing events

@@ -14,8 +14,7 @@ fn deep_return() -> Result<&'static &'static &'static &'static &'static &'static
     Err(std::io::ErrorKind::Other.into())
 }
 
-/// An async fn's body with a `return` is parsed (its returns are made to coerce into the
-/// return type): on the macro's own stack too.
+/// An async fn's body with a `return` (which the expansion types by a `return` before it).
 #[robust(retries = 1)]
 async fn deep_async(flag: bool) -> std::io::Result<u32> {
     tokio::task::yield_now().await;
