@@ -2580,6 +2580,29 @@ async fn a_request_sent_once_is_made_ready_within_its_timeout() {
     drop(other);
 }
 
+/// Two requests through `client`, whose service's first call hangs and whose next answers at
+/// once (`slow`, counting its calls in `calls`): the first (a probe of a half-open breaker) is
+/// left running, and the second, sent with `panic` set, panics in a callback or rule of the
+/// client's policy. The hung request's task.
+async fn one_probe_out_and_one_panicked<C>(
+    client: &C,
+    calls: &AtomicU32,
+    panic: &std::sync::atomic::AtomicBool,
+) -> tokio::task::JoinHandle<io::Result<Resp>>
+where
+    C: Service<Request<String>, Response = Resp, Error = io::Error> + Clone + Send + 'static,
+    C::Future: Send,
+{
+    let hung = tokio::spawn(client.clone().oneshot(Request::new(String::new())));
+    tokio::task::yield_now().await;
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    panic.store(true, Ordering::SeqCst);
+    let panicked = tokio::spawn(client.clone().oneshot(Request::new(String::new()))).await;
+    assert!(panicked.unwrap_err().is_panic());
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    hung
+}
+
 /// A request whose `on_success` panics after its probe's success was recorded does not give
 /// that probe back as it unwinds (it would count twice): with two probes, one still running and
 /// one recorded, a third request is rejected. (Before, the dropped future gave the recorded
@@ -2609,15 +2632,8 @@ async fn a_panicking_callback_gives_no_recorded_probe_back() {
     // The first call hangs; the next ones answer at once.
     let (svc, calls, _) = slow::<String>(vec![(60_000, StatusCode::OK), (0, StatusCode::OK)]);
     let client = RobustLayer::new(policy).layer(svc);
-    // The first probe: still running.
-    let hung = tokio::spawn(client.clone().oneshot(Request::new(String::new())));
-    tokio::task::yield_now().await;
-    assert_eq!(calls.load(Ordering::SeqCst), 1);
     // The second probe: its success is recorded, then `on_success` panics.
-    PANIC.store(true, Ordering::SeqCst);
-    let panicked = tokio::spawn(client.clone().oneshot(Request::new(String::new()))).await;
-    assert!(panicked.unwrap_err().is_panic());
-    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    let hung = one_probe_out_and_one_panicked(&client, &calls, &PANIC).await;
     assert_eq!(breaker.state(), BreakerState::HalfOpen);
     // Both probes are taken: the third request is rejected without a call.
     let r = client.clone().oneshot(Request::new(String::new())).await;
@@ -2698,13 +2714,7 @@ async fn a_value_rule_that_panics_while_measured_gives_its_probe_back_once() {
     // The first call hangs; the next one answers at once.
     let (svc, calls, _) = slow::<String>(vec![(60_000, StatusCode::OK), (0, StatusCode::OK)]);
     let client = RobustLayer::new(policy).layer(svc);
-    let hung = tokio::spawn(client.clone().oneshot(Request::new(String::new())));
-    tokio::task::yield_now().await;
-    assert_eq!(calls.load(Ordering::SeqCst), 1);
-    PANIC.store(true, Ordering::SeqCst);
-    let panicked = tokio::spawn(client.clone().oneshot(Request::new(String::new()))).await;
-    assert!(panicked.unwrap_err().is_panic());
-    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    let hung = one_probe_out_and_one_panicked(&client, &calls, &PANIC).await;
     assert_eq!(breaker.state(), BreakerState::HalfOpen);
     let now = Instant::now().into_std();
     assert!(
