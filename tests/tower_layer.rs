@@ -2580,6 +2580,26 @@ async fn a_request_sent_once_is_made_ready_within_its_timeout() {
     drop(other);
 }
 
+/// A breaker of `probes` probes, opened by a failure and half-open now: its 10 s break is
+/// over (on tokio's paused clock).
+async fn half_open(probes: u32) -> &'static CircuitBreaker {
+    let breaker = Box::leak(Box::new(
+        CircuitBreaker::new(10, 1, 0.5, secs(10), probes).unwrap(),
+    ));
+    breaker.record(Instant::now().into_std(), false);
+    assert_eq!(breaker.state(), retry_runtime::BreakerState::Open);
+    tokio::time::advance(secs(11)).await;
+    breaker
+}
+
+/// A value rule that takes 503 as busy, and panics once `panic` is set (clearing it).
+fn busy_unless_panicking(r: &Resp, panic: &std::sync::atomic::AtomicBool) -> bool {
+    if panic.swap(false, Ordering::SeqCst) {
+        panic!("the rule panics");
+    }
+    r.status() == StatusCode::SERVICE_UNAVAILABLE
+}
+
 /// Two requests through `client`, whose service's first call hangs and whose next answers at
 /// once (`slow`, counting its calls in `calls`): the first (a probe of a half-open breaker) is
 /// left running, and the second, sent with `panic` set, panics in a callback or rule of the
@@ -2612,16 +2632,11 @@ async fn a_panicking_callback_gives_no_recorded_probe_back() {
     use retry_runtime::{BreakerState, Open};
     use std::sync::atomic::AtomicBool;
 
-    let breaker = Box::leak(Box::new(
-        CircuitBreaker::new(10, 1, 0.5, secs(10), 2).unwrap(),
-    ));
-    breaker.record(Instant::now().into_std(), false);
-    assert_eq!(breaker.state(), BreakerState::Open);
-    tokio::time::advance(secs(11)).await;
+    let breaker = half_open(2).await;
     static PANIC: AtomicBool = AtomicBool::new(false);
     let policy = Policy::builder()
         .retries(0)
-        .breaker(&*breaker)
+        .breaker(breaker)
         .on_success(|| {
             if PANIC.swap(false, Ordering::SeqCst) {
                 panic!("on_success panics");
@@ -2652,21 +2667,12 @@ async fn a_panicking_value_rule_gives_its_probe_back() {
     use retry_runtime::BreakerState;
     use std::sync::atomic::AtomicBool;
 
-    let breaker = Box::leak(Box::new(
-        CircuitBreaker::new(10, 1, 0.5, secs(10), 1).unwrap(),
-    ));
-    breaker.record(Instant::now().into_std(), false);
-    tokio::time::advance(secs(11)).await;
+    let breaker = half_open(1).await;
     static PANIC: AtomicBool = AtomicBool::new(false);
     let policy = Policy::builder()
         .retries(0)
-        .breaker(&*breaker)
-        .on_ok(OkIf(|r: &Resp| {
-            if PANIC.swap(false, Ordering::SeqCst) {
-                panic!("the rule panics");
-            }
-            r.status() == StatusCode::SERVICE_UNAVAILABLE
-        }))
+        .breaker(breaker)
+        .on_ok(OkIf(|r: &Resp| busy_unless_panicking(r, &PANIC)))
         .build()
         .unwrap();
     let (svc, calls) = scripted(vec![Ok(status(StatusCode::OK))]);
@@ -2694,21 +2700,12 @@ async fn a_value_rule_that_panics_while_measured_gives_its_probe_back_once() {
 
     static LATENCIES: retry_runtime::latency::Latencies = retry_runtime::latency::Latencies::new();
     static PANIC: AtomicBool = AtomicBool::new(false);
-    let breaker = Box::leak(Box::new(
-        CircuitBreaker::new(10, 1, 0.5, secs(10), 2).unwrap(),
-    ));
-    breaker.record(Instant::now().into_std(), false);
-    tokio::time::advance(secs(11)).await;
+    let breaker = half_open(2).await;
     let policy = Policy::builder()
         .retries(0)
-        .breaker(&*breaker)
+        .breaker(breaker)
         .adaptive_timeout(Adaptive::new(&LATENCIES, 99.0, 2.0, ms(10), secs(100)).unwrap())
-        .on_ok(OkIf(|r: &Resp| {
-            if PANIC.swap(false, Ordering::SeqCst) {
-                panic!("the rule panics");
-            }
-            r.status() == StatusCode::SERVICE_UNAVAILABLE
-        }))
+        .on_ok(OkIf(|r: &Resp| busy_unless_panicking(r, &PANIC)))
         .build()
         .unwrap();
     // The first call hangs; the next one answers at once.
