@@ -312,24 +312,9 @@ fn value_kind(p: &TokenStream, ok: &TokenStream, names: &Names, k: &Kind) -> Tok
         Kind::Pattern(pat) => {
             let v = &names.e;
             let test = pattern_test(pat, v);
-            // A pattern every value matches (`Ok(())`, `Ok(Response { .. })`) would make every
-            // success a failure: rustc's lint says so, at the pattern.
-            // (The value is named at the pattern: rustc does not report this lint on code
-            // whose spans mix the macro's names with the user's tokens.)
-            // All the alternatives against the reference at once, so that alternatives of both
-            // kinds that match every value together (`Ok(Some(_) | None)`) are caught too.
-            let seen = Ident::new("__robust_ok_value", pat.span());
-            let alternatives = against_reference(pat);
-            quote_spanned!(pat.span()=> #ps::ok_kind::<#ok_at, _>(|#v: &#ok_at| {
-                #[deny(irrefutable_let_patterns)]
-                // (clippy's nursery would have the `if let` be an `==`: it is a check.)
-                #[allow(unused_variables, unused_parens, clippy::equatable_if_let)]
-                {
-                    let #seen = #v;
-                    if let #(#alternatives)|* = #seen {}
-                }
-                #test
-            }))
+            // (A pattern every value matches, `Ok(())` or `Ok(Response { .. })`, would make
+            // every success a failure: `rule_order_check` reports it.)
+            quote_spanned!(pat.span()=> #ps::ok_kind::<#ok_at, _>(|#v: &#ok_at| #test))
         }
         other => other
             .sp()
@@ -347,12 +332,14 @@ fn value_kind(p: &TokenStream, ok: &TokenStream, names: &Names, k: &Kind) -> Tok
 /// the rule matches them all), as an unused variable. An alternative of an `on` kind written as
 /// a `when`'s own kind (or one of its alternatives) is left out: listed in both, it says that
 /// it is retried, with the `when`'s settings (`on = [Busy | Deadlock], when(Deadlock, ..)`).
-/// With `values` (the patterns inside `Ok(..)` kinds), patterns of several kinds that together
-/// match every value (`on = [Ok(R::Busy), Ok(R::Fine)]` for an enum of the two) would make
-/// every success a failure, as one pattern that matches every value would: rustc reports the
-/// match's last arm, `_`, as unreachable, at the last pattern.
+/// With `values` (the patterns inside `Ok(..)` kinds), a pattern that matches every value
+/// (`Ok(())`, `Ok(Some(_) | None)`), or patterns of several kinds that together do
+/// (`on = [Ok(R::Busy), Ok(R::Fine)]` for an enum of the two), would make every success a
+/// failure: rustc reports the arm after them, `Seen::Value(_)`, as unreachable, at the last
+/// pattern.
 /// Empty without patterns.
 fn rule_order_check<'k>(
+    p: &TokenStream,
     ty: &TokenStream,
     whens: impl Iterator<Item = &'k Kind>,
     on: impl Iterator<Item = &'k Kind>,
@@ -407,35 +394,115 @@ fn rule_order_check<'k>(
         return quote!();
     };
     let last = arms.last().and_then(|(a, _)| a.last()).unwrap_or(first);
-    let arms = arms.iter().map(|(alts, own)| {
-        let alternatives = alts
-            .iter()
-            .flat_map(|a| against_reference(&without_at_bindings(a)));
-        let lint = own.then(|| quote!(#[allow(unreachable_patterns)]));
-        quote!(#lint #(#alternatives)|* => {})
-    });
     // (Named at the first pattern: rustc does not report these lints on code whose spans
     // mix the macro's names with the user's tokens.)
     let seen = Ident::new("__robust_rule_order", first.span());
-    // (For values, at the last pattern: an error there says that the patterns up to it match
-    // every value. One pattern alone that does is reported by `value_kind`.)
-    let rest = if values && arms.len() > 1 {
-        quote_spanned!(last.span()=> #[deny(unreachable_patterns)] _ => {})
-    } else {
-        quote!(#[allow(unreachable_patterns)] _ => {})
+    // Each alternative as the value of a `Seen`, whose path is spanned at it.
+    let arm = |alts: &[&syn::Pat]| {
+        let alternatives = alts.iter().flat_map(|a| {
+            against_reference(&without_at_bindings(a))
+                .into_iter()
+                .map(move |alt| {
+                    // (The parentheses at the pattern's last token: the arm's span is then
+                    // the pattern's, from its first token to its last.)
+                    let ps = respan(p, a.span());
+                    let end = alt
+                        .clone()
+                        .into_iter()
+                        .last()
+                        .map_or(a.span(), |t| match t {
+                            proc_macro2::TokenTree::Group(g) => g.span_close(),
+                            t => t.span(),
+                        });
+                    let inner = spanned_group(alt, end);
+                    quote_spanned!(a.span()=> #ps::Seen::Value #inner)
+                })
+        });
+        quote!(#(#alternatives)|* => {})
     };
+    // `Seen` is non-exhaustive: the last arm, `_`, is never unreachable, so no lint is
+    // allowed (an `allow` under a `forbid` is an error). An arm of `when`s' own kinds listed in
+    // `on` too may be unreachable: it has a `match` of its own, still checked for the names it
+    // binds.
+    let (own, rest): (Vec<_>, Vec<_>) = arms.iter().partition(|(_, own)| *own);
+    let ps = respan(p, first.span());
+    let matches = |arms: &[TokenStream], end: TokenStream| {
+        quote_spanned!(first.span()=>
+            match #ps::Seen::Value(#seen) {
+                #(#arms)*
+                #end
+                _ => {}
+            }
+        )
+    };
+    // (For values, at the last pattern: an error there says that the patterns up to it match
+    // every value.)
+    let end = if values {
+        let ps = respan(p, last.span());
+        quote_spanned!(last.span()=> #[deny(unreachable_patterns)] #ps::Seen::Value(_) => {})
+    } else {
+        quote!()
+    };
+    let main = matches(
+        &rest.iter().map(|(alts, _)| arm(alts)).collect::<Vec<_>>(),
+        end,
+    );
+    let own = own.iter().map(|(alts, _)| matches(&[arm(alts)], quote!()));
     quote_spanned!(first.span()=>
         let _ = |#seen: &#ty| {
             #[deny(unreachable_patterns, unused_variables)]
-            #[allow(unused_parens)]
             {
-                match #seen {
-                    #(#arms)*
-                    #rest
-                }
+                #main
+                #(#own)*
             }
         };
     )
+}
+
+/// A parameter's pattern for the view the attribute's expressions read: a name none of them
+/// reads is `_` (or its subpattern), so it is no unused variable; a unit struct's name, which
+/// matches its only value, is `_` alike. Also the `mut` names kept.
+fn view_pattern(
+    pat: &syn::Pat,
+    read: &std::collections::HashSet<String>,
+) -> (syn::Pat, Vec<Ident>) {
+    struct Unread<'a>(&'a std::collections::HashSet<String>, Vec<Ident>);
+    impl syn::visit_mut::VisitMut for Unread<'_> {
+        fn visit_pat_mut(&mut self, p: &mut syn::Pat) {
+            if let syn::Pat::Ident(pi) = p {
+                let name = &pi.ident;
+                let is_read = self.0.contains(&name.to_string())
+                    || self
+                        .0
+                        .contains(&syn::ext::IdentExt::unraw(name).to_string());
+                if !is_read {
+                    *p = match pi.subpat.take() {
+                        Some((_, sub)) => *sub,
+                        None => syn::Pat::Wild(syn::PatWild {
+                            attrs: Vec::new(),
+                            underscore_token: syn::Token![_](name.span()),
+                        }),
+                    };
+                    return self.visit_pat_mut(p);
+                }
+                if pi.by_ref.is_none() && pi.mutability.is_some() {
+                    self.1.push(name.clone());
+                }
+            }
+            syn::visit_mut::visit_pat_mut(self, p);
+        }
+        // `Point { x }` becomes `Point { x: _ }`: written in full.
+        fn visit_field_pat_mut(&mut self, f: &mut syn::FieldPat) {
+            if f.colon_token.is_none() {
+                f.colon_token = Some(syn::Token![:](f.pat.span()));
+            }
+            syn::visit_mut::visit_field_pat_mut(self, f);
+        }
+    }
+    let mut p = pat.clone();
+    let mut unread = Unread(read, Vec::new());
+    syn::visit_mut::VisitMut::visit_pat_mut(&mut unread, &mut p);
+    (p, unread.1)
 }
 
 /// Reduces each path it visits to its last segment (`self::Unit::Busy` to `Busy`).
@@ -715,10 +782,16 @@ fn rebind_args(
                     };
                     let mut names = Vec::new();
                     crate::valid::bound_names(&original, &mut names);
+                    // The view binds only the names an expression reads (the others are
+                    // `_`), and each `mut` one is borrowed `&mut` once: no lint is allowed (an
+                    // `allow` under a `forbid` is an error).
+                    let (view_pat, muts) = view_pattern(&original, attr_names);
+                    let touched =
+                        (!muts.is_empty()).then(|| quote!(#(#attrs)* let _ = (#(&mut #muts,)*);));
                     let view = quote! {
                         #(#attrs)*
-                        #[allow(unused_variables, unused_mut)]
-                        let #original = #value;
+                        let #view_pat = #value;
+                        #touched
                     };
                     views.push((names, view));
                 }
@@ -1044,8 +1117,7 @@ pub fn expand(
     let inspector = if uses_inspector(&config) {
         quote! {
             let #inspect = {
-                #[allow(unused_imports)]
-                use #p::{ViaInspect as _, ViaError as _, ViaNothing as _};
+                use #p::scope::inspect::*;
                 (&&&#p::Probe::<#err>::new()).inspector()
             };
         }
@@ -1116,12 +1188,14 @@ pub fn expand(
     let on_ok = value_kinds(&p, &ok, &names, &on_values);
     // Rules are tried in order: the `when`s as written, then the `on` list.
     let error_order = rule_order_check(
+        &p,
         &err,
         config.whens.iter().map(|w| &w.kind).filter(|k| !k.is_ok()),
         on_errors.iter().copied(),
         false,
     );
     let value_order = rule_order_check(
+        &p,
         &ok,
         config.whens.iter().map(|w| &w.kind).filter(|k| k.is_ok()),
         on_values.iter().copied(),
@@ -1277,8 +1351,7 @@ pub fn expand(
                     let #owner = &#e;
                     #root
                     {
-                        #[allow(unused_imports)]
-                        use #ps::{AnyValueCheck as _, OwnedGuardCheck as _};
+                        use #ps::scope::guard_check::*;
                         #receiver.#method();
                     }
                 )
@@ -1335,8 +1408,7 @@ pub fn expand(
     // Tracing events name the fn and write the error's `Display` text if it has one.
     let fn_name = syn::ext::IdentExt::unraw(&f.sig.ident).to_string();
     let describe = quote_spanned!(ret_span=> #pr::describe(|| #fn_name, {
-        #[allow(unused_imports)]
-        use #p::{ViaDisplay as _, ViaTypeName as _};
+        use #p::scope::error_writer::*;
         (&&#pr::Probe::<#err>::new()).error_writer()
     }));
     let extras = quote!(#p::extras(#budget_tokens, #breaker_tokens, #hint_tokens, #on_retry_tokens, #describe, #on_ok, #throttle_tokens, #limit_tokens));
@@ -1382,8 +1454,7 @@ pub fn expand(
             let value = if is_async {
                 quote_spanned! {e.span()=>
                     {
-                        #[allow(unused_imports)]
-                        use #ps::{FallbackIsFuture as _, FallbackIsResult as _};
+                        use #ps::scope::fallback_kind::*;
                         // A `match`, not a `let`: the temporaries of the fallback's expression
                         // live until its future is done, as they would in the expression
                         // written by hand. The fallback itself is moved into `run` and dropped
@@ -1550,9 +1621,8 @@ pub fn expand(
         let ps = respan(&p, at);
         let probe = |e: TokenStream| {
             quote_spanned! {at=>
-                #[allow(unused_imports)]
-                use #ps::NotIo as _;
-                if #ps::IoProbe::<#e>::IS_IO {
+                use #ps::scope::io_probe::*;
+                if IoProbe::<#e>::IS_IO {
                     ::core::panic!("{}", #msg)
                 }
             }

@@ -690,7 +690,8 @@ fn check_kind_of(kind: &Kind, what: &str, params: &[String], errors: &mut Errors
     match kind {
         Kind::Ok { inner, .. } => {
             // (Patterns that match every value of their type only, like `Ok(Response { .. })`,
-            // are caught by rustc's irrefutable-pattern lint, denied in the expansion.)
+            // are caught by rustc's unreachable-pattern lint, denied in the expansion's check
+            // of the rules' patterns.)
             if let Kind::Pattern(p) = &**inner
                 && matches_anything(p)
             {

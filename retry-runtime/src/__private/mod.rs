@@ -96,6 +96,45 @@ pub const DEFAULT_P: [f64; 1] = crate::Polynomial::<1>::DEFAULT_P;
 mod probe;
 pub use probe::*;
 
+/// The traits of each autoref probe, for one glob import each (`use __private::scope::inspect::*;`):
+/// a glob is used when any one of its names is, so the expansion allows no `unused_imports`
+/// (an `allow` under a `forbid` is an error).
+pub mod scope {
+    /// How an error is viewed as `&dyn Error`.
+    pub mod inspect {
+        pub use crate::__private::{ViaError, ViaInspect, ViaNothing};
+    }
+    /// How an event writes an error.
+    pub mod error_writer {
+        pub use crate::__private::{ViaDisplay, ViaTypeName};
+    }
+    /// Whether a guard is one for every call.
+    pub mod guard_check {
+        pub use crate::__private::{AnyValueCheck, OwnedGuardCheck};
+    }
+    /// What an async fallback returned.
+    pub mod fallback_kind {
+        pub use crate::__private::{FallbackIsFuture, FallbackIsResult};
+    }
+    /// Whether a type is `std::io::Error` (named through the glob: the inherent constant of
+    /// `IoProbe<io::Error>` uses no trait).
+    pub mod io_probe {
+        pub use crate::__private::{IoProbe, NotIo};
+    }
+}
+
+/// What the attribute's check of its rules' patterns matches, in a `match` that never runs.
+/// Non-exhaustive (outside this crate), so that the check's last arm, `_`, is never an
+/// unreachable pattern, and no lint is allowed for it (an `allow` under a `forbid` is an
+/// error); the arm `Seen::Value(_)` before it is unreachable when the patterns together match
+/// every value.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Seen<'a, T: ?Sized> {
+    /// The value.
+    Value(&'a T),
+}
+
 /// Runs one blocking attempt; `Ret` pins the closure's return type so `?` converts into it.
 #[inline(always)]
 pub fn sync_attempt<Ret: IsResult, F: FnOnce() -> Ret>(body: F) -> Result<Ret::Ok, Ret::Err> {

@@ -1,8 +1,8 @@
 // An `Ok(..)` kind whose pattern every value matches would make every success a failed
 // attempt (retried, then returned as the last failure): an error at the pattern (said by the
-// attribute for patterns that match anything, by rustc's irrefutable-pattern lint for those
-// that match every value of their type). Kinds that together match every value are one
-// such mistake too: rustc's unreachable-pattern lint says so, at the last of them.
+// attribute for patterns that match anything, by rustc's unreachable-pattern lint for those
+// that match every value of their type: nothing is left after them). Kinds that together
+// match every value are one such mistake too: the same lint says so, at the last of them.
 use std::io;
 
 use retry_runtime::robust;
