@@ -463,3 +463,151 @@ async fn returns_and_tails_coerce_into_the_return_type() {
     );
     assert_eq!(calls.load(Ordering::SeqCst), 2);
 }
+
+/// An error (and a value) that is not `Send`: the fn's future is `Send` as it is without the
+/// attribute, since neither is held across an `.await` (a backoff's sleep, a fallback's
+/// future, a hedge's round), whatever the keys.
+mod not_send_results {
+    use std::cell::Cell;
+    use std::rc::Rc;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::time::Duration;
+
+    use retry_runtime::{CircuitBreaker, ConcurrencyLimit, robust};
+
+    type NotSend = Box<dyn std::error::Error>;
+
+    static BREAKER: CircuitBreaker =
+        match CircuitBreaker::new(10, 10, 0.5, Duration::from_secs(30), 1) {
+            Ok(b) => b,
+            Err(_) => panic!(),
+        };
+    static LIMIT: ConcurrencyLimit = match ConcurrencyLimit::new(4, 4) {
+        Ok(l) => l,
+        Err(_) => panic!(),
+    };
+
+    /// Fails the first `fails` calls, each after a yield.
+    async fn attempt(calls: &AtomicU32, fails: u32) -> Result<Rc<u32>, NotSend> {
+        let n = calls.fetch_add(1, Ordering::SeqCst);
+        tokio::task::yield_now().await;
+        if n < fails {
+            return Err(format!("failure {n}").into());
+        }
+        Ok(Rc::new(n))
+    }
+
+    fn send<F: Future + Send>(f: F) -> F {
+        f
+    }
+
+    #[robust(retries = 2, backoff = constant(base = 10ms))]
+    async fn plain(calls: &AtomicU32) -> Result<Rc<u32>, NotSend> {
+        attempt(calls, 1).await
+    }
+
+    #[robust(retries = 2, backoff = constant(base = 10ms), timeout = 1s, max_delay = 1s,
+             on_retry = |e, _| assert!(e.is_err()))]
+    async fn timed(calls: &AtomicU32) -> Result<Rc<u32>, NotSend> {
+        attempt(calls, 1).await
+    }
+
+    // (An adaptive timeout measures each attempt's result.)
+    #[robust(retries = 2, backoff = constant(base = 10ms),
+             timeout = adaptive(p = 99, factor = 2, min = 20ms, max = 2s))]
+    async fn measured(calls: &AtomicU32) -> Result<Rc<u32>, NotSend> {
+        attempt(calls, 1).await
+    }
+
+    #[robust(retries = 2, backoff = constant(base = 10ms), breaker = BREAKER, limit = LIMIT)]
+    async fn guarded(calls: &AtomicU32) -> Result<Rc<u32>, NotSend> {
+        attempt(calls, 1).await
+    }
+
+    // A fallback that returns a `Result`, and one that returns a future (which does not
+    // capture the error: one that does is not `Send`).
+    #[robust(retries = 1, backoff = constant(base = 10ms),
+             fallback = |e| Err(format!("gave up: {e}").into()))]
+    async fn fallen_back(calls: &AtomicU32) -> Result<Rc<u32>, NotSend> {
+        attempt(calls, 5).await
+    }
+
+    #[robust(retries = 1, backoff = constant(base = 10ms),
+             fallback = |e| {
+                 let text = format!("gave up later: {e}");
+                 async move { Err(text.into()) }
+             })]
+    async fn fallen_back_later(calls: &AtomicU32) -> Result<Rc<u32>, NotSend> {
+        attempt(calls, 5).await
+    }
+
+    #[robust(retries = 2, backoff = constant(base = 10ms), on = [Ok(|v: &Rc<u32>| **v == 0)])]
+    async fn on_values(calls: &AtomicU32) -> Result<Rc<u32>, NotSend> {
+        attempt(calls, 0).await
+    }
+
+    // A deadline (or a limit beside a `max_delay`) keeps the failure a retry follows across
+    // the backoff (it is what the call returns when the retry cannot be made in time), and
+    // hedging keeps a round's failures while its other attempts run: their futures are `Send`
+    // only for a `T` and an `E` that are (as documented). Run here without the `Send` check.
+    #[robust(retries = 2, backoff = constant(base = 10ms), deadline = 1s, limit = LIMIT,
+             max_delay = 500ms)]
+    async fn keeping(calls: &AtomicU32) -> Result<Rc<u32>, NotSend> {
+        attempt(calls, 1).await
+    }
+
+    #[robust(retries = 2, backoff = constant(base = 10ms), hedge(after = 5ms, max = 1))]
+    async fn hedged(calls: &AtomicU32) -> Result<Rc<u32>, NotSend> {
+        attempt(calls, 2).await
+    }
+
+    /// `Send` but not `Sync`: a `&mut self` method's attempts borrow it uniquely.
+    struct Counter {
+        calls: Cell<u32>,
+    }
+
+    impl Counter {
+        #[robust(retries = 2, backoff = constant(base = 10ms))]
+        async fn next(&mut self) -> std::io::Result<u32> {
+            let n = self.calls.get();
+            self.calls.set(n + 1);
+            tokio::task::yield_now().await;
+            if n == 0 {
+                return Err(std::io::ErrorKind::Other.into());
+            }
+            Ok(n)
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn errors_and_values_that_are_not_send_keep_the_future_send() {
+        let calls = AtomicU32::new(0);
+        assert_eq!(*send(plain(&calls)).await.unwrap(), 1);
+        let calls = AtomicU32::new(0);
+        assert_eq!(*send(timed(&calls)).await.unwrap(), 1);
+        let calls = AtomicU32::new(0);
+        assert_eq!(*send(measured(&calls)).await.unwrap(), 1);
+        let calls = AtomicU32::new(0);
+        assert_eq!(*send(guarded(&calls)).await.unwrap(), 1);
+        let calls = AtomicU32::new(0);
+        let e = send(fallen_back(&calls)).await.unwrap_err();
+        assert_eq!(e.to_string(), "gave up: failure 1");
+        let calls = AtomicU32::new(0);
+        let e = send(fallen_back_later(&calls)).await.unwrap_err();
+        assert_eq!(e.to_string(), "gave up later: failure 1");
+        let calls = AtomicU32::new(0);
+        // The first value, 0, is retried.
+        assert_eq!(*send(on_values(&calls)).await.unwrap(), 1);
+
+        let calls = AtomicU32::new(0);
+        assert_eq!(*keeping(&calls).await.unwrap(), 1);
+        let calls = AtomicU32::new(0);
+        assert_eq!(*hedged(&calls).await.unwrap(), 2);
+
+        let mut counter = Counter {
+            calls: Cell::new(0),
+        };
+        let h = tokio::spawn(async move { counter.next().await.map(|n| (n, counter.calls.get())) });
+        assert_eq!(h.await.unwrap().unwrap(), (1, 2));
+    }
+}

@@ -140,7 +140,8 @@ async fn a_slow_attempt_is_hedged_and_the_first_success_wins() {
 
 static AT_ONCE: Log = Log::new();
 
-#[robust(hedge(after = 50ms, max = 2), retries = 0)]
+// (A rule that retries: a failure its rule never retries, `retries = 0`, wins instead.)
+#[robust(hedge(after = 50ms, max = 2), retries = 1)]
 async fn at_once(t0: Instant, plan: &[(u64, bool)]) -> io::Result<u32> {
     attempt(&AT_ONCE, t0, plan).await
 }
@@ -165,7 +166,7 @@ async fn a_retryable_failure_starts_the_next_hedge_at_once() {
 
 static BESIDE: Log = Log::new();
 
-#[robust(hedge(after = 50ms, max = 2), retries = 0)]
+#[robust(hedge(after = 50ms, max = 2), retries = 1)]
 async fn beside(t0: Instant, plan: &[(u64, bool)]) -> io::Result<u32> {
     attempt(&BESIDE, t0, plan).await
 }
@@ -264,10 +265,10 @@ async fn a_failure_that_asks_for_a_delay_stops_the_rounds_hedges() {
 
 static SPENT: Log = Log::new();
 
-/// A refused connection asks for a second, but its rule has no retry: it cannot decide a
-/// backoff, so it is one more failure of the round.
+/// A refused connection asks for a second; its rule has one retry. In the second round it has
+/// no retry left: it cannot decide a backoff, so it is one more failure of the round.
 #[robust(hedge(after = 50ms, max = 2), retries = 3, backoff = constant(base = 10ms), jitter = none,
-         when(Io(ConnectionRefused), retries = 0),
+         when(Io(ConnectionRefused), retries = 1),
          hint = |e: &io::Error| (e.kind() == ErrorKind::ConnectionRefused).then(|| ms(1000)))]
 async fn asks_with_no_retry_left(
     t0: Instant,
@@ -292,19 +293,20 @@ async fn asks_past_max_delay(t0: Instant, plan: &[(u64, Option<ErrorKind>)]) -> 
 /// at 10 ms.)
 #[tokio::test(start_paused = true)]
 async fn a_failure_that_asks_for_a_delay_it_cannot_wait_does_not_stop_the_hedges() {
-    let plan = [(10, Some(ErrorKind::ConnectionRefused)), (10, None)];
-    for (log, past_max_delay) in [(&SPENT, false), (&PAST_MAX_DELAY, true)] {
-        let t0 = Instant::now();
-        let r = if past_max_delay {
-            asks_past_max_delay(t0, &plan).await
-        } else {
-            asks_with_no_retry_left(t0, &plan).await
-        };
-        assert_eq!(r.unwrap(), 1);
-        let starts = starts(log);
-        assert_eq!(starts, vec![0, 10]);
-        assert_eq!(t0.elapsed(), ms(20));
-    }
+    let refused = (10, Some(ErrorKind::ConnectionRefused));
+    let t0 = Instant::now();
+    let r = asks_past_max_delay(t0, &[refused, (10, None)]).await;
+    assert_eq!(r.unwrap(), 1);
+    assert_eq!(starts(&PAST_MAX_DELAY), vec![0, 10]);
+    assert_eq!(t0.elapsed(), ms(20));
+
+    // The first refusal's delay is waited (its rule has a retry left: the round ends, and the
+    // next starts 1 s later); the second's is not, and the next hedge goes out at once.
+    let t0 = Instant::now();
+    let r = asks_with_no_retry_left(t0, &[refused, refused, (10, None)]).await;
+    assert_eq!(r.unwrap(), 2);
+    assert_eq!(starts(&SPENT), vec![0, 1010, 1020]);
+    assert_eq!(t0.elapsed(), ms(1030));
 }
 
 /// Breakers that show how many failures a round records: `KEPT_EXACT` opens at three failures
@@ -445,7 +447,8 @@ async fn an_error_no_rule_retries_wins_too() {
 
 static TIMED: Log = Log::new();
 
-#[robust(hedge(after = 50ms, max = 1), timeout = 80ms, retries = 0)]
+// (Two rounds: a timeout its rule never retries, `retries = 0`, would win the first.)
+#[robust(hedge(after = 50ms, max = 1), timeout = 80ms, retries = 1, backoff = none)]
 async fn timed(t0: Instant) -> io::Result<u32> {
     let probe = TIMED.start(t0);
     tokio::time::sleep(secs(10)).await;
@@ -457,15 +460,20 @@ async fn each_attempt_has_its_own_timeout() {
     let t0 = Instant::now();
     let r = timed(t0).await;
     assert_eq!(r.unwrap_err().kind(), ErrorKind::TimedOut);
-    // The first attempt is cut at 80 ms, the hedge (started at 50 ms) at 130 ms.
-    assert_eq!(t0.elapsed(), ms(130));
+    // The first attempt is cut at 80 ms, the hedge (started at 50 ms) at 130 ms; the second
+    // round, at once, alike (its rule has no retry left: its failures do not end it).
+    assert_eq!(t0.elapsed(), ms(260));
     assert_eq!(
         TIMED.take(),
         vec![
             (0, 0, "start"),
             (1, 50, "start"),
             (0, 80, "dropped"),
-            (1, 130, "dropped")
+            (1, 130, "dropped"),
+            (2, 130, "start"),
+            (3, 180, "start"),
+            (2, 210, "dropped"),
+            (3, 260, "dropped")
         ]
     );
 }
@@ -501,7 +509,9 @@ static BREAKER: CircuitBreaker = match CircuitBreaker::new(4, 4, 0.5, Duration::
     Err(_) => panic!(),
 };
 
-#[robust(hedge(after = 10ms, max = 3), breaker = BREAKER, retries = 0)]
+// (A rule that retries: with `retries = 0`, the first failure would win, and the three
+// hedges still running would be dropped, their permits given back unrecorded.)
+#[robust(hedge(after = 10ms, max = 3), breaker = BREAKER, retries = 1)]
 async fn broken() -> io::Result<u32> {
     tokio::time::sleep(ms(100)).await;
     Err(ErrorKind::ConnectionReset.into())
@@ -509,8 +519,8 @@ async fn broken() -> io::Result<u32> {
 
 #[tokio::test(start_paused = true)]
 async fn the_breaker_records_every_attempt_of_a_round() {
-    // One call: four attempts (the first and three hedges), four failures: the breaker's
-    // window of four is full of failures and it opens.
+    // One round: four attempts (the first and three hedges), four failures: the breaker's
+    // window of four is full of failures and it opens (the second round is refused).
     assert!(broken().await.is_err());
     assert_eq!(BREAKER.state(), retry_runtime::BreakerState::Open);
 }
@@ -734,7 +744,8 @@ async fn hedges_and_times_out<P: AsyncRetryPolicy<u32, io::Error>>(order: &str, 
         })
         .await;
     assert_eq!((order, r.unwrap(), t0.elapsed()), (order, 1, ms(35)));
-    // Both attempts hang: each is cut by its timeout (at 400 and 430 ms), before the deadline.
+    // Both attempts hang: the first is cut by its timeout at 400 ms, before the deadline, and
+    // its failure wins (its rule never retries): the hedge is dropped.
     let t0 = Instant::now();
     let r = policy
         .call_async(|_| async {
@@ -743,7 +754,7 @@ async fn hedges_and_times_out<P: AsyncRetryPolicy<u32, io::Error>>(order: &str, 
         })
         .await;
     assert_eq!(r.unwrap_err().kind(), ErrorKind::TimedOut, "{order}");
-    assert_eq!((order, t0.elapsed()), (order, ms(430)));
+    assert_eq!((order, t0.elapsed()), (order, ms(400)));
 }
 
 /// Many concurrent hedged calls on a multi-threaded runtime (real time: tokio's clock cannot
@@ -897,8 +908,9 @@ async fn a_dropped_round_records_the_failure_it_kept() {
     use retry_runtime::BreakerState;
 
     let breaker = CircuitBreaker::new(1, 1, 1.0, Duration::from_secs(10), 1).unwrap();
+    // (A rule that retries: with `retries(0)` the failure would win at 20 ms.)
     let policy = Policy::builder()
-        .retries(0)
+        .retries(1)
         .breaker(&breaker)
         .hedge(Hedge::after(ms(10), 1).unwrap())
         .build()
@@ -958,10 +970,11 @@ async fn a_cancelled_hedge_gives_back_its_probe() {
 /// A hedge that fails frees its slot of the concurrency limit before the next hedge asks for
 /// one: with one slot free (of two, another caller holding the other), a first attempt and
 /// two hedges that each fail after 10 ms run one after the other (at 0, 10 and 20 ms), and
-/// the call ends at 30 ms after three attempts. (The
-/// failed hedge kept its slot until after the next was refused it: two attempts.) A hedge cut
-/// by its timeout frees it too: attempts of 60 ms under a 15 ms timeout, hedged after 12 ms
-/// (the hedge due at 12 ms finds no slot; each cut starts the next) run at 0, 15 and 30 ms.
+/// the round ends at 30 ms after three attempts; the second round (its rule's one retry, with
+/// no backoff) alike. (The failed hedge kept its slot until after the next was refused it:
+/// two attempts.) A hedge cut by its timeout frees it too: attempts of 60 ms under a 15 ms
+/// timeout, hedged after 12 ms (the hedge due at 12 ms finds no slot; each cut starts the
+/// next) run at 0, 15 and 30 ms, and the second round's at 45, 60 and 75 ms.
 #[tokio::test(start_paused = true)]
 async fn a_failed_hedge_frees_its_slot_for_the_next() {
     use retry_runtime::ConcurrencyLimit;
@@ -969,7 +982,8 @@ async fn a_failed_hedge_frees_its_slot_for_the_next() {
         let two = ConcurrencyLimit::new(2, 4).unwrap();
         let other = two.try_acquire().expect("a free slot");
         let builder = Policy::builder()
-            .retries(0)
+            .retries(1)
+            .backoff(retry_runtime::NoBackoff)
             .hedge(Hedge::after(after, 2).unwrap())
             .limit(&two);
         let starts = Mutex::new(Vec::new());
@@ -992,12 +1006,9 @@ async fn a_failed_hedge_frees_its_slot_for_the_next() {
         };
         let step = timeout.unwrap_or(runs);
         assert!(r.is_err());
-        assert_eq!(
-            *starts.lock().unwrap(),
-            [Duration::ZERO, step, step * 2],
-            "timeout {timeout:?}"
-        );
-        assert_eq!(t0.elapsed(), step * 3, "timeout {timeout:?}");
+        let expected: Vec<Duration> = (0..6).map(|i| step * i).collect();
+        assert_eq!(*starts.lock().unwrap(), expected, "timeout {timeout:?}");
+        assert_eq!(t0.elapsed(), step * 6, "timeout {timeout:?}");
         assert_eq!(two.in_flight(), 1, "the other caller's slot only");
         drop(other);
     }
@@ -1047,7 +1058,9 @@ async fn a_panicking_rule_in_a_hedged_round_gives_its_probe_back() {
 /// A failure that asked for its own delay decides its round even when the round ends after
 /// that attempt's timeout (a hedge sent beside it ran on and was cut later): it ended before
 /// its timeout, so it is not a timeout. Before, it was judged at the round's end, past its
-/// attempt's deadline, and `when(Timeout, retries = 0)` gave up on it.
+/// attempt's deadline, and `when(Timeout, retries = 1)` retried it at once, without the
+/// delay it asked for. (The hedge's own timeout is a failure of the round that rule
+/// retries: with `retries = 0` it would win, and end the call.)
 #[tokio::test(start_paused = true)]
 async fn a_kept_failure_is_not_a_timeout_because_its_round_ended_late() {
     let policy = Policy::builder()
@@ -1056,7 +1069,7 @@ async fn a_kept_failure_is_not_a_timeout_because_its_round_ended_late() {
         .timeout(secs(1))
         .hedge(Hedge::after(ms(50), 1).unwrap())
         .hint(|e: &io::Error| (e.kind() == ErrorKind::ConnectionReset).then(|| secs(2)))
-        .when(retry_runtime::kind::Timeout, |s| s.retries(0))
+        .when(retry_runtime::kind::Timeout, |s| s.retries(1))
         .build()
         .unwrap();
     let start = Instant::now();
@@ -1125,7 +1138,9 @@ async fn a_hedged_fn_with_owned_arguments_that_are_not_sync_is_send() {
     assert_eq!(t0.elapsed(), ms(60));
     assert_eq!(calls.load(Ordering::SeqCst), 2);
 
-    // Every attempt fails: the fallback reads the argument as it was passed.
+    // Every attempt fails: the fallback reads the argument as it was passed. (The hedge's
+    // failure, at 60 ms, ends the call: its rule never retries; the slow first attempt is
+    // dropped.)
     let calls = std::sync::Arc::new(AtomicU32::new(0));
     let call = hedged_not_sync(
         std::cell::RefCell::new("b".into()),
@@ -1134,8 +1149,8 @@ async fn a_hedged_fn_with_owned_arguments_that_are_not_sync_is_send() {
         true,
     );
     let r = tokio::spawn(call).await.unwrap();
-    assert!(r.unwrap().starts_with("b: attempt "));
-    assert_eq!(calls.load(Ordering::SeqCst), 3);
+    assert_eq!(r.unwrap(), "b: attempt 1");
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
 }
 
 /// A raw identifier read by the fallback is cloned for the attempts' maker, not moved into it.
@@ -1149,4 +1164,92 @@ async fn hedged_raw_name(r#type: String) -> io::Result<String> {
 #[tokio::test(start_paused = true)]
 async fn a_raw_identifier_read_by_the_fallback_stays_with_the_fn() {
     assert_eq!(hedged_raw_name("kind".into()).await.unwrap(), "kind");
+}
+
+/// A failure whose rule never retries (`retries = 0`, at the top level or in a `when`) is not
+/// retryable: it wins its round, as an error no rule matches does (SPEC 15), and sends no
+/// hedge; the attempts still running are dropped. (Before, it started the next hedge at once:
+/// a policy that said "never retry" sent three attempts in 3 ms against a failing server.)
+#[tokio::test(start_paused = true)]
+async fn a_failure_its_rule_never_retries_wins_and_sends_no_hedge() {
+    let failing = |sent: &AtomicU32| {
+        let n = sent.fetch_add(1, Ordering::SeqCst);
+        async move {
+            tokio::time::sleep(ms(1)).await;
+            Err::<u32, _>(io::Error::new(
+                ErrorKind::ConnectionRefused,
+                format!("e{n}"),
+            ))
+        }
+    };
+    let hedge = || Hedge::after(ms(50), 2).unwrap();
+    let top = Policy::builder().retries(0).hedge(hedge()).build().unwrap();
+    let carved = Policy::builder()
+        .retries(3)
+        .on(retry_runtime::kind::Io::ANY)
+        .when(
+            retry_runtime::kind::Io::of([ErrorKind::ConnectionRefused]),
+            |s| s.retries(0),
+        )
+        .hedge(hedge())
+        .build()
+        .unwrap();
+    for (name, r, sent) in [
+        {
+            let sent = AtomicU32::new(0);
+            let r = top.call_async(|_| failing(&sent)).await;
+            ("retries(0)", r, sent)
+        },
+        {
+            let sent = AtomicU32::new(0);
+            let r = carved.call_async(|_| failing(&sent)).await;
+            ("when(.., retries(0))", r, sent)
+        },
+    ] {
+        assert_eq!(r.unwrap_err().to_string(), "e0", "{name}");
+        assert_eq!(sent.load(Ordering::SeqCst), 1, "{name}");
+    }
+}
+
+static CARVED: Log = Log::new();
+
+/// The README's carve-out under a hedge: a refused connection is never retried, even while a
+/// hedge of the round still runs (dropped); a reset is, and starts the next hedge at once.
+#[robust(hedge(after = 20ms, max = 2), retries = 3, on = [Io],
+         when(Io(ConnectionRefused), retries = 0))]
+async fn carved(t0: Instant, plan: &[(u64, Option<ErrorKind>)]) -> io::Result<u32> {
+    attempt_of(&CARVED, t0, plan).await
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_refusal_its_when_never_retries_ends_a_hedged_call() {
+    let t0 = Instant::now();
+    // The first attempt hangs; the hedge at 20 ms is refused at 30 ms: the call ends.
+    let plan = [
+        (1000, None),
+        (10, Some(ErrorKind::ConnectionRefused)),
+        (10, None),
+    ];
+    let r = carved(t0, &plan).await;
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::ConnectionRefused);
+    assert_eq!(t0.elapsed(), ms(30));
+    assert_eq!(
+        CARVED.take(),
+        vec![
+            (0, 0, "start"),
+            (1, 20, "start"),
+            (1, 30, "err"),
+            (0, 30, "dropped")
+        ]
+    );
+    // A reset instead: the next hedge goes out at once and answers.
+    let t0 = Instant::now();
+    let plan = [
+        (1000, None),
+        (10, Some(ErrorKind::ConnectionReset)),
+        (10, None),
+    ];
+    assert_eq!(carved(t0, &plan).await.unwrap(), 2);
+    assert_eq!(starts(&CARVED), vec![0, 20, 30]);
+    assert_eq!(t0.elapsed(), ms(40));
 }

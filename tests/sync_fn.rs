@@ -513,3 +513,42 @@ fn generic_error_types() {
     assert!(generic_error(|| io::Error::from(ErrorKind::Other)).is_err());
     assert_eq!(ATTEMPTS.with(Cell::get), 1);
 }
+
+/// Counts its drops; not `Clone`.
+struct Token<'a>(&'a std::sync::atomic::AtomicU32);
+
+impl Drop for Token<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+// (clippy's lints on a `_name` that is read: the attribute reads none of these.)
+#[deny(clippy::used_underscore_binding, clippy::no_effect_underscore_binding)]
+#[robust(retries = 2, backoff = none)]
+fn unmentioned(
+    _token: Token<'_>,
+    _scratch: &mut Vec<u8>,
+    calls: &std::sync::atomic::AtomicU32,
+) -> io::Result<u32> {
+    let n = calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    if n < 2 {
+        return Err(ErrorKind::Other.into());
+    }
+    Ok(n)
+}
+
+/// A parameter neither the body nor an expression of the attribute mentions (`_token`) is left
+/// as it is: not cloned for each attempt (it needs no `Clone`), dropped once, when the fn
+/// returns, as without the attribute.
+#[test]
+fn a_parameter_nothing_mentions_is_left_alone() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    let (drops, calls) = (AtomicU32::new(0), AtomicU32::new(0));
+    assert_eq!(
+        unmentioned(Token(&drops), &mut Vec::new(), &calls).unwrap(),
+        2
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+    assert_eq!(drops.load(Ordering::SeqCst), 1);
+}

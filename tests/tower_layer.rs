@@ -158,6 +158,34 @@ async fn a_hedged_request_waits_the_delay_the_server_asks_for() {
     assert_eq!(start.elapsed(), secs(5));
 }
 
+/// Under the hedged layer, a failure whose rule never retries (`retries(0)`) wins at once and
+/// sends no hedge (it started one at once before: three requests in 3 ms).
+#[tokio::test(start_paused = true)]
+async fn a_hedged_request_is_not_resent_after_a_failure_no_rule_retries() {
+    let policy = Policy::builder()
+        .retries(0)
+        .hedge(retry_runtime::hedge::Hedge::after(ms(50), 2).unwrap())
+        .build()
+        .unwrap();
+    let calls = Arc::new(AtomicU32::new(0));
+    let seen = Arc::clone(&calls);
+    let svc = tower::service_fn(move |_: u32| {
+        let n = seen.fetch_add(1, Ordering::SeqCst);
+        async move {
+            tokio::time::sleep(ms(1)).await;
+            Err::<u32, _>(io::Error::new(
+                ErrorKind::ConnectionRefused,
+                format!("e{n}"),
+            ))
+        }
+    });
+    let start = Instant::now();
+    let r = RobustLayer::hedged(policy).layer(svc).oneshot(7).await;
+    assert_eq!(r.unwrap_err().to_string(), "e0");
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    assert_eq!(start.elapsed(), ms(1));
+}
+
 /// Both layers credit the budget once per request, in `call`: a future dropped before it is
 /// polled still counts as a call, and one that runs credits nothing more. (The hedged layer
 /// credited it at the future's first poll before.)
@@ -1615,12 +1643,14 @@ async fn open_and_advance<F: Future + Unpin>(
 /// by the clock, before the round cuts it, is not sent: here a hedge, sent at once when the
 /// first attempt fails, waits for its service past its 100 ms. The round cuts it in the same
 /// poll (it reads the clock once its attempts are pending), not tokio's driver. (It was sent,
-/// and its success returned.)
+/// and its success returned.) The first failure's rule retries (a failure whose rule never
+/// does would win); the hedge's timeout's does not, and ends the call.
 #[tokio::test(start_paused = true)]
 async fn a_hedge_whose_service_is_ready_after_its_time_is_not_sent() {
     use retry_runtime::hedge::Hedge;
     let policy = Policy::builder()
-        .retries(0)
+        .retries(1)
+        .when(retry_runtime::kind::Timeout, |s| s.retries(0))
         .timeout(ms(100))
         .hedge(Hedge::after(ms(50), 1).unwrap())
         .build()

@@ -459,6 +459,29 @@ fn rule_order_check<'k>(
     )
 }
 
+/// The fn's and its parameters' `#[expect(..)]` lint attributes become `#[allow(..)]`: they
+/// are copied onto the statements that rebind each parameter, and the lints they expect may
+/// fire elsewhere, or not at all, in the code the attribute writes (a parameter read by its
+/// clone is never unused; clippy's `unused_async` does not see the body's `.await`s), where
+/// an expectation left unfulfilled would be a warning of the attribute's making. What they
+/// allow stays allowed.
+fn expectations_as_allows(f: &mut Func) {
+    let params = f.sig.inputs.iter_mut().map(|arg| match arg {
+        FnArg::Receiver(r) => &mut r.attrs,
+        FnArg::Typed(pt) => &mut pt.attrs,
+    });
+    for attrs in std::iter::once(&mut f.attrs).chain(params) {
+        for attr in attrs.iter_mut() {
+            if let syn::Meta::List(list) = &mut attr.meta
+                && list.path.is_ident("expect")
+            {
+                let span = list.path.segments[0].ident.span();
+                list.path = Ident::new("allow", span).into();
+            }
+        }
+    }
+}
+
 /// A parameter's pattern for the view the attribute's expressions read: a name none of them
 /// reads is `_` (or its subpattern), so it is no unused variable; a unit struct's name, which
 /// matches its only value, is `_` alike. Also the `mut` names kept.
@@ -691,9 +714,22 @@ fn rebind_args(
     let mut pre = Vec::new();
     let mut prelude = Vec::new();
     let mut views = Vec::new();
+    let body = f.body.stream();
     for (i, arg) in f.sig.inputs.iter_mut().enumerate() {
-        // The receiver is checked in `valid`: only `&self` and `&mut self` get here.
-        let FnArg::Typed(pt) = arg else { continue };
+        // The receiver is checked in `valid`: only `&self` and `&mut self` get here. An async
+        // attempt borrows `&mut self` uniquely: a block that only reads it would capture a
+        // shared reference to it, and its future would be `Send` only for a `Sync` type (a
+        // `Cell` field), where the fn's own is `Send` for a `Send` one.
+        let pt = match arg {
+            FnArg::Receiver(r) => {
+                if split && r.reference.is_some() && r.mutability.is_some() {
+                    let this = Ident::new("self", r.self_token.span);
+                    prelude.push(quote!(let _ = &mut *#this;));
+                }
+                continue;
+            }
+            FnArg::Typed(pt) => pt,
+        };
         let attrs = &pt.attrs;
         let is_ref = matches!(peel(&pt.ty), Type::Reference(_));
         let is_mut_ref = matches!(peel(&pt.ty), Type::Reference(r) if r.mutability.is_some());
@@ -735,8 +771,16 @@ fn rebind_args(
             }
         };
         match &mut *pt.pat {
-            // A wildcard is never read: nothing to clone or reborrow.
+            // A wildcard is never read: nothing to clone or reborrow. Nor is a name neither
+            // the body nor an expression of the attribute mentions (`_unused`): it stays the
+            // parameter's, dropped when the fn returns, as without the attribute, and needs no
+            // `Clone`. (Its tokens are read whole, macros' included.)
             Pat::Wild(_) => {}
+            Pat::Ident(pi)
+                if pi.subpat.is_none()
+                    && !crate::valid::mentions(body.clone(), &pi.ident)
+                    && !attr_names.contains(&syn::ext::IdentExt::unraw(&pi.ident).to_string())
+                    && !attr_names.contains(&pi.ident.to_string()) => {}
             Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {
                 let ident = pi.ident.clone();
                 if is_mut_ref {
@@ -1063,6 +1107,7 @@ pub fn expand(
     };
     let is_async = f.sig.asyncness.is_some();
     let latencies = Ident::new("__ROBUST_LATENCIES", Span::mixed_site());
+    expectations_as_allows(&mut f);
     let Rebound {
         held,
         outer,
@@ -1117,7 +1162,7 @@ pub fn expand(
     let inspector = if uses_inspector(&config) {
         quote! {
             let #inspect = {
-                use #p::scope::inspect::*;
+                use #p::prelude::inspect::*;
                 (&&&#p::Probe::<#err>::new()).inspector()
             };
         }
@@ -1351,7 +1396,7 @@ pub fn expand(
                     let #owner = &#e;
                     #root
                     {
-                        use #ps::scope::guard_check::*;
+                        use #ps::prelude::guard_check::*;
                         #receiver.#method();
                     }
                 )
@@ -1408,7 +1453,7 @@ pub fn expand(
     // Tracing events name the fn and write the error's `Display` text if it has one.
     let fn_name = syn::ext::IdentExt::unraw(&f.sig.ident).to_string();
     let describe = quote_spanned!(ret_span=> #pr::describe(|| #fn_name, {
-        use #p::scope::error_writer::*;
+        use #p::prelude::error_writer::*;
         (&&#pr::Probe::<#err>::new()).error_writer()
     }));
     let extras = quote!(#p::extras(#budget_tokens, #breaker_tokens, #hint_tokens, #on_retry_tokens, #describe, #on_ok, #throttle_tokens, #limit_tokens));
@@ -1420,13 +1465,19 @@ pub fn expand(
         quote!(let #ctx: &#krate::Attempt<'_> = &#attempt;)
     });
 
+    // The body's braces keep its own span: a block's edition is its span's, and decides when
+    // the temporaries of its tail drop (after its locals before edition 2024, before them
+    // since), so a crate of an older edition keeps its rules under the attribute.
     let stmts = f.body.stream();
-    let body = quote! {{
-        #ctx
-        #(#prelude)*
-        #stmts
-    }};
-    let async_body = typed_async(&body, &ret, &pr, ret_span);
+    let braces = f.body.span();
+    let body = in_braces(quote!(#ctx #(#prelude)* #stmts), braces);
+    let async_body = typed_async(
+        &quote!(#ctx #(#prelude)* #stmts),
+        &ret,
+        &pr,
+        ret_span,
+        braces,
+    );
 
     // Every use of `IsResult` carries the return type's span, so a non-`Result` return type
     // is reported once, there.
@@ -1450,11 +1501,12 @@ pub fn expand(
             let at = Span::mixed_site().located_at(e.span());
             let out = Ident::new("__robust_fo", at);
             let tag = Ident::new("__robust_tag", at);
+            let label = syn::Lifetime::new("'__robust_fallback", Span::mixed_site());
             let (ok_at, err_at) = (respan(&ok, e.span()), respan(&err, e.span()));
             let value = if is_async {
                 quote_spanned! {e.span()=>
                     {
-                        use #ps::scope::fallback_kind::*;
+                        use #ps::prelude::fallback_kind::*;
                         // A `match`, not a `let`: the temporaries of the fallback's expression
                         // live until its future is done, as they would in the expression
                         // written by hand. The fallback itself is moved into `run` and dropped
@@ -1462,11 +1514,21 @@ pub fn expand(
                         // would make the fn's future `!Send`).
                         match #ps::async_fallback::<#err, _, _>(#e).run(#fe) {
                             #out => {
-                                // The tag is bound first: no borrow of the future is held
-                                // across the `.await` (the fn's future stays `Send` when the
-                                // fallback's is).
-                                let #tag = (&#out).fallback_kind();
-                                #tag.into_future::<#ok_at, #err_at, _>(#out).await
+                                // The tag is read in a block of its own: a local once
+                                // borrowed counts as held until its scope ends, and this one
+                                // ends before the `.await` (the fn's future stays `Send` when
+                                // the fallback's is). A `Result` is returned as it is, never
+                                // held across the `.await` (it is `Send` only when the fn's `T`
+                                // and `E` are).
+                                let (#tag, #out) = {
+                                    let #out = #out;
+                                    ((&#out).fallback_kind(), #out)
+                                };
+                                let #out = match #tag.split::<#ok_at, #err_at, _>(#out) {
+                                    #ps::FallbackNow::Now(#out) => break #label #out,
+                                    #ps::FallbackNow::Later(#out) => #out,
+                                };
+                                #out.await
                             }
                         }
                     }
@@ -1475,9 +1537,12 @@ pub fn expand(
                 quote_spanned!(e.span()=> #ps::fallback::<#ok, #err, _>(#e).run(#fe))
             };
             quote! {
-                let #returned = match #returned {
-                    ::core::result::Result::Err(#fe) => #value,
-                    __robust_ok => __robust_ok,
+                let #returned = #label: {
+                    let #fe = match #p::fallback_error(#returned) {
+                        ::core::ops::ControlFlow::Continue(#fe) => #fe,
+                        ::core::ops::ControlFlow::Break(#returned) => break #label #returned,
+                    };
+                    #value
                 };
             }
         }
@@ -1621,7 +1686,7 @@ pub fn expand(
         let ps = respan(&p, at);
         let probe = |e: TokenStream| {
             quote_spanned! {at=>
-                use #ps::scope::io_probe::*;
+                use #ps::prelude::io_probe::*;
                 if IoProbe::<#e>::IS_IO {
                     ::core::panic!("{}", #msg)
                 }
@@ -1776,12 +1841,13 @@ pub fn expand(
             .attempt
             .as_ref()
             .map(|ctx| quote!(let #ctx: &#krate::Attempt<'_> = &#attempt;));
-        let attempt_body = quote! {{
-            #ctx
-            #(#prelude)*
-            #stmts
-        }};
-        let attempt_body = typed_async(&attempt_body, &ret, &pr, ret_span);
+        let attempt_body = typed_async(
+            &quote!(#ctx #(#prelude)* #stmts),
+            &ret,
+            &pr,
+            ret_span,
+            braces,
+        );
         // Without an attempt context the attempts do not see theirs: the loop then reads a
         // round's start only once its first attempt is pending.
         let (make_args, hedged_loop) = match &config.attempt {
@@ -1874,7 +1940,7 @@ pub fn expand(
                         #pr::Settled::Return(#returned) => break #returned,
                         #pr::Settled::Retry(#delay, __robust_failure) => {
                             #last = ::core::option::Option::Some(__robust_failure);
-                            #sleep
+                            #delay
                         }
                     }
                 },
@@ -1885,11 +1951,14 @@ pub fn expand(
                 quote! {
                     match #call.settle(#result, #fired) {
                         #p::Step::Return(#returned) => break #returned,
-                        #p::Step::Retry(#delay) => #sleep,
+                        #p::Step::Retry(#delay) => #delay,
                     }
                 },
             )
         };
+        // The attempt's result lives in a block that ends before the backoff's sleep: a
+        // local once borrowed (to measure it), or a `Step` matched, counts as held until its
+        // scope ends, and the fn's future would not be `Send` for a `T` or an `E` that is not.
         quote! {{
             #policy_setup
             let mut #call = #start;
@@ -1900,10 +1969,13 @@ pub fn expand(
                 #slot_take
                 #attempt_stmt
                 #out_of_time
-                #run_attempt
-                #slot_drop
-                #measure
-                #settle
+                let #delay = {
+                    #run_attempt
+                    #slot_drop
+                    #measure
+                    #settle
+                };
+                #sleep;
             };
             #apply_fallback
             return #from_result;
@@ -1934,11 +2006,31 @@ pub fn expand(
 /// `Box<dyn Trait>`), those written by macros included. Nothing follows the body (a body that
 /// diverges leaves nothing unreachable), and `Ret` is named outside it (an item of the body's
 /// own cannot shadow a name of the return type).
-fn typed_async(body: &TokenStream, ret: &Type, pr: &TokenStream, span: Span) -> TokenStream {
+///
+/// The body's statements (`body`) are in braces of the body's own (`in_braces`, at `braces`),
+/// after an unnamed constant: a block of one expression, the tail of this one, would be
+/// called unnecessary by rustc's `unused_braces` (its braces are the user's).
+fn typed_async(
+    body: &TokenStream,
+    ret: &Type,
+    pr: &TokenStream,
+    span: Span,
+    braces: Span,
+) -> TokenStream {
+    let body = in_braces(quote!(const _: () = (); #body), braces);
     quote_spanned! {span=> {
         if false {
             return #pr::typed::<#ret>();
         }
         #body
     }}
+}
+
+/// `tokens` in braces spanned at `braces`, the body's own: a block's edition is its span's,
+/// and decides when the temporaries of its tail drop (after its locals before edition 2024,
+/// before them since), so a crate of an older edition keeps its rules under the attribute.
+fn in_braces(tokens: TokenStream, braces: Span) -> TokenStream {
+    let mut group = Group::new(proc_macro2::Delimiter::Brace, tokens);
+    group.set_span(braces);
+    quote!(#group)
 }

@@ -3226,11 +3226,22 @@ pub fn check_mut_params_in_callbacks(config: &Config, f: &crate::ast::Func, erro
             closures.push(("this kind's closure".to_owned(), c, true));
         }
     }
-    for (what, c, is_kind) in closures {
-        let mut own = Vec::new();
-        for input in &c.inputs {
-            bound_names(input, &mut own);
+    // Every name a pattern of the closure binds, its parameters' and those in its body
+    // (`let v = ..`, `if let Err(buf) = r`, a `match` arm's, a nested closure's): a name it
+    // binds itself is not the fn's parameter. (Where such a name shadows a parameter only in
+    // part of the body, a read of the parameter elsewhere goes unreported here: rustc's
+    // borrow error says it then.)
+    struct Binds(Vec<String>);
+    impl<'a> syn::visit::Visit<'a> for Binds {
+        fn visit_pat(&mut self, p: &'a syn::Pat) {
+            bound_names(p, &mut self.0);
+            syn::visit::visit_pat(self, p);
         }
+    }
+    for (what, c, is_kind) in closures {
+        let mut binds = Binds(Vec::new());
+        syn::visit::Visit::visit_expr_closure(&mut binds, c);
+        let own = binds.0;
         let read = names.iter().find(|n| {
             !own.iter().any(|o| *n == o)
                 && names_variable(quote::ToTokens::to_token_stream(&c.body), n, true)
@@ -3315,7 +3326,7 @@ fn may_read_limit(tokens: proc_macro2::TokenStream, name: &syn::Ident) -> bool {
 /// Whether `tokens` contain the identifier `name`, at any depth, or a string literal that
 /// names it as a format argument (`"{name}"`, `"{name:?}"`). Iterative: a body may nest deeper
 /// than the stack would allow a recursion.
-fn mentions(tokens: proc_macro2::TokenStream, name: &syn::Ident) -> bool {
+pub fn mentions(tokens: proc_macro2::TokenStream, name: &syn::Ident) -> bool {
     names_variable(tokens, name, false)
 }
 

@@ -480,13 +480,37 @@ impl<T, E, F: Future<Output = Result<T, E>>> FallbackFuture<T, E> for F {}
 pub struct FallbackResult;
 
 impl FallbackResult {
-    /// The `Result`, as a ready future.
+    /// The `Result`, now: nothing is awaited (a ready future that held it across its
+    /// `.await` would make the fn's future `Send` only for a `T` and an `E` that are).
     #[inline(always)]
-    pub fn into_future<T, E, R: FallbackResultOf<T, E>>(
-        self,
-        r: R,
-    ) -> std::future::Ready<Result<T, E>> {
-        std::future::ready(r.into_result())
+    pub fn split<T, E, R: FallbackResultOf<T, E>>(self, r: R) -> FallbackNow<T, E, NoFuture<T, E>> {
+        FallbackNow::Now(r.into_result())
+    }
+}
+
+/// What an async fn's fallback gave: its `Result` now, or a future of it to await.
+#[derive(Debug)]
+pub enum FallbackNow<T, E, F> {
+    /// The `Result` the fallback returned.
+    Now(Result<T, E>),
+    /// The future it returned.
+    Later(F),
+}
+
+/// The future of a fallback that returned a `Result`: there is none (never made).
+#[derive(Debug)]
+pub struct NoFuture<T, E> {
+    never: std::convert::Infallible,
+    _result: PhantomData<fn() -> (T, E)>,
+}
+
+impl<T, E> Future for NoFuture<T, E> {
+    type Output = Result<T, E>;
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<T, E>> {
+        match self.never {}
     }
 }
 
@@ -514,11 +538,14 @@ impl FallbackAwait {
     /// The future, to await. It is checked here, where the fallback is written; the future
     /// returned is awaitable whatever `F` is, so a wrong one is reported once.
     #[inline(always)]
-    pub fn into_future<T, E, F: FallbackFuture<T, E>>(self, f: F) -> FallbackFut<F, T, E> {
-        FallbackFut {
+    pub fn split<T, E, F: FallbackFuture<T, E>>(
+        self,
+        f: F,
+    ) -> FallbackNow<T, E, FallbackFut<F, T, E>> {
+        FallbackNow::Later(FallbackFut {
             fut: f,
             poll: |f, cx| f.poll(cx),
-        }
+        })
     }
 }
 

@@ -1415,7 +1415,7 @@ where
             ($done:block) => {{
                 let mut call = resumed(this.state, policy);
                 let kept = this.backoff.as_mut().and_then(|r| r.kept.as_mut());
-                if let Some(r) = crate::call::missed_slot(&mut call, kept.map(|k| &mut k.failure)) {
+                if let Some(r) = crate::call::missed_slot(&mut call, || kept.and_then(|k| k.failure.take())) {
                     $done
                     to!(Phase::Done);
                     break Poll::Ready(crate::call::finish(policy, r));

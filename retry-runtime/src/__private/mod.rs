@@ -96,10 +96,11 @@ pub const DEFAULT_P: [f64; 1] = crate::Polynomial::<1>::DEFAULT_P;
 mod probe;
 pub use probe::*;
 
-/// The traits of each autoref probe, for one glob import each (`use __private::scope::inspect::*;`):
-/// a glob is used when any one of its names is, so the expansion allows no `unused_imports`
-/// (an `allow` under a `forbid` is an error).
-pub mod scope {
+/// The traits of each autoref probe, for one glob import each
+/// (`use __private::prelude::inspect::*;`): a glob is used when any one of its names is, so the
+/// expansion allows no `unused_imports` (an `allow` under a `forbid` is an error). (Named
+/// `prelude`: clippy's `wildcard_imports` leaves a prelude's glob alone.)
+pub mod prelude {
     /// How an error is viewed as `&dyn Error`.
     pub mod inspect {
         pub use crate::__private::{ViaError, ViaInspect, ViaNothing};
@@ -120,6 +121,18 @@ pub mod scope {
     /// `IoProbe<io::Error>` uses no trait).
     pub mod io_probe {
         pub use crate::__private::{IoProbe, NotIo};
+    }
+}
+
+/// The error a fallback takes (`Continue`), or the `Result` the fn returns as it is
+/// (`Break`). The `Result` is moved here whole: matched in place and partly moved, it would
+/// count as held across the fallback's `.await`, and the fn's future would be `Send` only for
+/// a `T` and an `E` that are.
+#[inline(always)]
+pub fn fallback_error<T, E>(r: Result<T, E>) -> core::ops::ControlFlow<Result<T, E>, E> {
+    match r {
+        Err(e) => core::ops::ControlFlow::Continue(e),
+        ok => core::ops::ControlFlow::Break(ok),
     }
 }
 

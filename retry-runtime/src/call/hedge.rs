@@ -159,21 +159,27 @@ where
     H: FnOnce() -> Option<Duration>,
     F: FnOnce(Duration, Option<Duration>) -> bool,
 {
-    type Out = bool;
+    /// `None`: the rule never retries (`retries = 0`), so its failure is not retryable and
+    /// wins the round, as an error no rule matches does.
+    type Out = Option<bool>;
     #[inline]
     fn visit<Pl: crate::policy::settings::Plan>(
         self,
         plan: &Pl,
         _: crate::RuleId,
         hint: Option<Duration>,
-    ) -> bool {
-        if !plan.retry_limit().allows(self.retries) {
-            return false;
+    ) -> Option<bool> {
+        let limit = plan.retry_limit();
+        if !limit.allows(0) {
+            return None;
         }
-        match hint.or_else(self.error_hint) {
+        if !limit.allows(self.retries) {
+            return Some(false);
+        }
+        Some(match hint.or_else(self.error_hint) {
             Some(delay) if !delay.is_zero() => (self.fits)(delay, plan.budget()),
             _ => false,
-        }
+        })
     }
 }
 
@@ -289,8 +295,9 @@ where
                 let slot = match policy.limit().try_slot() {
                     Some(slot) => Some(slot),
                     None => {
-                        let failure = kept.as_mut().map(|k| &mut k.failure);
-                        match super::slot_for_keeping(&mut call, failure).await {
+                        let mut failure = kept.as_mut().map(|k| &mut k.failure);
+                        let take = || failure.as_mut().and_then(|f| f.take());
+                        match super::slot_for_keeping(&mut call, take).await {
                             Ok(slot) => slot,
                             Err(r) => return r,
                         }
@@ -831,7 +838,7 @@ where
                         error_hint: || None,
                         fits,
                     };
-                    policy.select_value(v, asks)
+                    policy.select_value(v, asks).flatten()
                 } else {
                     None
                 }
@@ -842,7 +849,7 @@ where
                     error_hint: || policy.hint(e),
                     fits,
                 };
-                policy.select(&Failure::new(e, timed_out), asks)
+                policy.select(&Failure::new(e, timed_out), asks).flatten()
             }
         };
         self.held = None;

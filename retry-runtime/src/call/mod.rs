@@ -403,16 +403,17 @@ where
     P: RetryPolicy<R, E> + PolicyCore<Timeout: AsyncTimeout<E>>,
     Tm: Times,
 {
-    slot_for_keeping(call, None).await
+    // (Nothing is kept: the future holds no `R` nor `E`, and is `Send` for those that are not.)
+    slot_for_keeping(call, || None).await
 }
 
-/// [`slot_for`], for a caller that keeps `failure`, the failure the retry follows: a retry
-/// whose rule's `max_delay` is spent while it waits ends the call with it (taken) instead of
+/// [`slot_for`], for a caller that keeps the failure the retry follows (`failure` takes it): a
+/// retry whose rule's `max_delay` is spent while it waits ends the call with it instead of
 /// `E::from(Rejected)`, as a blocking call does.
 #[cfg(feature = "tokio")]
 pub(crate) async fn slot_for_keeping<P, R, E, Tm>(
     call: &mut Call<'_, P, Tm>,
-    mut failure: Option<&mut Option<Result<R, E>>>,
+    mut failure: impl FnMut() -> Option<Result<R, E>>,
 ) -> Result<Option<<P::Limit as Limit>::Slot>, Result<R, E>>
 where
     P: RetryPolicy<R, E> + PolicyCore<Timeout: AsyncTimeout<E>>,
@@ -425,7 +426,7 @@ where
     let mut left = call.start_left();
     // A retry with no time left is not made, whether or not the queue has room.
     if left.is_some_and(|l| l.is_zero())
-        && let Some(r) = missed_slot(call, failure.as_deref_mut())
+        && let Some(r) = missed_slot(call, &mut failure)
     {
         return Err(r);
     }
@@ -443,7 +444,7 @@ where
             // timer may fire a little late.)
             Some(Ok(slot)) if left.is_none() || !call.start_passed() => return Ok(Some(slot)),
             Some(Ok(slot)) => {
-                return match missed_slot(call, failure.as_deref_mut()) {
+                return match missed_slot(call, &mut failure) {
                     Some(r) => {
                         drop(slot);
                         Err(r)
@@ -452,7 +453,7 @@ where
                 };
             }
             Some(Err(_)) => return refused(call).map_or(Ok(None), Err),
-            None => match missed_slot(call, failure.as_deref_mut()) {
+            None => match missed_slot(call, &mut failure) {
                 Some(r) => return Err(r),
                 // (A deadline's error always converts; a setting whose does not never ends the
                 // call early: the wait goes on.)
@@ -481,19 +482,19 @@ where
 }
 
 /// What ends a call whose retry ran out of time to start while it waited for a slot: the kept
-/// `failure` the retry follows when its rule's `max_delay` was spent ([`not_made`]),
-/// [`start_missed`]'s error otherwise.
+/// failure the retry follows (`failure` takes it, if kept) when its rule's `max_delay` was
+/// spent ([`not_made`]), [`start_missed`]'s error otherwise.
 #[cfg(feature = "tokio")]
 pub(crate) fn missed_slot<P, R, E, Tm>(
     call: &mut Call<'_, P, Tm>,
-    failure: Option<&mut Option<Result<R, E>>>,
+    failure: impl FnOnce() -> Option<Result<R, E>>,
 ) -> Option<Result<R, E>>
 where
     P: RetryPolicy<R, E> + PolicyCore<Timeout: AsyncTimeout<E>>,
     Tm: Times,
 {
     if call.max_delay_first()
-        && let Some(failure) = failure.and_then(Option::take)
+        && let Some(failure) = failure()
     {
         return Some(not_made(call, failure));
     }
@@ -650,7 +651,9 @@ where
     Fut: Future<Output = Result<R, E>>,
 {
     if <P::Timeout as AttemptTimeout>::HEDGED {
-        // Boxed: the rounds' state stays out of every other call's future.
+        // Boxed: the rounds' state stays out of every other call's future. (Its type is still
+        // in this future's: a call's future is `Send` only for an `R` and an `E` that are,
+        // since the rounds keep failures across their waits.)
         return Box::pin(hedge::run_hedged(policy, body)).await;
     }
     // The first attempt reads the call's first instant.
@@ -670,14 +673,20 @@ where
             return finish(policy, Err(e));
         }
         let started = attempt.started;
-        let (result, fired) =
-            crate::timeout::run_attempt(policy.timeout_setting(), limit, body(attempt)).await;
-        drop(slot);
-        call.measure(started, &result, fired);
-        match call.settle(result, fired) {
-            Step::Return(r) => return finish(policy, r),
-            Step::Retry(delay) => policy.env().sleep_async(delay).await,
-        }
+        // The result lives in a block that ends before the sleep: a local once borrowed (to
+        // measure it), or a `Step` matched, counts as held until its scope ends, and the
+        // call's future would not be `Send` for an `R` or an `E` that is not.
+        let delay = {
+            let (result, fired) =
+                crate::timeout::run_attempt(policy.timeout_setting(), limit, body(attempt)).await;
+            drop(slot);
+            call.measure(started, &result, fired);
+            match call.settle(result, fired) {
+                Step::Return(r) => return finish(policy, r),
+                Step::Retry(delay) => delay,
+            }
+        };
+        policy.env().sleep_async(delay).await;
     }
 }
 

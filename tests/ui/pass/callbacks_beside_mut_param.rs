@@ -2,8 +2,9 @@
 // the fallback (made after the retries), a guard chosen from the parameter (bound before the
 // loop, borrowing nothing of it), a closure parameter that shadows the name, a path segment of
 // the same name, and a value computed before a `move` closure is made (in an async fn, and in
-// a blocking one, which then makes its callbacks before the first attempt too). (`tests/ui/fail/callback_reads_mut_param.rs` has the
-// ones that do not.)
+// a blocking one, which then makes its callbacks before the first attempt too), and names a
+// closure binds in its own body. (`tests/ui/fail/callback_reads_mut_param.rs` has the ones
+// that do not.)
 use std::io;
 
 use retry_runtime::{robust, CircuitBreaker};
@@ -40,7 +41,16 @@ mod conn {
 #[robust(retries = 1, on_error = |e: &io::Error, _| conn::log(e))]
 fn path_segment(conn: &mut Conn) -> io::Result<()> { conn.sent += 1; Err(io::ErrorKind::Other.into()) }
 
+// Names the closure binds in its body (a `let`, an `if let`) are its own, not the parameter.
+#[robust(retries = 1, on_error = |_e: &io::Error, _| { let v = 1; let _ = v; })]
+fn let_in_callback(v: &mut Vec<u8>) -> io::Result<usize> { v.push(1); Ok(v.len()) }
+
+#[robust(retries = 1, on_retry = |r, _| { if let Err(buf) = r { eprintln!("{buf}") } })]
+fn if_let_in_callback(buf: &mut Vec<u8>) -> io::Result<usize> { buf.push(1); Ok(buf.len()) }
+
 fn main() {
+    let _ = let_in_callback(&mut Vec::new());
+    let _ = if_let_in_callback(&mut Vec::new());
     let mut c = Conn { sent: 0, host: "h".into() };
     let _ = c.fallback_reads_self();
     let _ = guard_from_mut(&mut c);

@@ -1,0 +1,115 @@
+//! `#[robust]` in a crate of edition 2021: the body's block keeps the crate's edition, whose
+//! rules decide when the temporaries of its tail expression drop (after the block's locals
+//! before edition 2024, before them since). The attribute's own crate is of edition 2024; a
+//! block it wrote around the body used to give the body that edition's order.
+//!
+//! The crate also holds clippy's pedantic and nursery lints (warnings, which the workspace's
+//! `cargo clippy -- -D warnings` makes errors) over expansions with several keys: the code the
+//! attribute writes must raise none of them.
+#![warn(clippy::pedantic, clippy::nursery)]
+// (Lints on the crate's own items, not on what the attribute writes.)
+#![allow(clippy::missing_errors_doc, clippy::must_use_candidate)]
+
+use std::cell::RefCell;
+use std::io;
+
+use retry_runtime::robust;
+
+thread_local! {
+    static DROPS: RefCell<Vec<&'static str>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Logs its name when dropped.
+#[derive(Debug)]
+pub struct Noisy(pub &'static str);
+
+impl Noisy {
+    /// The name's length.
+    #[must_use]
+    pub const fn len(&self) -> usize {
+        self.0.len()
+    }
+    /// Never empty.
+    #[must_use]
+    pub const fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl Drop for Noisy {
+    fn drop(&mut self) {
+        DROPS.with(|d| d.borrow_mut().push(self.0));
+    }
+}
+
+/// The drops logged so far (the log is emptied).
+pub fn drops() -> Vec<&'static str> {
+    DROPS.with(|d| std::mem::take(&mut *d.borrow_mut()))
+}
+
+/// Without the attribute.
+pub fn plain() -> io::Result<usize> {
+    let _local = Noisy("local");
+    Ok(Noisy("temporary").len())
+}
+
+/// The same body, blocking, under the attribute.
+#[robust(retries = 2, backoff = none)]
+pub fn blocking() -> io::Result<usize> {
+    let _local = Noisy("local");
+    Ok(Noisy("temporary").len())
+}
+
+/// The same body, async, under the attribute.
+#[robust(retries = 2, backoff = none)]
+pub async fn asynchronous() -> io::Result<usize> {
+    let _local = Noisy("local");
+    Ok(Noisy("temporary").len())
+}
+
+/// Keys whose expansions import the probes' traits (a timeout's `Timeout` kind, the error
+/// writer of events, an async fallback) and check patterns.
+#[robust(retries = 2, backoff = constant(base = 10ms), timeout = 1s, on = [Timeout, Io(ConnectionReset)],
+         when(Ok(None), retries = 1), fallback = |_e| async { Ok(Some(0)) })]
+pub async fn keyed(name: String, (a, _b): (u32, u8)) -> io::Result<Option<usize>> {
+    tokio::task::yield_now().await;
+    Ok(Some(name.len() + a as usize))
+}
+
+/// A blocking fn with a hint and a callback that read a parameter.
+#[robust(retries = 2, backoff = none, on = [Io], hint = |_e: &io::Error| None,
+         on_retry = |_r, _i| eprintln!("{label}"))]
+pub fn blocking_keyed(label: &str) -> io::Result<usize> {
+    Ok(label.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tail_temporaries_drop_after_the_locals_as_in_edition_2021() {
+        assert_eq!(plain().unwrap(), 9);
+        let order = drops();
+        assert_eq!(order, ["local", "temporary"], "edition 2021's order");
+        assert_eq!(blocking().unwrap(), 9);
+        assert_eq!(drops(), order);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        assert_eq!(runtime.block_on(asynchronous()).unwrap(), 9);
+        assert_eq!(drops(), order);
+    }
+
+    #[test]
+    fn the_keyed_fns_answer() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let r = runtime.block_on(keyed("ab".to_owned(), (1, 0)));
+        assert_eq!(r.unwrap(), Some(3));
+        assert_eq!(blocking_keyed("abc").unwrap(), 3);
+    }
+}
