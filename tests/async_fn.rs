@@ -546,15 +546,15 @@ mod not_send_results {
         attempt(calls, 0).await
     }
 
-    // A deadline (or a limit beside a `max_delay`) keeps the failure a retry follows across
-    // the backoff (it is what the call returns when the retry cannot be made in time), and
-    // hedging keeps a round's failures while its other attempts run: their futures are `Send`
-    // only for a `T` and an `E` that are (as documented). Run here without the `Send` check.
+    // A deadline, a limit beside a `max_delay`: the async loop keeps no failure across a wait.
     #[robust(retries = 2, backoff = constant(base = 10ms), deadline = 1s, limit = LIMIT,
              max_delay = 500ms)]
-    async fn keeping(calls: &AtomicU32) -> Result<Rc<u32>, NotSend> {
+    async fn deadline_and_limit(calls: &AtomicU32) -> Result<Rc<u32>, NotSend> {
         attempt(calls, 1).await
     }
+
+    // Hedging keeps a round's failures while its other attempts run: its future is `Send`
+    // only for a `T` and an `E` that are (as documented). Run here without the `Send` check.
 
     #[robust(retries = 2, backoff = constant(base = 10ms), hedge(after = 5ms, max = 1))]
     async fn hedged(calls: &AtomicU32) -> Result<Rc<u32>, NotSend> {
@@ -569,6 +569,23 @@ mod not_send_results {
     impl Counter {
         #[robust(retries = 2, backoff = constant(base = 10ms))]
         async fn next(&mut self) -> std::io::Result<u32> {
+            let n = self.calls.get();
+            self.calls.set(n + 1);
+            tokio::task::yield_now().await;
+            if n == 0 {
+                return Err(std::io::ErrorKind::Other.into());
+            }
+            Ok(n)
+        }
+
+        // The receiver written as a typed `self`.
+        #[allow(clippy::needless_arbitrary_self_type, reason = "the form under test")]
+        #[robust(retries = 2, backoff = constant(base = 10ms))]
+        async fn next_typed(self: &mut Self) -> std::io::Result<u32> {
+            self.next_once().await
+        }
+
+        async fn next_once(&mut self) -> std::io::Result<u32> {
             let n = self.calls.get();
             self.calls.set(n + 1);
             tokio::task::yield_now().await;
@@ -600,7 +617,7 @@ mod not_send_results {
         assert_eq!(*send(on_values(&calls)).await.unwrap(), 1);
 
         let calls = AtomicU32::new(0);
-        assert_eq!(*keeping(&calls).await.unwrap(), 1);
+        assert_eq!(*send(deadline_and_limit(&calls)).await.unwrap(), 1);
         let calls = AtomicU32::new(0);
         assert_eq!(*hedged(&calls).await.unwrap(), 2);
 
@@ -609,5 +626,10 @@ mod not_send_results {
         };
         let h = tokio::spawn(async move { counter.next().await.map(|n| (n, counter.calls.get())) });
         assert_eq!(h.await.unwrap().unwrap(), (1, 2));
+        let mut counter = Counter {
+            calls: Cell::new(0),
+        };
+        let h = tokio::spawn(async move { counter.next_typed().await });
+        assert_eq!(h.await.unwrap().unwrap(), 1);
     }
 }

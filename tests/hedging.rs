@@ -661,7 +661,13 @@ async fn the_builder_hedges_call_async() {
 #[tokio::test(start_paused = true)]
 async fn the_builder_keeps_the_hedge_whatever_the_order_of_timeout_and_deadline() {
     let hedge = || Hedge::after(ms(30), 1).unwrap();
-    let b = || Policy::builder().retries(0);
+    // (A rule that retries, once at once: a timeout its rule never retries would win its round,
+    // and drop the hedge before its own timeout cuts it.)
+    let b = || {
+        Policy::builder()
+            .retries(1)
+            .backoff(retry_runtime::NoBackoff)
+    };
     let p = b().hedge(hedge()).deadline(ms(900)).timeout(ms(400));
     hedges_and_times_out("hedge, deadline, timeout", p.build().unwrap()).await;
     let p = b().deadline(ms(900)).hedge(hedge()).timeout(ms(400));
@@ -744,8 +750,8 @@ async fn hedges_and_times_out<P: AsyncRetryPolicy<u32, io::Error>>(order: &str, 
         })
         .await;
     assert_eq!((order, r.unwrap(), t0.elapsed()), (order, 1, ms(35)));
-    // Both attempts hang: the first is cut by its timeout at 400 ms, before the deadline, and
-    // its failure wins (its rule never retries): the hedge is dropped.
+    // Every attempt hangs: each is cut by its own timeout, before the deadline: at 400 and
+    // 430 ms, then, in the second round (at once), at 830 and 860 ms.
     let t0 = Instant::now();
     let r = policy
         .call_async(|_| async {
@@ -754,7 +760,7 @@ async fn hedges_and_times_out<P: AsyncRetryPolicy<u32, io::Error>>(order: &str, 
         })
         .await;
     assert_eq!(r.unwrap_err().kind(), ErrorKind::TimedOut, "{order}");
-    assert_eq!((order, t0.elapsed()), (order, ms(400)));
+    assert_eq!((order, t0.elapsed()), (order, ms(860)));
 }
 
 /// Many concurrent hedged calls on a multi-threaded runtime (real time: tokio's clock cannot
@@ -1252,4 +1258,27 @@ async fn a_refusal_its_when_never_retries_ends_a_hedged_call() {
     assert_eq!(carved(t0, &plan).await.unwrap(), 2);
     assert_eq!(starts(&CARVED), vec![0, 20, 30]);
     assert_eq!(t0.elapsed(), ms(40));
+}
+
+/// A value a rule matches is no success latency, in a hedged round too, where a rule that
+/// never retries makes it the round's winner: the percentile's histogram does not take it
+/// (`Call::record_latency` skips such values alike). A value no rule matches is taken.
+#[tokio::test(start_paused = true)]
+async fn a_matched_value_that_wins_its_round_is_no_latency_sample() {
+    use retry_runtime::kind::OkIf;
+    static SAMPLES: Latencies = Latencies::new();
+    let policy = Policy::builder()
+        .retries(2)
+        .when_ok(OkIf(|v: &u32| *v == 0), |s| s.retries(0))
+        .hedge(Hedge::percentile(&SAMPLES, 95.0, 1).unwrap())
+        .build()
+        .unwrap();
+    let answer = |v: u32| async move {
+        tokio::time::sleep(ms(5)).await;
+        Ok::<u32, io::Error>(v)
+    };
+    assert_eq!(policy.call_async(|_| answer(0)).await.unwrap(), 0);
+    assert_eq!(SAMPLES.samples(), 0, "the matched value is not a sample");
+    assert_eq!(policy.call_async(|_| answer(1)).await.unwrap(), 1);
+    assert_eq!(SAMPLES.samples(), 1);
 }

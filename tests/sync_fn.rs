@@ -552,3 +552,39 @@ fn a_parameter_nothing_mentions_is_left_alone() {
     assert_eq!(calls.load(Ordering::SeqCst), 3);
     assert_eq!(drops.load(Ordering::SeqCst), 1);
 }
+
+#[derive(Clone, Debug, PartialEq)]
+struct Options {
+    retries: u32,
+    name: String,
+}
+
+// `opts` is read only after `..`: it is the variable (a struct update's base), not a field.
+#[robust(retries = 2, backoff = none)]
+fn with_defaults(opts: Options, calls: &std::sync::atomic::AtomicU32) -> io::Result<Options> {
+    if calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+        return Err(ErrorKind::Other.into());
+    }
+    Ok(Options { retries: 3, ..opts })
+}
+
+/// A parameter read after `..` (a struct update's base, a range's end) is mentioned: each
+/// attempt gets its clone. (It was taken for a field, left alone, and moved by the first
+/// attempt: the fn did not compile.)
+#[test]
+fn a_parameter_read_after_two_dots_is_cloned_for_each_attempt() {
+    let calls = std::sync::atomic::AtomicU32::new(0);
+    let opts = Options {
+        retries: 0,
+        name: "db".into(),
+    };
+    let r = with_defaults(opts, &calls).unwrap();
+    assert_eq!(
+        r,
+        Options {
+            retries: 3,
+            name: "db".into()
+        }
+    );
+    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 2);
+}

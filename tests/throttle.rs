@@ -308,3 +308,33 @@ fn one_seed_for_every_call_still_draws_each_decision() {
         );
     }
 }
+
+/// A retry's chance counts the attempt it follows (SPEC 16: requests are the attempts made
+/// before it): on a fresh throttle (k = 2), a failed first attempt makes one request and no
+/// accept, so its retry is rejected with probability 1 / 2. (It was drawn before the failure
+/// was counted, on an empty window: never rejected.) 2000 calls, each on a throttle of its own,
+/// with a seeded clock: about 1000 retries made (a binomial's deviation is 22; the bounds are
+/// four and a half of them).
+#[test]
+fn a_retrys_chance_counts_the_attempt_it_follows() {
+    let time = VirtualTime::seeded(5);
+    let mut retried = 0;
+    for _ in 0..2000 {
+        let throttle = AdaptiveThrottle::new(2.0, Duration::from_secs(60)).unwrap();
+        let policy = Policy::builder()
+            .retries(1)
+            .backoff(NoBackoff)
+            .throttle(&throttle)
+            .env(time.clone())
+            .build()
+            .unwrap();
+        let ran = Cell::new(0);
+        let r: io::Result<()> = policy.call(|_| {
+            ran.set(ran.get() + 1);
+            Err(ErrorKind::ConnectionReset.into())
+        });
+        assert_eq!(r.unwrap_err().kind(), ErrorKind::ConnectionReset);
+        retried += ran.get() - 1;
+    }
+    assert!((900..=1100).contains(&retried), "{retried} of 2000 retried");
+}

@@ -372,15 +372,26 @@ fn rule_order_check<'k>(
     };
     // Each arm: its alternatives, and whether they are `when`s' own kinds listed in `on` too
     // (such an arm may be unreachable, but is still checked for the names it binds).
+    let (whens, on): (Vec<&Kind>, Vec<&Kind>) = (whens.collect(), on.collect());
+    // The `Ok` of the last `Ok(..)` kind with a pattern, in the order the rules are tried.
+    let last_ok = whens
+        .iter()
+        .chain(&on)
+        .filter_map(|k| match k {
+            Kind::Ok { inner, sp } if matches!(**inner, Kind::Pattern(_)) => Some(sp.start),
+            _ => None,
+        })
+        .next_back();
     let mut arms: Vec<(Vec<&syn::Pat>, bool)> = whens
-        .filter_map(pattern)
+        .iter()
+        .filter_map(|k| pattern(k))
         .map(|p| (top_alternatives(p), false))
         .collect();
     let owned: std::collections::HashSet<String> = arms
         .iter()
         .flat_map(|(alts, _)| alts.iter().map(|a| text(a)))
         .collect();
-    for p in on.filter_map(pattern) {
+    for p in on.iter().filter_map(|k| pattern(k)) {
         let (own, rest): (Vec<&syn::Pat>, Vec<&syn::Pat>) = top_alternatives(p)
             .into_iter()
             .partition(|a| owned.contains(&text(a)));
@@ -435,11 +446,12 @@ fn rule_order_check<'k>(
             }
         )
     };
-    // (For values, at the last pattern: an error there says that the patterns up to it match
-    // every value.)
+    // (For values, at the `Ok` of the last kind: "no value can reach" what is left after the
+    // patterns, which rustc's note shows, since they match every value.)
     let end = if values {
-        let ps = respan(p, last.span());
-        quote_spanned!(last.span()=> #[deny(unreachable_patterns)] #ps::Seen::Value(_) => {})
+        let at = last_ok.unwrap_or_else(|| last.span());
+        let ps = respan(p, at);
+        quote_spanned!(at=> #[deny(unreachable_patterns)] #ps::Seen::Value(_) => {})
     } else {
         quote!()
     };
@@ -470,14 +482,24 @@ fn expectations_as_allows(f: &mut Func) {
         FnArg::Receiver(r) => &mut r.attrs,
         FnArg::Typed(pt) => &mut pt.attrs,
     });
+    // `expect(..)`, also under `cfg_attr(.., expect(..))`.
+    fn rewrite(meta: &mut syn::Meta) {
+        let syn::Meta::List(list) = meta else { return };
+        if list.path.is_ident("expect") {
+            let span = list.path.segments[0].ident.span();
+            list.path = Ident::new("allow", span).into();
+        } else if list.path.is_ident("cfg_attr") {
+            let parser = syn::punctuated::Punctuated::<syn::Meta, syn::Token![,]>::parse_terminated;
+            if let Ok(mut items) = syn::parse::Parser::parse2(parser, list.tokens.clone()) {
+                // (The first is the condition.)
+                items.iter_mut().skip(1).for_each(rewrite);
+                list.tokens = quote!(#items);
+            }
+        }
+    }
     for attrs in std::iter::once(&mut f.attrs).chain(params) {
         for attr in attrs.iter_mut() {
-            if let syn::Meta::List(list) = &mut attr.meta
-                && list.path.is_ident("expect")
-            {
-                let span = list.path.segments[0].ident.span();
-                list.path = Ident::new("allow", span).into();
-            }
+            rewrite(&mut attr.meta);
         }
     }
 }
@@ -514,12 +536,15 @@ fn view_pattern(
             }
             syn::visit_mut::visit_pat_mut(self, p);
         }
-        // `Point { x }` becomes `Point { x: _ }`: written in full.
+        // `Point { x }` becomes `Point { x: _ }` when `x` is not read: written in full then
+        // (a shorthand kept as written raises no `non_shorthand_field_patterns`).
         fn visit_field_pat_mut(&mut self, f: &mut syn::FieldPat) {
-            if f.colon_token.is_none() {
+            syn::visit_mut::visit_field_pat_mut(self, f);
+            let kept = matches!((&*f.pat, &f.member),
+                (syn::Pat::Ident(pi), syn::Member::Named(name)) if pi.ident == *name);
+            if f.colon_token.is_none() && !kept {
                 f.colon_token = Some(syn::Token![:](f.pat.span()));
             }
-            syn::visit_mut::visit_field_pat_mut(self, f);
         }
     }
     let mut p = pat.clone();
@@ -689,7 +714,8 @@ struct Rebound {
 
 /// Rewrites the parameters: owned ones are cloned for each attempt, `&mut` ones reborrowed; a
 /// pattern (`(host, port)`, `State(app)`) is replaced by a name and destructured in each
-/// attempt. Every statement carries the parameter's attributes, so a parameter under
+/// attempt. A parameter neither the body nor an expression of the attribute mentions is left
+/// as it is; an async attempt borrows `&mut self` uniquely (see below). Every statement carries the parameter's attributes, so a parameter under
 /// `#[cfg(...)]` is rebound exactly when it exists.
 ///
 /// With `hedge`, attempts are `async move` blocks made by a `move` closure, several alive at
@@ -719,10 +745,13 @@ fn rebind_args(
         // The receiver is checked in `valid`: only `&self` and `&mut self` get here. An async
         // attempt borrows `&mut self` uniquely: a block that only reads it would capture a
         // shared reference to it, and its future would be `Send` only for a `Sync` type (a
-        // `Cell` field), where the fn's own is `Send` for a `Send` one.
+        // `Cell` field), where the fn's own is `Send` for a `Send` one. (Not when an expression
+        // of the attribute names `self`: a guard taken from it, `breaker = self.breaker`, is
+        // borrowed for the whole call.)
         let pt = match arg {
             FnArg::Receiver(r) => {
-                if split && r.reference.is_some() && r.mutability.is_some() {
+                let mut_ref = matches!(peel(&r.ty), Type::Reference(r) if r.mutability.is_some());
+                if split && mut_ref && !attr_names.contains("self") {
                     let this = Ident::new("self", r.self_token.span);
                     prelude.push(quote!(let _ = &mut *#this;));
                 }
@@ -1465,19 +1494,11 @@ pub fn expand(
         quote!(let #ctx: &#krate::Attempt<'_> = &#attempt;)
     });
 
-    // The body's braces keep its own span: a block's edition is its span's, and decides when
-    // the temporaries of its tail drop (after its locals before edition 2024, before them
-    // since), so a crate of an older edition keeps its rules under the attribute.
+    // (In braces of the body's own span: `in_braces`.)
     let stmts = f.body.stream();
-    let braces = f.body.span();
-    let body = in_braces(quote!(#ctx #(#prelude)* #stmts), braces);
-    let async_body = typed_async(
-        &quote!(#ctx #(#prelude)* #stmts),
-        &ret,
-        &pr,
-        ret_span,
-        braces,
-    );
+    let statements = quote!(#ctx #(#prelude)* #stmts);
+    let body = in_braces(statements.clone(), f.body.span());
+    let async_body = typed_async(&statements, &ret, &pr, ret_span, f.body.span());
 
     // Every use of `IsResult` carries the return type's span, so a non-`Result` return type
     // is reported once, there.
@@ -1833,21 +1854,6 @@ pub fn expand(
     let new_block = if config.hedge.is_some() {
         // Hedged (SPEC section 15): the runtime's loop runs rounds of attempts, each made by
         // this closure as an `async move` block.
-        let krate = match &config.krate {
-            Some(path) => quote!(#path),
-            None => quote!(::retry_runtime),
-        };
-        let ctx = config
-            .attempt
-            .as_ref()
-            .map(|ctx| quote!(let #ctx: &#krate::Attempt<'_> = &#attempt;));
-        let attempt_body = typed_async(
-            &quote!(#ctx #(#prelude)* #stmts),
-            &ret,
-            &pr,
-            ret_span,
-            braces,
-        );
         // Without an attempt context the attempts do not see theirs: the loop then reads a
         // round's start only once its first attempt is pending.
         let (make_args, hedged_loop) = match &config.attempt {
@@ -1857,7 +1863,7 @@ pub fn expand(
         let make = quote_spanned! {ret_span=>
             move #make_args {
                 #(#outer)*
-                #pr::pin_output::<#ret, _>(async move #attempt_body)
+                #pr::pin_output::<#ret, _>(async move #async_body)
             }
         };
         quote! {{

@@ -3362,7 +3362,9 @@ fn names_variable_but(
                     if methods.iter().any(|h| m == h))
                 && matches!(level.get(i + 3), Some(TokenTree::Group(g))
                     if g.delimiter() == Delimiter::Parenthesis && g.stream().is_empty());
-            !punct(before, '.') && !path && !method
+            // (After `..`, a range's end or a struct update's base, it is the variable.)
+            let field = punct(before, '.') && !(i >= 2 && punct(level.get(i - 2), '.'));
+            !field && !path && !method
         }
         TokenTree::Literal(l) => {
             let text = l.to_string();

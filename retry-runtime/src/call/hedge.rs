@@ -830,7 +830,7 @@ where
                     .call_deadline(first)
                     .is_none_or(|end| now.checked_add(delay).is_some_and(|wake| wake < end))
         };
-        let retryable = match &result {
+        let (retryable, matched_value) = match &result {
             Ok(v) => {
                 if P::VALUES {
                     let asks = AsksForDelay {
@@ -838,9 +838,10 @@ where
                         error_hint: || None,
                         fits,
                     };
-                    policy.select_value(v, asks).flatten()
+                    let selected = policy.select_value(v, asks);
+                    (selected.flatten(), selected.is_some())
                 } else {
-                    None
+                    (None, false)
                 }
             }
             Err(e) => {
@@ -849,14 +850,18 @@ where
                     error_hint: || policy.hint(e),
                     fits,
                 };
-                policy.select(&Failure::new(e, timed_out), asks).flatten()
+                (
+                    policy.select(&Failure::new(e, timed_out), asks).flatten(),
+                    false,
+                )
             }
         };
         self.held = None;
         let Some(asks) = retryable else {
-            // The winner: the round's last failure, if any, is recorded as such.
+            // The winner: the round's last failure, if any, is recorded as such. A value a
+            // rule matched (one that never retries) is no success latency.
             self.drop_last(&mut now);
-            if result.is_ok() && measured {
+            if result.is_ok() && !matched_value && measured {
                 // A round whose start was never read answered on its first poll: no time.
                 let latency = self
                     .started
@@ -1125,8 +1130,11 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_lazy_start_still_times_out_and_hedges_on_time() {
         let env = CountingClock::default();
+        // (A rule that retries, at once: a timeout its rule never retries would win its
+        // round, and drop the hedge before its own timeout.)
         let policy = Policy::builder()
-            .retries(0)
+            .retries(1)
+            .backoff(NoBackoff)
             .timeout(ms(100))
             .hedge(Hedge::after(ms(30), 1).unwrap())
             .env(env.clone())
@@ -1145,7 +1153,8 @@ mod tests {
         })
         .await;
         assert_eq!((r.unwrap(), t0.elapsed()), (1, ms(40)));
-        // Every attempt hangs: both are cut by their timeouts, the last at 130 ms.
+        // Every attempt hangs: each is cut by its timeout, at 100 and 130 ms, then, in the
+        // second round, at 230 and 260 ms.
         let t0 = tokio::time::Instant::now();
         let r: io::Result<u32> = hedged_loop_blind(&policy, || async {
             std::future::pending::<()>().await;
@@ -1153,7 +1162,7 @@ mod tests {
         })
         .await;
         assert_eq!(r.unwrap_err().kind(), io::ErrorKind::TimedOut);
-        assert_eq!(t0.elapsed(), ms(130));
+        assert_eq!(t0.elapsed(), ms(260));
     }
 
     #[tokio::test(start_paused = true)]
@@ -1313,10 +1322,11 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_round_whose_first_attempt_fails_at_once_counts_from_its_hedge() {
         // The first attempt of each call fails on its first poll (a refused connection), the
-        // hedge sent at once answers 200 ms later: the latencies recorded are 200 ms.
+        // hedge sent at once answers 200 ms later: the latencies recorded are 200 ms. (The
+        // refusal's rule retries: one that never does would win the round.)
         static L: Latencies = Latencies::new();
         let policy = Policy::builder()
-            .retries(0)
+            .retries(1)
             .adaptive_timeout(Adaptive::new(&L, 50.0, 2.0, ms(10), ms(2000)).unwrap())
             .hedge(Hedge::after(ms(100), 1).unwrap())
             .env(CountingClock::default())

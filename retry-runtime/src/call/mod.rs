@@ -1209,10 +1209,8 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
             match self.retry_delay(&result, timed_out, &mut now, start_by) {
                 Err(GiveUp::NotRetryable) => {}
                 decided => {
-                    // (The breaker recorded the failure when the value matched.)
-                    if <P::Throttle as Throttle>::ACTIVE {
-                        self.policy.throttle().record_recent(false);
-                    }
+                    // (The breaker and the throttle recorded the failure when the value
+                    // matched.)
                     return match decided {
                         Ok(delay) => Settled::Retry(delay, result),
                         Err(_reason) => {
@@ -1232,10 +1230,9 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
             self.record_permit(now.get(), false);
         }
         let decided = self.retry_delay(&result, timed_out, &mut now, start_by);
-        if <P::Throttle as Throttle>::ACTIVE {
-            // Accepted unless it failed with a retryable error.
-            let accepted = decided == Err(GiveUp::NotRetryable);
-            self.policy.throttle().record_recent(accepted);
+        // Accepted unless it failed with a retryable error (which `retry_delay` recorded).
+        if <P::Throttle as Throttle>::ACTIVE && decided == Err(GiveUp::NotRetryable) {
+            self.policy.throttle().record_recent(true);
         }
         match decided {
             Ok(delay) => Settled::Retry(delay, result),
@@ -1391,6 +1388,12 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
         };
         let (delay, rule, hinted) = match selected {
             Some(decision) => {
+                // A rule matched: the attempt failed with a retryable error, not accepted by
+                // the throttle's count, which holds it before the retry is drawn (SPEC 16: the
+                // retry's chance counts every attempt made before it).
+                if <P::Throttle as Throttle>::ACTIVE {
+                    p.throttle().record_recent(false);
+                }
                 // A matched value is a failed attempt for the breaker too.
                 if outcome.is_ok() && <P::Breaker as Breaker>::ACTIVE {
                     self.record_permit(now.get(), false);

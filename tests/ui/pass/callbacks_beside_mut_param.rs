@@ -48,7 +48,21 @@ fn let_in_callback(v: &mut Vec<u8>) -> io::Result<usize> { v.push(1); Ok(v.len()
 #[robust(retries = 1, on_retry = |r, _| { if let Err(buf) = r { eprintln!("{buf}") } })]
 fn if_let_in_callback(buf: &mut Vec<u8>) -> io::Result<usize> { buf.push(1); Ok(buf.len()) }
 
+// An async `&mut self` method whose guard is a field of `self` (borrowed for the whole call):
+// its attempts borrow `self` as the body does, not uniquely.
+pub struct Client { breaker: CircuitBreaker, sent: u32 }
+
+impl Client {
+    #[robust(retries = 1, breaker = self.breaker)]
+    async fn send(&mut self) -> io::Result<u32> {
+        tokio::task::yield_now().await;
+        Ok(self.sent)
+    }
+}
+
 fn main() {
+    let mut client = Client { breaker: CircuitBreaker::new(10, 5, 0.5, std::time::Duration::from_secs(5), 1).unwrap(), sent: 0 };
+    let _ = client.send();
     let _ = let_in_callback(&mut Vec::new());
     let _ = if_let_in_callback(&mut Vec::new());
     let mut c = Conn { sent: 0, host: "h".into() };

@@ -15,6 +15,13 @@ pub fn on_a_parameter(#[expect(unused_variables)] name: String) -> io::Result<us
     Err(io::ErrorKind::Other.into())
 }
 
+#[robust(retries = 2, backoff = none, fallback = move |_| Ok(name.len()))]
+pub fn under_cfg_attr(
+    #[cfg_attr(all(), expect(unused_variables))] name: String,
+) -> io::Result<usize> {
+    Err(io::ErrorKind::Other.into())
+}
+
 #[robust(retries = 2, backoff = none)]
 pub fn on_a_mut_parameter(#[expect(unused_mut)] mut kept: String) -> io::Result<usize> {
     Ok(kept.len())
@@ -29,6 +36,7 @@ pub async fn on_the_fn(name: String) -> io::Result<usize> {
 
 fn main() {
     let _ = on_a_parameter(String::new());
+    let _ = under_cfg_attr(String::new());
     let _ = on_a_mut_parameter(String::new());
     let _ = on_the_fn(String::new());
 }

@@ -16,6 +16,8 @@
     unused_parens,
     unreachable_patterns
 )]
+// Every other warning too (a shorthand field pattern written in full, unnecessary braces).
+#![deny(warnings)]
 
 use std::io;
 use std::sync::LazyLock;
