@@ -633,3 +633,37 @@ mod not_send_results {
         assert_eq!(h.await.unwrap().unwrap(), 1);
     }
 }
+
+/// A unique borrow in an `Option` or a `Pin` is reborrowed by each attempt (it cannot be
+/// cloned), and the fn's future is `Send` as it is without the attribute.
+#[robust(retries = 3, backoff = constant(base = 10ms), timeout = 1s)]
+async fn fills(out: Option<&mut Vec<u32>>, mut seen: std::pin::Pin<&mut u32>) -> io::Result<usize> {
+    *seen += 1;
+    tokio::task::yield_now().await;
+    let Some(v) = out else {
+        return Err(ErrorKind::NotFound.into());
+    };
+    v.push(*seen);
+    if v.len() < 3 {
+        return Err(ErrorKind::Other.into());
+    }
+    Ok(v.len())
+}
+
+#[tokio::test(start_paused = true)]
+async fn mutable_references_in_an_option_or_a_pin_are_reborrowed_per_attempt() {
+    fn send<F: Future + Send>(f: F) -> F {
+        f
+    }
+    let (mut v, mut seen) = (Vec::new(), 0);
+    let n = send(fills(Some(&mut v), std::pin::Pin::new(&mut seen))).await;
+    assert_eq!(n.unwrap(), 3);
+    assert_eq!(v, [1, 2, 3], "each attempt pushed into the caller's vector");
+    assert_eq!(seen, 3);
+    let mut seen = 0;
+    let e = fills(None, std::pin::Pin::new(&mut seen))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotFound);
+    assert_eq!(seen, 4, "`None` was given to all four attempts");
+}

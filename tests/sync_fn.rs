@@ -188,6 +188,80 @@ fn mutable_references_are_reused() {
     assert_eq!(v, [1, 2, 3]);
 }
 
+// A unique borrow in an `Option` or a `Pin` cannot be cloned: each attempt reborrows it, so
+// every attempt writes through the caller's reference (as for `&mut`).
+#[robust(retries = 3, backoff = none)]
+fn pushes_maybe(out: Option<&mut Vec<u32>>, mut extra: Option<&mut u32>) -> Result<usize, String> {
+    let n = attempt();
+    if let Some(e) = extra.as_deref_mut() {
+        *e += 10;
+    }
+    // (The attempt's own binding is `mut` as written: reassigning it does not reach the next.)
+    extra = None;
+    let _ = extra;
+    match out {
+        Some(v) => {
+            v.push(n);
+            if n < 3 {
+                Err("again".into())
+            } else {
+                Ok(v.len())
+            }
+        }
+        None => Err("none".into()),
+    }
+}
+
+#[robust(retries = 2, backoff = none)]
+fn bumps_pinned(mut counter: std::pin::Pin<&mut u32>) -> Result<u32, String> {
+    *counter += 1;
+    counter.set(*counter + 1);
+    if attempt() < 3 {
+        Err("again".into())
+    } else {
+        Ok(*counter)
+    }
+}
+
+#[test]
+fn mutable_references_in_an_option_or_a_pin_are_reborrowed_per_attempt() {
+    let time = reset();
+    let _g = time.install();
+    let (mut v, mut x) = (Vec::new(), 1);
+    assert_eq!(pushes_maybe(Some(&mut v), Some(&mut x)), Ok(3));
+    assert_eq!(v, [1, 2, 3]);
+    assert_eq!(
+        x, 31,
+        "each of the three attempts added 10 through the same reference"
+    );
+    ATTEMPTS.with(|a| a.set(0));
+    assert_eq!(pushes_maybe(None, None), Err("none".into()));
+    assert_eq!(
+        ATTEMPTS.with(|a| a.get()),
+        4,
+        "`None` is passed to every attempt"
+    );
+    ATTEMPTS.with(|a| a.set(0));
+    let mut c = 0;
+    assert_eq!(bumps_pinned(std::pin::Pin::new(&mut c)), Ok(6));
+    assert_eq!(c, 6);
+}
+
+// A body that includes a file may name any parameter there: each is rebound for every attempt
+// (this one is moved, so it is cloned), as if the body named it.
+#[robust(retries = 2, backoff = none)]
+fn included_body(name: String) -> Result<usize, String> {
+    include!("included/moves_name.rs")
+}
+
+#[test]
+fn a_parameter_named_in_an_included_file_is_cloned_per_attempt() {
+    let time = reset();
+    let _g = time.install();
+    assert_eq!(included_body("four".into()), Ok(4));
+    assert_eq!(ATTEMPTS.with(|a| a.get()), 3);
+}
+
 // A value computed from a `&mut` parameter before a `move` callback is made: it is read before
 // the first attempt (the fn takes the general path, which makes its callbacks first), so the
 // callback sees the vector as the caller passed it, not as the first attempt left it.

@@ -6,13 +6,13 @@ use std::time::Duration;
 use proc_macro2::{Group, Literal, Span, TokenStream, TokenTree};
 use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
-use syn::{FnArg, Ident, Pat, ReturnType, Type};
+use syn::{FnArg, Ident, Pat, ReturnType, Token, Type};
 
 use crate::ast::{Func, Kind};
 use crate::model::{
     AdaptiveSpec, After, Config, JitterSpec, Limit, Overrides, Strategy, finite_limit,
 };
-use crate::valid::peel;
+use crate::valid::{Reborrow, peel};
 
 /// `tokens` with every span set to `span` (groups included), so that an error about a
 /// generated path points at the user's token instead of the whole attribute.
@@ -741,6 +741,8 @@ fn rebind_args(
     let mut prelude = Vec::new();
     let mut views = Vec::new();
     let body = f.body.stream();
+    // (A body that includes a file may name any parameter there.)
+    let included = crate::valid::includes_code(body.clone());
     for (i, arg) in f.sig.inputs.iter_mut().enumerate() {
         // The receiver is checked in `valid`: only `&self` and `&mut self` get here. An async
         // attempt borrows `&mut self` uniquely: a block that only reads it would capture a
@@ -761,7 +763,8 @@ fn rebind_args(
         };
         let attrs = &pt.attrs;
         let is_ref = matches!(peel(&pt.ty), Type::Reference(_));
-        let is_mut_ref = matches!(peel(&pt.ty), Type::Reference(r) if r.mutability.is_some());
+        let reborrow = crate::valid::reborrow_of(&pt.ty);
+        let is_mut_ref = reborrow == Some(crate::valid::Reborrow::Ref);
         let ty_span = pt.ty.span();
         let cloned = |name: &Ident| {
             let p = respan(p, ty_span);
@@ -807,12 +810,23 @@ fn rebind_args(
             Pat::Wild(_) => {}
             Pat::Ident(pi)
                 if pi.subpat.is_none()
+                    && !included
                     && !crate::valid::mentions(body.clone(), &pi.ident)
                     && !attr_names.contains(&syn::ext::IdentExt::unraw(&pi.ident).to_string())
                     && !attr_names.contains(&pi.ident.to_string()) => {}
             Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {
                 let ident = pi.ident.clone();
-                if is_mut_ref {
+                if let Some(how @ (Reborrow::Option | Reborrow::Pin)) = reborrow {
+                    // A unique borrow in an `Option` or a `Pin`: each attempt reborrows it
+                    // through the parameter, which is made `mut` for that (the `mut` written on
+                    // it goes to the attempt's binding, as for `&mut`).
+                    let m = pi.mutability.replace(Token![mut](ident.span()));
+                    let call = match how {
+                        Reborrow::Option => quote!(::core::option::Option::as_deref_mut),
+                        _ => quote!(::core::pin::Pin::as_mut),
+                    };
+                    prelude.push(quote!(#(#attrs)* let #m #ident = #call(&mut #ident);));
+                } else if is_mut_ref {
                     let m = pi.mutability.take();
                     prelude.push(quote!(#(#attrs)* let #m #ident = &mut *#ident;));
                 } else if is_ref {

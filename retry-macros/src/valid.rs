@@ -2595,6 +2595,53 @@ pub fn peel(ty: &syn::Type) -> &syn::Type {
     }
 }
 
+/// How each attempt reborrows a parameter that holds a unique borrow (one that cannot be
+/// cloned for it).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Reborrow {
+    /// `&mut T`: `&mut *x`.
+    Ref,
+    /// `Option<&mut T>`: `Option::as_deref_mut(&mut x)`.
+    Option,
+    /// `Pin<&mut T>`: `Pin::as_mut(&mut x)`.
+    Pin,
+}
+
+/// Whether a parameter of type `ty` holds a unique borrow that each attempt reborrows: `&mut T`,
+/// `Option<&mut T>` or `Pin<&mut T>` (read from the type as written: through an alias it is
+/// taken for an owned value, and cloned).
+pub fn reborrow_of(ty: &syn::Type) -> Option<Reborrow> {
+    let is_mut_ref =
+        |ty: &syn::Type| matches!(peel(ty), syn::Type::Reference(r) if r.mutability.is_some());
+    match peel(ty) {
+        syn::Type::Reference(r) if r.mutability.is_some() => Some(Reborrow::Ref),
+        syn::Type::Path(tp) if tp.qself.is_none() => {
+            let last = tp.path.segments.last()?;
+            let syn::PathArguments::AngleBracketed(args) = &last.arguments else {
+                return None;
+            };
+            let mut types = args.args.iter().filter_map(|a| match a {
+                syn::GenericArgument::Type(t) => Some(t),
+                _ => None,
+            });
+            let (Some(inner), None) = (types.next(), types.next()) else {
+                return None;
+            };
+            if !is_mut_ref(inner) {
+                return None;
+            }
+            if last.ident == "Option" {
+                Some(Reborrow::Option)
+            } else if last.ident == "Pin" {
+                Some(Reborrow::Pin)
+            } else {
+                None
+            }
+        }
+        _ => None,
+    }
+}
+
 /// Every name a pattern binds.
 pub fn bound_names(pat: &syn::Pat, out: &mut Vec<String>) {
     let mut stack = vec![pat];
@@ -3128,8 +3175,8 @@ pub fn check_blocking_timeout(config: &Config, f: &crate::ast::Func, errors: &mu
     }
 }
 
-/// The parameters each attempt borrows mutably: those taken by `&mut` under a plain name, and
-/// `self` behind `&mut self`.
+/// The parameters each attempt borrows mutably: those taken by `&mut` (or `Option<&mut _>`,
+/// `Pin<&mut _>`) under a plain name, and `self` behind `&mut self`.
 fn mut_params(f: &crate::ast::Func) -> Vec<syn::Ident> {
     let mut names: Vec<syn::Ident> = Vec::new();
     for arg in &f.sig.inputs {
@@ -3140,8 +3187,8 @@ fn mut_params(f: &crate::ast::Func) -> Vec<syn::Ident> {
                 names.push(syn::Ident::new("self", r.self_token.span));
             }
             syn::FnArg::Typed(pt) => {
-                if let (syn::Type::Reference(r), syn::Pat::Ident(pi)) = (peel(&pt.ty), &*pt.pat)
-                    && r.mutability.is_some()
+                if let syn::Pat::Ident(pi) = &*pt.pat
+                    && reborrow_of(&pt.ty).is_some()
                 {
                     names.push(pi.ident.clone());
                 }
@@ -3330,6 +3377,16 @@ pub fn mentions(tokens: proc_macro2::TokenStream, name: &syn::Ident) -> bool {
     names_variable(tokens, name, false)
 }
 
+/// Whether `tokens` call `include!` (at any depth): the file it includes may name anything,
+/// which no reading of the tokens can see.
+pub fn includes_code(tokens: proc_macro2::TokenStream) -> bool {
+    use proc_macro2::TokenTree;
+    any_token(tokens, |level, i| {
+        matches!(&level[i], TokenTree::Ident(id) if id == "include")
+            && matches!(level.get(i + 1), Some(TokenTree::Punct(p)) if p.as_char() == '!')
+    })
+}
+
 /// [`mentions`], and with `skip_paths` not as a path segment either (`name::X`, `X::name`):
 /// whether `tokens` may read the variable `name`. (A name after a `.` is a field, never the
 /// variable.)
@@ -3452,7 +3509,7 @@ pub fn check_hedge(config: &Config, f: &crate::ast::Func, errors: &mut Errors) {
                     "`hedge` runs attempts of this fn at the same time, and each would borrow `self` mutably: take `&self` (with interior mutability for what the attempts change), or leave `hedge` out",
                 );
             }
-            syn::FnArg::Typed(pt) if mut_ref(&pt.ty) => errors.at(
+            syn::FnArg::Typed(pt) if reborrow_of(&pt.ty).is_some() => errors.at(
                 Sp::of(&pt.ty),
                 "`hedge` runs attempts of this fn at the same time, and each would borrow this argument mutably: take it by `&` or by value, or leave `hedge` out",
             ),

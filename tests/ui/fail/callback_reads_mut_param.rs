@@ -7,6 +7,9 @@ use retry_runtime::robust;
 #[robust(retries = 1, on_error = |_e: &io::Error, _n| eprintln!("{}", buf.len()))]
 fn on_error_reads(buf: &mut Vec<u8>) -> io::Result<()> { buf.push(1); Err(io::ErrorKind::Other.into()) }
 
+#[robust(retries = 1, on_error = |_e: &io::Error, _n| eprintln!("{:?}", buf))]
+fn on_error_reads_option(buf: Option<&mut Vec<u8>>) -> io::Result<()> { let _ = buf; Err(io::ErrorKind::Other.into()) }
+
 struct Conn { sent: u32 }
 
 impl Conn {

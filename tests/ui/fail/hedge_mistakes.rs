@@ -11,6 +11,10 @@ impl Client {
     async fn get(&mut self, buf: &mut Vec<u8>) -> std::io::Result<()> { let _ = buf; tokio::task::yield_now().await; Ok(()) }
 }
 
+// Nor a `&mut` in an `Option` or a `Pin`.
+#[robust(hedge(after = 50ms))]
+async fn wrapped(buf: Option<&mut Vec<u8>>, n: std::pin::Pin<&mut u32>) -> std::io::Result<()> { let _ = (buf, n); tokio::task::yield_now().await; Ok(()) }
+
 // No hedge at all, a hedge at once, a negative or unitless-but-wrong delay.
 #[robust(hedge(after = 50ms, max = 0))]
 async fn zero_max() -> std::io::Result<()> { tokio::task::yield_now().await; Ok(()) }
