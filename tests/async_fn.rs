@@ -667,3 +667,61 @@ async fn mutable_references_in_an_option_or_a_pin_are_reborrowed_per_attempt() {
     assert_eq!(e.kind(), ErrorKind::NotFound);
     assert_eq!(seen, 4, "`None` was given to all four attempts");
 }
+
+/// About thirty years, tokio's "never": the longest any wait lasts.
+const THIRTY_YEARS: Duration = Duration::from_secs(86400 * 365 * 30);
+
+#[robust(retries = 1, backoff = constant(base = 100000000000000s), jitter = none)]
+async fn backs_off_for_ages(calls: &AtomicU32) -> io::Result<u32> {
+    tokio::task::yield_now().await;
+    Err(io::Error::other(
+        calls.fetch_add(1, Ordering::SeqCst).to_string(),
+    ))
+}
+
+#[robust(retries = 1, backoff = constant(base = 1s), jitter = none,
+         hint = |_e: &io::Error| Some(Duration::from_secs(100_000_000_000_000)))]
+async fn hinted_for_ages(calls: &AtomicU32) -> io::Result<u32> {
+    tokio::task::yield_now().await;
+    Err(io::Error::other(
+        calls.fetch_add(1, Ordering::SeqCst).to_string(),
+    ))
+}
+
+#[robust(retries = 1, backoff = constant(base = 1s), jitter = none,
+         timeout = 999999999999999999s, deadline = 1000000000000000000s)]
+async fn hangs_once(calls: &AtomicU32) -> io::Result<u32> {
+    if calls.fetch_add(1, Ordering::SeqCst) == 0 {
+        std::future::pending::<()>().await;
+    }
+    Ok(7)
+}
+
+// A wait of 10^14 s (or a timeout near the 10^18 s the attribute accepts) lasts thirty years,
+// as tokio's `sleep` makes it: on the paused clock it passes at once (it took seconds of CPU
+// time, and a timeout of 10^18 s minutes, while the clock crossed it in steps of two years).
+#[tokio::test(start_paused = true)]
+async fn the_longest_waits_last_thirty_years() {
+    let calls = AtomicU32::new(0);
+    let start = Instant::now();
+    let e = backs_off_for_ages(&calls).await.unwrap_err();
+    assert_eq!(
+        (e.to_string().as_str(), calls.load(Ordering::SeqCst)),
+        ("1", 2)
+    );
+    assert_eq!(start.elapsed(), THIRTY_YEARS);
+
+    let calls = AtomicU32::new(0);
+    let start = Instant::now();
+    let e = hinted_for_ages(&calls).await.unwrap_err();
+    assert_eq!(
+        (e.to_string().as_str(), calls.load(Ordering::SeqCst)),
+        ("1", 2)
+    );
+    assert_eq!(start.elapsed(), THIRTY_YEARS);
+
+    let calls = AtomicU32::new(0);
+    let start = Instant::now();
+    assert_eq!(hangs_once(&calls).await.unwrap(), 7);
+    assert_eq!(start.elapsed(), THIRTY_YEARS + Duration::from_secs(1));
+}

@@ -345,9 +345,13 @@ impl Sleep for VirtualTime {
 /// wait at all).
 pub(crate) fn far_add(at: Instant, d: Duration) -> Instant {
     at.checked_add(d)
-        .or_else(|| at.checked_add(Duration::from_secs(86400 * 365 * 30)))
+        .or_else(|| at.checked_add(FAR))
         .unwrap_or(at)
 }
+
+/// About thirty years: a wait that long is never over (tokio's own "never", to which its
+/// `sleep` cuts any longer wait).
+pub(crate) const FAR: Duration = Duration::from_secs(86400 * 365 * 30);
 
 impl AsyncSleep for VirtualTime {
     fn sleep_async(&self, d: Duration) -> impl Future<Output = ()> + Send {

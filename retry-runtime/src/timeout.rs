@@ -433,11 +433,14 @@ pub(crate) fn deadline_in(d: Duration) -> tokio::time::Instant {
     after(tokio::time::Instant::now(), d)
 }
 
-/// `at + d`, saturating about thirty years ahead.
+/// `at + d`, `d` cut to about thirty years, as tokio's `sleep` cuts it. (Not only where the sum
+/// would overflow an `Instant`: tokio's paused clock reaches a timer further away than its
+/// wheel spans, about two years, in steps of that span, so a wait of 10^14 s took seconds of
+/// CPU time to pass in a test, where tokio's own `sleep` of it passes at once.)
 #[cfg(feature = "tokio")]
 #[inline]
 pub(crate) fn after(at: tokio::time::Instant, d: Duration) -> tokio::time::Instant {
-    tokio::time::Instant::from_std(crate::time::far_add(at.into_std(), d))
+    tokio::time::Instant::from_std(crate::time::far_add(at.into_std(), d.min(crate::time::FAR)))
 }
 
 /// Runs one async attempt (already pinned in the caller) under the policy's timeout, on the

@@ -703,6 +703,9 @@ mod tests {
     /// reading made after it, and at most two ticks (and a millisecond for a late timer
     /// interrupt and the calibration) behind one made before it, at every phase of three
     /// ticks of real time; only a window of a second or more (buckets of 100 ms) reads it.
+    /// (A host that delays the kernel's timer interrupt, a loaded virtual machine, makes the
+    /// coarse clock later than that now and then: up to 1% of the readings may be, by at most
+    /// 100 ms: a run of the whole suite beside a build once saw one such reading.)
     #[test]
     #[cfg(any(target_os = "linux", target_os = "android"))]
     fn the_coarse_clock_is_the_exact_one_up_to_two_ticks_late() {
@@ -713,21 +716,28 @@ mod tests {
         let tick = u128::try_from(tick.tv_nsec).unwrap();
         let late = 2 * tick + 1_000_000;
         let start = Stamp::of(Instant::now());
-        let mut seen = 0u32;
+        let (mut seen, mut delayed) = (0u32, 0u32);
         loop {
             let before = Stamp::of(Instant::now());
             let coarse = wide.coarse_now().expect("a coarse clock on Linux");
             let after = Stamp::of(Instant::now());
             assert!(coarse <= after, "{coarse:?} after {after:?}");
             assert!(
-                coarse.0 + late >= before.0,
-                "{coarse:?} too far before {before:?}"
+                coarse.0 + 100_000_000 >= before.0,
+                "{coarse:?} more than 100 ms before {before:?}"
             );
+            if coarse.0 + late < before.0 {
+                delayed += 1;
+            }
             seen += 1;
             if after.0 - start.0 > 3 * tick && seen >= 1_000 {
                 break;
             }
         }
+        assert!(
+            delayed * 100 <= seen,
+            "{delayed} of {seen} readings more than two ticks late"
+        );
     }
 
     /// Counts made on the coarse clock and on the exact one land in the same window.
