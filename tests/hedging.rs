@@ -1282,3 +1282,35 @@ async fn a_matched_value_that_wins_its_round_is_no_latency_sample() {
     assert_eq!(policy.call_async(|_| answer(1)).await.unwrap(), 1);
     assert_eq!(SAMPLES.samples(), 1);
 }
+
+/// Unique borrows no attempt touches: hedged attempts borrow none of them, so `hedge` takes
+/// them (the body never names `_spare`; only the fallback writes through `out`).
+#[robust(retries = 1, backoff = none, hedge(after = 10ms, max = 1),
+         fallback = move |_| { out.push(7); Ok(out.len() as u32) })]
+async fn hedged_beside_borrows(
+    out: &mut Vec<u32>,
+    _spare: Option<&mut u32>,
+    calls: &AtomicU32,
+) -> io::Result<u32> {
+    calls.fetch_add(1, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(25)).await;
+    Err(ErrorKind::Other.into())
+}
+
+#[tokio::test(start_paused = true)]
+async fn unique_borrows_the_attempts_leave_alone_may_stand_beside_hedge() {
+    let (mut out, mut spare, calls) = (vec![1], 5, AtomicU32::new(0));
+    let r = hedged_beside_borrows(&mut out, Some(&mut spare), &calls).await;
+    assert_eq!(
+        r.unwrap(),
+        2,
+        "the fallback pushed through the caller's vector"
+    );
+    assert_eq!(out, [1, 7]);
+    assert_eq!(spare, 5);
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        4,
+        "two attempts, a hedge beside each"
+    );
+}

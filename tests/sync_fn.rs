@@ -247,6 +247,78 @@ fn mutable_references_in_an_option_or_a_pin_are_reborrowed_per_attempt() {
     assert_eq!(c, 6);
 }
 
+// A borrowed trait object passed on: each attempt's reborrow may shorten the object's lifetime
+// to its own, as the parameter's type does without the attribute (a plain reborrow keeps the
+// whole call's, and a fn taking `Option<&mut dyn Write>` would refuse it).
+fn write_maybe(out: Option<&mut dyn std::fmt::Write>, n: u32) {
+    if let Some(o) = out {
+        let _ = write!(o, "{n}");
+    }
+}
+
+fn write_to(out: &mut dyn std::fmt::Write, n: u32) {
+    let _ = write!(out, "<{n}>");
+}
+
+trait Bump {
+    fn bump(self: std::pin::Pin<&mut Self>) -> u32;
+}
+
+impl Bump for u32 {
+    fn bump(mut self: std::pin::Pin<&mut Self>) -> u32 {
+        *self += 1;
+        *self
+    }
+}
+
+fn bump(b: std::pin::Pin<&mut dyn Bump>) -> u32 {
+    b.bump()
+}
+
+#[robust(retries = 2, backoff = none)]
+fn passes_objects_on<'a>(
+    out: Option<&'a mut (dyn std::fmt::Write + 'a)>,
+    log: &mut (dyn std::fmt::Write + Send),
+    counter: std::pin::Pin<&mut dyn Bump>,
+) -> Result<u32, String> {
+    let n = attempt();
+    write_maybe(out, n);
+    write_to(log, n);
+    let c = bump(counter);
+    if n < 3 { Err("again".into()) } else { Ok(c) }
+}
+
+// A pattern that binds the `Option` by reference reborrows it too (it cannot be cloned).
+#[robust(retries = 2, backoff = none)]
+fn pushes_through_a_pattern(ref mut out: Option<&mut Vec<u32>>) -> Result<usize, String> {
+    let n = attempt();
+    let Some(v) = out else {
+        return Err("none".into());
+    };
+    v.push(n);
+    if n < 3 {
+        Err("again".into())
+    } else {
+        Ok(v.len())
+    }
+}
+
+#[test]
+fn borrowed_trait_objects_and_patterns_are_reborrowed_per_attempt() {
+    let time = reset();
+    let _g = time.install();
+    let (mut out, mut log, mut counter) = (String::new(), String::new(), 0u32);
+    let pinned: std::pin::Pin<&mut u32> = std::pin::Pin::new(&mut counter);
+    let c = passes_objects_on(Some(&mut out), &mut log, pinned);
+    assert_eq!(c, Ok(3));
+    assert_eq!((out.as_str(), log.as_str()), ("123", "<1><2><3>"));
+    assert_eq!(counter, 3, "each attempt bumped the caller's counter");
+    ATTEMPTS.with(|a| a.set(0));
+    let mut v = Vec::new();
+    assert_eq!(pushes_through_a_pattern(Some(&mut v)), Ok(3));
+    assert_eq!(v, [1, 2, 3]);
+}
+
 // A body that includes a file may name any parameter there: each is rebound for every attempt
 // (this one is moved, so it is cloned), as if the body named it.
 #[robust(retries = 2, backoff = none)]
@@ -260,6 +332,25 @@ fn a_parameter_named_in_an_included_file_is_cloned_per_attempt() {
     let _g = time.install();
     assert_eq!(included_body("four".into()), Ok(4));
     assert_eq!(ATTEMPTS.with(|a| a.get()), 3);
+}
+
+// A blocking fn's timeout acts through the attempt's context, which only the included file
+// reads here: the attribute cannot see that, so it does not call the timeout useless.
+#[robust(timeout = "1s", retries = 0, attempt = ctx)]
+fn included_reads_ctx(time: &VirtualTime) -> Result<bool, String> {
+    include!("included/reads_ctx.rs")
+}
+
+#[test]
+fn an_included_file_may_read_the_attempts_context() {
+    let time = reset();
+    let _g = time.install();
+    assert_eq!(
+        included_reads_ctx(&time),
+        Ok(true),
+        "two seconds passed a one-second timeout"
+    );
+    assert_eq!(ATTEMPTS.with(|a| a.get()), 1);
 }
 
 // A value computed from a `&mut` parameter before a `move` callback is made: it is read before

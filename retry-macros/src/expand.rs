@@ -712,6 +712,77 @@ struct Rebound {
     views: Vec<(Vec<String>, TokenStream)>,
 }
 
+/// How an attempt reborrows the parameter `name` of type `ty`, which holds a unique borrow
+/// (`how`): the type its binding is given, if any, and the value.
+///
+/// A borrow of a trait object (`&mut dyn Write`, `Option<&mut dyn Write>`, `Pin<&mut dyn
+/// Future<Output = ()>>`) is given the parameter's type with the borrow's lifetime and the
+/// object's left to inference (`&'_ mut (dyn Write + '_)`): a plain reborrow keeps the object's
+/// lifetime, that of the whole call, and `&mut` is invariant in it, so a body that passes the
+/// reborrow on to a fn taking `Option<&mut dyn Write>` would need the object to outlive the
+/// reborrow, which no borrow made for one attempt can. The annotation lets the object's lifetime
+/// shorten to the reborrow's, as the parameter's own type does without the attribute. (Only for
+/// a trait object: a pointee written `impl Trait` cannot be named in a `let`.)
+fn reborrowed(how: Reborrow, name: &Ident, ty: &Type) -> (Option<TokenStream>, TokenStream) {
+    let span = ty.span();
+    // The pointee: the `T` of `&mut T`, `Option<&mut T>`, `Pin<&mut T>`.
+    let pointee = match peel(ty) {
+        Type::Reference(r) => Some(&*r.elem),
+        Type::Path(tp) => tp
+            .path
+            .segments
+            .last()
+            .and_then(|seg| match &seg.arguments {
+                syn::PathArguments::AngleBracketed(a) => a.args.iter().find_map(|g| match g {
+                    syn::GenericArgument::Type(t) => match peel(t) {
+                        Type::Reference(r) => Some(&*r.elem),
+                        _ => None,
+                    },
+                    _ => None,
+                }),
+                _ => None,
+            }),
+        _ => None,
+    };
+    let object = pointee.and_then(|t| match peel(t) {
+        Type::TraitObject(o) => {
+            let mut o = o.clone();
+            o.bounds = o
+                .bounds
+                .into_iter()
+                .filter(|b| !matches!(b, syn::TypeParamBound::Lifetime(_)))
+                .collect();
+            let anon = syn::Lifetime::new("'_", span);
+            o.bounds.push(syn::TypeParamBound::Lifetime(anon));
+            Some(quote_spanned!(span=> &'_ mut (#o)))
+        }
+        _ => None,
+    });
+    match (how, object) {
+        (Reborrow::Ref, object) => (object.map(|o| quote!(: #o)), quote!(&mut *#name)),
+        (Reborrow::Option, None) => (
+            None,
+            quote!(::core::option::Option::as_deref_mut(&mut #name)),
+        ),
+        (Reborrow::Option, Some(o)) => {
+            let r = Ident::new("__robust_ref", Span::mixed_site());
+            (
+                Some(quote_spanned!(span=> : ::core::option::Option<#o>)),
+                quote! {
+                    match &mut #name {
+                        ::core::option::Option::Some(#r) => ::core::option::Option::Some(&mut **#r),
+                        ::core::option::Option::None => ::core::option::Option::None,
+                    }
+                },
+            )
+        }
+        (Reborrow::Pin, object) => (
+            object.map(|o| quote_spanned!(span=> : ::core::pin::Pin<#o>)),
+            quote!(::core::pin::Pin::as_mut(&mut #name)),
+        ),
+    }
+}
+
 /// Rewrites the parameters: owned ones are cloned for each attempt, `&mut` ones reborrowed; a
 /// pattern (`(host, port)`, `State(app)`) is replaced by a name and destructured in each
 /// attempt. A parameter neither the body nor an expression of the attribute mentions is left
@@ -741,8 +812,6 @@ fn rebind_args(
     let mut prelude = Vec::new();
     let mut views = Vec::new();
     let body = f.body.stream();
-    // (A body that includes a file may name any parameter there.)
-    let included = crate::valid::includes_code(body.clone());
     for (i, arg) in f.sig.inputs.iter_mut().enumerate() {
         // The receiver is checked in `valid`: only `&self` and `&mut self` get here. An async
         // attempt borrows `&mut self` uniquely: a block that only reads it would capture a
@@ -764,7 +833,6 @@ fn rebind_args(
         let attrs = &pt.attrs;
         let is_ref = matches!(peel(&pt.ty), Type::Reference(_));
         let reborrow = crate::valid::reborrow_of(&pt.ty);
-        let is_mut_ref = reborrow == Some(crate::valid::Reborrow::Ref);
         let ty_span = pt.ty.span();
         let cloned = |name: &Ident| {
             let p = respan(p, ty_span);
@@ -802,33 +870,33 @@ fn rebind_args(
                 prelude.push(quote!(#(#attrs)* let #binding = #clone; #(#attrs)* #touch));
             }
         };
+        // A wildcard is never read: nothing to clone or reborrow. Nor is a name the body does
+        // not mention (`_unused`), unless an expression of the attribute reads an owned one
+        // (from a clone, as the attempts may move it): it stays the parameter's, dropped when
+        // the fn returns, as without the attribute, and needs no `Clone`. (Its tokens are read
+        // whole, macros' included.)
+        let alone = crate::valid::attempts_leave_alone(&pt.pat, &body);
         match &mut *pt.pat {
-            // A wildcard is never read: nothing to clone or reborrow. Nor is a name neither
-            // the body nor an expression of the attribute mentions (`_unused`): it stays the
-            // parameter's, dropped when the fn returns, as without the attribute, and needs no
-            // `Clone`. (Its tokens are read whole, macros' included.)
             Pat::Wild(_) => {}
             Pat::Ident(pi)
-                if pi.subpat.is_none()
-                    && !included
-                    && !crate::valid::mentions(body.clone(), &pi.ident)
-                    && !attr_names.contains(&syn::ext::IdentExt::unraw(&pi.ident).to_string())
-                    && !attr_names.contains(&pi.ident.to_string()) => {}
+                if alone
+                    && (reborrow.is_some()
+                        || !attr_names
+                            .contains(&syn::ext::IdentExt::unraw(&pi.ident).to_string())
+                            && !attr_names.contains(&pi.ident.to_string())) => {}
             Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {
                 let ident = pi.ident.clone();
-                if let Some(how @ (Reborrow::Option | Reborrow::Pin)) = reborrow {
-                    // A unique borrow in an `Option` or a `Pin`: each attempt reborrows it
-                    // through the parameter, which is made `mut` for that (the `mut` written on
-                    // it goes to the attempt's binding, as for `&mut`).
-                    let m = pi.mutability.replace(Token![mut](ident.span()));
-                    let call = match how {
-                        Reborrow::Option => quote!(::core::option::Option::as_deref_mut),
-                        _ => quote!(::core::pin::Pin::as_mut),
+                if let Some(how) = reborrow {
+                    // A unique borrow: each attempt reborrows it through the parameter, which
+                    // an `Option` or a `Pin` needs `mut` for (the `mut` written on it goes to
+                    // the attempt's binding).
+                    let m = if how == Reborrow::Ref {
+                        pi.mutability.take()
+                    } else {
+                        pi.mutability.replace(Token![mut](ident.span()))
                     };
-                    prelude.push(quote!(#(#attrs)* let #m #ident = #call(&mut #ident);));
-                } else if is_mut_ref {
-                    let m = pi.mutability.take();
-                    prelude.push(quote!(#(#attrs)* let #m #ident = &mut *#ident;));
+                    let (ty, value) = reborrowed(how, &ident, &pt.ty);
+                    prelude.push(quote!(#(#attrs)* let #m #ident #ty = #value;));
                 } else if is_ref {
                     // `mut r: &T`: each attempt starts from the reference passed in, whatever
                     // an earlier attempt reassigned.
@@ -845,12 +913,14 @@ fn rebind_args(
             }
             pat => {
                 let name = format_ident!("__robust_arg{}", i, span = Span::mixed_site());
+                // (An `Option` or a `Pin` is reborrowed through `&mut`.)
+                let needs_mut = matches!(reborrow, Some(Reborrow::Option | Reborrow::Pin));
                 let original = std::mem::replace(
                     pat,
                     Pat::Ident(syn::PatIdent {
                         attrs: Vec::new(),
                         by_ref: None,
-                        mutability: None,
+                        mutability: needs_mut.then(|| Token![mut](Span::mixed_site())),
                         ident: name.clone(),
                         subpat: None,
                     }),
@@ -859,8 +929,8 @@ fn rebind_args(
                 // BREAKERS.get(host)`, `on_retry = |r, i| log(&app, r)`), which run outside
                 // the attempts: bound as each attempt binds them, from a clone of the argument
                 // (or the reference passed in), so they have the types the body sees. (Not for
-                // a `&mut` parameter: each attempt reborrows it.)
-                if !is_mut_ref {
+                // a unique borrow: each attempt reborrows it.)
+                if reborrow.is_none() {
                     let value = if is_ref {
                         quote!(#name)
                     } else {
@@ -882,8 +952,9 @@ fn rebind_args(
                     };
                     views.push((names, view));
                 }
-                if is_mut_ref {
-                    prelude.push(quote!(#(#attrs)* let #original = &mut *#name;));
+                if let Some(how) = reborrow {
+                    let (ty, value) = reborrowed(how, &name, &pt.ty);
+                    prelude.push(quote!(#(#attrs)* let #original #ty = #value;));
                 } else if is_ref {
                     prelude.push(quote!(#(#attrs)* let #original = #name;));
                 } else {

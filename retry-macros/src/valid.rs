@@ -2642,6 +2642,21 @@ pub fn reborrow_of(ty: &syn::Type) -> Option<Reborrow> {
     }
 }
 
+/// Whether the attempts leave a parameter (bound by `pat`) alone, so that it needs no clone
+/// or reborrow for them: a wildcard, or a plain name the body (`body`) never mentions, when it
+/// includes no file (which may name anything).
+pub fn attempts_leave_alone(pat: &syn::Pat, body: &proc_macro2::TokenStream) -> bool {
+    match pat {
+        syn::Pat::Wild(_) => true,
+        syn::Pat::Ident(pi) => {
+            pi.subpat.is_none()
+                && !includes_code(body.clone())
+                && !mentions(body.clone(), &pi.ident)
+        }
+        _ => false,
+    }
+}
+
 /// Every name a pattern binds.
 pub fn bound_names(pat: &syn::Pat, out: &mut Vec<String>) {
     let mut stack = vec![pat];
@@ -3176,9 +3191,10 @@ pub fn check_blocking_timeout(config: &Config, f: &crate::ast::Func, errors: &mu
 }
 
 /// The parameters each attempt borrows mutably: those taken by `&mut` (or `Option<&mut _>`,
-/// `Pin<&mut _>`) under a plain name, and `self` behind `&mut self`.
+/// `Pin<&mut _>`) under a plain name the body mentions, and `self` behind `&mut self`.
 fn mut_params(f: &crate::ast::Func) -> Vec<syn::Ident> {
     let mut names: Vec<syn::Ident> = Vec::new();
+    let body = f.body.stream();
     for arg in &f.sig.inputs {
         match arg {
             // (`&mut self` and `self: &mut Self` alike: syn gives both their type.)
@@ -3189,6 +3205,7 @@ fn mut_params(f: &crate::ast::Func) -> Vec<syn::Ident> {
             syn::FnArg::Typed(pt) => {
                 if let syn::Pat::Ident(pi) = &*pt.pat
                     && reborrow_of(&pt.ty).is_some()
+                    && !attempts_leave_alone(&pt.pat, &body)
                 {
                     names.push(pi.ident.clone());
                 }
@@ -3367,7 +3384,9 @@ const HARMLESS_ATTEMPT_METHODS: [&str; 4] = ["number", "retries", "started", "el
 /// of the variable other than a call of one of [`HARMLESS_ATTEMPT_METHODS`] (`ctx.number()`)
 /// or a path segment of that name. (Passing it on, `helper(ctx)`, may read it.)
 fn may_read_limit(tokens: proc_macro2::TokenStream, name: &syn::Ident) -> bool {
-    names_variable_but(tokens, name, true, &HARMLESS_ATTEMPT_METHODS)
+    // (A file the body includes may read it.)
+    includes_code(tokens.clone())
+        || names_variable_but(tokens, name, true, &HARMLESS_ATTEMPT_METHODS)
 }
 
 /// Whether `tokens` contain the identifier `name`, at any depth, or a string literal that
@@ -3498,6 +3517,7 @@ pub fn check_hedge(config: &Config, f: &crate::ast::Func, errors: &mut Errors) {
     }
     let mut_ref =
         |ty: &syn::Type| matches!(peel(ty), syn::Type::Reference(r) if r.mutability.is_some());
+    let body = f.body.stream();
     for arg in &f.sig.inputs {
         match arg {
             syn::FnArg::Receiver(r)
@@ -3509,10 +3529,16 @@ pub fn check_hedge(config: &Config, f: &crate::ast::Func, errors: &mut Errors) {
                     "`hedge` runs attempts of this fn at the same time, and each would borrow `self` mutably: take `&self` (with interior mutability for what the attempts change), or leave `hedge` out",
                 );
             }
-            syn::FnArg::Typed(pt) if reborrow_of(&pt.ty).is_some() => errors.at(
+            // (A parameter the attempts leave alone, which only `fallback` may read, is
+            // borrowed by none of them.)
+            syn::FnArg::Typed(pt)
+                if reborrow_of(&pt.ty).is_some() && !attempts_leave_alone(&pt.pat, &body) =>
+            {
+                errors.at(
                 Sp::of(&pt.ty),
                 "`hedge` runs attempts of this fn at the same time, and each would borrow this argument mutably: take it by `&` or by value, or leave `hedge` out",
-            ),
+            )
+            }
             _ => {}
         }
     }

@@ -3,8 +3,9 @@
 // loop, borrowing nothing of it), a closure parameter that shadows the name, a path segment of
 // the same name, and a value computed before a `move` closure is made (in an async fn, and in
 // a blocking one, which then makes its callbacks before the first attempt too), and names a
-// closure binds in its own body. (`tests/ui/fail/callback_reads_mut_param.rs` has the ones
-// that do not.)
+// closure binds in its own body; and callbacks that read a unique borrow the body never names
+// (no attempt borrows it). (`tests/ui/fail/callback_reads_mut_param.rs` has the ones that do
+// not.)
 use std::io;
 
 use retry_runtime::{robust, CircuitBreaker};
@@ -60,6 +61,14 @@ impl Client {
     }
 }
 
+#[robust(retries = 1, on_error = |_e: &io::Error, _| eprintln!("{}", seen.len()),
+         on_retry = |_, _| eprintln!("{:?}", more.as_deref()))]
+async fn reads_unnamed(seen: &mut Vec<u8>, more: Option<&mut u32>, n: u32) -> io::Result<u32> {
+    tokio::task::yield_now().await;
+    if n > 0 { return Err(io::ErrorKind::Other.into()); }
+    Ok(n)
+}
+
 fn main() {
     let mut client = Client { breaker: CircuitBreaker::new(10, 5, 0.5, std::time::Duration::from_secs(5), 1).unwrap(), sent: 0 };
     let _ = client.send();
@@ -72,4 +81,5 @@ fn main() {
     let _ = computed_before(&mut Vec::new());
     let _ = computed_before_blocking(&mut Vec::new());
     let _ = hint_computed_before(&mut Vec::new());
+    let _ = reads_unnamed(&mut Vec::new(), None, 1);
 }

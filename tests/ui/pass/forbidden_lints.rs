@@ -2,7 +2,8 @@
 //! of them (an `allow` under `forbid` is an error, and a future-compatibility warning under a
 //! forbidden group such as `warnings`). The mark a retrying expansion leaves for a second
 //! `#[robust]` is an unnamed `const` (never dead code); the attempt's clone of an owned
-//! parameter only the fallback reads is borrowed once (not an unused variable); an async body
+//! parameter only the fallback reads is borrowed once (not an unused variable), and a unique
+//! borrow only the fallback reads is not reborrowed by the attempts; an async body
 //! that ends in a `return` leaves nothing unreachable after it; the probes' traits come in by
 //! one glob import each, used whichever trait answers; the rules' patterns are checked against
 //! a non-exhaustive value (its last arm is never unreachable); the names a parameter's pattern
@@ -26,6 +27,21 @@ use retry_runtime::{CircuitBreaker, robust};
 
 #[robust(retries = 2, backoff = none, fallback = move |_| Ok(name.len()))]
 pub fn fallback_reads_it(name: String) -> io::Result<usize> {
+    Err(io::ErrorKind::Other.into())
+}
+
+// Unique borrows only the fallback reads: no attempt reborrows them (no unused variable).
+#[robust(retries = 2, backoff = none, fallback = move |_| {
+    out.push(1);
+    if let Some(n) = more { *n += 1; }
+    let _ = pinned;
+    Ok(out.len())
+})]
+pub fn fallback_reads_borrows(
+    out: &mut Vec<u8>,
+    more: Option<&mut u32>,
+    pinned: std::pin::Pin<&mut u32>,
+) -> io::Result<usize> {
     Err(io::ErrorKind::Other.into())
 }
 
