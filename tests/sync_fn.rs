@@ -303,6 +303,22 @@ fn pushes_through_a_pattern(ref mut out: Option<&mut Vec<u32>>) -> Result<usize,
     }
 }
 
+// An object with an `impl Trait` inside (which no `let` can name) keeps the plain reborrow.
+#[robust(retries = 2, backoff = none)]
+fn takes_from(
+    it: &mut dyn Iterator<Item = impl Copy + Into<u32>>,
+    more: Option<&mut dyn Iterator<Item = impl Copy + Into<u32>>>,
+) -> Result<u32, String> {
+    let n = attempt();
+    let a = it.next().map_or(0, Into::into);
+    let b = more.and_then(|m| m.next()).map_or(0, Into::into);
+    if n < 3 {
+        Err("again".into())
+    } else {
+        Ok(a + b)
+    }
+}
+
 #[test]
 fn borrowed_trait_objects_and_patterns_are_reborrowed_per_attempt() {
     let time = reset();
@@ -317,6 +333,13 @@ fn borrowed_trait_objects_and_patterns_are_reborrowed_per_attempt() {
     let mut v = Vec::new();
     assert_eq!(pushes_through_a_pattern(Some(&mut v)), Ok(3));
     assert_eq!(v, [1, 2, 3]);
+    ATTEMPTS.with(|a| a.set(0));
+    let (mut it, mut more) = (1u8..10, 100u16..110);
+    assert_eq!(
+        takes_from(&mut it, Some(&mut more)),
+        Ok(3 + 102),
+        "the third attempt took the third item of each"
+    );
 }
 
 // A body that includes a file may name any parameter there: each is rebound for every attempt

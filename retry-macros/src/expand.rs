@@ -722,7 +722,7 @@ struct Rebound {
 /// reborrow on to a fn taking `Option<&mut dyn Write>` would need the object to outlive the
 /// reborrow, which no borrow made for one attempt can. The annotation lets the object's lifetime
 /// shorten to the reborrow's, as the parameter's own type does without the attribute. (Only for
-/// a trait object: a pointee written `impl Trait` cannot be named in a `let`.)
+/// a trait object with no `impl Trait` in it: that cannot be named in a `let`.)
 fn reborrowed(how: Reborrow, name: &Ident, ty: &Type) -> (Option<TokenStream>, TokenStream) {
     let span = ty.span();
     // The pointee: the `T` of `&mut T`, `Option<&mut T>`, `Pin<&mut T>`.
@@ -744,8 +744,22 @@ fn reborrowed(how: Reborrow, name: &Ident, ty: &Type) -> (Option<TokenStream>, T
             }),
         _ => None,
     };
+    // (An `impl Trait` inside the object, `dyn Iterator<Item = impl Debug>`, cannot be named
+    // in a `let` either: such an object keeps the plain reborrow.)
+    struct HasImpl(bool);
+    impl<'a> syn::visit::Visit<'a> for HasImpl {
+        fn visit_type_impl_trait(&mut self, _: &'a syn::TypeImplTrait) {
+            self.0 = true;
+        }
+    }
     let object = pointee.and_then(|t| match peel(t) {
-        Type::TraitObject(o) => {
+        Type::TraitObject(o)
+            if {
+                let mut v = HasImpl(false);
+                syn::visit::Visit::visit_type_trait_object(&mut v, o);
+                !v.0
+            } =>
+        {
             let mut o = o.clone();
             o.bounds = o
                 .bounds
