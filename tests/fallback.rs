@@ -419,3 +419,52 @@ async fn a_value_read_under_a_lock_in_a_block_keeps_the_future_send() {
         3
     );
 }
+
+// A unique borrow the body never names: each callback reads it, and the fallback, made once the
+// call and its policy (which hold the callbacks) are gone, writes through it.
+#[robust(retries = 2, backoff = none,
+         on_error = |_e: &io::Error, _| SEEN_LENS.with(|s| s.borrow_mut().push(log.len())),
+         fallback = move |e: io::Error| { log.push(e.to_string()); Ok(log.len()) })]
+fn callback_and_fallback_share(log: &mut Vec<String>, calls: &Cell<u32>) -> io::Result<usize> {
+    calls.set(calls.get() + 1);
+    Err(io::Error::other("down"))
+}
+
+#[robust(retries = 2, backoff = constant(base = 10ms), timeout = 1s,
+         on_retry = |_, _| SEEN_LENS.with(|s| s.borrow_mut().push(log.as_deref().map_or(0, Vec::len))),
+         fallback = |e: io::Error| { if let Some(l) = log { l.push(e.to_string()); } Ok(7) })]
+async fn callback_and_fallback_share_async(
+    log: Option<&mut Vec<String>>,
+    calls: &Cell<u32>,
+) -> io::Result<usize> {
+    calls.set(calls.get() + 1);
+    tokio::task::yield_now().await;
+    Err(io::Error::other("down"))
+}
+
+thread_local! {
+    static SEEN_LENS: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
+}
+
+#[tokio::test(start_paused = true)]
+async fn callbacks_may_read_what_the_fallback_writes() {
+    let (mut log, calls) = (vec!["a".to_owned()], Cell::new(0));
+    assert_eq!(callback_and_fallback_share(&mut log, &calls).unwrap(), 2);
+    assert_eq!(log, ["a", "down"]);
+    assert_eq!(calls.get(), 3);
+    assert_eq!(
+        SEEN_LENS.with(|s| s.take()),
+        [1, 1, 1],
+        "on_error saw the vector before the fallback"
+    );
+    let mut log = Vec::new();
+    let r = callback_and_fallback_share_async(Some(&mut log), &calls).await;
+    assert_eq!(r.unwrap(), 7);
+    assert_eq!(log, ["down"]);
+    assert_eq!(calls.get(), 6);
+    assert_eq!(
+        SEEN_LENS.with(|s| s.take()),
+        [0, 0],
+        "on_retry ran before each retry"
+    );
+}

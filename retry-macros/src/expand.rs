@@ -1667,6 +1667,17 @@ pub fn expand(
             }
         }
     };
+    // The call and its policy, which hold the callbacks, end before the fallback is made: a
+    // callback may read a unique borrow the body never names, which the fallback then writes.
+    // (Moved into blocks of their own, the call first, as it borrows the policy.)
+    let release = |with_call: bool| {
+        if config.fallback.is_none() {
+            return quote!();
+        }
+        let end = Ident::new("__robust_end", Span::mixed_site());
+        let call = with_call.then(|| quote!({ let #end = #call; }));
+        quote!(#call { let #end = #policy; })
+    };
     let admit = quote_spanned! {ret_span=>
         if let ::core::option::Option::Some(#returned) =
             #pr::admit::<#ret, _, _>(&mut #call)
@@ -1950,6 +1961,7 @@ pub fn expand(
             let #on_error_name = #on_error;
             let #policy = #p::policy(#whens, #on, #top_settings, #timeout, #on_success, #on_error_name, #extras);
     };
+    let (release_policy, release_call) = (release(false), release(true));
     let new_block = if config.hedge.is_some() {
         // Hedged (SPEC section 15): the runtime's loop runs rounds of attempts, each made by
         // this closure as an `async move` block.
@@ -1969,6 +1981,7 @@ pub fn expand(
             #policy_setup
             #(#held)*
             let #returned = #p::#hedged_loop(&#policy, #make).await;
+            #release_policy
             #apply_fallback
             return #from_result;
         }}
@@ -2033,6 +2046,7 @@ pub fn expand(
                 }
                 #result = #run;
             };
+            #release_call
             #apply_fallback
             return #from_result;
         }}
@@ -2082,6 +2096,7 @@ pub fn expand(
                 };
                 #sleep;
             };
+            #release_call
             #apply_fallback
             return #from_result;
         }}
