@@ -800,7 +800,7 @@ fn reborrowed(how: Reborrow, name: &Ident, ty: &Type) -> (Option<TokenStream>, T
 /// Rewrites the parameters: owned ones are cloned for each attempt, `&mut` ones reborrowed; a
 /// pattern (`(host, port)`, `State(app)`) is replaced by a name and destructured in each
 /// attempt. A parameter neither the body nor an expression of the attribute mentions is left
-/// as it is; an async attempt borrows `&mut self` uniquely (see below). Every statement carries the parameter's attributes, so a parameter under
+/// as it is, and so is a unique borrow the body does not mention; an async attempt borrows `&mut self` uniquely (see below). Every statement carries the parameter's attributes, so a parameter under
 /// `#[cfg(...)]` is rebound exactly when it exists.
 ///
 /// With `hedge`, attempts are `async move` blocks made by a `move` closure, several alive at
