@@ -725,40 +725,11 @@ struct Rebound {
 /// a trait object with no `impl Trait` in it: that cannot be named in a `let`.)
 fn reborrowed(how: Reborrow, name: &Ident, ty: &Type) -> (Option<TokenStream>, TokenStream) {
     let span = ty.span();
-    // The pointee: the `T` of `&mut T`, `Option<&mut T>`, `Pin<&mut T>`.
-    let pointee = match peel(ty) {
-        Type::Reference(r) => Some(&*r.elem),
-        Type::Path(tp) => tp
-            .path
-            .segments
-            .last()
-            .and_then(|seg| match &seg.arguments {
-                syn::PathArguments::AngleBracketed(a) => a.args.iter().find_map(|g| match g {
-                    syn::GenericArgument::Type(t) => match peel(t) {
-                        Type::Reference(r) => Some(&*r.elem),
-                        _ => None,
-                    },
-                    _ => None,
-                }),
-                _ => None,
-            }),
-        _ => None,
-    };
     // (An `impl Trait` inside the object, `dyn Iterator<Item = impl Debug>`, cannot be named
     // in a `let` either: such an object keeps the plain reborrow.)
-    struct HasImpl(bool);
-    impl<'a> syn::visit::Visit<'a> for HasImpl {
-        fn visit_type_impl_trait(&mut self, _: &'a syn::TypeImplTrait) {
-            self.0 = true;
-        }
-    }
-    let object = pointee.and_then(|t| match peel(t) {
-        Type::TraitObject(o)
-            if {
-                let mut v = HasImpl(false);
-                syn::visit::Visit::visit_type_trait_object(&mut v, o);
-                !v.0
-            } =>
+    let object = match crate::valid::reborrow_pointee(ty).map(|(_, t)| peel(t)) {
+        Some(Type::TraitObject(o))
+            if crate::valid::find_impl_trait(quote::ToTokens::to_token_stream(o)).is_none() =>
         {
             let mut o = o.clone();
             o.bounds = o
@@ -771,7 +742,7 @@ fn reborrowed(how: Reborrow, name: &Ident, ty: &Type) -> (Option<TokenStream>, T
             Some(quote_spanned!(span=> &'_ mut (#o)))
         }
         _ => None,
-    });
+    };
     match (how, object) {
         (Reborrow::Ref, object) => (object.map(|o| quote!(: #o)), quote!(&mut *#name)),
         (Reborrow::Option, None) => (

@@ -2611,34 +2611,42 @@ pub enum Reborrow {
 /// `Option<&mut T>` or `Pin<&mut T>` (read from the type as written: through an alias it is
 /// taken for an owned value, and cloned).
 pub fn reborrow_of(ty: &syn::Type) -> Option<Reborrow> {
-    let is_mut_ref =
-        |ty: &syn::Type| matches!(peel(ty), syn::Type::Reference(r) if r.mutability.is_some());
-    match peel(ty) {
-        syn::Type::Reference(r) if r.mutability.is_some() => Some(Reborrow::Ref),
-        syn::Type::Path(tp) if tp.qself.is_none() => {
-            let last = tp.path.segments.last()?;
-            let syn::PathArguments::AngleBracketed(args) = &last.arguments else {
-                return None;
-            };
-            let mut types = args.args.iter().filter_map(|a| match a {
-                syn::GenericArgument::Type(t) => Some(t),
-                _ => None,
-            });
-            let (Some(inner), None) = (types.next(), types.next()) else {
-                return None;
-            };
-            if !is_mut_ref(inner) {
-                return None;
-            }
-            if last.ident == "Option" {
-                Some(Reborrow::Option)
-            } else if last.ident == "Pin" {
-                Some(Reborrow::Pin)
-            } else {
-                None
-            }
+    reborrow_pointee(ty).map(|(how, _)| how)
+}
+
+/// [`reborrow_of`], with the borrow's pointee: the `T` of `&mut T`, `Option<&mut T>` or
+/// `Pin<&mut T>`.
+pub fn reborrow_pointee(ty: &syn::Type) -> Option<(Reborrow, &syn::Type)> {
+    fn mut_pointee(ty: &syn::Type) -> Option<&syn::Type> {
+        match peel(ty) {
+            syn::Type::Reference(r) if r.mutability.is_some() => Some(&r.elem),
+            _ => None,
         }
+    }
+    if let Some(pointee) = mut_pointee(ty) {
+        return Some((Reborrow::Ref, pointee));
+    }
+    let syn::Type::Path(tp) = peel(ty) else {
+        return None;
+    };
+    let last = tp.path.segments.last().filter(|_| tp.qself.is_none())?;
+    let syn::PathArguments::AngleBracketed(args) = &last.arguments else {
+        return None;
+    };
+    let mut types = args.args.iter().filter_map(|a| match a {
+        syn::GenericArgument::Type(t) => Some(t),
         _ => None,
+    });
+    let (Some(inner), None) = (types.next(), types.next()) else {
+        return None;
+    };
+    let pointee = mut_pointee(inner)?;
+    if last.ident == "Option" {
+        Some((Reborrow::Option, pointee))
+    } else if last.ident == "Pin" {
+        Some((Reborrow::Pin, pointee))
+    } else {
+        None
     }
 }
 
@@ -2836,7 +2844,7 @@ fn slots(tokens: proc_macro2::TokenStream) -> Vec<Slot> {
 }
 
 /// The span of an `impl` keyword in `tokens`, if any (`Result<impl Display, E>`).
-fn find_impl_trait(tokens: proc_macro2::TokenStream) -> Option<proc_macro2::Span> {
+pub fn find_impl_trait(tokens: proc_macro2::TokenStream) -> Option<proc_macro2::Span> {
     let mut stack = vec![tokens.into_iter()];
     while let Some(iter) = stack.last_mut() {
         match iter.next() {
