@@ -1083,7 +1083,7 @@ async fn a_hedged_request_sent_once_is_measured() {
         tokio::time::sleep(Duration::from_millis(7)).await;
         Ok::<_, io::Error>(status(StatusCode::OK))
     });
-    let client = RobustLayer::hedged(policy).layer(svc);
+    let client = RobustLayer::hedged(policy).layer(svc).boxed_clone();
     for n in 1..=3 {
         let r = client.clone().oneshot(Request::new(Stream)).await;
         assert_eq!(r.unwrap().status(), StatusCode::OK);
@@ -2234,7 +2234,7 @@ async fn a_hedged_request_waiting_for_a_slot_gives_up_what_the_service_reserved_
         .unwrap();
     // A's first call fails, and so does the hedge it starts at once: its round failed.
     let (svc, calls) = one_at_a_time(2);
-    let client = RobustLayer::hedged(policy).layer(svc);
+    let client = RobustLayer::hedged(policy).layer(svc).boxed_clone();
     no_request_holds_readiness_while_it_waits_for_a_slot(client, calls, 5).await;
     drop(other);
     assert_eq!((limit.in_flight(), limit.queued()), (0, 0));
@@ -2898,4 +2898,119 @@ async fn a_fallback_beside_endless_retries_answers_a_readiness_error() {
     );
     assert_eq!(*seen.lock().unwrap(), [ErrorKind::BrokenPipe]);
     assert_eq!(broken.calls.load(Ordering::SeqCst), 1);
+}
+
+static SPAWN_BUDGET: RetryBudget = match RetryBudget::new(10.0, 0.5, 1.0) {
+    Ok(b) => b,
+    Err(_) => panic!("invalid budget"),
+};
+static SPAWN_LIMIT: retry_runtime::ConcurrencyLimit =
+    match retry_runtime::ConcurrencyLimit::new(4, 4) {
+        Ok(l) => l,
+        Err(_) => panic!("invalid limit"),
+    };
+static SPAWN_BREAKER: std::sync::LazyLock<CircuitBreaker> = std::sync::LazyLock::new(|| {
+    CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(30), 1).expect("valid breaker")
+});
+static SPAWN_THROTTLE: std::sync::LazyLock<AdaptiveThrottle> =
+    std::sync::LazyLock::new(|| AdaptiveThrottle::new(2.0, secs(60)).expect("valid throttle"));
+static SPAWN_LATENCIES: retry_runtime::latency::Latencies =
+    retry_runtime::latency::Latencies::new();
+
+/// A request through the layer runs in a task spawned from an `async move` block, the way a
+/// server's handler or a client's worker runs it, whatever `static` guards its policy
+/// borrows. (Such a block's `Send` check cannot relate two copies of the policy's lifetimes,
+/// rust-lang/rust#64552: a `Service` impl that tied the handle's policy to the type's named
+/// one made this a compile error for every policy with a guard.) Each client answers after a
+/// retry, so the loop ran. The hedged layer's service is boxed (`boxed_clone`), as its docs
+/// say: its impl needs a `'static` policy, which that check cannot see either.
+#[tokio::test(start_paused = true)]
+async fn requests_run_in_tasks_spawned_from_async_blocks() {
+    use retry_runtime::guard::{Keyed, KeyedBreaker, KeyedBudget};
+    use retry_runtime::hedge::Hedge;
+    use retry_runtime::timeout::Adaptive;
+    static BREAKERS: std::sync::LazyLock<KeyedBreaker<String>> = std::sync::LazyLock::new(|| {
+        let template =
+            CircuitBreaker::new(20, 10, 0.5, Duration::from_secs(30), 1).expect("valid breaker");
+        Keyed::new(8, template).expect("capacity")
+    });
+    static BUDGETS: std::sync::LazyLock<KeyedBudget<String>> = std::sync::LazyLock::new(|| {
+        Keyed::new(8, RetryBudget::new(10.0, 1.0, 10.0).expect("valid")).expect("capacity")
+    });
+    fn host<B>(r: &Request<B>) -> String {
+        r.uri().path().to_owned()
+    }
+    // A macro, not a generic fn: in a generic fn the client's type is a parameter, whose
+    // lifetimes the check does not see.
+    macro_rules! spawned {
+        ($client:expr, $calls:expr) => {{
+            let client = $client;
+            let task = tokio::spawn(async move {
+                let answer = client.oneshot(Request::new(String::from("body"))).await;
+                answer.map(|r| r.status())
+            });
+            let status = task.await.unwrap().unwrap();
+            assert_eq!($calls.load(Ordering::SeqCst), 2, "one retry ({status})");
+            status
+        }};
+    }
+    let once_unavailable = || {
+        scripted::<String>(vec![
+            Ok(status(StatusCode::SERVICE_UNAVAILABLE)),
+            Ok(status(StatusCode::OK)),
+        ])
+    };
+    let base = || {
+        Policy::builder()
+            .retries(2)
+            .backoff(Constant::new(ms(10)))
+            .on_ok(OkIf(|r: &Resp| {
+                r.status() == StatusCode::SERVICE_UNAVAILABLE
+            }))
+    };
+
+    let (svc, calls) = once_unavailable();
+    let layer = RobustLayer::new(base().budget(&SPAWN_BUDGET).build().unwrap());
+    assert_eq!(spawned!(layer.layer(svc), calls), StatusCode::OK);
+
+    let (svc, calls) = once_unavailable();
+    let policy = Box::leak(Box::new(base().budget(&SPAWN_BUDGET).build().unwrap()));
+    let layer = RobustLayer::from_static(&*policy);
+    assert_eq!(spawned!(layer.layer(svc), calls), StatusCode::OK);
+
+    // Ten accepted requests: the throttle turns no retry away (its draw would be random).
+    for _ in 0..10 {
+        SPAWN_THROTTLE.record(Instant::now().into_std(), true);
+    }
+    let (svc, calls) = once_unavailable();
+    let policy = base()
+        .budget(&SPAWN_BUDGET)
+        .limit(&SPAWN_LIMIT)
+        .breaker(&*SPAWN_BREAKER)
+        .throttle(&SPAWN_THROTTLE)
+        .adaptive_timeout(Adaptive::new(&SPAWN_LATENCIES, 99.0, 2.0, ms(100), secs(5)).unwrap())
+        .deadline(secs(10))
+        .hint(|_: &io::Error| None)
+        .fallback(|e: io::Error| Err(e))
+        .build()
+        .unwrap();
+    assert_eq!(
+        spawned!(RobustLayer::new(policy).layer(svc), calls),
+        StatusCode::OK
+    );
+
+    let (svc, calls) = once_unavailable();
+    let layer = RobustLayer::new(base().build().unwrap())
+        .breaker_per(&*BREAKERS, host::<String>)
+        .budget_per(&*BUDGETS, host::<String>);
+    assert_eq!(spawned!(layer.layer(svc), calls), StatusCode::OK);
+
+    let (svc, calls) = once_unavailable();
+    let policy = base()
+        .budget(&SPAWN_BUDGET)
+        .hedge(Hedge::after(secs(1), 1).unwrap())
+        .build()
+        .unwrap();
+    let client = RobustLayer::hedged(policy).layer(svc).boxed_clone();
+    assert_eq!(spawned!(client, calls), StatusCode::OK);
 }

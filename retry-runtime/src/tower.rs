@@ -382,33 +382,38 @@ impl<P, G: Clone, H: Clone> Clone for RobustLayer<P, G, H> {
     }
 }
 
-/// How a [`RobustLayer`], its services and each request's future hold the policy `P`: an
-/// `Arc<P>` ([`RobustLayer::new`]: each request takes a share, an atomic increment, and gives
-/// it back when its future is dropped) or a `&'static P` ([`RobustLayer::from_static`]: each
-/// request copies the reference). Sealed: no other type can be one.
-pub trait PolicyHandle<P>: Clone + handle::Sealed {
+/// How a [`RobustLayer`], its services and each request's future hold the policy
+/// ([`Policy`](Self::Policy)): an `Arc<P>` ([`RobustLayer::new`]: each request takes a share,
+/// an atomic increment, and gives it back when its future is dropped) or a `&'static P`
+/// ([`RobustLayer::from_static`]: each request copies the reference). Sealed: no other type
+/// can be one.
+pub trait PolicyHandle: Clone + handle::Sealed {
+    /// The policy held.
+    type Policy;
     /// The policy.
-    fn policy(&self) -> &P;
+    fn policy(&self) -> &Self::Policy;
 }
 
 mod handle {
     pub trait Sealed {}
     impl<P> Sealed for std::sync::Arc<P> {}
-    impl<P> Sealed for &'static P {}
+    impl<P> Sealed for &P {}
 
     /// Only [`PerKey`](super::PerKey) implements [`Guards`](super::Guards).
     pub trait SealedGuards {}
     impl<Br, Bu> SealedGuards for super::PerKey<Br, Bu> {}
 }
 
-impl<P> PolicyHandle<P> for Arc<P> {
+impl<P> PolicyHandle for Arc<P> {
+    type Policy = P;
     #[inline(always)]
     fn policy(&self) -> &P {
         self
     }
 }
 
-impl<P> PolicyHandle<P> for &'static P {
+impl<P> PolicyHandle for &P {
+    type Policy = P;
     #[inline(always)]
     fn policy(&self) -> &P {
         self
@@ -557,7 +562,7 @@ impl<P, Br, H> RobustLayer<P, PerKey<Br, ()>, H> {
     }
 }
 
-impl<P, G, H: PolicyHandle<P>> RobustLayer<P, G, H> {
+impl<P, G, H: PolicyHandle<Policy = P>> RobustLayer<P, G, H> {
     /// The policy.
     pub fn policy(&self) -> &P {
         self.policy.policy()
@@ -1041,16 +1046,21 @@ where
     }
 }
 
+// `P` is not named in the bounds: it is only the name the type is written with (the handle
+// holds that policy, as the constructors make sure). A bound tying `H`'s policy to `P` would
+// tie two copies of the policy's lifetimes, which rustc cannot prove when it checks that an
+// `async` block holding a request's future is `Send` (rust-lang/rust#64552: a request spawned
+// from an `async move` block, whose policy borrows a `static` budget, would not compile).
 impl<S, P, Req, G, H> Service<Req> for Robust<S, P, G, H>
 where
     S: Service<Req> + Clone,
     Req: RetryRequest,
-    G: Guards<Req, P, S::Response, S::Error>,
-    H: PolicyHandle<P>,
+    G: Guards<Req, H::Policy, S::Response, S::Error>,
+    H: PolicyHandle,
 {
     type Response = S::Response;
     type Error = S::Error;
-    type Future = ResponseFuture<S, P, Req, G, H>;
+    type Future = ResponseFuture<S, Req, G, H>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
         self.inner.poll_ready(cx)
@@ -1085,7 +1095,6 @@ where
             let attempt = inner.call(req);
             return ResponseFuture {
                 policy,
-                _policy: PhantomData,
                 chosen,
                 inner,
                 state: None,
@@ -1101,7 +1110,6 @@ where
         }
         ResponseFuture {
             policy,
-            _policy: PhantomData,
             chosen,
             inner,
             state: None,
@@ -1230,9 +1238,8 @@ pin_project_lite::pin_project! {
     /// the service's response and error are, as well as its future and the request. A policy
     /// with a timeout keeps its timer in the future, which is then not `Unpin` (as tower's
     /// `Timeout`'s): pin it (`Box::pin`, `std::pin::pin!`) to poll it by reference.
-    pub struct ResponseFuture<S: Service<Req>, P, Req, G: Guards<Req, P, S::Response, S::Error>, H: PolicyHandle<P> = Arc<P>> {
+    pub struct ResponseFuture<S: Service<Req>, Req, G: Guards<Req, H::Policy, S::Response, S::Error>, H: PolicyHandle> {
         policy: H,
-        _policy: PhantomData<fn() -> P>,
         chosen: G::Chosen,
         inner: S,
         // The call's state, once one must be kept (`None`: a new call's).
@@ -1263,7 +1270,7 @@ pin_project_lite::pin_project! {
     // Dropped while an attempt was admitted and not settled (waiting for a slot, for the
     // service, or for its answer), the request gives its breaker permit back: a half-open
     // breaker's probe would otherwise stay taken until the probes go stale.
-    impl<S: Service<Req>, P, Req, G: Guards<Req, P, S::Response, S::Error>, H: PolicyHandle<P>> PinnedDrop for ResponseFuture<S, P, Req, G, H> {
+    impl<S: Service<Req>, Req, G: Guards<Req, H::Policy, S::Response, S::Error>, H: PolicyHandle> PinnedDrop for ResponseFuture<S, Req, G, H> {
         fn drop(this: Pin<&mut Self>) {
             let this = this.project();
             let admitted = matches!(
@@ -1278,11 +1285,11 @@ pin_project_lite::pin_project! {
     }
 }
 
-impl<S, P, Req, G, H> std::fmt::Debug for ResponseFuture<S, P, Req, G, H>
+impl<S, P, Req, G, H> std::fmt::Debug for ResponseFuture<S, Req, G, H>
 where
     S: Service<Req>,
     G: Guards<Req, P, S::Response, S::Error>,
-    H: PolicyHandle<P>,
+    H: PolicyHandle<Policy = P>,
 {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ResponseFuture")
@@ -1291,12 +1298,12 @@ where
     }
 }
 
-impl<S, P, Req, G, H> Future for ResponseFuture<S, P, Req, G, H>
+impl<S, P, Req, G, H> Future for ResponseFuture<S, Req, G, H>
 where
     S: Service<Req> + Clone,
     Req: RetryRequest,
     G: Guards<Req, P, S::Response, S::Error>,
-    H: PolicyHandle<P>,
+    H: PolicyHandle<Policy = P>,
 {
     type Output = Result<S::Response, S::Error>;
 
@@ -1352,12 +1359,12 @@ where
 /// attempt.
 type Outcome<R, E> = (Result<R, E>, bool, bool);
 
-impl<S, P, Req, G, H> ResponseFuture<S, P, Req, G, H>
+impl<S, P, Req, G, H> ResponseFuture<S, Req, G, H>
 where
     S: Service<Req> + Clone,
     Req: RetryRequest,
     G: Guards<Req, P, S::Response, S::Error>,
-    H: PolicyHandle<P>,
+    H: PolicyHandle<Policy = P>,
 {
     /// The request's loop, from its phase, or from the outcome of the attempt that was running
     /// (`answered`: `poll` took it).
@@ -2391,6 +2398,15 @@ impl<P> RobustLayer<P> {
     /// number of the service's futures; the service, its futures, responses and errors, and
     /// the request are `Send + 'static`. A request that cannot be copied
     /// ([`RetryRequest::try_clone`] gives `None`) is sent once, never hedged nor retried.
+    ///
+    /// Awaited inside an `async` block that must be `Send` (a task spawned from an `async
+    /// move` block, an axum handler), a request through this service does not compile: the
+    /// service needs a `'static` policy, and rustc's check of such a block cannot see that the
+    /// lifetimes in the policy's type are `'static` (rust-lang/rust#64552; the error reads
+    /// "implementation of `AttemptTimeout` is not general enough"). Box the service,
+    /// `.layer(service).boxed_clone()` (its type names no policy), or spawn the request's future
+    /// itself, `tokio::spawn(service.oneshot(request))`. [`RobustLayer::new`]'s service has no
+    /// such limit.
     ///
     /// ```
     /// use std::time::Duration;
