@@ -600,9 +600,17 @@ fn value_kinds(p: &TokenStream, ok: &TokenStream, names: &Names, ks: &[&Kind]) -
     }
 }
 
-fn uses_inspector(c: &Config) -> bool {
-    let is = |k: &Kind| matches!(k, Kind::Timeout(_) | Kind::Io { .. });
-    c.on.as_ref().is_some_and(|on| on.value.iter().any(is)) || c.whens.iter().any(|w| is(&w.kind))
+/// The token of the first `Timeout` or `Io` kind (`on`, then the `when`s), if any: the kinds
+/// that read the error's inspector.
+fn inspecting_kind_span(c: &Config) -> Option<Span> {
+    c.on.iter()
+        .flat_map(|on| on.value.iter())
+        .chain(c.whens.iter().map(|w| &w.kind))
+        .find_map(|k| match k {
+            Kind::Timeout(i) => Some(i.span()),
+            Kind::Io { ident, .. } => Some(ident.span()),
+            _ => None,
+        })
 }
 
 /// The type of a built-in strategy; `None` for `custom(...)`.
@@ -1236,11 +1244,7 @@ pub fn expand(
     // timeout in the error itself.
     // (Beside a throttle, a deadline alone is enough: an attempt it cuts is then counted as
     // not accepted when a rule on `Timeout` takes it, as accepted otherwise.)
-    let names = Names::new(
-        finite_limit(&config.timeout).is_some()
-            || config.adaptive.is_some()
-            || has_deadline && config.throttle.is_some(),
-    );
+    let names = Names::new(crate::valid::timeout_kind_is_timed(&config));
     let Names {
         policy,
         call,
@@ -1258,15 +1262,20 @@ pub fn expand(
     let err = quote_spanned!(ret_span=> <#ret as #pr::IsResult>::Err);
     let ok = quote_spanned!(ret_span=> <#ret as #pr::IsResult>::Ok);
 
-    let inspector = if uses_inspector(&config) {
-        quote! {
-            let #inspect = {
-                use #p::prelude::inspect::*;
-                (&&&#p::Probe::<#err>::new()).inspector()
-            };
+    // At the first kind that looks inside the error: an error type the probe cannot look into
+    // (a generic one with no `'static` bound, beside `std::error::Error`) is reported there.
+    let inspector = match inspecting_kind_span(&config) {
+        Some(span) => {
+            let ps = respan(&p, span);
+            let errs = respan(&err, span);
+            quote_spanned! {span=>
+                let #inspect = {
+                    use #ps::prelude::inspect::*;
+                    (&&&#ps::Probe::<#errs>::new()).inspector()
+                };
+            }
         }
-    } else {
-        quote!()
+        None => quote!(),
     };
 
     let top = &config.settings;

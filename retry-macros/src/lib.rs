@@ -95,6 +95,7 @@ fn robust2(
     valid::check_jitter_reads_strategy(&config, &mut errors);
     valid::check_scale_rounds_to_zero(&config, &mut errors);
     valid::check_backoff_never_waits(&config, &mut errors);
+    valid::check_backoff_grows(&config, &mut errors);
     // Rules dead only if the error type is `std::io::Error`, for the expansion to check.
     let mut io_dead = (Vec::new(), valid::IoSpelling::Unknown);
     if let Some(f) = &func {
@@ -103,6 +104,7 @@ fn robust2(
         valid::check_hedge(&config, f, &mut errors);
         valid::check_blocking_timeout(&config, f, &mut errors);
         valid::check_async_deadline(&config, f, &mut errors);
+        valid::check_error_is_static(&config, f, &mut errors);
         valid::check_mut_params_in_callbacks(&config, f, &mut errors);
         io_dead = valid::check_dead_whens(&config, f, &mut errors);
         io_dead.0.extend(fallback_by_type);

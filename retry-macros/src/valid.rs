@@ -1263,13 +1263,20 @@ pub fn check_jitter_reads_strategy(config: &Config, errors: &mut Errors) {
     // The top level's settings reach every `when` that does not set its own: a setting of the
     // top level is judged only where no `when` sets a backoff or jitter (every rule then has
     // the same strategy and jitter; a `when`'s own `scale` changes neither what they read nor
-    // a zero delay); a `when`'s pair, only where it wrote both. And `decorrelated` moves the
-    // call's one exponent, which every rule reads: judged only where one rule retries.
+    // a zero delay); a `when`'s pair, only where it wrote both.
     let whens_shape = config
         .whens
         .iter()
         .any(|w| w.overrides.backoff.is_some() || w.overrides.jitter.is_some());
     let single = rules.len() == 1;
+    // `decorrelated` moves the call's one exponent, which every rule reads: it does nothing
+    // only where every rule that retries has a strategy that ignores it.
+    let all_flat = rules.iter().all(|(o, _)| {
+        o.backoff
+            .as_ref()
+            .or(top.backoff.as_ref())
+            .is_some_and(|s| is_flat(&s.value))
+    });
     // The top level's settings are read by the `when`s that inherit them even when the top
     // level itself never retries (`retries = 0`).
     let mut judged: Vec<&Overrides> = rules.iter().map(|(o, _)| *o).collect();
@@ -1369,7 +1376,7 @@ pub fn check_jitter_reads_strategy(config: &Config, errors: &mut Errors) {
                 continue;
             }
         }
-        if let Some((name, why)) = dead_jitter(&jitter.value, &strategy.value, single) {
+        if let Some((name, why)) = dead_jitter(&jitter.value, &strategy.value, all_flat) {
             errors.at(
                 jitter.span,
                 format!("`jitter = {name}` has no effect: {why}; leave it out, or choose another strategy"),
@@ -1406,7 +1413,7 @@ pub fn check_jitter_reads_strategy(config: &Config, errors: &mut Errors) {
         let readers: Vec<Option<(&str, &str)>> = readers(|o| o.jitter.is_some())
             .map(|o| {
                 let strategy = o.backoff.as_ref().or(top.backoff.as_ref())?;
-                dead_jitter(&jitter.value, &strategy.value, single)
+                dead_jitter(&jitter.value, &strategy.value, all_flat)
             })
             .collect();
         if let Some(Some((name, why))) = readers.first()
@@ -1421,35 +1428,18 @@ pub fn check_jitter_reads_strategy(config: &Config, errors: &mut Errors) {
 }
 
 /// Why `jitter` does nothing beside `strategy` (its name and the reason), if it does nothing:
-/// `decorrelated` beside a strategy whose delay is the same for every exponent, where one rule
-/// retries (it moves the one exponent every rule reads); `full`, `equal` or `aws_decorrelated`
+/// `decorrelated` beside a strategy whose delay is the same for every exponent, where every
+/// rule that retries has such a strategy (`all_flat`: it moves the one exponent every rule
+/// reads); `full`, `equal` or `aws_decorrelated`
 /// beside `backoff = none`; `aws_decorrelated` beside a constant.
 fn dead_jitter(
     jitter: &JitterSpec,
     strategy: &Strategy,
-    single: bool,
+    all_flat: bool,
 ) -> Option<(&'static str, &'static str)> {
-    // A strategy whose delay is the same for every exponent.
-    let flat = match strategy {
-        Strategy::Constant { .. } | Strategy::Random { .. } | Strategy::None => true,
-        Strategy::Exponential { base, max, .. }
-        | Strategy::Linear { base, max, .. }
-        | Strategy::Fibonacci { base, max, .. }
-        | Strategy::Polynomial { base, max, .. }
-            if base >= max =>
-        {
-            true
-        }
-        Strategy::Exponential { m: Some(m), .. } => *m == 1.0,
-        Strategy::Linear { interval, .. } => interval.is_zero(),
-        Strategy::Fibonacci { unit, .. } | Strategy::Polynomial { unit, .. } => {
-            unit.is_some_and(|u| u.is_zero())
-        }
-        _ => false,
-    };
     let zero = always_zero(strategy);
     match *jitter {
-        JitterSpec::Decorrelated if flat && single => Some((
+        JitterSpec::Decorrelated if all_flat && is_flat(strategy) => Some((
             "decorrelated",
             "it only moves the backoff exponent, which this strategy's delay does not depend on",
         )),
@@ -1471,8 +1461,31 @@ fn dead_jitter(
     }
 }
 
+/// Whether `strategy` gives the same delay for every exponent: `constant`, `random`, `none`,
+/// equal bounds, or a growth of zero written out.
+fn is_flat(strategy: &Strategy) -> bool {
+    match strategy {
+        Strategy::Constant { .. } | Strategy::Random { .. } | Strategy::None => true,
+        Strategy::Exponential { base, max, .. }
+        | Strategy::Linear { base, max, .. }
+        | Strategy::Fibonacci { base, max, .. }
+        | Strategy::Polynomial { base, max, .. }
+            if base >= max =>
+        {
+            true
+        }
+        Strategy::Exponential { m: Some(m), .. } => *m == 1.0,
+        Strategy::Linear { interval, .. } => interval.is_zero(),
+        Strategy::Fibonacci { unit, .. } | Strategy::Polynomial { unit, .. } => {
+            unit.is_some_and(|u| u.is_zero())
+        }
+        _ => false,
+    }
+}
+
 /// A `scale` so small that the longest delay its rule's strategy gives (its `max`, a
-/// constant's `base`, the default's 20 s) rounds to no nanosecond: every delay would be 0.
+/// constant's `base`, the default's 20 s) rounds to no nanosecond: every delay would be 0; or
+/// so large that it takes that delay above the 10^18 s no written duration may exceed.
 /// Judged for each rule that retries and writes its own (beside a built-in jitter: a
 /// `custom` one may draw above `max`). An error at the scale.
 pub fn check_scale_rounds_to_zero(config: &Config, errors: &mut Errors) {
@@ -1491,6 +1504,8 @@ pub fn check_scale_rounds_to_zero(config: &Config, errors: &mut Errors) {
             .or(top.backoff.as_ref())
             .map(|s| &s.value)
         {
+            // (No strategy after an error: it may be one that was refused, not the default.)
+            None if !errors.is_empty() => continue,
             None => retry_grammar::DEFAULT_MAX,
             Some(Strategy::Constant { base }) => *base,
             Some(
@@ -1502,6 +1517,16 @@ pub fn check_scale_rounds_to_zero(config: &Config, errors: &mut Errors) {
             ) => *max,
             Some(_) => continue,
         };
+        let longest_secs = longest.as_secs_f64() * scale.value;
+        if longest_secs > retry_grammar::MAX_SECS {
+            errors.at(
+                scale.span,
+                format!(
+                    "this `scale` makes the longest delay the strategy gives ({}) {longest_secs:e} seconds, above the 10^18 seconds any duration written here may be; lower it, or lower the strategy's `max`",
+                    retry_grammar::format(longest),
+                ),
+            );
+        }
         if !longest.is_zero() && longest.as_nanos() as f64 * scale.value < 0.5 {
             errors.at(
                 scale.span,
@@ -1612,6 +1637,74 @@ pub fn check_backoff_never_waits(config: &Config, errors: &mut Errors) {
         errors.at(
             s.span,
             format!("{what}; {fix}, or write `backoff = none` for retries without a wait"),
+        );
+    }
+}
+
+/// A strategy written with a growth of zero (`exponential(.., m = 1)`, `linear(.., interval =
+/// 0)`, `fibonacci(.., unit = 0)`, `polynomial(.., unit = 0)`) from a `base` above 0 and below
+/// its `max`: every delay is `base`, and the `max` is read by nothing (the dual of a growth
+/// beside equal bounds, which the strategy's parse reports). An error at the strategy, unless a
+/// rule that reads it has a custom jitter (which may read `max`) or `aws_decorrelated` (which
+/// draws up to `max` and never reads the growth, reported as such).
+pub fn check_backoff_grows(config: &Config, errors: &mut Errors) {
+    let top = &config.settings;
+    let reads_max = |o: &Overrides| {
+        matches!(
+            o.jitter.as_ref().or(top.jitter.as_ref()).map(|j| &j.value),
+            Some(JitterSpec::Custom(_) | JitterSpec::AwsDecorrelated)
+        )
+    };
+    // Each written strategy that a rule that may retry reads (the top level's by the top
+    // level and every `when` without a strategy of its own), with whether such a rule's jitter
+    // may read its `max`.
+    let retrying = retrying_rules(config);
+    let reads_top = |o: &&Overrides| std::ptr::eq(*o, top) || o.backoff.is_none();
+    let top_readers = retrying.iter().map(|(o, _)| *o).filter(reads_top);
+    let top_read = top_readers.clone().next().is_some();
+    let top_max = top_readers.clone().any(reads_max);
+    let whens = retrying
+        .iter()
+        .map(|(o, _)| *o)
+        .filter(|o| !std::ptr::eq(*o, top));
+    let strategies = top
+        .backoff
+        .as_ref()
+        .filter(|_| top_read)
+        .map(|s| (s, top_max))
+        .into_iter()
+        .chain(whens.filter_map(|o| Some((o.backoff.as_ref()?, reads_max(o)))));
+    for (s, reads_max) in strategies {
+        if reads_max {
+            continue;
+        }
+        let zero_unit = |unit: &Option<Duration>| unit.is_some_and(|u| u.is_zero());
+        let (growth, fix, base, max) = match &s.value {
+            Strategy::Exponential {
+                base,
+                max,
+                m: Some(m),
+            } if *m == 1.0 => ("`m = 1`", "an `m` above 1", base, max),
+            Strategy::Linear {
+                base,
+                max,
+                interval,
+            } if interval.is_zero() => ("`interval = 0`", "an `interval` above 0", base, max),
+            Strategy::Fibonacci { base, max, unit }
+            | Strategy::Polynomial {
+                base, max, unit, ..
+            } if zero_unit(unit) => ("`unit = 0`", "a `unit` above 0", base, max),
+            _ => continue,
+        };
+        // (From a `base` of 0 it never waits, reported as such; with equal bounds, at the
+        // growth.)
+        if base.is_zero() || base >= max {
+            continue;
+        }
+        let (b, m) = (retry_grammar::format(*base), retry_grammar::format(*max));
+        errors.at(
+            s.span,
+            format!("this backoff never grows: {growth} keeps every delay at `base` ({b}), so its `max` ({m}) is never reached; write `constant(base = {b})`, or {fix}"),
         );
     }
 }
@@ -3458,15 +3551,145 @@ fn names_variable_but(
     })
 }
 
-/// An async fn's `deadline` where no retry is ever made and no hedge is sent: the only
-/// attempt is cut by the smaller of its timeout and the deadline, so a timeout shorter than
-/// the deadline (a fixed one, or an adaptive one's `max`) always cuts it first and the
-/// deadline does nothing. (A blocking fn's is judged by `check_blocking_timeout`; a timeout
+/// Whether a `Timeout` kind matches a timed-out attempt without looking into the error: when
+/// an attempt's own timeout can cut it and a retry follow (beside a throttle, a deadline alone
+/// is enough). Otherwise it must find a timeout in the error itself. (The expansion picks the
+/// kind's check by it.)
+pub fn timeout_kind_is_timed(config: &Config) -> bool {
+    finite_limit(&config.timeout).is_some()
+        || config.adaptive.is_some()
+        || finite_limit(&config.deadline).is_some() && config.throttle.is_some()
+}
+
+/// The error kinds that look inside the error through `std::error::Error` and cannot match
+/// without it: `Io`, and `Timeout` where it is not timed ([`timeout_kind_is_timed`]), in the
+/// order written (`on`, then the `when`s).
+fn kinds_that_inspect(config: &Config) -> impl Iterator<Item = &Kind> {
+    let timed = timeout_kind_is_timed(config);
+    config
+        .on
+        .iter()
+        .flat_map(|on| on.value.iter())
+        .chain(config.whens.iter().map(|w| &w.kind))
+        .filter(move |k| match k {
+            Kind::Io { .. } => true,
+            Kind::Timeout(_) => !timed,
+            _ => false,
+        })
+}
+
+/// `Io` (and a `Timeout` that must look into the error) downcasts the error and its
+/// `source()` chain through `std::error::Error`, which needs an error type that is `'static`.
+/// An error type written with a borrow (a lifetime other than `'static`, or a reference whose
+/// lifetime is elided) can never be looked into: rustc would report a lifetime error on the
+/// whole attribute. An error at the first such kind. (A generic error type without a
+/// `'static` bound is rustc's to report, at the same kind: the expansion places its probe
+/// there.)
+pub fn check_error_is_static(config: &Config, f: &crate::ast::Func, errors: &mut Errors) {
+    let Some(kind) = kinds_that_inspect(config).next() else {
+        return;
+    };
+    let Some(error) = written_error_type(&f.sig.output) else {
+        return;
+    };
+    // Lifetimes the fn declares as outliving `'static` are `'static`.
+    let generics = &f.sig.generics;
+    let is_static = |l: &syn::Lifetime| {
+        l.ident == "static"
+            || generics
+                .lifetimes()
+                .any(|p| p.lifetime == *l && p.bounds.iter().any(|b| b.ident == "static"))
+            || generics
+                .where_clause
+                .iter()
+                .flat_map(|w| &w.predicates)
+                .any(|p| {
+                    matches!(p, syn::WherePredicate::Lifetime(p)
+                    if p.lifetime == *l && p.bounds.iter().any(|b| b.ident == "static"))
+                })
+    };
+    struct Borrows<'a, F> {
+        is_static: &'a F,
+        found: Option<String>,
+    }
+    impl<'ast, F: Fn(&syn::Lifetime) -> bool> syn::visit::Visit<'ast> for Borrows<'_, F> {
+        fn visit_lifetime(&mut self, l: &'ast syn::Lifetime) {
+            if self.found.is_none() && !(self.is_static)(l) {
+                self.found = Some(format!("borrows `{l}`"));
+            }
+        }
+        fn visit_type_reference(&mut self, r: &'ast syn::TypeReference) {
+            if self.found.is_none() && r.lifetime.is_none() {
+                self.found =
+                    Some("holds a reference whose lifetime is elided (not `'static`)".into());
+            }
+            syn::visit::visit_type_reference(self, r);
+        }
+    }
+    let mut visit = Borrows {
+        is_static: &is_static,
+        found: None,
+    };
+    syn::visit::Visit::visit_type(&mut visit, error);
+    if let Some(why) = visit.found {
+        // As written, without the token stream's spaces (`PErr<'a>`, `&'a str`).
+        let error = quote::quote!(#error)
+            .to_string()
+            .replace(" :: ", "::")
+            .replace(" < ", "<")
+            .replace(" <", "<")
+            .replace("< ", "<")
+            .replace(" >", ">")
+            .replace(" ,", ",")
+            .replace("& ", "&");
+        errors.at(
+            kind.sp(),
+            format!(
+                "`{}` looks inside the error through `std::error::Error` (a downcast of the error and of its `source()` chain), which needs an error type that is `'static`, and `{error}` {why}; return an error that owns its data, or match the error with a pattern or a closure kind",
+                kind.written()
+            ),
+        );
+    }
+}
+
+/// The error type of a fn written to return `Result<T, E>` (any path ending in `Result` with
+/// two type arguments); `None` for any other spelling (an alias such as `io::Result<T>`).
+fn written_error_type(output: &syn::ReturnType) -> Option<&syn::Type> {
+    let syn::ReturnType::Type(_, ty) = output else {
+        return None;
+    };
+    let syn::Type::Path(tp) = peel(ty) else {
+        return None;
+    };
+    let last = tp.path.segments.last().filter(|l| l.ident == "Result")?;
+    let syn::PathArguments::AngleBracketed(args) = &last.arguments else {
+        return None;
+    };
+    let mut types = args.args.iter().filter_map(|a| match a {
+        syn::GenericArgument::Type(t) => Some(t),
+        _ => None,
+    });
+    match (types.next(), types.next(), types.next()) {
+        (Some(_), Some(error), None) => Some(error),
+        _ => None,
+    }
+}
+
+/// A `deadline` where no retry is ever made and no hedge is sent: the only attempt is limited
+/// by the smaller of its timeout and the deadline, so a timeout shorter than the deadline (a
+/// fixed one, or an adaptive one's `max`) always ends it first and the deadline does nothing:
+/// an async attempt is cut by its timeout first, and the attempt's context (`attempt = ctx`)
+/// reads the earlier of the two ends, always the timeout's. (A cooperative fn, blocking or
+/// never awaiting, whose context is not read is judged by `check_blocking_timeout`; a timeout
 /// at or above the deadline is `check_under_deadline`'s.)
 pub fn check_async_deadline(config: &Config, f: &crate::ast::Func, errors: &mut Errors) {
-    if f.sig.asyncness.is_none()
-        || !errors.is_empty()
-        || config.attempt.is_some()
+    let cooperative = f.sig.asyncness.is_none() || never_awaits(f.body.stream());
+    let read = config
+        .attempt
+        .as_ref()
+        .filter(|a| may_read_limit(f.body.stream(), a));
+    if !errors.is_empty()
+        || cooperative && read.is_none()
         || config.hedge.is_some()
         || !retrying_rules(config).is_empty()
     {
@@ -3485,10 +3708,18 @@ pub fn check_async_deadline(config: &Config, f: &crate::ast::Func, errors: &mut 
         (None, None) => return,
     };
     if longest < deadline {
+        let ends = if cooperative {
+            "the only attempt's limit is always its `timeout`'s"
+        } else {
+            "the only attempt is always cut first by its `timeout`"
+        };
+        let context = read.map_or(String::new(), |a| {
+            format!(", and `{a}` reads the earlier of the two ends, which is always the timeout's")
+        });
         errors.at(
             span,
             format!(
-                "this `deadline` does nothing: no retry is ever made here, and the only attempt is always cut first by its `timeout` (at most {longest:?}, shorter than the deadline); leave it out, or allow retries"
+                "this `deadline` does nothing: no retry is ever made here, and {ends} (at most {longest:?}, shorter than the deadline){context}; leave it out, or allow retries"
             ),
         );
     }

@@ -45,6 +45,10 @@ fn decorrelated_constant() -> std::io::Result<()> { Ok(()) }
 fn decorrelated_random() -> std::io::Result<()> { Ok(()) }
 #[robust(backoff = exponential(base = 1s, max = 10s, m = 1), jitter = decorrelated)]
 fn decorrelated_flat_exponential() -> std::io::Result<()> { Ok(()) }
+// Beside several rules, each of which retries with a strategy that does not read it.
+#[robust(retries = 5, backoff = constant(base = 1s), jitter = decorrelated,
+         on = [Io(ConnectionReset)], when(Io(BrokenPipe), retries = 5))]
+fn decorrelated_every_rule_flat() -> std::io::Result<()> { Ok(()) }
 
 // `aws_decorrelated` between a constant's `base` and `max`, the same.
 #[robust(backoff = constant(base = 1s), jitter = aws_decorrelated)]

@@ -58,6 +58,14 @@ async fn deadline_after_the_only_timeout() -> io::Result<()> { tokio::task::yiel
 #[robust(retries = 0, timeout = adaptive(p = 99, factor = 2, min = 10ms, max = 2s), deadline = 5s)]
 async fn deadline_after_the_adaptive_max() -> io::Result<()> { tokio::task::yield_now().await; Ok(()) }
 
+// The attempt's context reads the earlier of the two ends, always the timeout's: the deadline
+// is not seen there either, async or blocking.
+#[robust(retries = 0, timeout = 1s, deadline = 5s, attempt = ctx)]
+async fn deadline_after_the_only_timeout_read() -> io::Result<()> { let _ = ctx.remaining(); tokio::task::yield_now().await; Ok(()) }
+
+#[robust(retries = 0, timeout = 1s, deadline = 5s, attempt = ctx)]
+fn blocking_deadline_after_the_only_timeout_read() -> io::Result<()> { let _ = ctx.is_expired(); Ok(()) }
+
 fn main() {}
 
 // A rejected kind leaves the other checks silent (its `when` retries; the deadline is not

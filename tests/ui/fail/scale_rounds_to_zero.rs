@@ -12,7 +12,19 @@ fn constant() -> std::io::Result<()> { Ok(()) }
 #[robust(when(Io(ConnectionReset), retries = 2, backoff = exponential(base = 1ms, max = 1s), scale = 1e-10))]
 fn a_when() -> std::io::Result<()> { Ok(()) }
 
-// (Fine: 20 s x 1e-10 is 2 ns.)
+// Or so large that the longest delay passes the 10^18 s no written duration may exceed.
+#[robust(retries = 2, scale = 1e20)]
+fn default_strategy_scaled_past_the_largest_duration() -> std::io::Result<()> { Ok(()) }
+#[robust(backoff = constant(base = 1e12), scale = 1e7)]
+fn constant_scaled_past_the_largest_duration() -> std::io::Result<()> { Ok(()) }
+
+// (A strategy refused for its own value is not judged against the default one's 20 s.)
+#[robust(backoff = constant(base = 1e300), scale = 1e-300)]
+fn refused_strategy() -> std::io::Result<()> { Ok(()) }
+
+// (Fine: 20 s x 1e-10 is 2 ns; 20 s x 1e16 is 2 x 10^17 s.)
+#[robust(scale = 1e16)]
+fn large_but_in_range() -> std::io::Result<()> { Ok(()) }
 #[robust(scale = 1e-10)]
 fn small_but_not_zero() -> std::io::Result<()> { Ok(()) }
 

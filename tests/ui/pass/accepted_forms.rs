@@ -39,9 +39,6 @@ fn exp_any_order() -> io::Result<()> { Ok(()) }
 #[robust(backoff = linear(base = 1, max = 10), jitter = decorrelated)]
 fn linear_default() -> io::Result<()> { Ok(()) }
 
-#[robust(backoff = linear(base = 1, max = 10, interval = 0), jitter = equal)]
-fn linear_zero_interval() -> io::Result<()> { Ok(()) }
-
 #[robust(backoff = fibonacci(base = 0, max = "1h", unit = "250ms"))]
 fn fibonacci() -> io::Result<()> { Ok(()) }
 
@@ -154,6 +151,10 @@ impl Holder {
 // A deadline for the whole call: a duration, or none.
 #[robust(deadline = "1m 30s", timeout = 2s, attempt = ctx)]
 fn deadline_sync() -> io::Result<()> { let _ = ctx.is_expired(); Ok(()) }
+
+// No retry, but the context reads the deadline (no timeout ends the attempt first).
+#[robust(retries = 0, deadline = 5s, attempt = ctx)]
+fn deadline_read_without_retries() -> io::Result<()> { let _ = ctx.is_expired(); Ok(()) }
 
 // The context named by a raw identifier is the same name (`r#ctx` is `ctx`).
 #[robust(timeout = 2s, attempt = r#ctx)]
