@@ -212,7 +212,9 @@ impl Drop for InstallGuard {
 }
 
 /// A virtual clock for tests and simulations: sleeping advances it instantly and records the
-/// duration slept. Clones share the same clock.
+/// duration slept. Clones share the same clock. Every sleep is kept (16 bytes each) until
+/// [`take_sleeps`](Self::take_sleeps) drains them: a simulation of millions of retries
+/// (`retries = -1`) that reads them as it goes keeps its memory bounded that way.
 ///
 /// ```
 /// use std::time::Duration;
@@ -308,12 +310,34 @@ impl VirtualTime {
         s.now = far_add(s.now, d);
     }
 
-    /// Every duration slept so far, in order.
+    /// Every duration slept so far (since the last [`take_sleeps`](Self::take_sleeps)), in
+    /// order.
     pub fn sleeps(&self) -> Vec<Duration> {
         self.state().sleeps.clone()
     }
 
-    /// The sum of every duration slept so far.
+    /// Every duration slept since the clock was made or last drained, in order, forgotten
+    /// here: [`sleeps`](Self::sleeps) and [`slept`](Self::slept) start over (the clock's
+    /// instant does not move).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use retry_runtime::time::{Sleep, VirtualTime};
+    ///
+    /// let time = VirtualTime::new();
+    /// time.sleep(Duration::from_secs(1));
+    /// time.sleep(Duration::from_secs(2));
+    /// assert_eq!(time.take_sleeps(), [Duration::from_secs(1), Duration::from_secs(2)]);
+    /// assert!(time.sleeps().is_empty());
+    /// time.sleep(Duration::from_secs(3));
+    /// assert_eq!(time.slept(), Duration::from_secs(3));
+    /// ```
+    pub fn take_sleeps(&self) -> Vec<Duration> {
+        std::mem::take(&mut self.state().sleeps)
+    }
+
+    /// The sum of every duration slept so far (since the last
+    /// [`take_sleeps`](Self::take_sleeps)).
     pub fn slept(&self) -> Duration {
         self.state()
             .sleeps

@@ -165,6 +165,13 @@ const fn word(lap: u64, count: u64) -> u64 {
 /// method that reads a clock itself.) A bucket counts up to
 /// 2^32 − 1 requests, and as many of them not accepted (more saturate).
 ///
+/// The retry loop counts an attempt in the bucket of its admission (or a later one another
+/// call has moved to), when its outcome comes, without reading the clock again: keep the
+/// `window` well above the longest an attempt may take (the book uses two minutes). An
+/// attempt that outlasts the window has left it by the time it fails, and under bursty
+/// traffic (no admission in between to move the window on) its failure never raises the
+/// probability.
+///
 /// In the book, requests the throttle rejected count as requests too (the application asked
 /// for them; they are not accepts): record them with `accepted = false`. That is what keeps
 /// the probability up while the service keeps failing, and brings it down once the service
