@@ -726,6 +726,27 @@ fn the_builder_refuses_a_jitter_the_strategy_gives_nothing_to_do() {
             })
             .build()
             .err(),
+        // Several rules that retry, reading one constant: the decorrelated jitter moves the
+        // exponent they share, which neither reads.
+        Policy::builder()
+            .backoff(Constant::new(s(1)))
+            .jitter(Decorrelated)
+            .when(Io::ANY, |r| r.retries(2))
+            .build()
+            .err(),
+        // Several rules that retry, each with a delay the exponent does not move (one reads
+        // the `on` rule's constant, one has a constant and a jitter of its own): the
+        // decorrelated jitter's reset changes no delay.
+        Policy::builder()
+            .backoff(Constant::new(s(1)))
+            .jitter(Decorrelated)
+            .on(Io::of([std::io::ErrorKind::ConnectionReset]))
+            .when(Io::of([std::io::ErrorKind::BrokenPipe]), |r| r.retries(5))
+            .when(retry_runtime::kind::Timeout, |r| {
+                r.retries(2).backoff(Constant::new(s(2))).jitter(NoJitter)
+            })
+            .build()
+            .err(),
         // The `on` rule never retries; the `when` rule that inherits an `Exponential` with
         // `m` = 4 and the AWS jitter reads the pair, and its `m` not at all.
         Policy::builder()
@@ -787,6 +808,19 @@ fn the_builder_refuses_a_jitter_the_strategy_gives_nothing_to_do() {
             .jitter(Decorrelated)
             .build()
             .err(),
+        // The decorrelated jitter's reset moves the exponent a `when` rule's own growing
+        // strategy reads (the rule sets its own jitter: it reads the `on` rule's reset).
+        Policy::builder()
+            .backoff(Constant::new(s(1)))
+            .jitter(Decorrelated)
+            .on(Io::of([std::io::ErrorKind::ConnectionReset]))
+            .when(retry_runtime::kind::Timeout, |r| {
+                r.retries(2)
+                    .backoff(Exponential::new(s(1), s(30), 2.0).unwrap())
+                    .jitter(retry_runtime::FullJitter)
+            })
+            .build()
+            .err(),
         // A `when` rule with a strategy that grows reads the `on` rule's jitter.
         Policy::builder()
             .backoff(Constant::new(s(1)))
@@ -801,13 +835,6 @@ fn the_builder_refuses_a_jitter_the_strategy_gives_nothing_to_do() {
             .backoff(Random::new(Duration::ZERO, s(30)).unwrap())
             .jitter(AwsDecorrelated)
             .when(Io::ANY, |r| r.backoff(Constant::new(s(1))).jitter(NoJitter))
-            .build()
-            .err(),
-        // With several rules, the decorrelated jitter moves the state they share.
-        Policy::builder()
-            .backoff(Constant::new(s(1)))
-            .jitter(Decorrelated)
-            .when(Io::ANY, |r| r.retries(2))
             .build()
             .err(),
         // A `when` rule's AWS jitter over the growing strategy it inherits: the `on` rule

@@ -198,6 +198,10 @@ struct Checks {
     /// Whether the concurrency limit has one slot (a hedge could never run beside the attempt
     /// that holds it).
     limit_of_one: bool,
+    /// Whether a `when` or `when_ok` rule that may retry has a strategy of its own whose delay
+    /// depends on the backoff exponent (the decorrelated jitter's reset then changes its
+    /// delays).
+    own_strategy_grows: bool,
 }
 
 impl Checks {
@@ -229,6 +233,7 @@ impl Checks {
         retrying_whens: 0,
         jitter_if_alone: None,
         limit_of_one: false,
+        own_strategy_grows: false,
     };
 
     /// Why a `when` rule of kind `K` would never apply, as far as the kinds' types tell: a
@@ -305,11 +310,18 @@ impl Checks {
                 .written
                 .jitter
                 .then(|| {
-                    dead_jitter::<B2, J2>(&settings.rule.backoff, true, settings.written.backoff)
+                    dead_jitter::<B2, J2>(
+                        &settings.rule.backoff,
+                        true,
+                        false,
+                        settings.written.backoff,
+                    )
                 })
                 .flatten();
         }
         self.whens_retry |= retries;
+        self.own_strategy_grows |=
+            retries && settings.written.backoff && !flat(&settings.rule.backoff);
         self.top_jitter_read |= jitter;
         self.top_jitter_read_elsewhere |= jitter && settings.written.backoff;
         self.top_backoff_read_elsewhere |=
@@ -336,11 +348,13 @@ impl Checks {
 /// two), or beside a growing strategy of the rule's own (`own_strategy`: one a `when` rule
 /// inherits grows for the rules that read it otherwise), the decorrelated jitter beside a
 /// strategy whose delay does not depend on the exponent it moves (`NoBackoff`, `Constant`,
-/// `Random`, or a `base` no lower than `max`) in a policy of one rule (in one of several, it
-/// also moves the state the other rules share).
+/// `Random`, or a `base` no lower than `max`) in a policy of one rule, or of rules that all
+/// wait such delays (`all_flat`: in a policy where another rule's delay grows, it moves the
+/// exponent that rule reads too).
 fn dead_jitter<B: Backoff, J>(
     backoff: &B,
     single: bool,
+    all_flat: bool,
     own_strategy: bool,
 ) -> Option<&'static str> {
     let none = same_type::<B, crate::NoBackoff>();
@@ -375,17 +389,22 @@ fn dead_jitter<B: Backoff, J>(
             );
         }
     }
-    let flat = none
-        || same_type::<B, crate::Constant>()
-        || same_type::<B, crate::Random>()
-        || backoff.base() >= backoff.max()
-        || exponent_free(backoff);
-    if single && flat && same_type::<J, crate::jitter::Decorrelated>() {
+    if (single || all_flat) && flat(backoff) && same_type::<J, crate::jitter::Decorrelated>() {
         return Some(
             "`Decorrelated` has no effect here: it only moves the backoff exponent, which this strategy's delay does not depend on; choose another jitter or strategy",
         );
     }
     None
+}
+
+/// Whether `backoff`'s delay is the same for every exponent: `NoBackoff`, `Constant`, `Random`,
+/// a `base` no lower than `max`, or a built-in strategy with no growth ([`exponent_free`]).
+fn flat<B: Backoff>(backoff: &B) -> bool {
+    same_type::<B, crate::NoBackoff>()
+        || same_type::<B, crate::Constant>()
+        || same_type::<B, crate::Random>()
+        || backoff.base() >= backoff.max()
+        || exponent_free(backoff)
 }
 
 /// Whether an [`Exponential`](crate::Exponential) `backoff` gives the delays of the same
@@ -467,8 +486,12 @@ fn unread_by_a_dead_rule<B, J>(
 fn unread_setting<B2: Backoff, J2>(settings: &Settings<B2, J2>) -> Option<ConfigError> {
     if may_retry(&settings.rule)
         && settings.written.jitter
-        && let Some(why) =
-            dead_jitter::<B2, J2>(&settings.rule.backoff, false, settings.written.backoff)
+        && let Some(why) = dead_jitter::<B2, J2>(
+            &settings.rule.backoff,
+            false,
+            false,
+            settings.written.backoff,
+        )
     {
         return Some(ConfigError::new("jitter", why));
     }
@@ -1309,6 +1332,10 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
             && let Some(why) = dead_jitter::<B, J>(
                 &p.settings.rule.backoff,
                 single,
+                // Every rule that retries waits a delay the exponent does not move: the `on`
+                // rule's strategy, read by the `when` rules without one of their own, is
+                // judged in `dead_jitter`; the others' own were noted as they were added.
+                !self.checks.own_strategy_grows,
                 !self.checks.top_backoff_read_elsewhere,
             )
         {
