@@ -577,6 +577,18 @@ fn the_builder_refuses_a_jitter_the_strategy_gives_nothing_to_do() {
         AwsDecorrelated, Constant, Decorrelated, Exponential, Fibonacci, Linear, NoBackoff,
         NoJitter, Policy, Polynomial, Random,
     };
+    /// A jitter of the user's that reads the backoff exponent.
+    struct ByExponent;
+    impl retry_runtime::Jitter for ByExponent {
+        fn jitter(
+            &self,
+            backoff: &dyn retry_runtime::Backoff,
+            state: &mut retry_runtime::JitterState,
+            _: &mut dyn rand::Rng,
+        ) -> Duration {
+            backoff.base() * (state.exponent.min(10) + 1)
+        }
+    }
     let s = Duration::from_secs;
     let refused = [
         Policy::builder()
@@ -818,6 +830,17 @@ fn the_builder_refuses_a_jitter_the_strategy_gives_nothing_to_do() {
                 r.retries(2)
                     .backoff(Exponential::new(s(1), s(30), 2.0).unwrap())
                     .jitter(retry_runtime::FullJitter)
+            })
+            .build()
+            .err(),
+        // A `when` rule's jitter of the user's may read the exponent the decorrelated jitter
+        // resets (`JitterState::exponent`), beside rules that all wait a constant.
+        Policy::builder()
+            .backoff(Constant::new(s(1)))
+            .jitter(Decorrelated)
+            .on(Io::of([std::io::ErrorKind::ConnectionReset]))
+            .when(retry_runtime::kind::Timeout, |r| {
+                r.retries(2).backoff(Constant::new(s(2))).jitter(ByExponent)
             })
             .build()
             .err(),

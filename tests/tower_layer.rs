@@ -3013,4 +3013,37 @@ async fn requests_run_in_tasks_spawned_from_async_blocks() {
         .unwrap();
     let client = RobustLayer::hedged(policy).layer(svc).boxed_clone();
     assert_eq!(spawned!(client, calls), StatusCode::OK);
+
+    // A borrowed body (`&'static str`, copied as a reference): its `RetryBody` impl holds for
+    // any lifetime, which the block's check needs too.
+    // (A service of its own: an opaque or closure type fixes the body's lifetime itself.)
+    #[derive(Clone)]
+    struct UnavailableOnce(Arc<AtomicU32>);
+    impl<'a> Service<Request<&'a str>> for UnavailableOnce {
+        type Response = Resp;
+        type Error = io::Error;
+        type Future = std::future::Ready<io::Result<Resp>>;
+        fn poll_ready(
+            &mut self,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+        fn call(&mut self, _: Request<&'a str>) -> Self::Future {
+            let code = match self.0.fetch_add(1, Ordering::SeqCst) {
+                0 => StatusCode::SERVICE_UNAVAILABLE,
+                _ => StatusCode::OK,
+            };
+            std::future::ready(Ok(status(code)))
+        }
+    }
+    let calls = Arc::new(AtomicU32::new(0));
+    let svc = UnavailableOnce(Arc::clone(&calls));
+    let client = RobustLayer::new(base().build().unwrap()).layer(svc);
+    let task = tokio::spawn(async move {
+        let answer = client.oneshot(Request::new("body")).await;
+        answer.map(|r| r.status())
+    });
+    assert_eq!(task.await.unwrap().unwrap(), StatusCode::OK);
+    assert_eq!(calls.load(Ordering::SeqCst), 2, "one retry");
 }

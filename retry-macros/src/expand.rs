@@ -1262,8 +1262,9 @@ pub fn expand(
     let err = quote_spanned!(ret_span=> <#ret as #pr::IsResult>::Err);
     let ok = quote_spanned!(ret_span=> <#ret as #pr::IsResult>::Ok);
 
-    // At the first kind that looks inside the error: an error type the probe cannot look into
-    // (a generic one with no `'static` bound, beside `std::error::Error`) is reported there.
+    // At the first kind that looks inside the error: an error type whose `std::error::Error`
+    // view the probe cannot take (a downcast needs `'static`: a generic one with no `'static`
+    // bound, a borrowed one without an `Inspect` impl) is reported there, by rustc.
     let inspector = match inspecting_kind_span(&config) {
         Some(span) => {
             let ps = respan(&p, span);

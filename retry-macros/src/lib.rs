@@ -104,7 +104,6 @@ fn robust2(
         valid::check_hedge(&config, f, &mut errors);
         valid::check_blocking_timeout(&config, f, &mut errors);
         valid::check_async_deadline(&config, f, &mut errors);
-        valid::check_error_is_static(&config, f, &mut errors);
         valid::check_mut_params_in_callbacks(&config, f, &mut errors);
         io_dead = valid::check_dead_whens(&config, f, &mut errors);
         io_dead.0.extend(fallback_by_type);

@@ -1270,12 +1270,17 @@ pub fn check_jitter_reads_strategy(config: &Config, errors: &mut Errors) {
         .any(|w| w.overrides.backoff.is_some() || w.overrides.jitter.is_some());
     let single = rules.len() == 1;
     // `decorrelated` moves the call's one exponent, which every rule reads: it does nothing
-    // only where every rule that retries has a strategy that ignores it.
+    // only where every rule that retries has a strategy that ignores it, and no jitter of the
+    // user's, which may read it (`JitterState::exponent`).
     let all_flat = rules.iter().all(|(o, _)| {
         o.backoff
             .as_ref()
             .or(top.backoff.as_ref())
             .is_some_and(|s| is_flat(&s.value))
+            && !matches!(
+                o.jitter.as_ref().or(top.jitter.as_ref()).map(|j| &j.value),
+                Some(JitterSpec::Custom(_))
+            )
     });
     // The top level's settings are read by the `when`s that inherit them even when the top
     // level itself never retries (`retries = 0`).
@@ -1485,7 +1490,8 @@ fn is_flat(strategy: &Strategy) -> bool {
 
 /// A `scale` so small that the longest delay its rule's strategy gives (its `max`, a
 /// constant's `base`, the default's 20 s) rounds to no nanosecond: every delay would be 0; or
-/// so large that it takes that delay above the 10^18 s no written duration may exceed.
+/// so large that it takes the shortest (its `base`) above the 10^18 s no written duration may
+/// exceed.
 /// Judged for each rule that retries and writes its own (beside a built-in jitter: a
 /// `custom` one may draw above `max`). An error at the scale.
 pub fn check_scale_rounds_to_zero(config: &Config, errors: &mut Errors) {
@@ -1517,15 +1523,36 @@ pub fn check_scale_rounds_to_zero(config: &Config, errors: &mut Errors) {
             ) => *max,
             Some(_) => continue,
         };
-        let longest_secs = longest.as_secs_f64() * scale.value;
-        if longest_secs > retry_grammar::MAX_SECS {
-            errors.at(
-                scale.span,
-                format!(
-                    "this `scale` makes the longest delay the strategy gives ({}) {longest_secs:e} seconds, above the 10^18 seconds any duration written here may be; lower it, or lower the strategy's `max`",
-                    retry_grammar::format(longest),
-                ),
-            );
+        // The shortest delay the strategy gives before its jitter, its `base` (the longest
+        // may never be reached: the retries may end first).
+        let base = match o
+            .backoff
+            .as_ref()
+            .or(top.backoff.as_ref())
+            .map(|s| &s.value)
+        {
+            None => Some(retry_grammar::DEFAULT_BASE),
+            Some(
+                Strategy::Constant { base }
+                | Strategy::Exponential { base, .. }
+                | Strategy::Linear { base, .. }
+                | Strategy::Fibonacci { base, .. }
+                | Strategy::Polynomial { base, .. }
+                | Strategy::Random { base, .. },
+            ) => Some(*base),
+            Some(_) => None,
+        };
+        if let Some(base) = base {
+            let scaled = base.as_secs_f64() * scale.value;
+            if scaled > retry_grammar::MAX_SECS {
+                errors.at(
+                    scale.span,
+                    format!(
+                        "this `scale` takes the strategy's shortest delay, its `base` ({} s), to {scaled:e} s, above the 10^18 s any duration written here may be; lower it",
+                        base.as_secs_f64(),
+                    ),
+                );
+            }
         }
         if !longest.is_zero() && longest.as_nanos() as f64 * scale.value < 0.5 {
             errors.at(
@@ -2628,6 +2655,12 @@ pub fn validate(items: Vec<Item>, params: &[String], errors: &mut Errors) -> Con
                         w.span(),
                         "`attempt = _` binds nothing: name the attempt context (`attempt = ctx`) and read it in the body, or leave `attempt` out",
                     );
+                } else if ["self", "Self", "super", "crate"].contains(&w.to_string().as_str()) {
+                    // A path keyword cannot be bound by a `let`.
+                    errors.at(
+                        w.span(),
+                        format!("`attempt = {w}`: `{w}` is a keyword, which no `let` can bind; name the attempt context, like `attempt = ctx`"),
+                    );
                 } else if params.contains(&w.to_string()) {
                     errors.at(
                         w.span(),
@@ -3559,120 +3592,6 @@ pub fn timeout_kind_is_timed(config: &Config) -> bool {
     finite_limit(&config.timeout).is_some()
         || config.adaptive.is_some()
         || finite_limit(&config.deadline).is_some() && config.throttle.is_some()
-}
-
-/// The error kinds that look inside the error through `std::error::Error` and cannot match
-/// without it: `Io`, and `Timeout` where it is not timed ([`timeout_kind_is_timed`]), in the
-/// order written (`on`, then the `when`s).
-fn kinds_that_inspect(config: &Config) -> impl Iterator<Item = &Kind> {
-    let timed = timeout_kind_is_timed(config);
-    config
-        .on
-        .iter()
-        .flat_map(|on| on.value.iter())
-        .chain(config.whens.iter().map(|w| &w.kind))
-        .filter(move |k| match k {
-            Kind::Io { .. } => true,
-            Kind::Timeout(_) => !timed,
-            _ => false,
-        })
-}
-
-/// `Io` (and a `Timeout` that must look into the error) downcasts the error and its
-/// `source()` chain through `std::error::Error`, which needs an error type that is `'static`.
-/// An error type written with a borrow (a lifetime other than `'static`, or a reference whose
-/// lifetime is elided) can never be looked into: rustc would report a lifetime error on the
-/// whole attribute. An error at the first such kind. (A generic error type without a
-/// `'static` bound is rustc's to report, at the same kind: the expansion places its probe
-/// there.)
-pub fn check_error_is_static(config: &Config, f: &crate::ast::Func, errors: &mut Errors) {
-    let Some(kind) = kinds_that_inspect(config).next() else {
-        return;
-    };
-    let Some(error) = written_error_type(&f.sig.output) else {
-        return;
-    };
-    // Lifetimes the fn declares as outliving `'static` are `'static`.
-    let generics = &f.sig.generics;
-    let is_static = |l: &syn::Lifetime| {
-        l.ident == "static"
-            || generics
-                .lifetimes()
-                .any(|p| p.lifetime == *l && p.bounds.iter().any(|b| b.ident == "static"))
-            || generics
-                .where_clause
-                .iter()
-                .flat_map(|w| &w.predicates)
-                .any(|p| {
-                    matches!(p, syn::WherePredicate::Lifetime(p)
-                    if p.lifetime == *l && p.bounds.iter().any(|b| b.ident == "static"))
-                })
-    };
-    struct Borrows<'a, F> {
-        is_static: &'a F,
-        found: Option<String>,
-    }
-    impl<'ast, F: Fn(&syn::Lifetime) -> bool> syn::visit::Visit<'ast> for Borrows<'_, F> {
-        fn visit_lifetime(&mut self, l: &'ast syn::Lifetime) {
-            if self.found.is_none() && !(self.is_static)(l) {
-                self.found = Some(format!("borrows `{l}`"));
-            }
-        }
-        fn visit_type_reference(&mut self, r: &'ast syn::TypeReference) {
-            if self.found.is_none() && r.lifetime.is_none() {
-                self.found =
-                    Some("holds a reference whose lifetime is elided (not `'static`)".into());
-            }
-            syn::visit::visit_type_reference(self, r);
-        }
-    }
-    let mut visit = Borrows {
-        is_static: &is_static,
-        found: None,
-    };
-    syn::visit::Visit::visit_type(&mut visit, error);
-    if let Some(why) = visit.found {
-        // As written, without the token stream's spaces (`PErr<'a>`, `&'a str`).
-        let error = quote::quote!(#error)
-            .to_string()
-            .replace(" :: ", "::")
-            .replace(" < ", "<")
-            .replace(" <", "<")
-            .replace("< ", "<")
-            .replace(" >", ">")
-            .replace(" ,", ",")
-            .replace("& ", "&");
-        errors.at(
-            kind.sp(),
-            format!(
-                "`{}` looks inside the error through `std::error::Error` (a downcast of the error and of its `source()` chain), which needs an error type that is `'static`, and `{error}` {why}; return an error that owns its data, or match the error with a pattern or a closure kind",
-                kind.written()
-            ),
-        );
-    }
-}
-
-/// The error type of a fn written to return `Result<T, E>` (any path ending in `Result` with
-/// two type arguments); `None` for any other spelling (an alias such as `io::Result<T>`).
-fn written_error_type(output: &syn::ReturnType) -> Option<&syn::Type> {
-    let syn::ReturnType::Type(_, ty) = output else {
-        return None;
-    };
-    let syn::Type::Path(tp) = peel(ty) else {
-        return None;
-    };
-    let last = tp.path.segments.last().filter(|l| l.ident == "Result")?;
-    let syn::PathArguments::AngleBracketed(args) = &last.arguments else {
-        return None;
-    };
-    let mut types = args.args.iter().filter_map(|a| match a {
-        syn::GenericArgument::Type(t) => Some(t),
-        _ => None,
-    });
-    match (types.next(), types.next(), types.next()) {
-        (Some(_), Some(error), None) => Some(error),
-        _ => None,
-    }
 }
 
 /// A `deadline` where no retry is ever made and no hedge is sent: the only attempt is limited

@@ -132,7 +132,7 @@
 //!
 //! A retry resends the request, so each attempt needs its own copy: the request type implements
 //! [`RetryRequest`]. `http::Request<B>` does when its body does ([`RetryBody`]: `String`,
-//! `Vec<u8>`, `Bytes`, `()`, `&'static str`, `http_body_util::Full` and `Empty` are copied;
+//! `Vec<u8>`, `Bytes`, `()`, `&str`, `&[u8]`, `http_body_util::Full` and `Empty` are copied;
 //! `http_body_util`'s `BoxBody`, `UnsyncBoxBody` and `StreamBody` cannot be). A body that can
 //! only be read once returns `None` from [`RetryBody::try_clone_body`]: that request is sent
 //! once and never retried, whatever the policy says, so it is never sent twice. To make such a
@@ -236,14 +236,7 @@ macro_rules! cloned_bodies {
         }
     )*};
 }
-cloned_bodies!(
-    String,
-    Vec<u8>,
-    bytes::Bytes,
-    (),
-    &'static str,
-    &'static [u8]
-);
+cloned_bodies!(String, Vec<u8>, bytes::Bytes, (), &str, &[u8]);
 
 impl<D: Clone> RetryBody for http_body_util::Full<D> {
     #[inline]
@@ -345,7 +338,8 @@ cloned_requests!(
     Vec<u8>,
     bytes::Bytes,
     (),
-    &'static str,
+    &str,
+    &[u8],
     u8,
     u16,
     u32,

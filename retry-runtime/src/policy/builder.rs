@@ -198,10 +198,10 @@ struct Checks {
     /// Whether the concurrency limit has one slot (a hedge could never run beside the attempt
     /// that holds it).
     limit_of_one: bool,
-    /// Whether a `when` or `when_ok` rule that may retry has a strategy of its own whose delay
-    /// depends on the backoff exponent (the decorrelated jitter's reset then changes its
-    /// delays).
-    own_strategy_grows: bool,
+    /// Whether a `when` or `when_ok` rule that may retry reads the backoff exponent the
+    /// decorrelated jitter resets: with a strategy of its own whose delay depends on it, or a
+    /// jitter of the user's (its `JitterState::exponent` is public).
+    when_reads_exponent: bool,
 }
 
 impl Checks {
@@ -233,7 +233,7 @@ impl Checks {
         retrying_whens: 0,
         jitter_if_alone: None,
         limit_of_one: false,
-        own_strategy_grows: false,
+        when_reads_exponent: false,
     };
 
     /// Why a `when` rule of kind `K` would never apply, as far as the kinds' types tell: a
@@ -320,8 +320,9 @@ impl Checks {
                 .flatten();
         }
         self.whens_retry |= retries;
-        self.own_strategy_grows |=
-            retries && settings.written.backoff && !flat(&settings.rule.backoff);
+        self.when_reads_exponent |= retries
+            && (settings.written.backoff && !flat(&settings.rule.backoff)
+                || settings.written.jitter && !crate_jitter::<J2>());
         self.top_jitter_read |= jitter;
         self.top_jitter_read_elsewhere |= jitter && settings.written.backoff;
         self.top_backoff_read_elsewhere |=
@@ -395,6 +396,13 @@ fn dead_jitter<B: Backoff, J>(
         );
     }
     None
+}
+
+/// Whether `J` is one of this crate's jitters (a jitter of the user's may read anything of the
+/// state, the exponent included).
+fn crate_jitter<J>() -> bool {
+    use crate::jitter::{AwsDecorrelated, Decorrelated};
+    built_in_jitter::<J>() || same_type::<J, Decorrelated>() || same_type::<J, AwsDecorrelated>()
 }
 
 /// Whether `backoff`'s delay is the same for every exponent: `NoBackoff`, `Constant`, `Random`,
@@ -552,14 +560,11 @@ fn scaled_to_nothing<B: Backoff, J>(
     rule: &super::settings::RuleSettings<B, J>,
     written: Written,
 ) -> bool {
-    use crate::jitter::{AwsDecorrelated, Decorrelated};
     let max = rule.backoff.max();
     written.scale
         && !max.is_zero()
         && super::settings::scale(max, rule.scale).is_zero()
-        && (built_in_jitter::<J>()
-            || same_type::<J, Decorrelated>()
-            || same_type::<J, AwsDecorrelated>())
+        && crate_jitter::<J>()
 }
 
 /// The error for a scale that makes every delay 0 (see [`scaled_to_nothing`]).
@@ -1335,7 +1340,7 @@ impl<W, K, B, J, T, S, F, C, X> PolicyBuilder<W, K, B, J, T, S, F, C, X> {
                 // Every rule that retries waits a delay the exponent does not move: the `on`
                 // rule's strategy, read by the `when` rules without one of their own, is
                 // judged in `dead_jitter`; the others' own were noted as they were added.
-                !self.checks.own_strategy_grows,
+                !self.checks.when_reads_exponent,
                 !self.checks.top_backoff_read_elsewhere,
             )
         {

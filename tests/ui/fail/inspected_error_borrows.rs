@@ -1,6 +1,7 @@
 // `Io` (and `Timeout` where it must look into the error) downcasts the error and its
 // `source()` chain through `std::error::Error`, which needs a `'static` error type: an error
-// type written with a borrow is an error at the kind, not a lifetime error on the attribute.
+// type that borrows, with no `Inspect` impl, is rustc's lifetime error at the kind (not on the
+// whole attribute).
 use retry_runtime::robust;
 
 #[derive(Debug)]
@@ -17,19 +18,12 @@ fn io_kind<'a>(s: &'a str) -> Result<u32, ParseError<'a>> {
     Err(ParseError(s))
 }
 
-// A blocking fn without a timeout: `Timeout` can only find one in the error.
-#[robust(retries = 2, when(Timeout, retries = 1))]
-fn untimed_timeout(s: &str) -> Result<u32, &ParseError<'static>> {
-    let _ = s;
-    Err(&ParseError("static"))
-}
-
 #[robust(retries = 2, on = [Io(ConnectionReset)])]
 fn boxed<'a>(s: &'a str) -> Result<u32, Box<dyn std::error::Error + 'a>> {
     Err(s.into())
 }
 
-// A generic error type with no `'static` bound: rustc's error, at the kind.
+// A generic error type with no `'static` bound: E0310 and its `+ 'static`, at the kind.
 #[robust(retries = 2, on = [Io])]
 fn generic<E: std::error::Error + From<std::io::Error>>() -> Result<u32, E> {
     Err(std::io::Error::other("x").into())

@@ -118,6 +118,19 @@ async fn fine_when_aws_beside_a_random_from_zero() -> std::io::Result<()> { toki
 #[robust(backoff = linear(base = 1s, max = 30s), when(Io, jitter = aws_decorrelated))]
 fn fine_when_aws_beside_an_inherited_linear() -> std::io::Result<()> { Ok(()) }
 
+// (Fine: beside rules that all wait a constant, a jitter of the user's reads the exponent
+// `decorrelated` resets.)
+struct ByExponent;
+impl retry_runtime::Jitter for ByExponent {
+    fn jitter(&self, backoff: &dyn retry_runtime::Backoff, state: &mut retry_runtime::JitterState,
+              _: &mut dyn rand::Rng) -> std::time::Duration {
+        backoff.base() * (state.exponent.min(10) + 1)
+    }
+}
+#[robust(retries = 5, backoff = constant(base = 1s), jitter = decorrelated,
+         on = [Io(ConnectionReset)], when(Io(BrokenPipe), retries = 5, jitter = custom(ByExponent)))]
+fn fine_decorrelated_read_by_a_custom_jitter() -> std::io::Result<()> { Ok(()) }
+
 // (Fine: a custom jitter may add to a zero delay, which the scale then scales.)
 struct Pad;
 impl retry_runtime::Jitter for Pad {

@@ -12,7 +12,8 @@ fn constant() -> std::io::Result<()> { Ok(()) }
 #[robust(when(Io(ConnectionReset), retries = 2, backoff = exponential(base = 1ms, max = 1s), scale = 1e-10))]
 fn a_when() -> std::io::Result<()> { Ok(()) }
 
-// Or so large that the longest delay passes the 10^18 s no written duration may exceed.
+// Or so large that the shortest delay (the strategy's `base`) passes the 10^18 s no written
+// duration may exceed.
 #[robust(retries = 2, scale = 1e20)]
 fn default_strategy_scaled_past_the_largest_duration() -> std::io::Result<()> { Ok(()) }
 #[robust(backoff = constant(base = 1e12), scale = 1e7)]
@@ -22,9 +23,11 @@ fn constant_scaled_past_the_largest_duration() -> std::io::Result<()> { Ok(()) }
 #[robust(backoff = constant(base = 1e300), scale = 1e-300)]
 fn refused_strategy() -> std::io::Result<()> { Ok(()) }
 
-// (Fine: 20 s x 1e-10 is 2 ns; 20 s x 1e16 is 2 x 10^17 s.)
-#[robust(scale = 1e16)]
+// (Fine: 20 s x 1e-10 is 2 ns; 100 ms x 1e18 is 10^17 s; a `max` the retries never reach.)
+#[robust(scale = 1e18)]
 fn large_but_in_range() -> std::io::Result<()> { Ok(()) }
+#[robust(retries = 2, backoff = exponential(base = 1s, max = 1e17), scale = 100)]
+fn max_never_reached() -> std::io::Result<()> { Ok(()) }
 #[robust(scale = 1e-10)]
 fn small_but_not_zero() -> std::io::Result<()> { Ok(()) }
 
