@@ -88,13 +88,20 @@ mod with_tower {
     }
 
     pub fn client() -> Result<
-        impl Service<Request<Full<Bytes>>, Response = Response<Incoming>, Error = BoxError> + Clone,
+        impl Service<
+            Request<Full<Bytes>>,
+            Response = Response<Incoming>,
+            Error = BoxError,
+            Future: Send,
+        > + Clone
+        + Send
+        + 'static,
         ConfigError,
     > {
         let policy = Policy::builder()
             .timeout(Duration::from_millis(500))
             .retries(3)
-            .max_delay(Duration::from_secs(10)) // bounds `Retry-After` too
+            .max_delay(Duration::from_secs(10)) // a longer `Retry-After` ends the retries
             .on(Timeout
                 .or(Io::of([ErrorKind::ConnectionReset]))
                 .or(Predicate(transport_failure)))
@@ -146,6 +153,17 @@ async fn both_retry_what_they_say() {
         assert_eq!(r.unwrap().status(), StatusCode::OK, "{id}");
         assert_eq!(server.hits(id), 2, "{id}");
     }
+    // The client's type promises `Send` futures: a request runs in a task spawned from an
+    // `async move` block (an axum handler's future is checked the same way).
+    let c = client.clone();
+    let request = Request::get(url("/unavailable?retry_after=0&", "tower-spawned"))
+        .body(Full::default())
+        .unwrap();
+    let r = tokio::spawn(async move { c.oneshot(request).await })
+        .await
+        .unwrap();
+    assert_eq!(r.unwrap().status(), StatusCode::OK);
+    assert_eq!(server.hits("tower-spawned"), 2);
     // This block's rules name only the 503: a 429 is the answer, not retried (the example's
     // hyper client, whose row the README's table shows, retries it too).
     let request = Request::get(url("/throttled?", "tower-429"))

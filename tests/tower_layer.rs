@@ -3047,3 +3047,45 @@ async fn requests_run_in_tasks_spawned_from_async_blocks() {
     assert_eq!(task.await.unwrap().unwrap(), StatusCode::OK);
     assert_eq!(calls.load(Ordering::SeqCst), 2, "one retry");
 }
+
+/// tower's own `timeout` under the layer fails an attempt with its `Elapsed` (boxed, by tower's
+/// `Timeout`): the `Timeout` kind matches it, so the attempt is retried; a kind list without
+/// `Timeout` leaves it the answer.
+#[tokio::test(start_paused = true)]
+async fn a_tower_timeout_under_the_layer_is_a_timeout() {
+    use retry_runtime::kind::{Predicate, Timeout};
+    let (svc, calls, _) = slow::<String>(vec![(1000, StatusCode::OK), (10, StatusCode::OK)]);
+    let policy = Policy::builder()
+        .retries(1)
+        .backoff(NoBackoff)
+        .on(Timeout)
+        .build()
+        .unwrap();
+    let client = tower::ServiceBuilder::new()
+        .layer(RobustLayer::new(policy))
+        .timeout(ms(200))
+        .service(svc);
+    let t0 = Instant::now();
+    let r = client.oneshot(Request::new(String::new())).await;
+    assert_eq!(r.unwrap().status(), StatusCode::OK);
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    assert_eq!(t0.elapsed(), ms(210));
+
+    let (svc, calls, _) = slow::<String>(vec![(1000, StatusCode::OK), (10, StatusCode::OK)]);
+    let policy = Policy::builder()
+        .retries(1)
+        .backoff(NoBackoff)
+        .on(Predicate(|e: &tower::BoxError| e.is::<io::Error>()))
+        .build()
+        .unwrap();
+    let client = tower::ServiceBuilder::new()
+        .layer(RobustLayer::new(policy))
+        .timeout(ms(200))
+        .service(svc);
+    let e = client
+        .oneshot(Request::new(String::new()))
+        .await
+        .unwrap_err();
+    assert!(e.is::<tower::timeout::error::Elapsed>(), "{e}");
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+}

@@ -140,12 +140,26 @@ pub fn chain_has_io(root: Option<&(dyn Error + 'static)>, kinds: &[io::ErrorKind
         .any(|io| kinds.is_empty() || kinds.contains(&io.kind()))
 }
 
-/// Whether the chain holds an [`Elapsed`] or an `std::io::Error` of kind `TimedOut`.
+/// Whether the chain holds an [`Elapsed`], an `std::io::Error` of kind `TimedOut`, or (with
+/// the `tower` feature) tower's own `tower::timeout::error::Elapsed`, which its `timeout`
+/// layer under a [`RobustLayer`](crate::tower::RobustLayer) fails an attempt with.
 pub fn chain_has_timeout(root: Option<&(dyn Error + 'static)>) -> bool {
     chain(root).any(|e| {
         peeled::<Elapsed>(e).is_some()
             || peeled::<io::Error>(e).is_some_and(|io| io.kind() == io::ErrorKind::TimedOut)
+            || tower_elapsed(e)
     })
+}
+
+/// Whether `e` is tower's `timeout::error::Elapsed`.
+#[cfg(feature = "tower")]
+fn tower_elapsed(e: &(dyn Error + 'static)) -> bool {
+    peeled::<::tower::timeout::error::Elapsed>(e).is_some()
+}
+
+#[cfg(not(feature = "tower"))]
+fn tower_elapsed(_: &(dyn Error + 'static)) -> bool {
+    false
 }
 
 /// Decides whether a rule applies to a failure.
@@ -191,7 +205,8 @@ impl<E> Classify<E> for NoError {
 }
 
 /// The attempt ran out of its timeout, or an `std::io::Error` of kind `TimedOut` (or an
-/// [`Elapsed`]) is in the error's `source()` chain.
+/// [`Elapsed`], or with the `tower` feature tower's `tower::timeout::error::Elapsed`) is in the
+/// error's `source()` chain.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Timeout;
 

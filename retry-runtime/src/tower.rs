@@ -55,7 +55,13 @@
 //! With a timeout (or a deadline) the service's error type needs `From<Elapsed>`. When it has
 //! none, rustc reports that `oneshot` or `ready` "exists but its trait bounds were not
 //! satisfied": map the error first (`ServiceBuilder::new().layer(RobustLayer::new(policy))
-//! .map_err(BoxError::from).service(client)`, a boxed error has `From<Elapsed>`). The attempt
+//! .map_err(BoxError::from).service(client)`, a boxed error has `From<Elapsed>`). The same
+//! words come for a request whose body has no [`RetryBody`] (see above) and for an `OkIf`
+//! closure over another response type than the service's; calling the service once as
+//! `tower::Service::call(&mut service, request)` makes rustc name the missing bound. tower's
+//! own `timeout` under the layer fails an attempt with `tower::timeout::error::Elapsed`,
+//! which the [`Timeout`](crate::kind::Timeout) kind matches as it matches this crate's
+//! `Elapsed`. The attempt
 //! ends with the response head: a body read later by the caller is outside it. An error from
 //! the service's `poll_ready` is the call's error and is not retried (tower's contract: such a
 //! service is to be dropped). No request was sent, so it is no attempt: the breaker and the
@@ -138,7 +144,7 @@
 //! once and never retried, whatever the policy says, so it is never sent twice. To make such a
 //! request retryable, buffer its body first (`http_body_util::BodyExt::collect(body).await?
 //! .to_bytes()` into a `Full<Bytes>`). A body type of another crate without an impl (hyper's
-//! `Incoming`) is boxed (`BoxBody`) or buffered first; a body type of your own implements
+//! `Incoming`, `axum::body::Body`) is boxed (`BoxBody`) or buffered first; a body type of your own implements
 //! `RetryBody`. A client whose body type is fixed and cannot be copied (a hyper-util client
 //! over `BoxBody`, tonic's `Channel`) goes below a conversion, so that the layer copies a
 //! buffered request and each attempt converts its copy:
@@ -491,9 +497,13 @@ impl<P, Bu, H> RobustLayer<P, PerKey<(), Bu>, H> {
     ///     Keyed::new(1000, template).expect("at least one key")
     /// });
     ///
+    /// // The host and port: two services on one host get a breaker each (a request without an
+    /// // authority, a relative URI, shares the "" key).
     /// let layer = RobustLayer::new(Policy::builder().retries(2).build()?).breaker_per(
     ///     &*BREAKERS,
-    ///     |req: &http::Request<String>| req.uri().host().unwrap_or_default().to_owned(),
+    ///     |req: &http::Request<String>| {
+    ///         req.uri().authority().map(|a| a.as_str().to_owned()).unwrap_or_default()
+    ///     },
     /// );
     /// # let _ = layer;
     /// # Ok::<(), retry_runtime::ConfigError>(())
