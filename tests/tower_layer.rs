@@ -3014,6 +3014,32 @@ async fn requests_run_in_tasks_spawned_from_async_blocks() {
     let client = RobustLayer::hedged(policy).layer(svc).boxed_clone();
     assert_eq!(spawned!(client, calls), StatusCode::OK);
 
+    // Or built in a fn whose opaque return type shows only the bounds the block needs.
+    fn hedged_client<S>(
+        svc: S,
+    ) -> impl Service<Request<String>, Response = Resp, Error = io::Error, Future: Send>
+    + Clone
+    + Send
+    + 'static
+    where
+        S: Service<Request<String>, Response = Resp, Error = io::Error> + Clone + Send + 'static,
+        S::Future: Send + 'static,
+    {
+        let policy = Policy::builder()
+            .retries(2)
+            .backoff(Constant::new(ms(10)))
+            .on_ok(OkIf(|r: &Resp| {
+                r.status() == StatusCode::SERVICE_UNAVAILABLE
+            }))
+            .budget(&SPAWN_BUDGET)
+            .hedge(Hedge::after(secs(1), 1).unwrap())
+            .build()
+            .unwrap();
+        RobustLayer::hedged(policy).layer(svc)
+    }
+    let (svc, calls) = once_unavailable();
+    assert_eq!(spawned!(hedged_client(svc), calls), StatusCode::OK);
+
     // A borrowed body (`&'static str`, copied as a reference): its `RetryBody` impl holds for
     // any lifetime, which the block's check needs too.
     // (A service of its own: an opaque or closure type fixes the body's lifetime itself.)
