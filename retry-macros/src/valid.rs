@@ -1598,33 +1598,8 @@ fn starts_at_zero(s: &Strategy) -> bool {
 /// of 0. (`constant(base = 0)` says what it does.) An error at the strategy, unless a rule
 /// that reads it has a custom jitter, which may make a delay of its own from 0.
 pub fn check_backoff_never_waits(config: &Config, errors: &mut Errors) {
-    let top = &config.settings;
-    let custom = |o: &Overrides| {
-        matches!(
-            o.jitter.as_ref().or(top.jitter.as_ref()).map(|j| &j.value),
-            Some(JitterSpec::Custom(_))
-        )
-    };
-    // Each written strategy that a rule that may retry reads, with whether such a rule has a
-    // custom jitter: the top level's is read by the top level and every `when` without a
-    // strategy of its own. (One no rule that retries reads is reported as a key with no effect
-    // by `check_never_retries`.)
-    let retrying = retrying_rules(config);
-    let reads_top = |o: &&Overrides| std::ptr::eq(*o, top) || o.backoff.is_none();
-    let top_readers = retrying.iter().map(|(o, _)| *o).filter(reads_top);
-    let top_read = top_readers.clone().next().is_some();
-    let top_custom = top_readers.clone().any(custom);
-    let whens = retrying
-        .iter()
-        .map(|(o, _)| *o)
-        .filter(|o| !std::ptr::eq(*o, top));
-    let strategies = top
-        .backoff
-        .as_ref()
-        .filter(|_| top_read)
-        .map(|s| (s, top_custom))
-        .into_iter()
-        .chain(whens.filter_map(|o| Some((o.backoff.as_ref()?, custom(o)))));
+    // (With a custom jitter, which may make a delay of its own from 0, a rule waits.)
+    let strategies = read_strategies(config, |j| matches!(j, Some(JitterSpec::Custom(_))));
     for (s, custom) in strategies {
         if custom {
             continue;
@@ -1668,6 +1643,35 @@ pub fn check_backoff_never_waits(config: &Config, errors: &mut Errors) {
     }
 }
 
+/// Each written strategy that a rule that may retry reads, with whether the jitter (its own or
+/// the top level's) of such a rule is one `jitter` picks: the top level's strategy is read by
+/// the top level and every `when` without a strategy of its own. (One no rule that retries
+/// reads is reported as a key with no effect by `check_never_retries`.)
+fn read_strategies(
+    config: &Config,
+    jitter: impl Fn(Option<&JitterSpec>) -> bool,
+) -> Vec<(&Spanned<Strategy>, bool)> {
+    let top = &config.settings;
+    let picked =
+        |o: &Overrides| jitter(o.jitter.as_ref().or(top.jitter.as_ref()).map(|j| &j.value));
+    let retrying = retrying_rules(config);
+    let reads_top = |o: &&Overrides| std::ptr::eq(*o, top) || o.backoff.is_none();
+    let top_readers = retrying.iter().map(|(o, _)| *o).filter(reads_top);
+    let top_read = top_readers.clone().next().is_some();
+    let top_picked = top_readers.clone().any(picked);
+    let whens = retrying
+        .iter()
+        .map(|(o, _)| *o)
+        .filter(|o| !std::ptr::eq(*o, top));
+    top.backoff
+        .as_ref()
+        .filter(|_| top_read)
+        .map(|s| (s, top_picked))
+        .into_iter()
+        .chain(whens.filter_map(|o| Some((o.backoff.as_ref()?, picked(o)))))
+        .collect()
+}
+
 /// A strategy written with a growth of zero (`exponential(.., m = 1)`, `linear(.., interval =
 /// 0)`, `fibonacci(.., unit = 0)`, `polynomial(.., unit = 0)`) from a `base` above 0 and below
 /// its `max`: every delay is `base`, and the `max` is read by nothing (the dual of a growth
@@ -1675,32 +1679,10 @@ pub fn check_backoff_never_waits(config: &Config, errors: &mut Errors) {
 /// rule that reads it has a custom jitter (which may read `max`) or `aws_decorrelated` (which
 /// draws up to `max` and never reads the growth, reported as such).
 pub fn check_backoff_grows(config: &Config, errors: &mut Errors) {
-    let top = &config.settings;
-    let reads_max = |o: &Overrides| {
-        matches!(
-            o.jitter.as_ref().or(top.jitter.as_ref()).map(|j| &j.value),
-            Some(JitterSpec::Custom(_) | JitterSpec::AwsDecorrelated)
-        )
-    };
-    // Each written strategy that a rule that may retry reads (the top level's by the top
-    // level and every `when` without a strategy of its own), with whether such a rule's jitter
-    // may read its `max`.
-    let retrying = retrying_rules(config);
-    let reads_top = |o: &&Overrides| std::ptr::eq(*o, top) || o.backoff.is_none();
-    let top_readers = retrying.iter().map(|(o, _)| *o).filter(reads_top);
-    let top_read = top_readers.clone().next().is_some();
-    let top_max = top_readers.clone().any(reads_max);
-    let whens = retrying
-        .iter()
-        .map(|(o, _)| *o)
-        .filter(|o| !std::ptr::eq(*o, top));
-    let strategies = top
-        .backoff
-        .as_ref()
-        .filter(|_| top_read)
-        .map(|s| (s, top_max))
-        .into_iter()
-        .chain(whens.filter_map(|o| Some((o.backoff.as_ref()?, reads_max(o)))));
+    // (Whether a rule that reads the strategy has a jitter that may read its `max`.)
+    let strategies = read_strategies(config, |j| {
+        matches!(j, Some(JitterSpec::Custom(_) | JitterSpec::AwsDecorrelated))
+    });
     for (s, reads_max) in strategies {
         if reads_max {
             continue;
