@@ -1504,7 +1504,9 @@ pub fn check_scale_rounds_to_zero(config: &Config, errors: &mut Errors) {
         if matches!(jitter.map(|j| &j.value), Some(JitterSpec::Custom(_))) {
             continue;
         }
-        let longest = match o
+        // The shortest delay the strategy gives before its jitter (its `base`) and the longest
+        // (its `max`, which the retries may never reach).
+        let (base, longest) = match o
             .backoff
             .as_ref()
             .or(top.backoff.as_ref())
@@ -1512,47 +1514,26 @@ pub fn check_scale_rounds_to_zero(config: &Config, errors: &mut Errors) {
         {
             // (No strategy after an error: it may be one that was refused, not the default.)
             None if !errors.is_empty() => continue,
-            None => retry_grammar::DEFAULT_MAX,
-            Some(Strategy::Constant { base }) => *base,
+            None => (retry_grammar::DEFAULT_BASE, retry_grammar::DEFAULT_MAX),
+            Some(Strategy::Constant { base }) => (*base, *base),
             Some(
-                Strategy::Exponential { max, .. }
-                | Strategy::Linear { max, .. }
-                | Strategy::Fibonacci { max, .. }
-                | Strategy::Polynomial { max, .. }
-                | Strategy::Random { max, .. },
-            ) => *max,
+                Strategy::Exponential { base, max, .. }
+                | Strategy::Linear { base, max, .. }
+                | Strategy::Fibonacci { base, max, .. }
+                | Strategy::Polynomial { base, max, .. }
+                | Strategy::Random { base, max },
+            ) => (*base, *max),
             Some(_) => continue,
         };
-        // The shortest delay the strategy gives before its jitter, its `base` (the longest
-        // may never be reached: the retries may end first).
-        let base = match o
-            .backoff
-            .as_ref()
-            .or(top.backoff.as_ref())
-            .map(|s| &s.value)
-        {
-            None => Some(retry_grammar::DEFAULT_BASE),
-            Some(
-                Strategy::Constant { base }
-                | Strategy::Exponential { base, .. }
-                | Strategy::Linear { base, .. }
-                | Strategy::Fibonacci { base, .. }
-                | Strategy::Polynomial { base, .. }
-                | Strategy::Random { base, .. },
-            ) => Some(*base),
-            Some(_) => None,
-        };
-        if let Some(base) = base {
-            let scaled = base.as_secs_f64() * scale.value;
-            if scaled > retry_grammar::MAX_SECS {
-                errors.at(
-                    scale.span,
-                    format!(
-                        "this `scale` takes the strategy's shortest delay, its `base` ({} s), to {scaled:e} s, above the 10^18 s any duration written here may be; lower it",
-                        base.as_secs_f64(),
-                    ),
-                );
-            }
+        let scaled = base.as_secs_f64() * scale.value;
+        if scaled > retry_grammar::MAX_SECS {
+            errors.at(
+                scale.span,
+                format!(
+                    "this `scale` takes the strategy's shortest delay, its `base` ({} s), to {scaled:e} s, above the 10^18 s any duration written here may be; lower it",
+                    base.as_secs_f64(),
+                ),
+            );
         }
         if !longest.is_zero() && longest.as_nanos() as f64 * scale.value < 0.5 {
             errors.at(
