@@ -840,7 +840,7 @@ fn rebind_args(
             // be one the body does not: its clone for the attempt is then unused, and no
             // mistake (it is borrowed once, rather than a lint allowed, which a `forbid` would
             // refuse).
-            let touch = (!movable).then(|| quote!(let _ = &#source;));
+            let touch = (!movable).then(|| quote!(#(#attrs)* let _ = &#source;));
             if hedge {
                 let hold = format_ident!("__robust_hold{}", i, span = Span::mixed_site());
                 let value = if movable {
@@ -851,16 +851,14 @@ fn rebind_args(
                 held.push(quote!(#(#attrs)* let #hold = #value;));
                 let clone = cloned(&hold);
                 outer.push(quote!(#(#attrs)* let #own = #ps::Owned(#clone);));
-                prelude
-                    .push(quote!(#(#attrs)* let #binding = #own.into_inner(); #(#attrs)* #touch));
+                prelude.push(quote!(#(#attrs)* let #binding = #own.into_inner(); #touch));
             } else if split {
                 let clone = cloned(source);
                 pre.push(quote!(#(#attrs)* let #own = #ps::Owned(#clone);));
-                prelude
-                    .push(quote!(#(#attrs)* let #binding = #own.into_inner(); #(#attrs)* #touch));
+                prelude.push(quote!(#(#attrs)* let #binding = #own.into_inner(); #touch));
             } else {
                 let clone = cloned(source);
-                prelude.push(quote!(#(#attrs)* let #binding = #clone; #(#attrs)* #touch));
+                prelude.push(quote!(#(#attrs)* let #binding = #clone; #touch));
             }
         };
         // A wildcard is never read: nothing to clone or reborrow. Nor is a name the body does
@@ -1065,12 +1063,7 @@ fn sharing<'e>(e: &'e syn::Expr, params: &[String]) -> Sharing<'e> {
             }
         }
         // `Arc::clone(&pointer)` is `pointer.clone()`.
-        syn::Expr::Call(call)
-            if matches!(&*call.func, syn::Expr::Path(p)
-                if p.path.segments.len() >= 2
-                    && p.path.segments.last().is_some_and(|s| s.ident == "clone"))
-                && call.args.len() == 1 =>
-        {
+        syn::Expr::Call(call) if clone_by_path(call) => {
             match call.args.first().map(|arg| sharing(arg, params)) {
                 Some(Sharing::Value(_, refs, root)) if refs > 0 => {
                     Sharing::Value(e, refs - 1, root)
@@ -1175,6 +1168,115 @@ fn branch_roots<'e>(e: &'e syn::Expr, params: &[String], roots: &mut Vec<&'e syn
             _ => {}
         }
     }
+}
+
+/// The parts of a guard's expression that are values made by the call and that the guard is
+/// taken from, with the dereferences [`sharing`] gives each: the argument of `Arc::from(..)`,
+/// `Rc::from(..)` or `Box::from(..)` (a guard made here, or a box of one, converted into a
+/// pointer made here: the pointer's type alone is that of `Arc::from(arc)`), and the receiver of
+/// a method (`Keyed::new(..)?.get(host)`, `make_map().get(host)`: a keyed map made here makes
+/// new guards). Each must not be a guard's own type (`OwnedGuard`, which a keyed map is): its
+/// type is probed where the expression is, in a branch never taken.
+fn made_here_parts<'e>(e: &'e syn::Expr, params: &[String], out: &mut Vec<(&'e syn::Expr, usize)>) {
+    // A value a call makes: the result of a call, a method or a `?`.
+    let made = |x: &syn::Expr| {
+        let mut x = x;
+        while let syn::Expr::Paren(syn::ExprParen { expr, .. })
+        | syn::Expr::Group(syn::ExprGroup { expr, .. }) = x
+        {
+            x = expr;
+        }
+        matches!(
+            x,
+            syn::Expr::Call(_) | syn::Expr::MethodCall(_) | syn::Expr::Try(_)
+        )
+    };
+    let refs = |x: &syn::Expr| match sharing(x, params) {
+        Sharing::Value(_, refs, _) => refs,
+        _ => 0,
+    };
+    match e {
+        syn::Expr::Reference(syn::ExprReference { expr: inner, .. })
+        | syn::Expr::Paren(syn::ExprParen { expr: inner, .. })
+        | syn::Expr::Group(syn::ExprGroup { expr: inner, .. })
+        | syn::Expr::Try(syn::ExprTry { expr: inner, .. })
+        | syn::Expr::Field(syn::ExprField { base: inner, .. })
+        | syn::Expr::Index(syn::ExprIndex { expr: inner, .. }) => {
+            made_here_parts(inner, params, out)
+        }
+        syn::Expr::Unary(u) if matches!(u.op, syn::UnOp::Deref(_)) => {
+            made_here_parts(&u.expr, params, out)
+        }
+        syn::Expr::MethodCall(call) => {
+            // (A copy's receiver is checked by `sharing`, with the copy: `Arc::new(..).clone()`.)
+            if call.method != "clone" && made(&call.receiver) {
+                out.push((&call.receiver, refs(&call.receiver)));
+            }
+            made_here_parts(&call.receiver, params, out);
+        }
+        syn::Expr::Call(call) if pointer_from(&call.func) && call.args.len() == 1 => {
+            let arg = &call.args[0];
+            if made(arg) {
+                out.push((arg, refs(arg)));
+            }
+            made_here_parts(arg, params, out);
+        }
+        // `Arc::clone(&pointer)`, as `pointer.clone()`.
+        syn::Expr::Call(call) if clone_by_path(call) => {
+            made_here_parts(&call.args[0], params, out);
+        }
+        _ => {}
+    }
+}
+
+/// `Arc::clone(&pointer)` (a path that ends in `clone`, with one argument): `pointer.clone()`.
+fn clone_by_path(call: &syn::ExprCall) -> bool {
+    matches!(&*call.func, syn::Expr::Path(p)
+        if p.path.segments.len() >= 2
+            && p.path.segments.last().is_some_and(|s| s.ident == "clone"))
+        && call.args.len() == 1
+}
+
+/// `Arc::from`, `Rc::from` or `Box::from`.
+fn pointer_from(func: &syn::Expr) -> bool {
+    let syn::Expr::Path(p) = func else {
+        return false;
+    };
+    let names: Vec<String> = p
+        .path
+        .segments
+        .iter()
+        .map(|s| s.ident.to_string())
+        .collect();
+    matches!(names.as_slice(), [.., ptr, from]
+        if ["Arc", "Rc", "Box"].contains(&ptr.as_str()) && from == "from")
+}
+
+/// Whether `tokens` name one of `params` or `self` anywhere (a field or a path segment of that
+/// name too: an over-estimate).
+fn names_any(tokens: TokenStream, params: &[String]) -> bool {
+    let mut stack = vec![tokens.into_iter()];
+    while let Some(iter) = stack.last_mut() {
+        match iter.next() {
+            Some(TokenTree::Group(g)) => stack.push(g.stream().into_iter()),
+            Some(TokenTree::Ident(i)) => {
+                let name = i.to_string();
+                let name = name.strip_prefix("r#").unwrap_or(&name);
+                if name == "self"
+                    || params
+                        .iter()
+                        .any(|p| p.strip_prefix("r#").unwrap_or(p) == name)
+                {
+                    return true;
+                }
+            }
+            Some(_) => {}
+            None => {
+                stack.pop();
+            }
+        }
+    }
+    false
 }
 
 /// `Arc::new`, `Rc::new` or `Box::new` (or `pin`, `new_cyclic`), `Box::leak`, a lazy value's
@@ -1511,6 +1613,31 @@ pub fn expand(
                 )
             }
         };
+        // The values made by the call that the guard is taken from must not be guards (or
+        // keyed maps) either: their types are probed in a branch never taken, where the
+        // expression is (its `?` and `.await` as there). Not one that names a parameter,
+        // which the probe would move or borrow: the attribute sees no types.
+        let mut parts = Vec::new();
+        made_here_parts(e, &param_names, &mut parts);
+        let probes = parts
+            .into_iter()
+            .filter(|(x, _)| !names_any(quote::ToTokens::to_token_stream(*x), &param_names))
+            .map(|(x, refs)| {
+                let at = Span::mixed_site().located_at(x.span());
+                let ps = respan(&p, at);
+                let derefs = std::iter::repeat_n(quote_spanned!(at=> *), refs);
+                let x = spanned_group(quote::ToTokens::to_token_stream(x), x.span());
+                let receiver =
+                    spanned_group(quote_spanned!(at=> &#ps::GuardValue(&#(#derefs)* #x)), at);
+                let method = Ident::new("robust_shared_guard", at);
+                quote_spanned!(at=>
+                    if false {
+                        use #ps::prelude::guard_check::*;
+                        #receiver.#method();
+                    }
+                )
+            });
+        let bind = quote!(#bind #(#probes)*);
         // The `static`s its branches may give (an `if`, a `match`, a block), but no name the
         // expression binds itself (`{ let t = ..; t.unwrap() }`, a `match` arm's binding).
         let mut roots = Vec::new();
@@ -1574,8 +1701,18 @@ pub fn expand(
         quote!(let #ctx: &#krate::Attempt<'_> = &#attempt;)
     });
 
-    // (In braces of the body's own span: `in_braces`.)
+    // (In braces of the body's own span: `in_braces`.) A body that declares items keeps them
+    // in a block of their own, ahead of its statements as written, not after the attempt's
+    // `let`s (clippy's `items_after_statements`); the block is the attempt's value, its
+    // temporaries dropped as the body's own (after its locals in a crate of edition 2021).
     let stmts = f.body.stream();
+    let stmts = if (ctx.is_some() || !prelude.is_empty()) && declares_items(&stmts) {
+        // (After an unnamed constant: rustc's `unused_braces` calls a block of one expression
+        // unnecessary, as in `typed_async`.)
+        in_braces(quote!(const _: () = (); #stmts), f.body.span())
+    } else {
+        stmts
+    };
     let statements = quote!(#ctx #(#prelude)* #stmts);
     let body = in_braces(statements.clone(), f.body.span());
     let async_body = typed_async(&statements, &ret, &pr, ret_span, f.body.span());
@@ -2130,6 +2267,30 @@ fn typed_async(
 /// `tokens` in braces spanned at `braces`, the body's own: a block's edition is its span's,
 /// and decides when the temporaries of its tail drop (after its locals before edition 2024,
 /// before them since), so a crate of an older edition keeps its rules under the attribute.
+/// Whether a body may declare an item at its top level: a keyword that starts one (`fn`,
+/// `struct`, `use`, `const`, `macro_rules`, ...). An over-estimate (`const { .. }`, a `fn`
+/// pointer's type), which costs only a block.
+fn declares_items(body: &TokenStream) -> bool {
+    const STARTS: [&str; 13] = [
+        "fn",
+        "struct",
+        "enum",
+        "union",
+        "impl",
+        "trait",
+        "mod",
+        "use",
+        "type",
+        "const",
+        "static",
+        "extern",
+        "macro_rules",
+    ];
+    body.clone()
+        .into_iter()
+        .any(|t| matches!(&t, TokenTree::Ident(i) if STARTS.iter().any(|k| i == k)))
+}
+
 fn in_braces(tokens: TokenStream, braces: Span) -> TokenStream {
     let mut group = Group::new(proc_macro2::Delimiter::Brace, tokens);
     group.set_span(braces);

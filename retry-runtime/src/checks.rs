@@ -629,6 +629,9 @@ impl OwnedGuard for crate::ConcurrencyLimit {}
 impl OwnedGuard for crate::guard::fleet::SharedBreaker {}
 #[cfg(feature = "redis")]
 impl OwnedGuard for crate::guard::fleet::SharedBudget {}
+/// A keyed map made by the call (`Keyed::new(..).unwrap().get(host)`, `make_map().get(host)`)
+/// makes a new guard for each key on each call.
+impl<K, G> OwnedGuard for crate::guard::Keyed<K, G> {}
 impl<T: OwnedGuard + ?Sized> OwnedGuard for Box<T> {}
 impl<T: OwnedGuard, F> OwnedGuard for std::sync::LazyLock<T, F> {}
 

@@ -67,6 +67,24 @@ pub async fn asynchronous() -> io::Result<usize> {
     Ok(Noisy("temporary").len())
 }
 
+/// A body that declares an item, with an owned parameter (which each attempt binds from a
+/// clone before the body): the item stays ahead of the body's statements (clippy's
+/// `items_after_statements`), and the temporaries drop as in `plain`.
+#[robust(retries = 2, backoff = none)]
+pub fn blocking_with_items(label: String) -> io::Result<usize> {
+    const TEMPORARY: &str = "temporary";
+    let _local = Noisy("local");
+    Ok(Noisy(TEMPORARY).len() + label.into_bytes().len())
+}
+
+/// The same, async.
+#[robust(retries = 2, backoff = none)]
+pub async fn asynchronous_with_items(label: String) -> io::Result<usize> {
+    const TEMPORARY: &str = "temporary";
+    let _local = Noisy("local");
+    Ok(Noisy(TEMPORARY).len() + label.into_bytes().len())
+}
+
 /// Keys whose expansions import the probes' traits (a timeout's `Timeout` kind, the error
 /// writer of events, an async fallback) and check patterns.
 #[robust(retries = 2, backoff = constant(base = 10ms), timeout = 1s, on = [Timeout, Io(ConnectionReset)],
@@ -99,6 +117,12 @@ mod tests {
             .build()
             .unwrap();
         assert_eq!(runtime.block_on(asynchronous()).unwrap(), 9);
+        assert_eq!(drops(), order);
+        // A body with an item of its own, in a block of its own.
+        assert_eq!(blocking_with_items(String::new()).unwrap(), 9);
+        assert_eq!(drops(), order);
+        let with_items = runtime.block_on(asynchronous_with_items(String::new()));
+        assert_eq!(with_items.unwrap(), 9);
         assert_eq!(drops(), order);
     }
 

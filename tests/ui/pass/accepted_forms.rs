@@ -72,6 +72,27 @@ fn callbacks_and_context() -> io::Result<u32> { Ok(ctx.number()) }
 #[robust(crate = "::retry_runtime", retries = 1)]
 async fn async_with_crate() -> io::Result<()> { Ok(()) }
 
+// A parameter's attributes go on its own statements only: the body's first statement (an
+// assignment, on which an attribute is experimental) gets none of them. Owned, owned with a
+// pattern, blocking and async.
+#[robust(retries = 2)]
+fn attributed_param(#[allow(unused_mut)] mut y: u32) -> io::Result<u32> {
+    y += 1;
+    Ok(y)
+}
+
+#[robust(retries = 2)]
+fn attributed_pattern(#[allow(unused_mut)] (mut a, b): (u32, u32)) -> io::Result<u32> {
+    a += b;
+    Ok(a)
+}
+
+#[robust(retries = 2)]
+async fn attributed_param_async(#[allow(clippy::needless_pass_by_value)] name: String, #[allow(unused_mut)] mut n: usize) -> io::Result<usize> {
+    n += name.len();
+    Ok(n)
+}
+
 fn main() {}
 
 // Durations with a unit suffix, and `-0` read as zero.
