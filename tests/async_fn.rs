@@ -723,3 +723,30 @@ async fn the_longest_waits_last_thirty_years() {
     assert_eq!(hangs_once(&calls).await.unwrap(), 7);
     assert_eq!(start.elapsed(), THIRTY_YEARS + Duration::from_secs(1));
 }
+
+// A `move` callback that names an owned parameter the body uses too gets a clone of it (the
+// attempts still clone the parameter): each callback counts into the same shared counter.
+#[robust(retries = 3, backoff = none,
+         on_error = move |_e, _n| { seen.fetch_add(1, Ordering::SeqCst); },
+         on_success = move || { seen.fetch_add(100, Ordering::SeqCst); },
+         on_retry = move |_r, _i| { seen.fetch_add(10, Ordering::SeqCst); })]
+async fn counted_by_move_callbacks(seen: Arc<AtomicU32>, failures: u32) -> io::Result<u32> {
+    tokio::task::yield_now().await;
+    if seen.load(Ordering::SeqCst) % 10 < failures {
+        Err(io::Error::other("not yet"))
+    } else {
+        Ok(seen.load(Ordering::SeqCst))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn move_callbacks_get_a_clone_of_the_parameters_they_name() {
+    let seen = Arc::new(AtomicU32::new(0));
+    // Two failures (each counted by `on_error` and retried, counted by `on_retry`), then a
+    // success, which `on_success` counts.
+    let r = counted_by_move_callbacks(Arc::clone(&seen), 2).await;
+    assert_eq!(r.unwrap(), 22);
+    assert_eq!(seen.load(Ordering::SeqCst), 122);
+    // The clones are dropped with the call: only the test's share is left.
+    assert_eq!(Arc::strong_count(&seen), 1);
+}

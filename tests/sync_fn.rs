@@ -776,3 +776,31 @@ fn a_parameter_read_after_two_dots_is_cloned_for_each_attempt() {
     );
     assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 2);
 }
+
+// A `move` callback that names an owned parameter the body uses too gets a clone of it, in a
+// blocking fn as in an async one: the two callbacks count into the same shared counter.
+#[robust(retries = 3, backoff = none,
+         on_error = move |e, _n| { log.borrow_mut().push(format!("{e}")); },
+         on_success = move || { log.borrow_mut().push("done".to_owned()); })]
+fn logged_by_move_callbacks(
+    log: std::rc::Rc<RefCell<Vec<String>>>,
+    failures: usize,
+) -> io::Result<usize> {
+    let len = log.borrow().len();
+    if len < failures {
+        Err(io::Error::other(format!("failure {len}")))
+    } else {
+        Ok(len)
+    }
+}
+
+#[test]
+fn move_callbacks_get_a_clone_of_the_parameters_they_name() {
+    let log = std::rc::Rc::new(RefCell::new(Vec::new()));
+    assert_eq!(
+        logged_by_move_callbacks(std::rc::Rc::clone(&log), 2).unwrap(),
+        2
+    );
+    assert_eq!(*log.borrow(), ["failure 0", "failure 1", "done"]);
+    assert_eq!(std::rc::Rc::strong_count(&log), 1);
+}

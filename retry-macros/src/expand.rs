@@ -1298,9 +1298,67 @@ fn pointer_made_here(func: &syn::Expr) -> bool {
             && ["new", "pin", "new_cyclic", "leak"].contains(&new.as_str()))
 }
 
+/// A `move` callback (`on_error = move |e, n| log(&name, e)`, `on_success`, `on_retry`, a
+/// `hint`) that names an owned parameter gets a clone of it, made where the callback is
+/// (`{ let name = clone_arg(&name); move |e, n| .. }`): the closure would otherwise take the
+/// parameter, which the attempts still clone (rustc's "cannot move out of `name` because it
+/// is borrowed").
+fn clone_into_move_callbacks(config: &mut Config, f: &Func, p: &TokenStream) {
+    let owned: Vec<Ident> = f
+        .sig
+        .inputs
+        .iter()
+        .filter_map(|arg| match arg {
+            FnArg::Typed(pt) => match &*pt.pat {
+                Pat::Ident(pi)
+                    if pi.by_ref.is_none()
+                        && pi.subpat.is_none()
+                        && !matches!(peel(&pt.ty), Type::Reference(_))
+                        && crate::valid::reborrow_of(&pt.ty).is_none() =>
+                {
+                    Some(pi.ident.clone())
+                }
+                _ => None,
+            },
+            FnArg::Receiver(_) => None,
+        })
+        .collect();
+    if owned.is_empty() {
+        return;
+    }
+    let callbacks = [
+        &mut config.on_success,
+        &mut config.on_error,
+        &mut config.on_retry,
+        &mut config.hint,
+    ]
+    .into_iter()
+    .flatten()
+    .chain(config.whens.iter_mut().filter_map(|w| w.hint.as_mut()));
+    for e in callbacks {
+        if !matches!(&**e, syn::Expr::Closure(c) if c.capture.is_some()) {
+            continue;
+        }
+        let written = quote::ToTokens::to_token_stream(&**e);
+        let at = e.span();
+        let ps = respan(p, at);
+        let clones: Vec<TokenStream> = owned
+            .iter()
+            .filter(|name| crate::valid::mentions(written.clone(), name))
+            .map(|name| quote_spanned!(at=> let #name = #ps::clone_arg(&#name);))
+            .collect();
+        if clones.is_empty() {
+            continue;
+        }
+        if let Ok(block) = syn::parse2::<syn::Expr>(quote_spanned!(at=> { #(#clones)* #written })) {
+            **e = block;
+        }
+    }
+}
+
 /// The function under the attribute, expanded. `valid::check_fn` has accepted its shape.
 pub fn expand(
-    config: Config,
+    mut config: Config,
     mut f: Func,
     attr_names: &std::collections::HashSet<String>,
     io_dead: &(Vec<(crate::ast::Sp, String)>, crate::valid::IoSpelling),
@@ -1316,6 +1374,7 @@ pub fn expand(
     };
     let is_async = f.sig.asyncness.is_some();
     let latencies = Ident::new("__ROBUST_LATENCIES", Span::mixed_site());
+    clone_into_move_callbacks(&mut config, &f, &p);
     expectations_as_allows(&mut f);
     let Rebound {
         held,
