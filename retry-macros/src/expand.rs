@@ -1178,28 +1178,54 @@ fn branch_roots<'e>(e: &'e syn::Expr, params: &[String], roots: &mut Vec<&'e syn
 /// new guards). Each must not be a guard's own type (`OwnedGuard`, which a keyed map is): its
 /// type is probed where the expression is, in a branch never taken.
 fn made_here_parts<'e>(e: &'e syn::Expr, params: &[String], out: &mut Vec<(&'e syn::Expr, usize)>) {
-    // A value a call makes: the result of a call, a method or a `?`.
-    let made = |x: &syn::Expr| {
+    // A value the call makes (the result of a call, a method, a `?`, an `.await`, a block, an
+    // `if`, a `match` or a macro, and with `fields`, a field or an element of one), under the
+    // parentheses and the `&`s written around it. (A receiver's field is a place, which may be
+    // shared: `registry().breakers.get(host)`; a value converted into a pointer is moved, so
+    // a field of one is the call's.)
+    fn made(x: &syn::Expr, fields: bool) -> Option<&syn::Expr> {
         let mut x = x;
         while let syn::Expr::Paren(syn::ExprParen { expr, .. })
-        | syn::Expr::Group(syn::ExprGroup { expr, .. }) = x
+        | syn::Expr::Group(syn::ExprGroup { expr, .. })
+        | syn::Expr::Reference(syn::ExprReference { expr, .. }) = x
         {
             x = expr;
         }
+        let mut base = x;
+        while let syn::Expr::Field(syn::ExprField { base: of, .. })
+        | syn::Expr::Index(syn::ExprIndex { expr: of, .. }) = base
+            && fields
+        {
+            base = of;
+        }
         matches!(
-            x,
-            syn::Expr::Call(_) | syn::Expr::MethodCall(_) | syn::Expr::Try(_)
+            base,
+            syn::Expr::Call(_)
+                | syn::Expr::MethodCall(_)
+                | syn::Expr::Try(_)
+                | syn::Expr::Await(_)
+                | syn::Expr::Block(_)
+                | syn::Expr::If(_)
+                | syn::Expr::Match(_)
+                | syn::Expr::Macro(_)
         )
-    };
-    let refs = |x: &syn::Expr| match sharing(x, params) {
-        Sharing::Value(_, refs, _) => refs,
-        _ => 0,
+        .then_some(x)
+    }
+    let probe = |x: &'e syn::Expr, fields: bool, out: &mut Vec<(&'e syn::Expr, usize)>| {
+        if let Some(x) = made(x, fields) {
+            let refs = match sharing(x, params) {
+                Sharing::Value(_, refs, _) => refs,
+                _ => 0,
+            };
+            out.push((x, refs));
+        }
     };
     match e {
         syn::Expr::Reference(syn::ExprReference { expr: inner, .. })
         | syn::Expr::Paren(syn::ExprParen { expr: inner, .. })
         | syn::Expr::Group(syn::ExprGroup { expr: inner, .. })
         | syn::Expr::Try(syn::ExprTry { expr: inner, .. })
+        | syn::Expr::Await(syn::ExprAwait { base: inner, .. })
         | syn::Expr::Field(syn::ExprField { base: inner, .. })
         | syn::Expr::Index(syn::ExprIndex { expr: inner, .. }) => {
             made_here_parts(inner, params, out)
@@ -1209,21 +1235,29 @@ fn made_here_parts<'e>(e: &'e syn::Expr, params: &[String], out: &mut Vec<(&'e s
         }
         syn::Expr::MethodCall(call) => {
             // (A copy's receiver is checked by `sharing`, with the copy: `Arc::new(..).clone()`.)
-            if call.method != "clone" && made(&call.receiver) {
-                out.push((&call.receiver, refs(&call.receiver)));
+            if call.method != "clone" {
+                probe(&call.receiver, false, out);
             }
             made_here_parts(&call.receiver, params, out);
         }
         syn::Expr::Call(call) if pointer_from(&call.func) && call.args.len() == 1 => {
-            let arg = &call.args[0];
-            if made(arg) {
-                out.push((arg, refs(arg)));
-            }
-            made_here_parts(arg, params, out);
+            probe(&call.args[0], true, out);
+            made_here_parts(&call.args[0], params, out);
         }
         // `Arc::clone(&pointer)`, as `pointer.clone()`.
         syn::Expr::Call(call) if clone_by_path(call) => {
             made_here_parts(&call.args[0], params, out);
+        }
+        // A method called by its path (`KeyedBreaker::get(&make_map(), host)`), as the method
+        // call it is: its first argument, written as a reference, is its receiver.
+        syn::Expr::Call(call)
+            if matches!(&*call.func, syn::Expr::Path(p) if p.path.segments.len() >= 2)
+                && matches!(call.args.first(), Some(syn::Expr::Reference(_))) =>
+        {
+            if let Some(first) = call.args.first() {
+                probe(first, false, out);
+                made_here_parts(first, params, out);
+            }
         }
         _ => {}
     }
@@ -1237,19 +1271,35 @@ fn clone_by_path(call: &syn::ExprCall) -> bool {
         && call.args.len() == 1
 }
 
-/// `Arc::from`, `Rc::from` or `Box::from`.
-fn pointer_from(func: &syn::Expr) -> bool {
+/// The pointer type and the fn a call's path names: `("Arc", "new")` for `Arc::new`,
+/// `std::sync::Arc::<T>::new` or `<Arc<T>>::new`, `("Rc", "from")` for
+/// `<Rc<T> as From<T>>::from`.
+fn pointer_fn(func: &syn::Expr) -> Option<(String, String)> {
     let syn::Expr::Path(p) = func else {
-        return false;
+        return None;
     };
-    let names: Vec<String> = p
-        .path
-        .segments
-        .iter()
-        .map(|s| s.ident.to_string())
-        .collect();
-    matches!(names.as_slice(), [.., ptr, from]
-        if ["Arc", "Rc", "Box"].contains(&ptr.as_str()) && from == "from")
+    let f = p.path.segments.last()?.ident.to_string();
+    let ty = match &p.qself {
+        Some(q) => match &*q.ty {
+            Type::Path(t) => t.path.segments.last()?.ident.to_string(),
+            _ => return None,
+        },
+        None => {
+            let n = p.path.segments.len();
+            p.path
+                .segments
+                .iter()
+                .nth(n.checked_sub(2)?)?
+                .ident
+                .to_string()
+        }
+    };
+    Some((ty, f))
+}
+
+/// `Arc::from` or `Rc::from` (`Box::from` is as `Box::new`: [`pointer_made_here`]).
+fn pointer_from(func: &syn::Expr) -> bool {
+    pointer_fn(func).is_some_and(|(ptr, f)| ["Arc", "Rc"].contains(&ptr.as_str()) && f == "from")
 }
 
 /// Whether `tokens` name one of `params` or `self` anywhere (a field or a path segment of that
@@ -1281,21 +1331,16 @@ fn names_any(tokens: TokenStream, params: &[String]) -> bool {
 
 /// `Arc::new`, `Rc::new` or `Box::new` (or `pin`, `new_cyclic`), `Box::leak`, a lazy value's
 /// `new` (`LazyLock`, `LazyCell`, once_cell's `Lazy`: made by the call, it makes its value for
-/// the call): a pointer to a value made by the call. (Not `from`, which may convert a pointer
-/// into itself: `Arc::from(arc)`.)
+/// the call): a pointer to a value made by the call. (Not `Arc::from` nor `Rc::from`, which may
+/// convert a pointer into itself, `Arc::from(arc)`; but `Box::from`: a box is owned, so one
+/// made from another is the call's too.)
 fn pointer_made_here(func: &syn::Expr) -> bool {
-    let syn::Expr::Path(p) = func else {
-        return false;
-    };
-    let names: Vec<String> = p
-        .path
-        .segments
-        .iter()
-        .map(|s| s.ident.to_string())
-        .collect();
-    matches!(names.as_slice(), [.., ptr, new]
-        if ["Arc", "Rc", "Box", "LazyLock", "LazyCell", "Lazy"].contains(&ptr.as_str())
-            && ["new", "pin", "new_cyclic", "leak"].contains(&new.as_str()))
+    pointer_fn(func).is_some_and(|(ptr, f)| {
+        (["Arc", "Rc", "Box", "LazyLock", "LazyCell", "Lazy"].contains(&ptr.as_str())
+            && ["new", "pin", "new_cyclic", "leak"].contains(&f.as_str()))
+            // (A `Box` is owned: one made from another is the call's too.)
+            || (ptr == "Box" && f == "from")
+    })
 }
 
 /// A `move` callback (`on_error = move |e, n| log(&name, e)`, `on_success`, `on_retry`, a
@@ -1336,16 +1381,27 @@ fn clone_into_move_callbacks(config: &mut Config, f: &Func, p: &TokenStream) {
     .flatten()
     .chain(config.whens.iter_mut().filter_map(|w| w.hint.as_mut()));
     for e in callbacks {
-        if !matches!(&**e, syn::Expr::Closure(c) if c.capture.is_some()) {
+        let syn::Expr::Closure(closure) = &**e else {
             continue;
+        };
+        if closure.capture.is_none() {
+            continue;
+        }
+        // (A name the closure's own parameters bind is theirs, not the fn's.)
+        let mut own = Vec::new();
+        for input in &closure.inputs {
+            crate::valid::bound_names(input, &mut own);
         }
         let written = quote::ToTokens::to_token_stream(&**e);
         let at = e.span();
         let ps = respan(p, at);
+        // (The clone is borrowed once: a name the closure binds again in its body, which the
+        // tokens cannot tell from the parameter, leaves it unread, and no lint is allowed.)
         let clones: Vec<TokenStream> = owned
             .iter()
+            .filter(|name| !own.contains(&name.to_string()))
             .filter(|name| crate::valid::mentions(written.clone(), name))
-            .map(|name| quote_spanned!(at=> let #name = #ps::clone_arg(&#name);))
+            .map(|name| quote_spanned!(at=> let #name = #ps::clone_arg(&#name); let _ = &#name;))
             .collect();
         if clones.is_empty() {
             continue;

@@ -54,6 +54,51 @@ fn a_new_keyed_map_through_question_mark(host: &str) -> anyhow::Result<()> { let
 #[robust(breaker = make_map().get(host))]
 async fn a_keyed_map_returned_by_value_async(host: &str) -> io::Result<()> { let _ = host; Ok(()) }
 
+// The same values written otherwise: awaited, a method called by its path or on a reference,
+// a block, a qualified path, a field of a value made here converted into a pointer, and a
+// box made from another (one error).
+async fn make_map_async() -> KeyedBreaker<String> {
+    make_map()
+}
+async fn breaker_async() -> CircuitBreaker {
+    breaker()
+}
+
+#[robust(breaker = make_map_async().await.get(host))]
+async fn an_awaited_keyed_map(host: &str) -> io::Result<()> { let _ = host; Ok(()) }
+
+#[robust(breaker = Arc::<CircuitBreaker>::from(breaker_async().await))]
+async fn arc_from_an_awaited_breaker() -> io::Result<()> { Ok(()) }
+
+#[robust(breaker = KeyedBreaker::get(&make_map(), host))]
+fn a_keyed_map_by_the_path(host: &str) -> io::Result<()> { let _ = host; Ok(()) }
+
+#[robust(breaker = (&make_map()).get(host))]
+fn a_keyed_map_behind_a_reference(host: &str) -> io::Result<()> { let _ = host; Ok(()) }
+
+#[robust(breaker = { make_map() }.get(host))]
+fn a_keyed_map_from_a_block(host: &str) -> io::Result<()> { let _ = host; Ok(()) }
+
+#[robust(breaker = <Rc<CircuitBreaker> as From<CircuitBreaker>>::from(breaker()))]
+fn rc_from_by_a_qualified_path() -> io::Result<()> { Ok(()) }
+
+pub struct Pair {
+    pub breaker: CircuitBreaker,
+}
+fn pair() -> Pair {
+    Pair { breaker: breaker() }
+}
+
+#[robust(breaker = Arc::<CircuitBreaker>::from(pair().breaker))]
+fn arc_from_a_field_of_a_new_value() -> io::Result<()> { Ok(()) }
+
+fn make_box() -> Box<CircuitBreaker> {
+    Box::new(breaker())
+}
+
+#[robust(breaker = Box::<CircuitBreaker>::from(make_box()))]
+fn box_from_a_new_box() -> io::Result<()> { Ok(()) }
+
 // What is fine: a pointer converted into itself, a map reached through a reference or an
 // `Arc` a fn returns, and a value made from a parameter (which the attribute cannot probe
 // without moving it).
@@ -82,6 +127,23 @@ fn a_map_by_reference(host: &str) -> io::Result<()> { let _ = host; Ok(()) }
 
 #[robust(breaker = map_arc().get(host))]
 fn a_map_by_arc(host: &str) -> io::Result<()> { let _ = host; Ok(()) }
+
+pub struct Registry {
+    pub breakers: KeyedBreaker<String>,
+}
+static REGISTRY: LazyLock<Registry> = LazyLock::new(|| Registry { breakers: make_map() });
+fn registry() -> &'static Registry {
+    &REGISTRY
+}
+async fn map_async() -> &'static KeyedBreaker<String> {
+    &BREAKERS
+}
+
+#[robust(breaker = registry().breakers.get(host))]
+fn a_map_in_a_registry(host: &str) -> io::Result<()> { let _ = host; Ok(()) }
+
+#[robust(breaker = map_async().await.get(host))]
+async fn a_map_awaited_by_reference(host: &str) -> io::Result<()> { let _ = host; Ok(()) }
 
 #[robust(breaker = try_map()?.get(host))]
 async fn a_map_through_question_mark(host: &str) -> io::Result<()> { let _ = host; Ok(()) }

@@ -133,7 +133,22 @@ pub fn another_error() -> WrappedResult<u32> {
     Ok(1)
 }
 
+// A `move` callback gets a clone of each owned parameter it names, borrowed once: none is
+// an unused variable, not even one the closure binds again, nor one its own parameter
+// shadows (that one is not cloned).
+#[robust(retries = 2, backoff = none, on_error = move |e, _n| { let name = "x"; eprintln!("{name}: {e}"); })]
+pub fn callback_rebinds_it(name: String) -> io::Result<usize> {
+    Ok(name.len())
+}
+
+#[robust(retries = 2, backoff = none, on_error = move |id, _n| eprintln!("{id}"))]
+pub fn callback_parameter_shadows_it(id: u32) -> io::Result<u32> {
+    Ok(id)
+}
+
 fn main() {
+    let _ = callback_rebinds_it(String::new());
+    let _ = callback_parameter_shadows_it(1);
     let _ = fallback_reads_it(String::new());
     let _ = ends_in_a_return("");
     let _ = patterns(true);
