@@ -1087,15 +1087,12 @@ fn sharing<'e>(e: &'e syn::Expr, params: &[String]) -> Sharing<'e> {
         syn::Expr::Call(call) if pointer_made_here(&call.func) => Sharing::Value(e, 1, None),
         // A method called by its path (`Keyed::get(&BREAKERS, host)`) is checked as the method
         // call it is: its first argument, written as a reference, as the root.
-        syn::Expr::Call(call)
-            if matches!(&*call.func, syn::Expr::Path(p) if p.path.segments.len() >= 2)
-                && matches!(call.args.first(), Some(syn::Expr::Reference(_))) =>
-        {
-            let root = match call.args.first().map(|first| sharing(first, params)) {
-                Some(Sharing::Static(path)) => Some(path),
-                Some(Sharing::Value(_, _, root)) => root,
-                _ => None,
-            };
+        syn::Expr::Call(call) => {
+            let root = receiver_by_path(call).and_then(|first| match sharing(first, params) {
+                Sharing::Static(path) => Some(path),
+                Sharing::Value(_, _, root) => root,
+                Sharing::Place => None,
+            });
             Sharing::Value(e, 0, root)
         }
         _ => Sharing::Value(e, 0, None),
@@ -1250,17 +1247,23 @@ fn made_here_parts<'e>(e: &'e syn::Expr, params: &[String], out: &mut Vec<(&'e s
         }
         // A method called by its path (`KeyedBreaker::get(&make_map(), host)`), as the method
         // call it is: its first argument, written as a reference, is its receiver.
-        syn::Expr::Call(call)
-            if matches!(&*call.func, syn::Expr::Path(p) if p.path.segments.len() >= 2)
-                && matches!(call.args.first(), Some(syn::Expr::Reference(_))) =>
-        {
-            if let Some(first) = call.args.first() {
+        syn::Expr::Call(call) => {
+            if let Some(first) = receiver_by_path(call) {
                 probe(first, false, out);
                 made_here_parts(first, params, out);
             }
         }
         _ => {}
     }
+}
+
+/// The receiver of a method called by its path (`Keyed::get(&BREAKERS, host)`): its first
+/// argument, written as a reference.
+fn receiver_by_path(call: &syn::ExprCall) -> Option<&syn::Expr> {
+    let by_path = matches!(&*call.func, syn::Expr::Path(p) if p.path.segments.len() >= 2);
+    call.args
+        .first()
+        .filter(|first| by_path && matches!(first, syn::Expr::Reference(_)))
 }
 
 /// `Arc::clone(&pointer)` (a path that ends in `clone`, with one argument): `pointer.clone()`.
@@ -1302,31 +1305,14 @@ fn pointer_from(func: &syn::Expr) -> bool {
     pointer_fn(func).is_some_and(|(ptr, f)| ["Arc", "Rc"].contains(&ptr.as_str()) && f == "from")
 }
 
-/// Whether `tokens` name one of `params` or `self` anywhere (a field or a path segment of that
-/// name too: an over-estimate).
-fn names_any(tokens: TokenStream, params: &[String]) -> bool {
-    let mut stack = vec![tokens.into_iter()];
-    while let Some(iter) = stack.last_mut() {
-        match iter.next() {
-            Some(TokenTree::Group(g)) => stack.push(g.stream().into_iter()),
-            Some(TokenTree::Ident(i)) => {
-                let name = i.to_string();
-                let name = name.strip_prefix("r#").unwrap_or(&name);
-                if name == "self"
-                    || params
-                        .iter()
-                        .any(|p| p.strip_prefix("r#").unwrap_or(p) == name)
-                {
-                    return true;
-                }
-            }
-            Some(_) => {}
-            None => {
-                stack.pop();
-            }
-        }
-    }
-    false
+/// Whether `tokens` name one of `params` or `self` as a variable ([`crate::valid::mentions`]:
+/// a format string's `{name}` too). A name that does not parse as one counts.
+fn names_any(tokens: &TokenStream, params: &[String]) -> bool {
+    let named = |name: &Ident| crate::valid::mentions(tokens.clone(), name);
+    named(&Ident::new("self", Span::call_site()))
+        || params
+            .iter()
+            .any(|p| syn::parse_str::<Ident>(p).map_or(true, |p| named(&p)))
 }
 
 /// `Arc::new`, `Rc::new` or `Box::new` (or `pin`, `new_cyclic`), `Box::leak`, a lazy value's
@@ -1736,7 +1722,7 @@ pub fn expand(
         made_here_parts(e, &param_names, &mut parts);
         let probes = parts
             .into_iter()
-            .filter(|(x, _)| !names_any(quote::ToTokens::to_token_stream(*x), &param_names))
+            .filter(|(x, _)| !names_any(&quote::ToTokens::to_token_stream(*x), &param_names))
             .map(|(x, refs)| {
                 let at = Span::mixed_site().located_at(x.span());
                 let ps = respan(&p, at);
@@ -2379,9 +2365,6 @@ fn typed_async(
     }}
 }
 
-/// `tokens` in braces spanned at `braces`, the body's own: a block's edition is its span's,
-/// and decides when the temporaries of its tail drop (after its locals before edition 2024,
-/// before them since), so a crate of an older edition keeps its rules under the attribute.
 /// Whether a body may declare an item at its top level: a keyword that starts one (`fn`,
 /// `struct`, `use`, `const`, `macro_rules`, ...). An over-estimate (`const { .. }`, a `fn`
 /// pointer's type), which costs only a block.
@@ -2406,6 +2389,9 @@ fn declares_items(body: &TokenStream) -> bool {
         .any(|t| matches!(&t, TokenTree::Ident(i) if STARTS.iter().any(|k| i == k)))
 }
 
+/// `tokens` in braces spanned at `braces`, the body's own: a block's edition is its span's,
+/// and decides when the temporaries of its tail drop (after its locals before edition 2024,
+/// before them since), so a crate of an older edition keeps its rules under the attribute.
 fn in_braces(tokens: TokenStream, braces: Span) -> TokenStream {
     let mut group = Group::new(proc_macro2::Delimiter::Brace, tokens);
     group.set_span(braces);
