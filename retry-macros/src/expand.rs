@@ -1802,19 +1802,20 @@ pub fn expand(
         quote!(let #ctx: &#krate::Attempt<'_> = &#attempt;)
     });
 
-    // (In braces of the body's own span: `in_braces`.) A body that declares items keeps them
-    // in a block of their own, ahead of its statements as written, not after the attempt's
-    // `let`s (clippy's `items_after_statements`); the block is the attempt's value, its
-    // temporaries dropped as the body's own (after its locals in a crate of edition 2021).
+    // (In braces of the body's own span: `in_braces`.) The attempt's own bindings (`ctx`,
+    // the parameters' clones and reborrows) are made before the body's block, which is the
+    // body of a match arm: the temporaries of the body's tail drop at the arm's end (after
+    // the body's locals in a crate of edition 2021, as without the attribute), before those
+    // bindings, as a fn's drop before its parameters (`Ok(p.borrow().len())` borrows the
+    // attempt's clone of `p`). Items the body declares stay ahead of its statements in its
+    // own block (clippy's `items_after_statements`).
     let stmts = f.body.stream();
-    let stmts = if (ctx.is_some() || !prelude.is_empty()) && declares_items(&stmts) {
-        // (After an unnamed constant: rustc's `unused_braces` calls a block of one expression
-        // unnecessary, as in `typed_async`.)
-        in_braces(quote!(const _: () = (); #stmts), f.body.span())
+    let statements = if ctx.is_some() || !prelude.is_empty() {
+        let block = in_braces(stmts, f.body.span());
+        quote!(#ctx #(#prelude)* match () { () => #block })
     } else {
         stmts
     };
-    let statements = quote!(#ctx #(#prelude)* #stmts);
     let body = in_braces(statements.clone(), f.body.span());
     let async_body = typed_async(&statements, &ret, &pr, ret_span, f.body.span());
 
@@ -2363,30 +2364,6 @@ fn typed_async(
         }
         #body
     }}
-}
-
-/// Whether a body may declare an item at its top level: a keyword that starts one (`fn`,
-/// `struct`, `use`, `const`, `macro_rules`, ...). An over-estimate (`const { .. }`, a `fn`
-/// pointer's type), which costs only a block.
-fn declares_items(body: &TokenStream) -> bool {
-    const STARTS: [&str; 13] = [
-        "fn",
-        "struct",
-        "enum",
-        "union",
-        "impl",
-        "trait",
-        "mod",
-        "use",
-        "type",
-        "const",
-        "static",
-        "extern",
-        "macro_rules",
-    ];
-    body.clone()
-        .into_iter()
-        .any(|t| matches!(&t, TokenTree::Ident(i) if STARTS.iter().any(|k| i == k)))
 }
 
 /// `tokens` in braces spanned at `braces`, the body's own: a block's edition is its span's,

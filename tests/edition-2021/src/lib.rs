@@ -85,6 +85,79 @@ pub async fn asynchronous_with_items(label: String) -> io::Result<usize> {
     Ok(Noisy(TEMPORARY).len() + label.into_bytes().len())
 }
 
+/// An owned parameter, which logs its name when dropped.
+#[derive(Debug, Clone)]
+pub struct Param(pub &'static str);
+
+impl Param {
+    /// A loan of the parameter, which logs `lent` when dropped.
+    #[must_use]
+    pub const fn lend(&self) -> Lent<'_> {
+        Lent(self)
+    }
+}
+
+impl Drop for Param {
+    fn drop(&mut self) {
+        DROPS.with(|d| d.borrow_mut().push(self.0));
+    }
+}
+
+/// A loan of a [`Param`]; its `Drop` uses the borrow.
+#[derive(Debug)]
+pub struct Lent<'a>(&'a Param);
+
+impl Lent<'_> {
+    /// The length of the parameter's name.
+    #[must_use]
+    pub const fn len(&self) -> usize {
+        self.0 .0.len()
+    }
+    /// Never empty.
+    #[must_use]
+    pub const fn is_empty(&self) -> bool {
+        self.0 .0.is_empty()
+    }
+}
+
+impl Drop for Lent<'_> {
+    fn drop(&mut self) {
+        DROPS.with(|d| d.borrow_mut().push("lent"));
+    }
+}
+
+/// A tail whose temporary borrows an owned parameter, without the attribute.
+///
+/// The temporary drops after the locals and before the parameter. (Owned, as the attribute's
+/// fns take it: the parameter's drop is what is compared.)
+#[allow(clippy::needless_pass_by_value)]
+pub fn plain_lending(param: Param) -> io::Result<usize> {
+    let _local = Noisy("local");
+    Ok(param.lend().len())
+}
+
+/// The same body, blocking, under the attribute: the temporary borrows the attempt's clone,
+/// which must outlive it (this failed to compile with E0597 before the body became a match
+/// arm's body).
+#[robust(retries = 2, backoff = none)]
+pub fn blocking_lending(param: Param) -> io::Result<usize> {
+    let _local = Noisy("local");
+    Ok(param.lend().len())
+}
+
+/// The same, async.
+#[robust(retries = 2, backoff = none)]
+pub async fn asynchronous_lending(param: Param) -> io::Result<usize> {
+    let _local = Noisy("local");
+    Ok(param.lend().len())
+}
+
+/// The case as first reported: a `RefCell` parameter and its `Ref`.
+#[robust(retries = 2, backoff = none)]
+pub fn ref_cell_lending(cells: RefCell<Vec<u8>>) -> io::Result<usize> {
+    Ok(cells.borrow().len())
+}
+
 /// Keys whose expansions import the probes' traits (a timeout's `Timeout` kind, the error
 /// writer of events, an async fallback) and check patterns.
 #[robust(retries = 2, backoff = constant(base = 10ms), timeout = 1s, on = [Timeout, Io(ConnectionReset)],
@@ -124,6 +197,31 @@ mod tests {
         let with_items = runtime.block_on(asynchronous_with_items(String::new()));
         assert_eq!(with_items.unwrap(), 9);
         assert_eq!(drops(), order);
+    }
+
+    #[test]
+    fn a_tail_temporary_borrowing_an_owned_parameter_drops_before_it() {
+        assert_eq!(plain_lending(Param("param")).unwrap(), 5);
+        let order = drops();
+        assert_eq!(order, ["local", "lent", "param"], "edition 2021's order");
+        // The attempt's clone drops as the parameter does without the attribute; the
+        // parameter itself when the fn returns.
+        let mut expected = order.clone();
+        expected.push("param");
+        assert_eq!(blocking_lending(Param("param")).unwrap(), 5);
+        assert_eq!(drops(), expected);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        assert_eq!(
+            runtime
+                .block_on(asynchronous_lending(Param("param")))
+                .unwrap(),
+            5
+        );
+        assert_eq!(drops(), expected);
+        assert_eq!(ref_cell_lending(RefCell::new(vec![1, 2])).unwrap(), 2);
     }
 
     #[test]
