@@ -167,6 +167,38 @@ fn a_hint_replaces_the_backoff_but_not_the_budget() {
 }
 
 #[test]
+fn the_hint_reads_only_failures_a_rule_retries() {
+    let time = VirtualTime::new();
+    let reads = RefCell::new(Vec::new());
+    let p = Policy::builder()
+        .retries(2)
+        .on(retry_runtime::kind::Predicate(|e: &u32| *e != 0))
+        .backoff(Constant::new(secs(1)))
+        .jitter(NoJitter)
+        .hint(|e: &u32| {
+            reads.borrow_mut().push(*e);
+            Some(secs(u64::from(*e)))
+        })
+        .env(time.clone())
+        .build()
+        .unwrap();
+    // Retried twice, then the retries are used up: the third failure is not read.
+    let mut n = 0;
+    let r: Result<(), u32> = p.call(|_| {
+        n += 1;
+        Err(n)
+    });
+    assert_eq!(r, Err(3));
+    assert_eq!(*reads.borrow(), [1, 2]);
+    assert_eq!(time.sleeps(), [secs(1), secs(2)]);
+    // A failure no rule matches is not read either.
+    reads.borrow_mut().clear();
+    let r: Result<(), u32> = p.call(|_| Err(0));
+    assert_eq!(r, Err(0));
+    assert!(reads.borrow().is_empty());
+}
+
+#[test]
 fn on_retry_reports_count_delay_elapsed_and_rule() {
     let time = VirtualTime::new();
     let log = RefCell::new(Vec::new());
@@ -287,6 +319,48 @@ fn the_attribute_takes_hints_and_reports_retries() {
         assert_eq!(*r.borrow(), [(1, secs(4), true), (2, secs(1), false)]);
     });
     let _ = time.now();
+}
+
+thread_local! {
+    static HINT_READS: RefCell<Vec<ErrorKind>> = const { RefCell::new(Vec::new()) };
+}
+
+#[robust(
+    retries = 1,
+    on = [Io(WouldBlock)],
+    backoff = constant(base = "1s"),
+    jitter = none,
+    hint = |e: &io::Error| {
+        HINT_READS.with(|r| r.borrow_mut().push(e.kind()));
+        None
+    },
+)]
+fn hint_counted(script: &[ErrorKind]) -> io::Result<()> {
+    let n = ATTEMPTS.with(|a| {
+        a.set(a.get() + 1);
+        a.get()
+    });
+    match script.get(n as usize - 1) {
+        Some(k) => Err((*k).into()),
+        None => Ok(()),
+    }
+}
+
+#[test]
+fn the_attributes_hint_reads_only_failures_a_rule_retries() {
+    let time = VirtualTime::new();
+    let _g = time.install();
+    // A failure the `on` list does not take is returned unread.
+    ATTEMPTS.with(|a| a.set(0));
+    let r = hint_counted(&[ErrorKind::Other]);
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::Other);
+    assert!(HINT_READS.with(|r| r.borrow().is_empty()));
+    // One retry: the first failure is read, the last (its rule's retries used up) is not.
+    ATTEMPTS.with(|a| a.set(0));
+    let r = hint_counted(&[ErrorKind::WouldBlock, ErrorKind::WouldBlock]);
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::WouldBlock);
+    assert_eq!(HINT_READS.with(|r| r.take()), [ErrorKind::WouldBlock]);
+    assert_eq!(time.sleeps(), [secs(1)]);
 }
 
 // --- a probe taken by a call that is dropped goes back ----------------------------------------

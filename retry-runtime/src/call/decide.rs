@@ -36,16 +36,17 @@ impl LazyNow<'_> {
 }
 
 /// The retry decision for the rule that matched (SPEC section 6, step 2 and 3).
-pub(crate) struct Decide<'a, 'n, Tm> {
+pub(crate) struct Decide<'a, 'n, Tm, H> {
     pub(crate) retries: u32,
     pub(crate) jitter: &'a mut JitterState,
     pub(crate) seed: &'a mut CallSeed,
     pub(crate) times: &'a mut Tm,
     pub(crate) env: &'a dyn Clock,
     pub(crate) now: &'a mut LazyNow<'n>,
-    /// The delay the error asked for (the policy's hint), which replaces the backoff; a
-    /// matched value's own hint is given to `visit`.
-    pub(crate) hinted: Option<Duration>,
+    /// The delay the error asks for (the policy's hint), which replaces the backoff: called
+    /// only once a rule that matched has a retry left (a failure that is not retried is not
+    /// read); a matched value's own hint is given to `visit`.
+    pub(crate) error_hint: H,
 }
 
 /// A visit that only tells that a rule matched.
@@ -78,9 +79,9 @@ pub(crate) enum GiveUp {
     Throttle,
 }
 
-impl<Tm: Times> PlanVisitor for Decide<'_, '_, Tm> {
-    /// The delay, the rule, whether a matched value's hint gave the delay, and the rule's
-    /// `max_delay`.
+impl<Tm: Times, H: FnOnce() -> Option<Duration>> PlanVisitor for Decide<'_, '_, Tm, H> {
+    /// The delay, the rule, whether a hint (the value's or the error's) gave the delay, and
+    /// the rule's `max_delay`.
     type Out = Result<(Duration, RuleId, bool, Option<Duration>), GiveUp>;
 
     #[inline]
@@ -98,7 +99,8 @@ impl<Tm: Times> PlanVisitor for Decide<'_, '_, Tm> {
             stream: u64::from(self.retries),
             rng: None,
         };
-        let delay = match value_hint.or(self.hinted) {
+        let hint = value_hint.or_else(self.error_hint);
+        let delay = match hint {
             Some(hint) => hint,
             None => plan.next_delay(self.jitter, &mut rng),
         };
@@ -109,7 +111,7 @@ impl<Tm: Times> PlanVisitor for Decide<'_, '_, Tm> {
                 return Err(GiveUp::MaxDelay);
             }
         }
-        Ok((delay, rule, value_hint.is_some(), budget))
+        Ok((delay, rule, hint.is_some(), budget))
     }
 }
 

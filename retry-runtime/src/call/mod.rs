@@ -1356,12 +1356,11 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
         P: RetryPolicy<R, E>,
     {
         let p = self.policy;
-        let (hinted, selected) = match outcome {
+        let selected = match outcome {
             Err(error) => {
                 let timed_out = timed_out || self.past_deadline(|| now.get());
                 p.on_error(error, self.retries);
                 let failure = Failure::new(error, timed_out);
-                let hinted = p.hint(error);
                 let visitor = Decide {
                     retries: self.retries,
                     jitter: &mut self.jitter,
@@ -1369,9 +1368,9 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
                     times: &mut self.times,
                     env: p.env(),
                     now,
-                    hinted,
+                    error_hint: || p.hint(error),
                 };
-                (hinted, p.select(&failure, visitor))
+                p.select(&failure, visitor)
             }
             Ok(value) => {
                 let visitor = Decide {
@@ -1381,9 +1380,9 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
                     times: &mut self.times,
                     env: p.env(),
                     now,
-                    hinted: None,
+                    error_hint: || None,
                 };
-                (None, p.select_value(value, visitor))
+                p.select_value(value, visitor)
             }
         };
         let (delay, rule, hinted) = match selected {
@@ -1398,7 +1397,7 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
                 if outcome.is_ok() && <P::Breaker as Breaker>::ACTIVE {
                     self.record_permit(now.get(), false);
                 }
-                let (delay, rule, value_hint, max_delay) = decision?;
+                let (delay, rule, hinted, max_delay) = decision?;
                 // The retry must start before its rule's `max_delay` is spent: a wait for a
                 // slot of the limit after its backoff ends then (and, under the tower layer, a
                 // wait for its service to be ready).
@@ -1410,7 +1409,7 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
                     self.start_by.set(by);
                 }
                 *start_by = by;
-                (delay, rule, hinted.is_some() || value_hint)
+                (delay, rule, hinted)
             }
             None => return Err(GiveUp::NotRetryable),
         };

@@ -1521,9 +1521,11 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb, Th, L>
     }
 
     /// A delay asked for by the failure itself (a `Retry-After` header, say): when the closure
-    /// returns one, it replaces the computed backoff, still bounded by `max_delay`. It may be
-    /// called more than once for one failure, as a hedged round asks it again for the failure
-    /// that decides the round: keep it a plain read of the error.
+    /// returns one, it replaces the computed backoff, still bounded by `max_delay`. It is
+    /// called only for a failure that a rule retries and whose rule has a retry left (an error
+    /// no rule matches, or the last failure of a rule, is not read). It may be called more
+    /// than once for one failure, as a hedged round asks it again for the failure that decides
+    /// the round: keep it a plain read of the error.
     pub fn hint<E, H2: Fn(&E) -> Option<Duration>>(
         self,
         hint: H2,
