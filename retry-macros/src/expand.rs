@@ -831,9 +831,25 @@ fn rebind_args(
             let p = respan(p, ty_span);
             quote_spanned!(ty_span=> #p::clone_arg(&#name))
         };
+        // The same for a name of the attribute's own (`__robust_arg0` for a pattern,
+        // `__robust_hold0` with `hedge`), whose span is the attribute's: the reference goes
+        // through `identity`, a call spanned at the parameter's type, so that a missing
+        // `Clone` is reported there (rustc points at the argument of the call whose bound
+        // fails), not at the whole attribute.
+        let cloned_own = |name: &Ident| {
+            let p = respan(p, ty_span);
+            quote_spanned!(ty_span=> #p::clone_arg(::core::convert::identity(&#name)))
+        };
         // An owned parameter `source`, bound by `binding` in each attempt (`movable`: no
         // expression of the attribute reads it).
-        let mut owned = |source: &Ident, binding: TokenStream, movable: bool| {
+        let mut owned = |source: &Ident, binding: TokenStream, movable: bool, own_name: bool| {
+            let cloned = |name: &Ident| {
+                if own_name {
+                    cloned_own(name)
+                } else {
+                    cloned(name)
+                }
+            };
             let own = format_ident!("__robust_own{}", i, span = Span::mixed_site());
             let ps = respan(p, ty_span);
             // A parameter an expression of the attribute reads (a fallback that moves it) may
@@ -849,7 +865,7 @@ fn rebind_args(
                     cloned(source)
                 };
                 held.push(quote!(#(#attrs)* let #hold = #value;));
-                let clone = cloned(&hold);
+                let clone = cloned_own(&hold);
                 outer.push(quote!(#(#attrs)* let #own = #ps::Owned(#clone);));
                 prelude.push(quote!(#(#attrs)* let #binding = #own.into_inner(); #touch));
             } else if split {
@@ -899,7 +915,7 @@ fn rebind_args(
                     // (`names_in` keeps a raw identifier's `r#`.)
                     let read = attr_names.contains(&ident.to_string())
                         || attr_names.contains(&syn::ext::IdentExt::unraw(&ident).to_string());
-                    owned(&ident, quote!(#m #ident), !read);
+                    owned(&ident, quote!(#m #ident), !read, false);
                 }
             }
             pat => {
@@ -925,8 +941,7 @@ fn rebind_args(
                     let value = if is_ref {
                         quote!(#name)
                     } else {
-                        let ps = respan(p, ty_span);
-                        quote_spanned!(ty_span=> #ps::clone_arg(&#name))
+                        cloned_own(&name)
                     };
                     let mut names = Vec::new();
                     crate::valid::bound_names(&original, &mut names);
@@ -951,7 +966,7 @@ fn rebind_args(
                 } else {
                     // (The attribute's expressions read the pattern's names from their views,
                     // bound above from clones: the parameter itself may be moved.)
-                    owned(&name, quote!(#original), true);
+                    owned(&name, quote!(#original), true, true);
                 }
             }
         }
