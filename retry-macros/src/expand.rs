@@ -835,7 +835,8 @@ fn rebind_args(
         // `__robust_hold0` with `hedge`), whose span is the attribute's: the reference goes
         // through `identity`, a call spanned at the parameter's type, so that a missing
         // `Clone` is reported there (rustc points at the argument of the call whose bound
-        // fails), not at the whole attribute.
+        // fails), not at the whole attribute. (rustc then suggests taking the parameter by
+        // reference in place of the crate's label, as it does for any value passed on there.)
         let cloned_own = |name: &Ident| {
             let p = respan(p, ty_span);
             quote_spanned!(ty_span=> #p::clone_arg(::core::convert::identity(&#name)))
@@ -1818,27 +1819,39 @@ pub fn expand(
     });
 
     // (In braces of the body's own span: `in_braces`.) The attempt's own bindings (`ctx`,
-    // the parameters' clones and reborrows) are made before the body's block, which is the
-    // body of a match arm: the temporaries of the body's tail drop at the arm's end (after
-    // the body's locals in a crate of edition 2021, as without the attribute), before those
-    // bindings, as a fn's drop before its parameters (`Ok(p.borrow().len())` borrows the
-    // attempt's clone of `p`). Items the body declares stay ahead of its statements in its
-    // own block (clippy's `items_after_statements`).
+    // the parameters' clones and reborrows) are made before the body's block, so that the
+    // temporaries of the body's tail drop before them, as a fn's drop before its parameters
+    // (`Ok(p.borrow().len())` borrows the attempt's clone of `p`; in a crate of edition 2021
+    // a block's tail temporaries outlive its locals). A blocking attempt's block is the body
+    // of a closure the bindings are made around, whose temporaries drop when it returns, and
+    // whose tail the lints that read a body's tail still see as written
+    // (`needless_question_mark`, `implicit_return`). An async attempt's block is the body of
+    // a match arm, a scope of its temporaries too: a block of its own (an async block the
+    // bindings are made around) would hold references to them across its awaits, and the
+    // fn's future would not be `Send` for a parameter that is `Send` and not `Sync`. Items
+    // the body declares stay ahead of its statements in its own block (clippy's
+    // `items_after_statements`).
     let stmts = f.body.stream();
-    let statements = if ctx.is_some() || !prelude.is_empty() {
-        let block = in_braces(stmts, f.body.span());
-        quote!(#ctx #(#prelude)* match () { () => #block })
+    let bound = ctx.is_some() || !prelude.is_empty();
+    let bindings = quote!(#ctx #(#prelude)*);
+    let block = in_braces(stmts.clone(), f.body.span());
+    let statements = if bound {
+        quote!(#bindings match () { () => #block })
     } else {
         stmts
     };
-    let body = in_braces(statements.clone(), f.body.span());
     let async_body = typed_async(&statements, &ret, &pr, ret_span, f.body.span());
 
     // Every use of `IsResult` carries the return type's span, so a non-`Result` return type
     // is reported once, there.
     let pr = respan(&p, ret_span);
     let returned = Ident::new("__robust_returned", Span::mixed_site());
-    let sync_attempt = quote_spanned!(ret_span=> #pr::sync_attempt::<#ret, _>(|| #body));
+    let sync_call = quote_spanned!(ret_span=> #pr::sync_attempt::<#ret, _>(|| #block));
+    let sync_attempt = if bound {
+        quote!({ #bindings #sync_call })
+    } else {
+        sync_call
+    };
     let async_attempt =
         quote_spanned!(ret_span=> { #(#pre)* #pr::pin_output::<#ret, _>(async #async_body) });
     let from_result = quote_spanned!(ret_span=> <#ret as #pr::IsResult>::from_result(#returned));
@@ -2248,7 +2261,13 @@ pub fn expand(
         };
         let extras = quote!(#p::extras(#budget_ref, (), #hint_tokens, #on_retry_tokens, #describe, (), (), ()));
         // The body is a closure called once per attempt.
-        let make_body = quote_spanned!(ret_span=> #pr::body_fn::<#ret, _>(|| #body));
+        let make_body = if bound {
+            let value = quote_spanned!(ret_span=> #pr::attempt_value::<#ret, _>(|| #block));
+            let attempt = quote!({ #bindings #value });
+            quote_spanned!(ret_span=> #pr::body_fn::<#ret, _>(|| #attempt))
+        } else {
+            quote_spanned!(ret_span=> #pr::body_fn::<#ret, _>(|| #block))
+        };
         let run = quote_spanned!(ret_span=> <#ret as #pr::IsResult>::into_result(#body_fn()));
         quote! {{
             #(#name_checks)*

@@ -154,6 +154,13 @@ pub fn sync_attempt<Ret: IsResult, F: FnOnce() -> Ret>(body: F) -> Result<Ret::O
     body().into_result()
 }
 
+/// One blocking attempt's value: the body's block as a closure, called in the attempt that
+/// made its bindings (`Ret` pins its return type so `?` converts into it).
+#[inline(always)]
+pub fn attempt_value<Ret, F: FnOnce() -> Ret>(body: F) -> Ret {
+    body()
+}
+
 /// The body of a blocking fn as a closure run once per attempt; `Ret` pins its return type
 /// so `?` converts into it. (No `IsResult` bound here: a return type that is not a `Result`
 /// is reported once, at the return type, by the expansion's `<Ret as IsResult>` paths.)

@@ -1,0 +1,46 @@
+//! Each line marked `// lint: NAME` must get clippy's `NAME` when the crate is built with
+//! `--cfg lint_probe` (`.ci/run`, "lints under the attribute"): the lints that read a fn's
+//! tail expression find it under `#[robust]` as they do without it. Without the cfg the crate
+//! is empty, so the workspace's own `cargo clippy -- -D warnings` does not see these.
+#![cfg(lint_probe)]
+#![warn(clippy::needless_question_mark, clippy::implicit_return)]
+#![allow(clippy::needless_return)]
+
+use std::io;
+
+use retry_runtime::robust;
+
+fn parse(s: &str) -> io::Result<u16> {
+    return s.parse().map_err(io::Error::other);
+}
+
+/// Without the attribute, for reference.
+pub fn plain(s: String) -> io::Result<u16> {
+    Ok(parse(&s)?) // lint: needless_question_mark implicit_return
+}
+
+/// An owned parameter: each attempt binds a clone before the body's block.
+#[robust(retries = 2, backoff = none)]
+pub fn owned(s: String) -> io::Result<u16> {
+    Ok(parse(&s)?) // lint: needless_question_mark implicit_return
+}
+
+/// A `&mut` parameter (reborrowed by each attempt) and the attempt's context.
+#[robust(retries = 2, backoff = none, attempt = ctx)]
+pub fn reborrowed(s: &mut String, n: &u16) -> io::Result<u16> {
+    s.push_str(if ctx.retries() == 0 { "1" } else { "" });
+    Ok(parse(s)? + n) // lint: implicit_return
+}
+
+/// No binding of the attribute's own.
+#[robust(retries = 2, backoff = none)]
+pub fn borrowed(s: &str) -> io::Result<u16> {
+    Ok(parse(s)?) // lint: needless_question_mark implicit_return
+}
+
+/// Async, without bindings of the attribute's own.
+#[robust(retries = 2, backoff = none)]
+pub async fn borrowed_async(s: &str) -> io::Result<u16> {
+    tokio::task::yield_now().await;
+    Ok(parse(s)?) // lint: needless_question_mark
+}
