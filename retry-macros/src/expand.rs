@@ -1822,25 +1822,40 @@ pub fn expand(
     // the parameters' clones and reborrows) are made before the body's block, so that the
     // temporaries of the body's tail drop before them, as a fn's drop before its parameters
     // (`Ok(p.borrow().len())` borrows the attempt's clone of `p`; in a crate of edition 2021
-    // a block's tail temporaries outlive its locals). A blocking attempt's block is the body
-    // of a closure the bindings are made around, whose temporaries drop when it returns, and
-    // whose tail the lints that read a body's tail still see as written
-    // (`needless_question_mark`, `implicit_return`). An async attempt's block is the body of
-    // a match arm, a scope of its temporaries too: a block of its own (an async block the
-    // bindings are made around) would hold references to them across its awaits, and the
-    // fn's future would not be `Send` for a parameter that is `Send` and not `Sync`. Items
-    // the body declares stay ahead of its statements in its own block (clippy's
+    // a block's tail temporaries outlive its locals), and the lints that read a body's tail
+    // (`needless_question_mark`, `implicit_return`) still see it as written: a blocking
+    // attempt's block is the body of a closure the bindings are made around, an async
+    // attempt's the body of an `async move` block they are moved into (its future owns them,
+    // and holds no reference to them across its awaits: it is `Send` for a parameter that is
+    // `Send` and not `Sync`). An async `&mut self` method's attempt cannot move `self` into
+    // it (the next attempt needs `self`): its block is the body of a match arm after the
+    // bindings, a scope of its temporaries too, which those lints do not read. Items the body
+    // declares stay ahead of its statements in its own block (clippy's
     // `items_after_statements`).
     let stmts = f.body.stream();
     let bound = ctx.is_some() || !prelude.is_empty();
     let bindings = quote!(#ctx #(#prelude)*);
     let block = in_braces(stmts.clone(), f.body.span());
-    let statements = if bound {
-        quote!(#bindings match () { () => #block })
-    } else {
-        stmts
+    let mut_receiver = f.sig.inputs.iter().any(|a| {
+        matches!(a, FnArg::Receiver(r)
+            if matches!(peel(&r.ty), Type::Reference(r) if r.mutability.is_some()))
+    });
+    let user_async = typed_async(&stmts, &ret, &pr, ret_span, f.body.span());
+    // A hedged attempt binds its context in its block (from the `attempt` its closure takes,
+    // moved in): a reference, which no temporary outlives.
+    let hedged_async = match &ctx {
+        Some(ctx) => typed_async(&quote!(#ctx #block), &ret, &pr, ret_span, f.body.span()),
+        None => user_async.clone(),
     };
-    let async_body = typed_async(&statements, &ret, &pr, ret_span, f.body.span());
+    let (async_bindings, async_block) = if !bound {
+        (quote!(), user_async.clone())
+    } else if mut_receiver {
+        let statements = quote!(#bindings match () { () => #block });
+        let body = typed_async(&statements, &ret, &pr, ret_span, f.body.span());
+        (quote!(), body)
+    } else {
+        (bindings.clone(), quote!(move #user_async))
+    };
 
     // Every use of `IsResult` carries the return type's span, so a non-`Result` return type
     // is reported once, there.
@@ -1852,8 +1867,15 @@ pub fn expand(
     } else {
         sync_call
     };
-    let async_attempt =
-        quote_spanned!(ret_span=> { #(#pre)* #pr::pin_output::<#ret, _>(async #async_body) });
+    // An async attempt's future (after the bindings it takes, in the block that holds them).
+    let async_future = quote_spanned!(ret_span=> #pr::pin_output::<#ret, _>(async #async_block));
+    let async_future = quote!(#async_bindings #async_future);
+    let async_attempt = quote_spanned!(ret_span=> { #(#pre)* #async_future });
+    // A hedged attempt (made by a `move` closure, several alive at once) always moves what it
+    // takes (`hedge` refuses `&mut self`).
+    let hedged_future =
+        quote_spanned!(ret_span=> #pr::pin_output::<#ret, _>(async move #hedged_async));
+    let hedged_future = quote!(#(#prelude)* #hedged_future);
     let from_result = quote_spanned!(ret_span=> <#ret as #pr::IsResult>::from_result(#returned));
     // Bind with patterns spanned at the return type: a type error in the binding is then
     // reported there too (and merged with the error above) instead of on the whole attribute.
@@ -1961,7 +1983,7 @@ pub fn expand(
     let run_attempt = if is_async && !timed {
         let plain = quote_spanned! {ret_span=>
             (<#ret as #pr::IsResult>::into_result(
-                { #(#pre)* #pr::pin_output::<#ret, _>(async #async_body) }.await
+                { #(#pre)* #async_future }.await
             ), false)
         };
         quote!(let #pattern = #plain;)
@@ -2222,7 +2244,7 @@ pub fn expand(
         let make = quote_spanned! {ret_span=>
             move #make_args {
                 #(#outer)*
-                #pr::pin_output::<#ret, _>(async move #async_body)
+                #hedged_future
             }
         };
         quote! {{

@@ -44,3 +44,17 @@ pub async fn borrowed_async(s: &str) -> io::Result<u16> {
     tokio::task::yield_now().await;
     Ok(parse(s)?) // lint: needless_question_mark
 }
+
+/// Async with an owned parameter, whose clone each attempt moves into its block.
+#[robust(retries = 2, backoff = none, timeout = 1s)]
+pub async fn owned_async(s: String) -> io::Result<u16> {
+    tokio::task::yield_now().await;
+    Ok(parse(&s)?) // lint: needless_question_mark
+}
+
+/// Hedged, with an owned parameter.
+#[robust(retries = 2, backoff = none, hedge(after = 10ms))]
+pub async fn hedged(s: String) -> io::Result<u16> {
+    tokio::task::yield_now().await;
+    Ok(parse(&s)?) // lint: needless_question_mark
+}
