@@ -718,6 +718,13 @@ struct Rebound {
     pre: Vec<TokenStream>,
     prelude: Vec<TokenStream>,
     views: Vec<(Vec<String>, TokenStream)>,
+    /// A statement that borrows each name `prelude` binds for a parameter written as a name
+    /// (under that parameter's attributes): in an `async move` block, it makes the block
+    /// capture the whole value (a block that reads one field captures only that field, and the
+    /// rest would drop before the attempt runs).
+    whole: Vec<TokenStream>,
+    /// Whether `prelude` binds a parameter's pattern (`(host, port)`, `State(app)`).
+    patterns: bool,
 }
 
 /// How an attempt reborrows the parameter `name` of type `ty`, which holds a unique borrow
@@ -804,6 +811,8 @@ fn rebind_args(
     let mut pre = Vec::new();
     let mut prelude = Vec::new();
     let mut views = Vec::new();
+    let mut whole = Vec::new();
+    let mut patterns = false;
     let body = f.body.stream();
     for (i, arg) in f.sig.inputs.iter_mut().enumerate() {
         // The receiver is checked in `valid`: only `&self` and `&mut self` get here. An async
@@ -905,11 +914,13 @@ fn rebind_args(
                     };
                     let (ty, value) = reborrowed(how, &ident, &pt.ty);
                     prelude.push(quote!(#(#attrs)* let #m #ident #ty = #value;));
+                    whole.push(quote!(#(#attrs)* let _ = &#ident;));
                 } else if is_ref {
                     // `mut r: &T`: each attempt starts from the reference passed in, whatever
                     // an earlier attempt reassigned.
                     if let Some(m) = pi.mutability.take() {
                         prelude.push(quote!(#(#attrs)* let #m #ident = #ident;));
+                        whole.push(quote!(#(#attrs)* let _ = &#ident;));
                     }
                 } else {
                     let m = pi.mutability.take();
@@ -917,9 +928,11 @@ fn rebind_args(
                     let read = attr_names.contains(&ident.to_string())
                         || attr_names.contains(&syn::ext::IdentExt::unraw(&ident).to_string());
                     owned(&ident, quote!(#m #ident), !read, false);
+                    whole.push(quote!(#(#attrs)* let _ = &#ident;));
                 }
             }
             pat => {
+                patterns = true;
                 let name = format_ident!("__robust_arg{}", i, span = Span::mixed_site());
                 // (An `Option` or a `Pin` is reborrowed through `&mut`.)
                 let needs_mut = matches!(reborrow, Some(Reborrow::Option | Reborrow::Pin));
@@ -978,6 +991,8 @@ fn rebind_args(
         pre,
         prelude,
         views,
+        whole,
+        patterns,
     }
 }
 
@@ -1440,6 +1455,8 @@ pub fn expand(
         pre,
         prelude,
         views,
+        whole,
+        patterns,
     } = rebind_args(
         &p,
         &mut f,
@@ -1827,11 +1844,14 @@ pub fn expand(
     // attempt's block is the body of a closure the bindings are made around, an async
     // attempt's the body of an `async move` block they are moved into (its future owns them,
     // and holds no reference to them across its awaits: it is `Send` for a parameter that is
-    // `Send` and not `Sync`). An async `&mut self` method's attempt cannot move `self` into
-    // it (the next attempt needs `self`): its block is the body of a match arm after the
-    // bindings, a scope of its temporaries too, which those lints do not read. Items the body
-    // declares stay ahead of its statements in its own block (clippy's
-    // `items_after_statements`).
+    // `Send` and not `Sync`; each binding is borrowed whole in it, `whole`, so that it owns
+    // all of it, not the one field the body reads). An async `&mut self` method's attempt
+    // cannot move `self` into it (the next attempt needs `self`), and the names a parameter's
+    // pattern binds cannot all be moved in without reading them (a name the body never reads,
+    // `_permit`, would drop before the attempt runs, and one it should warn about would be
+    // read): such an attempt's block is the body of a match arm after the bindings, a scope
+    // of its temporaries too, which those lints do not read. Items the body declares stay
+    // ahead of its statements in its own block (clippy's `items_after_statements`).
     let stmts = f.body.stream();
     let bound = ctx.is_some() || !prelude.is_empty();
     let bindings = quote!(#ctx #(#prelude)*);
@@ -1841,20 +1861,38 @@ pub fn expand(
             if matches!(peel(&r.ty), Type::Reference(r) if r.mutability.is_some()))
     });
     let user_async = typed_async(&stmts, &ret, &pr, ret_span, f.body.span());
-    // A hedged attempt binds its context in its block (from the `attempt` its closure takes,
-    // moved in): a reference, which no temporary outlives.
-    let hedged_async = match &ctx {
-        Some(ctx) => typed_async(&quote!(#ctx #block), &ret, &pr, ret_span, f.body.span()),
-        None => user_async.clone(),
-    };
+    // The old form, for what cannot move into an `async move` block around which its
+    // bindings are made: the bindings in the block, then the body's block as a match arm's.
+    let in_arm = typed_async(
+        &quote!(#bindings match () { () => #block }),
+        &ret,
+        &pr,
+        ret_span,
+        f.body.span(),
+    );
     let (async_bindings, async_block) = if !bound {
         (quote!(), user_async.clone())
-    } else if mut_receiver {
-        let statements = quote!(#bindings match () { () => #block });
-        let body = typed_async(&statements, &ret, &pr, ret_span, f.body.span());
-        (quote!(), body)
+    } else if mut_receiver || patterns {
+        (quote!(), in_arm.clone())
     } else {
-        (bindings.clone(), quote!(move #user_async))
+        let body = typed_async(
+            &quote!(#(#whole)* #block),
+            &ret,
+            &pr,
+            ret_span,
+            f.body.span(),
+        );
+        (bindings.clone(), quote!(move #body))
+    };
+    // A hedged attempt (made by a `move` closure, several alive at once) always moves what it
+    // takes (`hedge` refuses `&mut self`), and binds its context in its block, from the
+    // `attempt` its closure takes (a reference, which no temporary outlives).
+    let (hedged_bindings, hedged_async) = if patterns {
+        (quote!(), in_arm)
+    } else {
+        let body = quote!(#ctx #(#whole)* #block);
+        let body = typed_async(&body, &ret, &pr, ret_span, f.body.span());
+        (quote!(#(#prelude)*), body)
     };
 
     // Every use of `IsResult` carries the return type's span, so a non-`Result` return type
@@ -1871,11 +1909,9 @@ pub fn expand(
     let async_future = quote_spanned!(ret_span=> #pr::pin_output::<#ret, _>(async #async_block));
     let async_future = quote!(#async_bindings #async_future);
     let async_attempt = quote_spanned!(ret_span=> { #(#pre)* #async_future });
-    // A hedged attempt (made by a `move` closure, several alive at once) always moves what it
-    // takes (`hedge` refuses `&mut self`).
     let hedged_future =
         quote_spanned!(ret_span=> #pr::pin_output::<#ret, _>(async move #hedged_async));
-    let hedged_future = quote!(#(#prelude)* #hedged_future);
+    let hedged_future = quote!(#hedged_bindings #hedged_future);
     let from_result = quote_spanned!(ret_span=> <#ret as #pr::IsResult>::from_result(#returned));
     // Bind with patterns spanned at the return type: a type error in the binding is then
     // reported there too (and merged with the error above) instead of on the whole attribute.

@@ -152,6 +152,48 @@ pub async fn asynchronous_lending(param: Param) -> io::Result<usize> {
     Ok(param.lend().len())
 }
 
+/// A body that reads one `Copy` field of an owned parameter, across an await, without the
+/// attribute: the parameter drops when the fn returns.
+#[allow(clippy::needless_pass_by_value)]
+pub async fn plain_field(param: Param) -> io::Result<usize> {
+    let _local = Noisy("local");
+    tokio::task::yield_now().await;
+    Ok(param.0.len())
+}
+
+/// The same under the attribute: the attempt's block owns the whole clone (a block that
+/// captured only the field read would leave the rest of it, dropped before the body ran).
+#[robust(retries = 2, backoff = none)]
+pub async fn asynchronous_field(param: Param) -> io::Result<usize> {
+    let _local = Noisy("local");
+    tokio::task::yield_now().await;
+    Ok(param.0.len())
+}
+
+/// The same, hedged: each hedge's block owns its whole clone.
+#[robust(retries = 2, backoff = none, hedge(after = 10s))]
+pub async fn hedged_field(param: Param) -> io::Result<usize> {
+    let _local = Noisy("local");
+    tokio::task::yield_now().await;
+    Ok(param.0.len())
+}
+
+/// A pattern whose guard the body never reads, without the attribute.
+#[allow(clippy::needless_pass_by_value)]
+pub async fn plain_guarded((name, _guard): (&'static str, Param)) -> io::Result<usize> {
+    let _local = Noisy("local");
+    tokio::task::yield_now().await;
+    Ok(name.len())
+}
+
+/// The same under the attribute: the guard's clone lives until the attempt ends.
+#[robust(retries = 2, backoff = none)]
+pub async fn asynchronous_guarded((name, _guard): (&'static str, Param)) -> io::Result<usize> {
+    let _local = Noisy("local");
+    tokio::task::yield_now().await;
+    Ok(name.len())
+}
+
 /// The case as first reported: a `RefCell` parameter and its `Ref`.
 #[robust(retries = 2, backoff = none)]
 pub fn ref_cell_lending(cells: RefCell<Vec<u8>>) -> io::Result<usize> {
@@ -222,6 +264,42 @@ mod tests {
         );
         assert_eq!(drops(), expected);
         assert_eq!(ref_cell_lending(RefCell::new(vec![1, 2])).unwrap(), 2);
+    }
+
+    #[test]
+    fn an_attempt_keeps_the_whole_clone_it_reads_a_field_of() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        assert_eq!(runtime.block_on(plain_field(Param("param"))).unwrap(), 5);
+        let order = drops();
+        assert_eq!(order, ["local", "param"]);
+        let mut expected = order.clone();
+        expected.push("param");
+        let r = runtime.block_on(asynchronous_field(Param("param")));
+        assert_eq!(r.unwrap(), 5);
+        assert_eq!(drops(), expected, "the clone drops after the body's local");
+        let r = runtime.block_on(hedged_field(Param("param")));
+        assert_eq!(r.unwrap(), 5);
+        assert_eq!(
+            drops(),
+            expected,
+            "a hedge's clone drops after the body's local"
+        );
+        let r = runtime.block_on(plain_guarded(("name", Param("guard"))));
+        assert_eq!(r.unwrap(), 4);
+        let order = drops();
+        assert_eq!(order, ["local", "guard"]);
+        let mut expected = order.clone();
+        expected.push("guard");
+        let r = runtime.block_on(asynchronous_guarded(("name", Param("guard"))));
+        assert_eq!(r.unwrap(), 4);
+        assert_eq!(
+            drops(),
+            expected,
+            "the guard's clone drops after the body's local"
+        );
     }
 
     #[test]
