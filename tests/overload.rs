@@ -298,6 +298,12 @@ fn the_attribute_fails_fast_on_an_open_breaker() {
     on_retry = |_r: &io::Result<()>, info: &RetryInfo| RETRIES.with(|r| r.borrow_mut().push((info.retry, info.delay, info.hinted))),
 )]
 fn hinted(script: &[ErrorKind]) -> io::Result<()> {
+    scripted(script)
+}
+
+/// The next attempt's outcome (counted in `ATTEMPTS`): the errors of `script` in turn, then
+/// `Ok`.
+fn scripted(script: &[ErrorKind]) -> io::Result<()> {
     let n = ATTEMPTS.with(|a| {
         a.set(a.get() + 1);
         a.get()
@@ -336,14 +342,7 @@ thread_local! {
     },
 )]
 fn hint_counted(script: &[ErrorKind]) -> io::Result<()> {
-    let n = ATTEMPTS.with(|a| {
-        a.set(a.get() + 1);
-        a.get()
-    });
-    match script.get(n as usize - 1) {
-        Some(k) => Err((*k).into()),
-        None => Ok(()),
-    }
+    scripted(script)
 }
 
 #[test]
