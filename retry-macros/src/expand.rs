@@ -725,6 +725,8 @@ struct Rebound {
     whole: Vec<TokenStream>,
     /// Whether `prelude` binds a parameter's pattern (`(host, port)`, `State(app)`).
     patterns: bool,
+    /// Whether the receiver is `&mut self`.
+    mut_receiver: bool,
 }
 
 /// How an attempt reborrows the parameter `name` of type `ty`, which holds a unique borrow
@@ -813,6 +815,7 @@ fn rebind_args(
     let mut views = Vec::new();
     let mut whole = Vec::new();
     let mut patterns = false;
+    let mut mut_receiver = false;
     let body = f.body.stream();
     for (i, arg) in f.sig.inputs.iter_mut().enumerate() {
         // The receiver is checked in `valid`: only `&self` and `&mut self` get here. An async
@@ -823,8 +826,8 @@ fn rebind_args(
         // borrowed for the whole call.)
         let pt = match arg {
             FnArg::Receiver(r) => {
-                let mut_ref = matches!(peel(&r.ty), Type::Reference(r) if r.mutability.is_some());
-                if split && mut_ref && !attr_names.contains("self") {
+                mut_receiver = matches!(peel(&r.ty), Type::Reference(r) if r.mutability.is_some());
+                if split && mut_receiver && !attr_names.contains("self") {
                     let this = Ident::new("self", r.self_token.span);
                     prelude.push(quote!(let _ = &mut *#this;));
                 }
@@ -903,6 +906,10 @@ fn rebind_args(
                             && !attr_names.contains(&pi.ident.to_string())) => {}
             Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {
                 let ident = pi.ident.clone();
+                // Each attempt binds the name again, but a shared borrow written without `mut`.
+                if reborrow.is_some() || !is_ref || pi.mutability.is_some() {
+                    whole.push(quote!(#(#attrs)* let _ = &#ident;));
+                }
                 if let Some(how) = reborrow {
                     // A unique borrow: each attempt reborrows it through the parameter, which
                     // an `Option` or a `Pin` needs `mut` for (the `mut` written on it goes to
@@ -914,13 +921,11 @@ fn rebind_args(
                     };
                     let (ty, value) = reborrowed(how, &ident, &pt.ty);
                     prelude.push(quote!(#(#attrs)* let #m #ident #ty = #value;));
-                    whole.push(quote!(#(#attrs)* let _ = &#ident;));
                 } else if is_ref {
                     // `mut r: &T`: each attempt starts from the reference passed in, whatever
                     // an earlier attempt reassigned.
                     if let Some(m) = pi.mutability.take() {
                         prelude.push(quote!(#(#attrs)* let #m #ident = #ident;));
-                        whole.push(quote!(#(#attrs)* let _ = &#ident;));
                     }
                 } else {
                     let m = pi.mutability.take();
@@ -928,7 +933,6 @@ fn rebind_args(
                     let read = attr_names.contains(&ident.to_string())
                         || attr_names.contains(&syn::ext::IdentExt::unraw(&ident).to_string());
                     owned(&ident, quote!(#m #ident), !read, false);
-                    whole.push(quote!(#(#attrs)* let _ = &#ident;));
                 }
             }
             pat => {
@@ -993,6 +997,7 @@ fn rebind_args(
         views,
         whole,
         patterns,
+        mut_receiver,
     }
 }
 
@@ -1457,6 +1462,7 @@ pub fn expand(
         views,
         whole,
         patterns,
+        mut_receiver,
     } = rebind_args(
         &p,
         &mut f,
@@ -1856,43 +1862,25 @@ pub fn expand(
     let bound = ctx.is_some() || !prelude.is_empty();
     let bindings = quote!(#ctx #(#prelude)*);
     let block = in_braces(stmts.clone(), f.body.span());
-    let mut_receiver = f.sig.inputs.iter().any(|a| {
-        matches!(a, FnArg::Receiver(r)
-            if matches!(peel(&r.ty), Type::Reference(r) if r.mutability.is_some()))
-    });
-    let user_async = typed_async(&stmts, &ret, &pr, ret_span, f.body.span());
-    // The old form, for what cannot move into an `async move` block around which its
-    // bindings are made: the bindings in the block, then the body's block as a match arm's.
-    let in_arm = typed_async(
-        &quote!(#bindings match () { () => #block }),
-        &ret,
-        &pr,
-        ret_span,
-        f.body.span(),
-    );
+    let typed = |body: TokenStream| typed_async(&body, &ret, &pr, ret_span, f.body.span());
+    // The form for what cannot move into an `async move` block around which its bindings are
+    // made: the bindings in the block, then the body's block as a match arm's.
+    let in_arm = || typed(quote!(#bindings match () { () => #block }));
     let (async_bindings, async_block) = if !bound {
-        (quote!(), user_async.clone())
+        (quote!(), typed(stmts.clone()))
     } else if mut_receiver || patterns {
-        (quote!(), in_arm.clone())
+        (quote!(), in_arm())
     } else {
-        let body = typed_async(
-            &quote!(#(#whole)* #block),
-            &ret,
-            &pr,
-            ret_span,
-            f.body.span(),
-        );
+        let body = typed(quote!(#(#whole)* #block));
         (bindings.clone(), quote!(move #body))
     };
     // A hedged attempt (made by a `move` closure, several alive at once) always moves what it
     // takes (`hedge` refuses `&mut self`), and binds its context in its block, from the
     // `attempt` its closure takes (a reference, which no temporary outlives).
     let (hedged_bindings, hedged_async) = if patterns {
-        (quote!(), in_arm)
+        (quote!(), in_arm())
     } else {
-        let body = quote!(#ctx #(#whole)* #block);
-        let body = typed_async(&body, &ret, &pr, ret_span, f.body.span());
-        (quote!(#(#prelude)*), body)
+        (quote!(#(#prelude)*), typed(quote!(#ctx #(#whole)* #block)))
     };
 
     // Every use of `IsResult` carries the return type's span, so a non-`Result` return type
