@@ -162,7 +162,7 @@ fn not_found(ran: &Cell<u32>) -> io::Result<()> {
 }
 
 #[test]
-fn errors_no_rule_retries_count_as_accepted_and_never_throttle() {
+fn errors_no_rule_matches_count_as_accepted_and_never_throttle() {
     let _t = VirtualTime::seeded(3).install();
     let ran = Cell::new(0);
     for _ in 0..500 {
@@ -170,6 +170,63 @@ fn errors_no_rule_retries_count_as_accepted_and_never_throttle() {
     }
     assert_eq!(ran.get(), 500);
     assert_eq!(QUIET.reject_probability(Instant::now()), 0.0);
+}
+
+static REFUSED: AdaptiveThrottle = match AdaptiveThrottle::new(2.0, Duration::from_secs(60)) {
+    Ok(t) => t,
+    Err(_) => panic!("invalid throttle"),
+};
+
+static ANSWERED: AdaptiveThrottle = match AdaptiveThrottle::new(2.0, Duration::from_secs(60)) {
+    Ok(t) => t,
+    Err(_) => panic!("invalid throttle"),
+};
+
+/// `NotFound` taken by a rule that never retries it: a retryable kind (a rule matches it)
+/// whose retries are used up at once, so not accepted.
+#[robust(retries = 3, backoff = none, when(Io(NotFound), retries = 0), throttle = REFUSED)]
+fn not_found_never_retried(ran: &Cell<u32>) -> io::Result<()> {
+    ran.set(ran.get() + 1);
+    Err(ErrorKind::NotFound.into())
+}
+
+/// `NotFound` kept out of the kinds by a predicate: the service's answer, accepted.
+#[robust(retries = 3, backoff = none,
+         on = [|e: &io::Error| e.kind() != ErrorKind::NotFound], throttle = ANSWERED)]
+fn not_found_answered(ran: &Cell<u32>) -> io::Result<()> {
+    ran.set(ran.get() + 1);
+    Err(ErrorKind::NotFound.into())
+}
+
+/// An error a rule matches is not accepted, even when that rule's `retries` is 0 (it says how
+/// often to retry the kind, not that the service accepted it: a refused connection); one kept
+/// out of every rule is accepted (README, `throttle`).
+#[test]
+fn an_error_a_rule_with_no_retries_takes_is_not_accepted_one_no_rule_matches_is() {
+    let _t = VirtualTime::seeded(5).install();
+    let ran = Cell::new(0);
+    let mut rejected = 0;
+    for _ in 0..500 {
+        let e = not_found_never_retried(&ran).unwrap_err();
+        if is_rejected(&e) {
+            rejected += 1;
+        } else {
+            assert_eq!(e.kind(), ErrorKind::NotFound);
+        }
+    }
+    assert_eq!(ran.get() + rejected, 500);
+    assert!(ran.get() < 20, "ran {} of 500", ran.get());
+    assert!(REFUSED.reject_probability(Instant::now()) > 0.99);
+
+    let ran = Cell::new(0);
+    for _ in 0..500 {
+        assert_eq!(
+            not_found_answered(&ran).unwrap_err().kind(),
+            ErrorKind::NotFound
+        );
+    }
+    assert_eq!(ran.get(), 500, "no call rejected");
+    assert_eq!(ANSWERED.reject_probability(Instant::now()), 0.0);
 }
 
 #[test]

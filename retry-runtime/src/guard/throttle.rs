@@ -146,8 +146,9 @@ const fn word(lap: u64, count: u64) -> u64 {
 /// attribute), shared by every call that names it.
 ///
 /// Over the last `window`, it counts the *requests* (attempts the application made) and the
-/// *accepts* (those the service accepted: that did not fail with a retryable error). Before
-/// each attempt, it rejects locally with probability
+/// *accepts* (those the service accepted: that did not fail with a retryable error, one a
+/// policy's rule matches, whatever that rule's retries). Before each attempt, it rejects
+/// locally with probability
 ///
 /// `max(0, (requests − k·accepts) / (requests + 1))`
 ///

@@ -1707,7 +1707,9 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb, Th, L>
     /// Client-side throttling (SPEC section 16, the SRE book's adaptive throttling): before
     /// each attempt the call is rejected locally with the throttle's probability,
     /// max(0, (requests - k * accepts) / (requests + 1)) over its window, where an attempt is
-    /// accepted unless it failed with a retryable error. A rejected first attempt fails with
+    /// accepted unless it failed with a retryable error: one a rule matches, whatever that
+    /// rule's retries (a [`when`](Self::when) rule with `retries(0)` included). An error no
+    /// rule matches is the service's answer, accepted. A rejected first attempt fails with
     /// `E::from(Rejected)`; a rejected retry is not made and the last failure is returned.
     ///
     /// ```
