@@ -1862,16 +1862,18 @@ pub fn expand(
     let bound = ctx.is_some() || !prelude.is_empty();
     let bindings = quote!(#ctx #(#prelude)*);
     let block = in_braces(stmts.clone(), f.body.span());
-    let typed = |body: TokenStream| typed_async(&body, &ret, &pr, ret_span, f.body.span());
+    let typed = |before: TokenStream, body: TokenStream| {
+        typed_async(&before, &body, &ret, &pr, ret_span, f.body.span())
+    };
     // The form for what cannot move into an `async move` block around which its bindings are
     // made: the bindings in the block, then the body's block as a match arm's.
-    let in_arm = || typed(quote!(#bindings match () { () => #block }));
+    let in_arm = || typed(quote!(), quote!(#bindings match () { () => #block }));
     let (async_bindings, async_block) = if !bound {
-        (quote!(), typed(stmts.clone()))
+        (quote!(), typed(quote!(), stmts.clone()))
     } else if mut_receiver || patterns {
         (quote!(), in_arm())
     } else {
-        let body = typed(quote!(#(#whole)* #block));
+        let body = typed(quote!(#(#whole)*), stmts.clone());
         (bindings.clone(), quote!(move #body))
     };
     // A hedged attempt (made by a `move` closure, several alive at once) always moves what it
@@ -1880,7 +1882,10 @@ pub fn expand(
     let (hedged_bindings, hedged_async) = if patterns {
         (quote!(), in_arm())
     } else {
-        (quote!(#(#prelude)*), typed(quote!(#ctx #(#whole)* #block)))
+        (
+            quote!(#(#prelude)*),
+            typed(quote!(#ctx #(#whole)*), stmts.clone()),
+        )
     };
 
     // Every use of `IsResult` carries the return type's span, so a non-`Result` return type
@@ -2429,8 +2434,13 @@ pub fn expand(
 ///
 /// The body's statements (`body`) are in braces of the body's own (`in_braces`, at `braces`),
 /// after an unnamed constant: a block of one expression, the tail of this one, would be
-/// called unnecessary by rustc's `unused_braces` (its braces are the user's).
+/// called unnecessary by rustc's `unused_braces` (its braces are the user's). The attempt's
+/// own statements (`before`: its context, the borrows that make the `async move` block own
+/// each clone whole) come between the `return` and that block, not in it: the body's block
+/// stays the only block in its braces, and the items it declares stay ahead of its
+/// statements.
 fn typed_async(
+    before: &TokenStream,
     body: &TokenStream,
     ret: &Type,
     pr: &TokenStream,
@@ -2442,6 +2452,7 @@ fn typed_async(
         if false {
             return #pr::typed::<#ret>();
         }
+        #before
         #body
     }}
 }

@@ -58,3 +58,32 @@ pub async fn hedged(s: String) -> io::Result<u16> {
     tokio::task::yield_now().await;
     Ok(parse(&s)?) // lint: needless_question_mark
 }
+
+// A body on the braces' own line, whose attempt binds something: rustc's `unused_braces`
+// must not read the body's braces as a block's needless ones (written on one line, so that
+// rustfmt keeps them there).
+
+async fn parse_async(s: &str) -> io::Result<u16> {
+    tokio::task::yield_now().await;
+    return parse(s);
+}
+
+/// Async, with an owned parameter.
+#[rustfmt::skip]
+#[robust(retries = 2, backoff = none)]
+pub async fn one_line_owned(s: String) -> io::Result<u16> { parse_async(&s).await }
+
+/// Async, with the attempt's context.
+#[rustfmt::skip]
+#[robust(retries = 2, backoff = none, timeout = 1s, attempt = ctx)]
+pub async fn one_line_ctx(s: &str) -> io::Result<u16> { parse_async(if ctx.retries() == 0 { s } else { "1" }).await }
+
+/// Hedged, with an owned parameter.
+#[rustfmt::skip]
+#[robust(retries = 2, backoff = none, hedge(after = 10ms))]
+pub async fn one_line_hedged(s: String) -> io::Result<u16> { parse_async(&s).await }
+
+/// Blocking, with an owned parameter.
+#[rustfmt::skip]
+#[robust(retries = 2, backoff = none)]
+pub fn one_line_blocking(s: String) -> io::Result<u16> { parse(&s) } // lint: implicit_return

@@ -7,7 +7,8 @@
 //! that ends in a `return` leaves nothing unreachable after it; the probes' traits come in by
 //! one glob import each, used whichever trait answers; the rules' patterns are checked against
 //! a non-exhaustive value (its last arm is never unreachable); the names a parameter's pattern
-//! binds for the attribute's expressions are each used once.
+//! binds for the attribute's expressions are each used once; a body on its braces' line, whose
+//! attempt binds a clone or the context, is not a block of needless braces (`unused_braces`).
 #![forbid(
     dead_code,
     unused_variables,
@@ -146,7 +147,23 @@ pub fn callback_parameter_shadows_it(id: u32) -> io::Result<u32> {
     Ok(id)
 }
 
+async fn answer(id: u32) -> io::Result<u32> {
+    Ok(id)
+}
+
+#[robust(retries = 2, backoff = none)]
+pub async fn one_line(name: String) -> io::Result<u32> { answer(name.len() as u32).await }
+
+#[robust(retries = 2, backoff = none, timeout = "1s", attempt = ctx)]
+pub async fn one_line_ctx(id: u32) -> io::Result<u32> { answer(id + ctx.retries()).await }
+
+#[robust(retries = 2, backoff = none, hedge(after = "10ms"))]
+pub async fn one_line_hedged(name: String) -> io::Result<u32> { answer(name.len() as u32).await }
+
 fn main() {
+    let _ = one_line(String::new());
+    let _ = one_line_ctx(1);
+    let _ = one_line_hedged(String::new());
     let _ = callback_rebinds_it(String::new());
     let _ = callback_parameter_shadows_it(1);
     let _ = fallback_reads_it(String::new());
