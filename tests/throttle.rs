@@ -30,19 +30,26 @@ fn always_failing(ran: &Cell<u32>) -> io::Result<()> {
     Err(ErrorKind::ConnectionReset.into())
 }
 
+/// Makes `n` calls of `call`, each of which fails: the number the throttle rejected before any
+/// attempt (every other one returned an error of `kind`).
+fn rejections(n: u32, kind: ErrorKind, call: impl Fn() -> io::Result<()>) -> u32 {
+    let mut rejected = 0;
+    for _ in 0..n {
+        let e = call().unwrap_err();
+        if is_rejected(&e) {
+            rejected += 1;
+        } else {
+            assert_eq!(e.kind(), kind);
+        }
+    }
+    rejected
+}
+
 #[test]
 fn a_service_that_keeps_failing_is_mostly_not_called() {
     let _t = VirtualTime::seeded(7).install();
     let ran = Cell::new(0);
-    let mut rejected = 0;
-    for _ in 0..1000 {
-        let e = always_failing(&ran).unwrap_err();
-        if is_rejected(&e) {
-            rejected += 1;
-        } else {
-            assert_eq!(e.kind(), ErrorKind::ConnectionReset);
-        }
-    }
+    let rejected = rejections(1000, ErrorKind::ConnectionReset, || always_failing(&ran));
     // Nothing is accepted, so the probability is requests / (requests + 1): after the first
     // few calls nearly every attempt is rejected locally. (Every call is a request, the
     // rejected ones too, as in the SRE book.)
@@ -205,15 +212,7 @@ fn not_found_answered(ran: &Cell<u32>) -> io::Result<()> {
 fn an_error_a_rule_with_no_retries_takes_is_not_accepted_one_no_rule_matches_is() {
     let _t = VirtualTime::seeded(5).install();
     let ran = Cell::new(0);
-    let mut rejected = 0;
-    for _ in 0..500 {
-        let e = not_found_never_retried(&ran).unwrap_err();
-        if is_rejected(&e) {
-            rejected += 1;
-        } else {
-            assert_eq!(e.kind(), ErrorKind::NotFound);
-        }
-    }
+    let rejected = rejections(500, ErrorKind::NotFound, || not_found_never_retried(&ran));
     assert_eq!(ran.get() + rejected, 500);
     assert!(ran.get() < 20, "ran {} of 500", ran.get());
     assert!(REFUSED.reject_probability(Instant::now()) > 0.99);
