@@ -154,8 +154,12 @@ fn bind_backoff(p: &TokenStream, name: &Ident, s: &Strategy, is_async: bool) -> 
     match s {
         Strategy::Custom(e) => {
             let ps = respan(p, e.span());
-            let sync = is_async.then(|| quote_spanned!(e.span()=> + ::core::marker::Sync));
-            quote_spanned!(e.span()=> let #name: &(dyn #ps::Backoff #sync) = &(#e);)
+            let sync = is_async.then(|| {
+                let core = core_at(p, e.span());
+                quote_spanned!(e.span()=> + #core::marker::Sync)
+            });
+            let dyn_ = dyn_at(e.span());
+            quote_spanned!(e.span()=> let #name: &(#dyn_ #ps::Backoff #sync) = &(#e);)
         }
         other => {
             let v = strategy(p, other);
@@ -164,13 +168,23 @@ fn bind_backoff(p: &TokenStream, name: &Ident, s: &Strategy, is_async: bool) -> 
     }
 }
 
+/// `dyn`, before a path written at `span` that starts with `::`: at the user's tokens, a crate
+/// of edition 2015 would read `dyn ::path` as a path whose first name is `dyn`.
+fn dyn_at(span: Span) -> Token![dyn] {
+    Token![dyn](Span::mixed_site().located_at(span))
+}
+
 /// `let name = <jitter>;`, custom jitter as a trait object (see [`bind_backoff`]).
 fn bind_jitter(p: &TokenStream, name: &Ident, j: &JitterSpec, is_async: bool) -> TokenStream {
     match j {
         JitterSpec::Custom(e) => {
             let ps = respan(p, e.span());
-            let sync = is_async.then(|| quote_spanned!(e.span()=> + ::core::marker::Sync));
-            quote_spanned!(e.span()=> let #name: &(dyn #ps::Jitter #sync) = &(#e);)
+            let sync = is_async.then(|| {
+                let core = core_at(p, e.span());
+                quote_spanned!(e.span()=> + #core::marker::Sync)
+            });
+            let dyn_ = dyn_at(e.span());
+            quote_spanned!(e.span()=> let #name: &(#dyn_ #ps::Jitter #sync) = &(#e);)
         }
         other => {
             let v = jitter(p, other);
@@ -250,19 +264,28 @@ fn kind(p: &TokenStream, err: &TokenStream, names: &Names, k: &Kind) -> TokenStr
         }
         Kind::Pattern(pat) => {
             let e = &names.e;
-            let test = pattern_test(pat, e);
+            let test = pattern_test(p, pat, e);
             quote_spanned!(pat.span()=>
                 #p::predicate::<#err, _>(|#e: &#err| #test))
         }
     }
 }
 
+/// `core`, for a path written at `span`: `<p>::core`, re-exported by `__private`. (At the
+/// user's tokens, `::core` would resolve in the user's edition, and in 2015 it names an item
+/// of the crate's root, not the `core` crate.)
+fn core_at(p: &TokenStream, span: Span) -> TokenStream {
+    let ps = respan(p, span);
+    quote_spanned!(span=> #ps::core)
+}
+
 /// Whether `value` (a reference) matches `pat`. Bare names (constants, unit structs and
 /// variants) are matched against the value itself: a constant pattern does not see through
 /// the reference. Other patterns are matched against the reference, so their bindings borrow.
-fn pattern_test(pat: &syn::Pat, value: &Ident) -> TokenStream {
+fn pattern_test(p: &TokenStream, pat: &syn::Pat, value: &Ident) -> TokenStream {
     let alternatives = against_reference(pat);
-    quote_spanned!(pat.span()=> ::core::matches!(#value, #(#alternatives)|*))
+    let core = core_at(p, pat.span());
+    quote_spanned!(pat.span()=> #core::matches!(#value, #(#alternatives)|*))
 }
 
 /// `pat`'s alternatives, to match against a reference: bare names behind `&(..)` (a constant
@@ -311,7 +334,7 @@ fn value_kind(p: &TokenStream, ok: &TokenStream, names: &Names, k: &Kind) -> Tok
         }
         Kind::Pattern(pat) => {
             let v = &names.e;
-            let test = pattern_test(pat, v);
+            let test = pattern_test(p, pat, v);
             // (A pattern every value matches, `Ok(())` or `Ok(Response { .. })`, would make
             // every success a failure: `rule_order_check` reports it.)
             quote_spanned!(pat.span()=> #ps::ok_kind::<#ok_at, _>(|#v: &#ok_at| #test))
@@ -740,7 +763,12 @@ struct Rebound {
 /// reborrow, which no borrow made for one attempt can. The annotation lets the object's lifetime
 /// shorten to the reborrow's, as the parameter's own type does without the attribute. (Only for
 /// a trait object with no `impl Trait` in it: that cannot be named in a `let`.)
-fn reborrowed(how: Reborrow, name: &Ident, ty: &Type) -> (Option<TokenStream>, TokenStream) {
+fn reborrowed(
+    p: &TokenStream,
+    how: Reborrow,
+    name: &Ident,
+    ty: &Type,
+) -> (Option<TokenStream>, TokenStream) {
     let span = ty.span();
     // (An `impl Trait` inside the object, `dyn Iterator<Item = impl Debug>`, cannot be named
     // in a `let` either: such an object keeps the plain reborrow.)
@@ -769,7 +797,10 @@ fn reborrowed(how: Reborrow, name: &Ident, ty: &Type) -> (Option<TokenStream>, T
         (Reborrow::Option, Some(o)) => {
             let r = Ident::new("__robust_ref", Span::mixed_site());
             (
-                Some(quote_spanned!(span=> : ::core::option::Option<#o>)),
+                Some({
+                    let core = core_at(p, span);
+                    quote_spanned!(span=> : #core::option::Option<#o>)
+                }),
                 quote! {
                     match &mut #name {
                         ::core::option::Option::Some(#r) => ::core::option::Option::Some(&mut **#r),
@@ -779,7 +810,10 @@ fn reborrowed(how: Reborrow, name: &Ident, ty: &Type) -> (Option<TokenStream>, T
             )
         }
         (Reborrow::Pin, object) => (
-            object.map(|o| quote_spanned!(span=> : ::core::pin::Pin<#o>)),
+            object.map(|o| {
+                let core = core_at(p, span);
+                quote_spanned!(span=> : #core::pin::Pin<#o>)
+            }),
             quote!(::core::pin::Pin::as_mut(&mut #name)),
         ),
     }
@@ -851,7 +885,8 @@ fn rebind_args(
         // reference in place of the crate's label, as it does for any value passed on there.)
         let cloned_own = |name: &Ident| {
             let p = respan(p, ty_span);
-            quote_spanned!(ty_span=> #p::clone_arg(::core::convert::identity(&#name)))
+            let core = core_at(&p, ty_span);
+            quote_spanned!(ty_span=> #p::clone_arg(#core::convert::identity(&#name)))
         };
         // An owned parameter `source`, bound by `binding` in each attempt (`movable`: no
         // expression of the attribute reads it).
@@ -919,7 +954,7 @@ fn rebind_args(
                     } else {
                         pi.mutability.replace(Token![mut](ident.span()))
                     };
-                    let (ty, value) = reborrowed(how, &ident, &pt.ty);
+                    let (ty, value) = reborrowed(p, how, &ident, &pt.ty);
                     prelude.push(quote!(#(#attrs)* let #m #ident #ty = #value;));
                 } else if is_ref {
                     // `mut r: &T`: each attempt starts from the reference passed in, whatever
@@ -977,7 +1012,7 @@ fn rebind_args(
                     views.push((names, view));
                 }
                 if let Some(how) = reborrow {
-                    let (ty, value) = reborrowed(how, &name, &pt.ty);
+                    let (ty, value) = reborrowed(p, how, &name, &pt.ty);
                     prelude.push(quote!(#(#attrs)* let #original #ty = #value;));
                 } else if is_ref {
                     prelude.push(quote!(#(#attrs)* let #original = #name;));
@@ -1977,8 +2012,9 @@ pub fn expand(
         let call = with_call.then(|| quote!({ let #end = #call; }));
         quote!(#call { let #end = #policy; })
     };
+    let core = core_at(&p, ret_span);
     let admit = quote_spanned! {ret_span=>
-        if let ::core::option::Option::Some(#returned) =
+        if let #core::option::Option::Some(#returned) =
             #pr::admit::<#ret, _, _>(&mut #call)
         {
             break #returned;
@@ -2071,7 +2107,7 @@ pub fn expand(
     // send it): the call ends with `E::from(Elapsed)`.
     let out_of_time = if is_async && has_deadline {
         quote_spanned! {ret_span=>
-            if let ::core::option::Option::Some(#returned) =
+            if let #core::option::Option::Some(#returned) =
                 #pr::out_of_time::<#ret, _, _>(&mut #call, &#attempt)
             {
                 break #returned;
@@ -2114,11 +2150,12 @@ pub fn expand(
     name_checks.extend(io_dead.iter().map(|(sp, msg)| {
         let at = sp.start;
         let ps = respan(&p, at);
+        let core = core_at(&p, at);
         let probe = |e: TokenStream| {
             quote_spanned! {at=>
                 use #ps::prelude::io_probe::*;
                 if IoProbe::<#e>::IS_IO {
-                    ::core::panic!("{}", #msg)
+                    #core::panic!("{}", #msg)
                 }
             }
         };
@@ -2159,8 +2196,8 @@ pub fn expand(
         _ => {
             let refused = quote_spanned! {ret_span=>
                 match #pr::refused::<#ret, _, _>(&mut #call) {
-                    ::core::option::Option::Some(#returned) => break #returned,
-                    ::core::option::Option::None => ::core::option::Option::None,
+                    #core::option::Option::Some(#returned) => break #returned,
+                    #core::option::Option::None => #core::option::Option::None,
                 }
             };
             // An async fn takes a free slot without polling the wait's future (blocking fns
@@ -2168,7 +2205,7 @@ pub fn expand(
             // deadline.
             let take = if is_async {
                 let ended = quote_spanned! {ret_span=>
-                    ::core::result::Result::Err(#returned) => break #returned,
+                    #core::result::Result::Err(#returned) => break #returned,
                 };
                 // The call's timer, made before the loop for the first attempt, starts again
                 // after a wait: the attempt starts when it holds the slot. (A fn reading each
@@ -2206,8 +2243,8 @@ pub fn expand(
                 // is then returned.
                 quote_spanned! {ret_span=>
                     match #pr::limit_slot_blocking::<#ret, _, _>(&mut #call, &mut #last) {
-                        ::core::result::Result::Ok(__robust_s) => __robust_s,
-                        ::core::result::Result::Err(#returned) => break #returned,
+                        #core::result::Result::Ok(__robust_s) => __robust_s,
+                        #core::result::Result::Err(#returned) => break #returned,
                     }
                 }
             } else {

@@ -23,6 +23,9 @@ pub use crate::{
     AwsDecorrelated, Constant, Decorrelated, EqualJitter, Exponential, Fibonacci, FullJitter,
     Linear, NoBackoff, NoJitter, Polynomial, Random, Retries,
 };
+/// For the paths the attribute writes at the user's tokens: `::core` there would resolve in
+/// the user's edition, and in 2015 it names an item of the crate's root.
+pub use ::core;
 pub use core::time::Duration as Dur;
 pub use std::io::ErrorKind;
 
