@@ -1406,7 +1406,7 @@ fn pointer_made_here(func: &syn::Expr) -> bool {
 /// parameter, which the attempts still clone (rustc's "cannot move out of `name` because it
 /// is borrowed").
 fn clone_into_move_callbacks(config: &mut Config, f: &Func, p: &TokenStream) {
-    let owned: Vec<Ident> = f
+    let owned: Vec<(Ident, Span)> = f
         .sig
         .inputs
         .iter()
@@ -1418,7 +1418,7 @@ fn clone_into_move_callbacks(config: &mut Config, f: &Func, p: &TokenStream) {
                         && !matches!(peel(&pt.ty), Type::Reference(_))
                         && crate::valid::reborrow_of(&pt.ty).is_none() =>
                 {
-                    Some(pi.ident.clone())
+                    Some((pi.ident.clone(), pt.ty.span()))
                 }
                 _ => None,
             },
@@ -1451,14 +1451,20 @@ fn clone_into_move_callbacks(config: &mut Config, f: &Func, p: &TokenStream) {
         }
         let written = quote::ToTokens::to_token_stream(&**e);
         let at = e.span();
-        let ps = respan(p, at);
         // (The clone is borrowed once: a name the closure binds again in its body, which the
         // tokens cannot tell from the parameter, leaves it unread, and no lint is allowed.)
+        // The clone is written as an attempt's is, at the parameter's type: a parameter that
+        // is not `Clone` is then reported once, at the parameter, not again at the callback
+        // (rustc merges the two errors, which are the same).
         let clones: Vec<TokenStream> = owned
             .iter()
-            .filter(|name| !own.contains(&name.to_string()))
-            .filter(|name| crate::valid::mentions(written.clone(), name))
-            .map(|name| quote_spanned!(at=> let #name = #ps::clone_arg(&#name); let _ = &#name;))
+            .filter(|(name, _)| !own.contains(&name.to_string()))
+            .filter(|(name, _)| crate::valid::mentions(written.clone(), name))
+            .map(|(name, ty_span)| {
+                let ps = respan(p, *ty_span);
+                let clone = quote_spanned!(*ty_span=> #ps::clone_arg(&#name));
+                quote_spanned!(at=> let #name = #clone; let _ = &#name;)
+            })
             .collect();
         if clones.is_empty() {
             continue;
@@ -1927,18 +1933,49 @@ pub fn expand(
     // is reported once, there.
     let pr = respan(&p, ret_span);
     let returned = Ident::new("__robust_returned", Span::mixed_site());
-    let sync_call = quote_spanned!(ret_span=> #pr::sync_attempt::<#ret, _>(|| #block));
+    // When an expression of the attribute names a variable the body uses (`limit =
+    // self.limit` in a method that writes `self.sent`), the attempt's closure and an async
+    // attempt's block are of the attribute's edition (their first token at a mixed-site
+    // span): they capture the fields the body uses (since edition 2021), not the whole of
+    // each variable, whatever the user's edition. In editions 2015 and 2018 such a method
+    // failed with E0500 ("closure requires unique access to `self`"): `tests/edition-2015`
+    // and `tests/edition-2018`. Otherwise they keep the user's spans, under which clippy
+    // reads the body's tail as the fn's (`implicit_return`: `tests/lint-probe`).
+    let body_tokens = f.body.stream();
+    // (The attempt's context, `attempt = ctx`, is a name the attribute binds, not one it reads.)
+    let context = config.attempt.as_ref().map(ToString::to_string);
+    let shares_a_name = attr_names.iter().any(|n| {
+        let word = n.strip_prefix("r#").unwrap_or(n);
+        if context
+            .as_deref()
+            .is_some_and(|c| c == n || c.strip_prefix("r#") == Some(word))
+        {
+            return false;
+        }
+        let is_name = word.starts_with(|c: char| c.is_alphabetic() || c == '_')
+            && word.chars().all(|c| c.is_alphanumeric() || c == '_')
+            && word != "_";
+        is_name && crate::valid::mentions(body_tokens.clone(), &Ident::new(word, ret_span))
+    });
+    let first_at = if shares_a_name {
+        Span::mixed_site().located_at(ret_span)
+    } else {
+        ret_span
+    };
+    let pipes = quote_spanned!(first_at=> ||);
+    let async_ = Token![async](first_at);
+    let sync_call = quote_spanned!(ret_span=> #pr::sync_attempt::<#ret, _>(#pipes #block));
     let sync_attempt = if bound {
         quote!({ #bindings #sync_call })
     } else {
         sync_call
     };
     // An async attempt's future (after the bindings it takes, in the block that holds them).
-    let async_future = quote_spanned!(ret_span=> #pr::pin_output::<#ret, _>(async #async_block));
+    let async_future = quote_spanned!(ret_span=> #pr::pin_output::<#ret, _>(#async_ #async_block));
     let async_future = quote!(#async_bindings #async_future);
     let async_attempt = quote_spanned!(ret_span=> { #(#pre)* #async_future });
     let hedged_future =
-        quote_spanned!(ret_span=> #pr::pin_output::<#ret, _>(async move #hedged_async));
+        quote_spanned!(ret_span=> #pr::pin_output::<#ret, _>(#async_ move #hedged_async));
     let hedged_future = quote!(#hedged_bindings #hedged_future);
     let from_result = quote_spanned!(ret_span=> <#ret as #pr::IsResult>::from_result(#returned));
     // Bind with patterns spanned at the return type: a type error in the binding is then
@@ -2350,11 +2387,11 @@ pub fn expand(
         let extras = quote!(#p::extras(#budget_ref, (), #hint_tokens, #on_retry_tokens, #describe, (), (), ()));
         // The body is a closure called once per attempt.
         let make_body = if bound {
-            let value = quote_spanned!(ret_span=> #pr::attempt_value::<#ret, _>(|| #block));
+            let value = quote_spanned!(ret_span=> #pr::attempt_value::<#ret, _>(#pipes #block));
             let attempt = quote!({ #bindings #value });
-            quote_spanned!(ret_span=> #pr::body_fn::<#ret, _>(|| #attempt))
+            quote_spanned!(ret_span=> #pr::body_fn::<#ret, _>(#pipes #attempt))
         } else {
-            quote_spanned!(ret_span=> #pr::body_fn::<#ret, _>(|| #block))
+            quote_spanned!(ret_span=> #pr::body_fn::<#ret, _>(#pipes #block))
         };
         let run = quote_spanned!(ret_span=> <#ret as #pr::IsResult>::into_result(#body_fn()));
         quote! {{

@@ -78,6 +78,17 @@ fn robust2(
     }
     let func = match syn::parse2::<ast::Func>(item.clone()) {
         Ok(f) => Some(f),
+        // A fn with a body whose signature syn does not read: in edition 2015, a parameter
+        // without a name (`fn get(&self, u32)`) or named by a later keyword (`dyn: u32`).
+        Err(e) if fn_with_body(&item) => {
+            errors.push(syn::Error::new(
+                e.span(),
+                format!(
+                    "`#[robust]` cannot read this function's signature ({e}): it reads signatures as editions 2018 and later write them, where every parameter has a name and `async`, `await`, `dyn` and `try` are keywords"
+                ),
+            ));
+            None
+        }
         Err(_) => {
             errors.at(
                 ast::item_sp(&item),
@@ -115,8 +126,39 @@ fn robust2(
     }
 }
 
+/// Whether `item` is a fn with a body: `fn` among its tokens before a last `{ .. }`.
+fn fn_with_body(item: &proc_macro2::TokenStream) -> bool {
+    use proc_macro2::{Delimiter, TokenTree};
+    let tokens: Vec<TokenTree> = item.clone().into_iter().collect();
+    let body =
+        matches!(tokens.last(), Some(TokenTree::Group(g)) if g.delimiter() == Delimiter::Brace);
+    body && tokens
+        .iter()
+        .any(|t| matches!(t, TokenTree::Ident(i) if i == "fn"))
+}
+
 /// The item unchanged, with the errors beside it.
 fn with_errors(item: proc_macro2::TokenStream, e: syn::Error) -> proc_macro2::TokenStream {
-    let errors = e.to_compile_error();
+    let errors = in_std(e.to_compile_error());
     quote::quote!(#errors #item)
+}
+
+/// syn's `::core::compile_error! { .. }` as `::std::compile_error! { .. }`, the same macro.
+/// At the user's tokens, `::core` resolves in the user's edition, and in 2015 it names an item
+/// of the crate's root, which holds `std` (`tests/edition-2015`). (A plain `compile_error!`
+/// would miss in a module under `#![no_implicit_prelude]`.)
+fn in_std(errors: proc_macro2::TokenStream) -> proc_macro2::TokenStream {
+    use proc_macro2::{Ident, TokenTree};
+    let mut tokens: Vec<TokenTree> = errors.into_iter().collect();
+    for i in 2..tokens.len().saturating_sub(3) {
+        let is = |t: &TokenTree, s: &str| t.to_string() == s;
+        if is(&tokens[i], "core")
+            && is(&tokens[i - 1], ":")
+            && is(&tokens[i + 1], ":")
+            && is(&tokens[i + 3], "compile_error")
+        {
+            tokens[i] = TokenTree::Ident(Ident::new("std", tokens[i].span()));
+        }
+    }
+    tokens.into_iter().collect()
 }

@@ -5,8 +5,13 @@
 //! at the user's tokens (so that an error points there), and those resolve in the user's
 //! edition: each form below once failed here with "cannot find `core` in the crate root".
 //!
+//! The attempt of a blocking fn is a closure, and closures of this edition capture whole
+//! variables: one the attribute writes is of its own edition, so that a method can write a
+//! field of `self` while a guard is read from another (`Client`).
+//!
 //! Blocking fns only: edition 2015 has no `async fn`. Warnings are errors, so the code the
-//! attribute writes raises none in this edition either.
+//! attribute writes raises none in this edition either. `tests/ui.rs` checks that a mistake in
+//! the attribute is reported with its own message in this edition too.
 #![deny(warnings)]
 
 extern crate retry_runtime;
@@ -122,6 +127,45 @@ pub fn custom(calls: &Cell<u32>) -> io::Result<u32> {
     }
 }
 
+/// A client whose guards are its own fields.
+#[derive(Debug)]
+pub struct Client {
+    limit: retry_runtime::ConcurrencyLimit,
+    budget: retry_runtime::RetryBudget,
+    sent: u32,
+}
+
+impl Client {
+    /// A client with room for one call and one retry.
+    pub fn with_one_slot() -> Client {
+        Client {
+            limit: retry_runtime::ConcurrencyLimit::new(1, 0).unwrap(),
+            budget: retry_runtime::RetryBudget::new(1.0, 0.0, 1.0).unwrap(),
+            sent: 0,
+        }
+    }
+
+    /// A method whose attempts write a field while a guard is read from another: the attempt
+    /// is a closure, which must capture the field it writes, not the whole `self` (closures
+    /// of this edition capture whole variables).
+    #[robust(retries = 2, backoff = none, limit = self.limit)]
+    pub fn limited(&mut self) -> io::Result<u32> {
+        self.sent += 1;
+        if self.sent < 2 {
+            Err(other())
+        } else {
+            Ok(self.sent)
+        }
+    }
+
+    /// The same with a budget (one retry in it).
+    #[robust(retries = 5, backoff = none, budget = self.budget)]
+    pub fn budgeted(&mut self) -> io::Result<u32> {
+        self.sent += 1;
+        Err(other())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -171,6 +215,16 @@ mod tests {
         assert_eq!(guarded(&calls).unwrap(), 0);
         assert_eq!(calls.get(), 3);
         assert_eq!(LIMIT.in_flight(), 0, "every slot given back");
+    }
+
+    #[test]
+    fn a_method_reads_its_guards_from_its_own_fields() {
+        let mut client = Client::with_one_slot();
+        assert_eq!(client.limited().unwrap(), 2);
+        assert_eq!(client.limit.in_flight(), 0, "the slot given back");
+        client.sent = 0;
+        assert!(client.budgeted().is_err());
+        assert_eq!(client.sent, 2, "the budget paid for one retry");
     }
 
     #[test]
