@@ -1933,29 +1933,28 @@ pub fn expand(
     // is reported once, there.
     let pr = respan(&p, ret_span);
     let returned = Ident::new("__robust_returned", Span::mixed_site());
-    // When an expression of the attribute names a variable the body uses (`limit =
+    // When an expression of the attribute names a parameter the body uses (`limit =
     // self.limit` in a method that writes `self.sent`), the attempt's closure and an async
     // attempt's block are of the attribute's edition (their first token at a mixed-site
     // span): they capture the fields the body uses (since edition 2021), not the whole of
     // each variable, whatever the user's edition. In editions 2015 and 2018 such a method
     // failed with E0500 ("closure requires unique access to `self`"): `tests/edition-2015`
     // and `tests/edition-2018`. Otherwise they keep the user's spans, under which clippy
-    // reads the body's tail as the fn's (`implicit_return`: `tests/lint-probe`).
+    // reads the body's tail and returns as the fn's (`implicit_return`, `needless_return`:
+    // `tests/lint-probe`).
     let body_tokens = f.body.stream();
-    // (The attempt's context, `attempt = ctx`, is a name the attribute binds, not one it reads.)
-    let context = config.attempt.as_ref().map(ToString::to_string);
-    let shares_a_name = attr_names.iter().any(|n| {
+    // (Only a parameter, `self` included, can be captured by the attempt: a name such as `Ok`,
+    // `io` or a closure's own parameter, in the attribute and the body alike, is not one.)
+    let receiver = f
+        .sig
+        .inputs
+        .iter()
+        .any(|a| matches!(a, FnArg::Receiver(_)))
+        .then(|| "self".to_string());
+    let shares_a_name = param_names.iter().chain(&receiver).any(|n| {
         let word = n.strip_prefix("r#").unwrap_or(n);
-        if context
-            .as_deref()
-            .is_some_and(|c| c == n || c.strip_prefix("r#") == Some(word))
-        {
-            return false;
-        }
-        let is_name = word.starts_with(|c: char| c.is_alphabetic() || c == '_')
-            && word.chars().all(|c| c.is_alphanumeric() || c == '_')
-            && word != "_";
-        is_name && crate::valid::mentions(body_tokens.clone(), &Ident::new(word, ret_span))
+        (attr_names.contains(n) || attr_names.contains(word))
+            && crate::valid::mentions(body_tokens.clone(), &Ident::new(word, ret_span))
     });
     let first_at = if shares_a_name {
         Span::mixed_site().located_at(ret_span)
@@ -2171,7 +2170,12 @@ pub fn expand(
                 .map(|pi| {
                     let name = &pi.ident;
                     let ps = respan(&p, name.span());
-                    quote_spanned!(name.span()=> let _ = || #ps::is_value_of::<#of>(|| #name);)
+                    // (Closures of the attribute's hygiene: clippy's `implicit_return` took
+                    // the user's spans for the user's closures, and asked for `Ok(return
+                    // None)`: `tests/lint-probe`.)
+                    let at = Span::mixed_site().located_at(name.span());
+                    let bars = quote_spanned!(at=> ||);
+                    quote_spanned!(name.span()=> let _ = #bars #ps::is_value_of::<#of>(#bars #name);)
                 })
                 .collect(),
             _ => Vec::new(),

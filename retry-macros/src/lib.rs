@@ -80,7 +80,7 @@ fn robust2(
         Ok(f) => Some(f),
         // A fn with a body whose signature syn does not read: in edition 2015, a parameter
         // without a name (`fn get(&self, u32)`) or named by a later keyword (`dyn: u32`).
-        Err(e) if fn_with_body(&item) => {
+        Err(e) if fn_with_body(&item) && syn::parse2::<syn::Item>(item.clone()).is_err() => {
             errors.push(syn::Error::new(
                 e.span(),
                 format!(
@@ -126,7 +126,8 @@ fn robust2(
     }
 }
 
-/// Whether `item` is a fn with a body: `fn` among its tokens before a last `{ .. }`.
+/// Whether `item` may be a fn with a body: `fn` among its tokens before a last `{ .. }`. (With
+/// an item syn does not read, as a whole, either: `impl From<fn() -> u8> for W {}` is read.)
 fn fn_with_body(item: &proc_macro2::TokenStream) -> bool {
     use proc_macro2::{Delimiter, TokenTree};
     let tokens: Vec<TokenTree> = item.clone().into_iter().collect();

@@ -87,3 +87,13 @@ pub async fn one_line_hedged(s: String) -> io::Result<u16> { parse_async(&s).awa
 #[rustfmt::skip]
 #[robust(retries = 2, backoff = none)]
 pub fn one_line_blocking(s: String) -> io::Result<u16> { parse(&s) } // lint: implicit_return
+
+/// A `return` at the tail, in a body that shares names with the attribute (`Ok`, `Some`) that
+/// are not parameters: the attempt keeps the user's spans, and clippy reads the return. (And
+/// the check that `None` is a value of the `Ok` type raises no `implicit_return` of its own.)
+#[warn(clippy::needless_return)]
+#[robust(retries = 2, backoff = none, on = [Io, Ok(Some(0))], when(Ok(None), retries = 1))]
+pub fn tail_return(s: &str) -> io::Result<Option<u16>> {
+    let v = parse(s)?;
+    return Ok(Some(v)); // lint: needless_return
+}
