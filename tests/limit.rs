@@ -883,3 +883,59 @@ async fn the_wait_for_a_slot_is_not_the_attempts_time() {
     assert_eq!(second.unwrap_err().kind(), ErrorKind::TimedOut);
     assert!(took >= ms(180) && took < ms(185), "{took:?}");
 }
+
+/// A caller's state, with its own limit and budget.
+struct Conn {
+    limit: ConcurrencyLimit,
+    budget: retry_runtime::RetryBudget,
+    sent: u32,
+}
+
+fn conn() -> Conn {
+    Conn {
+        limit: ConcurrencyLimit::new(1, 0).unwrap(),
+        budget: retry_runtime::RetryBudget::new(1.0, 0.0, 1.0).unwrap(),
+        sent: 0,
+    }
+}
+
+/// The guard is a field of a `&mut` parameter whose other fields the body writes: the call
+/// borrows `conn.limit` for its whole length, so the attempts cannot reborrow all of `conn`
+/// (rustc refused it with E0502); they use the parameter itself, writing `conn.sent` only.
+#[robust(retries = 2, backoff = none, limit = conn.limit)]
+fn limited_through(conn: &mut Conn) -> io::Result<u32> {
+    conn.sent += 1;
+    assert_eq!(conn.limit.in_flight(), 1, "the attempt holds the slot");
+    if conn.sent < 2 {
+        Err(ErrorKind::ConnectionReset.into())
+    } else {
+        Ok(conn.sent)
+    }
+}
+
+#[robust(retries = 5, backoff = none, budget = conn.budget, timeout = "1s")]
+async fn budgeted_through(conn: &mut Conn, label: String) -> io::Result<usize> {
+    tokio::task::yield_now().await;
+    conn.sent += 1;
+    Err(io::Error::other(label))
+}
+
+#[test]
+fn a_guard_from_a_field_of_a_unique_borrow_beside_a_body_that_writes_another() {
+    let mut c = conn();
+    assert_eq!(limited_through(&mut c).unwrap(), 2);
+    assert_eq!(c.limit.in_flight(), 0, "the slot given back");
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_same_in_an_async_fn_whose_future_is_send() {
+    fn send<F: std::future::Future + Send>(f: F) -> F {
+        f
+    }
+    let mut c = conn();
+    let e = send(budgeted_through(&mut c, "reset".to_string()))
+        .await
+        .unwrap_err();
+    assert_eq!(e.to_string(), "reset");
+    assert_eq!(c.sent, 2, "the budget paid for one retry");
+}

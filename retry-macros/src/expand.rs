@@ -939,6 +939,20 @@ fn rebind_args(
                         || !attr_names
                             .contains(&syn::ext::IdentExt::unraw(&pi.ident).to_string())
                             && !attr_names.contains(&pi.ident.to_string())) => {}
+            // A unique borrow an expression of the attribute reads (`limit = st.limit`) is
+            // not reborrowed whole by the attempts: the call holds a borrow of a part of it for
+            // its whole length, and a reborrow of all of it would conflict (E0502). The
+            // attempts use the parameter itself, as a `&mut self` method's use `self` (an
+            // async one's block does not move it), and capture only the places the body uses.
+            Pat::Ident(pi)
+                if reborrow == Some(Reborrow::Ref)
+                    && pi.by_ref.is_none()
+                    && pi.subpat.is_none()
+                    && (attr_names.contains(&syn::ext::IdentExt::unraw(&pi.ident).to_string())
+                        || attr_names.contains(&pi.ident.to_string())) =>
+            {
+                mut_receiver = true;
+            }
             Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {
                 let ident = pi.ident.clone();
                 // Each attempt binds the name again, but a shared borrow written without `mut`.

@@ -62,6 +62,18 @@ impl Client {
     }
 }
 
+/// The same through a `&mut` parameter: the attempts use it as a method uses `self`.
+#[robust(retries = 2, backoff = none, limit = client.limit, timeout = "1s")]
+pub async fn through(client: &mut Client) -> io::Result<u32> {
+    tokio::task::yield_now().await;
+    client.sent += 1;
+    if client.sent < 2 {
+        Err(io::Error::other("first"))
+    } else {
+        Ok(client.sent)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -85,5 +97,7 @@ mod tests {
         assert_eq!(e.to_string(), "host!");
         assert_eq!(client.sent, 2, "the budget paid for one retry");
         assert_eq!(rt.block_on(client.hedged("12".to_string())).unwrap(), 6);
+        client.sent = 0;
+        assert_eq!(rt.block_on(through(&mut client)).unwrap(), 2);
     }
 }
