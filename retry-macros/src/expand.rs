@@ -944,9 +944,12 @@ fn rebind_args(
             // its whole length, and a reborrow of all of it would conflict (E0502). The
             // attempts use the parameter itself, as a `&mut self` method's use `self` (an
             // async one's block does not move it), and capture only the places the body uses.
+            // (Not one written `mut`, which the body may point elsewhere: each attempt starts
+            // from the borrow passed in.)
             Pat::Ident(pi)
                 if reborrow == Some(Reborrow::Ref)
                     && pi.by_ref.is_none()
+                    && pi.mutability.is_none()
                     && pi.subpat.is_none()
                     && (attr_names.contains(&syn::ext::IdentExt::unraw(&pi.ident).to_string())
                         || attr_names.contains(&pi.ident.to_string())) =>
