@@ -939,3 +939,39 @@ async fn the_same_in_an_async_fn_whose_future_is_send() {
     assert_eq!(e.to_string(), "reset");
     assert_eq!(c.sent, 2, "the budget paid for one retry");
 }
+
+static BY_INDEX: [ConcurrencyLimit; 1] = [match ConcurrencyLimit::new(1, 0) {
+    Ok(l) => l,
+    Err(_) => panic!("invalid limit"),
+}];
+
+struct Indexed {
+    idx: usize,
+    sent: u32,
+}
+
+/// Takes its argument by value (a `&mut` passed here moves: no implicit reborrow).
+fn take<T>(t: T) -> T {
+    t
+}
+
+/// A guard expression that only reads the parameter (`BY_INDEX[conn.idx]`, no borrow of it
+/// kept), and a callback that names it in a string: each attempt still reborrows `conn`, so
+/// the body may move its reborrow on.
+#[robust(retries = 2, backoff = none, limit = BY_INDEX[conn.idx], on_error = |e: &io::Error, _| eprintln!("conn: {e}"))]
+fn moves_it_on(conn: &mut Indexed) -> io::Result<u32> {
+    let conn = take(conn);
+    conn.sent += 1;
+    if conn.sent < 2 {
+        Err(ErrorKind::ConnectionReset.into())
+    } else {
+        Ok(conn.sent)
+    }
+}
+
+#[test]
+fn a_guard_that_only_reads_a_unique_borrow_leaves_each_attempt_its_reborrow() {
+    let mut c = Indexed { idx: 0, sent: 0 };
+    assert_eq!(moves_it_on(&mut c).unwrap(), 2);
+    assert_eq!(BY_INDEX[0].in_flight(), 0);
+}

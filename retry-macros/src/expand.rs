@@ -841,6 +841,7 @@ fn rebind_args(
     hedge: bool,
     split: bool,
     attr_names: &std::collections::HashSet<String>,
+    guard_roots: &[String],
 ) -> Rebound {
     let mut held = Vec::new();
     let mut outer = Vec::new();
@@ -939,7 +940,7 @@ fn rebind_args(
                         || !attr_names
                             .contains(&syn::ext::IdentExt::unraw(&pi.ident).to_string())
                             && !attr_names.contains(&pi.ident.to_string())) => {}
-            // A unique borrow an expression of the attribute reads (`limit = st.limit`) is
+            // A unique borrow a guard is taken from (`limit = st.limit`: `guard_roots`) is
             // not reborrowed whole by the attempts: the call holds a borrow of a part of it for
             // its whole length, and a reborrow of all of it would conflict (E0502). The
             // attempts use the parameter itself, as a `&mut self` method's use `self` (an
@@ -951,8 +952,7 @@ fn rebind_args(
                     && pi.by_ref.is_none()
                     && pi.mutability.is_none()
                     && pi.subpat.is_none()
-                    && (attr_names.contains(&syn::ext::IdentExt::unraw(&pi.ident).to_string())
-                        || attr_names.contains(&pi.ident.to_string())) =>
+                    && guard_roots.contains(&syn::ext::IdentExt::unraw(&pi.ident).to_string()) =>
             {
                 mut_receiver = true;
             }
@@ -1088,6 +1088,39 @@ pub fn names_in(tokens: TokenStream) -> std::collections::HashSet<String> {
         }
     }
     out
+}
+
+/// The names the guards' expressions (`budget`, `breaker`, `throttle`, `limit`) take their
+/// guard from, when it is a place the call then borrows for its whole length: `conn` for
+/// `conn.limit`, `&conn.limits[i]`, `*conn.limit` or `conn.breakers.get(host)` (a keyed map's
+/// guard, borrowed from the map). Not for `LIMITS[conn.idx]`, which only reads `conn`.
+fn guard_roots(config: &Config) -> Vec<String> {
+    fn root(e: &syn::Expr) -> Option<String> {
+        match e {
+            syn::Expr::Path(p) => p
+                .path
+                .get_ident()
+                .map(|i| syn::ext::IdentExt::unraw(i).to_string()),
+            syn::Expr::Field(f) => root(&f.base),
+            syn::Expr::Index(i) => root(&i.expr),
+            syn::Expr::Reference(r) => root(&r.expr),
+            syn::Expr::Paren(p) => root(&p.expr),
+            syn::Expr::Group(g) => root(&g.expr),
+            syn::Expr::Unary(u) if matches!(u.op, syn::UnOp::Deref(_)) => root(&u.expr),
+            syn::Expr::MethodCall(m) => root(&m.receiver),
+            _ => None,
+        }
+    }
+    [
+        &config.budget,
+        &config.breaker,
+        &config.throttle,
+        &config.limit,
+    ]
+    .into_iter()
+    .flatten()
+    .filter_map(|e| root(e))
+    .collect()
 }
 
 /// How a guard's expression (`budget`, `breaker`, `throttle`, `limit`) is checked to give one
@@ -1527,6 +1560,7 @@ pub fn expand(
         config.hedge.is_some(),
         is_async && config.hedge.is_none(),
         attr_names,
+        &guard_roots(&config),
     );
     // The views the attribute's expressions may read.
     let views = views
