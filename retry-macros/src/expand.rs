@@ -1092,8 +1092,9 @@ pub fn names_in(tokens: TokenStream) -> std::collections::HashSet<String> {
 
 /// The names the guards' expressions (`budget`, `breaker`, `throttle`, `limit`) take their
 /// guard from, when it is a place the call then borrows for its whole length: `conn` for
-/// `conn.limit`, `&conn.limits[i]`, `*conn.limit` or `conn.breakers.get(host)` (a keyed map's
-/// guard, borrowed from the map). Not for `LIMITS[conn.idx]`, which only reads `conn`.
+/// `conn.limit`, `&conn.limits[i]`, `*conn.limit` or `conn.limit()` (a method's result may
+/// borrow from it: the attribute sees no types). Not for `LIMITS[conn.idx]`, which only reads
+/// `conn`.
 fn guard_roots(config: &Config) -> Vec<String> {
     fn root(e: &syn::Expr) -> Option<String> {
         match e {
