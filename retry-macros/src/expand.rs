@@ -1997,12 +1997,7 @@ pub fn expand(
     let body_tokens = f.body.stream();
     // (Only a parameter, `self` included, can be captured by the attempt: a name such as `Ok`,
     // `io` or a closure's own parameter, in the attribute and the body alike, is not one.)
-    let receiver = f
-        .sig
-        .inputs
-        .iter()
-        .any(|a| matches!(a, FnArg::Receiver(_)))
-        .then(|| "self".to_string());
+    let receiver = f.sig.receiver().map(|_| "self".to_string());
     let shares_a_name = param_names.iter().chain(&receiver).any(|n| {
         let word = n.strip_prefix("r#").unwrap_or(n);
         (attr_names.contains(n) || attr_names.contains(word))
