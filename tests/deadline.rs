@@ -107,24 +107,57 @@ fn a_blocking_retry_due_after_the_deadline_is_not_made() {
     assert_eq!(time.slept(), ms(100));
 }
 
-/// An async retry whose backoff was decided to end before the deadline, but whose timer fires
-/// at or after it (tokio's timers fire on whole milliseconds: a 249.5 ms backoff before a
-/// 250 ms deadline wakes at 250 ms), is not made either; the call ends with `Elapsed` at that
-/// instant (the failure the retry follows was not kept through the backoff; a blocking call
-/// keeps it and returns it, above).
+/// An async retry whose backoff would end less than tokio's timer resolution (1 ms) before the
+/// deadline is not made: its timer fires on whole milliseconds (a 249.5 ms backoff before a
+/// 250 ms deadline would wake at 250 ms, with no time left for the attempt), so the failure it
+/// follows is returned unchanged, at once, as for a backoff that ends past the deadline. One
+/// that ends a whole millisecond before it is made.
 #[tokio::test(start_paused = true)]
-async fn an_async_retry_whose_timer_fires_at_the_deadline_ends_with_elapsed() {
-    let policy = Policy::builder()
-        .retries(10)
-        .backoff(Constant::new(Duration::from_micros(249_500)))
-        .jitter(NoJitter)
-        .deadline(ms(250))
-        .build()
-        .unwrap();
-    let (r, attempts, took) = resets(&policy).await;
-    assert_eq!(r.unwrap_err().kind(), ErrorKind::TimedOut);
+async fn an_async_retry_whose_timer_could_fire_at_the_deadline_is_not_made() {
+    let backoff = |d| {
+        Policy::builder()
+            .retries(1)
+            .backoff(Constant::new(d))
+            .jitter(NoJitter)
+            .deadline(ms(250))
+            .build()
+            .unwrap()
+    };
+    let (r, attempts, took) = resets(&backoff(Duration::from_micros(249_500))).await;
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::ConnectionReset);
     assert_eq!(attempts, 1);
-    assert_eq!(took, ms(250));
+    assert_eq!(took, ms(0));
+    let (r, attempts, took) = resets(&backoff(ms(249))).await;
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::ConnectionReset);
+    assert_eq!(attempts, 2);
+    assert_eq!(took, ms(249));
+}
+
+/// The same with the default backoff and full jitter, over many seeds: a call whose attempts
+/// all fail at once ends with its last failure, never with `Elapsed` (before the timer's
+/// resolution was counted, about 3% of such calls ended with `Elapsed`: those whose last
+/// backoff was drawn to end in the deadline's last millisecond).
+#[tokio::test(start_paused = true)]
+async fn a_jittered_async_call_ends_with_its_last_failure_not_elapsed() {
+    let mut retried = 0;
+    for seed in 0..500 {
+        let policy = Policy::builder()
+            .retries(10)
+            .deadline(ms(300))
+            .seed(seed)
+            .build()
+            .unwrap();
+        let (r, attempts, took) = resets(&policy).await;
+        assert_eq!(
+            r.unwrap_err().kind(),
+            ErrorKind::ConnectionReset,
+            "seed {seed}"
+        );
+        assert!(took < ms(300), "seed {seed}: {took:?}");
+        retried += attempts - 1;
+    }
+    // The deadline leaves room for retries (the first backoff is drawn in [0, 100 ms]).
+    assert!(retried >= 500, "{retried} retries in 500 calls");
 }
 
 #[tokio::test(start_paused = true)]
@@ -827,6 +860,12 @@ mod attribute {
         Err(ErrorKind::ConnectionReset.into())
     }
 
+    #[robust(deadline = 1s, retries = 3, backoff = constant(base = 999500us), jitter = none)]
+    async fn fails_late(attempts: &Cell<u32>) -> io::Result<()> {
+        attempts.set(attempts.get() + 1);
+        Err(ErrorKind::ConnectionReset.into())
+    }
+
     #[robust(timeout = 100ms, deadline = 250ms, retries = 10, backoff = none, on = [Timeout])]
     async fn times_out(attempts: &Cell<u32>) -> io::Result<()> {
         attempts.set(attempts.get() + 1);
@@ -854,6 +893,19 @@ mod attribute {
             ErrorKind::ConnectionReset
         );
         assert_eq!((start.elapsed(), attempts.get()), (ms(200), 3));
+    }
+
+    /// A backoff that ends half a millisecond before the deadline, which tokio's timer would
+    /// end at it: no retry, the failure is returned at once (SPEC 12), not `Elapsed` at 1 s.
+    #[tokio::test(start_paused = true)]
+    async fn no_backoff_ends_within_the_timers_resolution_of_the_deadline() {
+        let start = Instant::now();
+        let attempts = Cell::new(0);
+        assert_eq!(
+            fails_late(&attempts).await.unwrap_err().kind(),
+            ErrorKind::ConnectionReset
+        );
+        assert_eq!((start.elapsed(), attempts.get()), (ms(0), 1));
     }
 
     #[tokio::test(start_paused = true)]

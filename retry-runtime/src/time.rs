@@ -50,6 +50,19 @@ pub trait Clock {
         false
     }
 
+    /// How much later than asked a wait of the async sleeper ([`AsyncSleep`]) may end: its
+    /// timer's resolution. An async call with a deadline makes no retry whose backoff, this
+    /// much late, would end after the deadline: its timer could fire when no time is left for
+    /// the attempt, and the call would end with `E::from(Elapsed)` instead of the failure the
+    /// retry follows (SPEC section 12). Zero by default, right for a clock whose sleeps end
+    /// when asked (a virtual clock); [`DefaultEnv`] says one millisecond with the `tokio`
+    /// feature (tokio's timer fires on whole milliseconds), zero while a [`VirtualTime`] is
+    /// installed.
+    #[inline]
+    fn async_resolution(&self) -> Duration {
+        Duration::ZERO
+    }
+
     /// A fixed seed for the random generator of calls made in this environment, if the
     /// environment fixes one (a [`VirtualTime`] made with [`VirtualTime::seeded`] does). A seed
     /// set on the policy takes precedence.
@@ -116,6 +129,15 @@ impl Clock for DefaultEnv {
     #[inline]
     fn blocking_is_system(&self) -> bool {
         installed().is_none()
+    }
+
+    #[inline]
+    fn async_resolution(&self) -> Duration {
+        if cfg!(feature = "tokio") && installed().is_none() {
+            Duration::from_millis(1)
+        } else {
+            Duration::ZERO
+        }
     }
 
     #[inline]
@@ -418,6 +440,11 @@ impl<C: Clock> Clock for Seeded<C> {
     #[inline]
     fn blocking_is_system(&self) -> bool {
         self.env.blocking_is_system()
+    }
+
+    #[inline]
+    fn async_resolution(&self) -> Duration {
+        self.env.async_resolution()
     }
 
     #[inline]

@@ -1414,14 +1414,26 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
             None => return Err(GiveUp::NotRetryable),
         };
         // The call's deadline: no retry once it has passed, nor one whose backoff would end
-        // at or after it (SPEC section 12).
+        // at or after it (SPEC section 12). An async sleep may end up to its timer's
+        // resolution late (tokio's fires on whole milliseconds): nor is a retry made whose
+        // timer could fire at or after the deadline, which would leave its attempt no time and
+        // end the call with `Elapsed` instead of the failure it follows.
         if p.timeout_setting().deadline().is_some() {
+            let blocking = now.blocking;
             let now = now.get();
             let first = self.times.first_or(now);
-            if let Some(end) = self.call_deadline(first)
-                && now.checked_add(delay).is_none_or(|wake| wake >= end)
-            {
-                return Err(GiveUp::Deadline);
+            if let Some(end) = self.call_deadline(first) {
+                let late = if blocking {
+                    Duration::ZERO
+                } else {
+                    p.env().async_resolution()
+                };
+                let wake = now.checked_add(delay);
+                if wake.is_none_or(|wake| {
+                    wake >= end || wake.checked_add(late).is_none_or(|last| last > end)
+                }) {
+                    return Err(GiveUp::Deadline);
+                }
             }
         }
         // A value is not retried while the breaker is open: the rule gives up and the value is

@@ -191,6 +191,8 @@ pub trait DynSleep: Send + Sync {
     #[doc(hidden)]
     fn dyn_seed(&self) -> Option<u64>;
     #[doc(hidden)]
+    fn dyn_async_resolution(&self) -> Duration;
+    #[doc(hidden)]
     fn dyn_sleep(&self, d: Duration);
     #[cfg(feature = "tokio")]
     #[doc(hidden)]
@@ -226,6 +228,9 @@ impl<C: Env + MaybeAsyncSleep + Send + Sync> DynSleep for C {
     fn dyn_seed(&self) -> Option<u64> {
         self.seed()
     }
+    fn dyn_async_resolution(&self) -> Duration {
+        self.async_resolution()
+    }
     fn dyn_sleep(&self, d: Duration) {
         self.sleep(d)
     }
@@ -250,6 +255,10 @@ impl Clock for DynEnv {
     #[inline]
     fn blocking_is_system(&self) -> bool {
         self.0.dyn_blocking_is_system()
+    }
+    #[inline]
+    fn async_resolution(&self) -> Duration {
+        self.0.dyn_async_resolution()
     }
     #[inline]
     fn seed(&self) -> Option<u64> {
