@@ -102,7 +102,11 @@ fn robust2(
     valid::check_never_retries(&config, &mut errors);
     let fallback_by_type = valid::check_fallback_reachable(&config, func.as_ref(), &mut errors);
     valid::check_under_deadline(&config, &mut errors);
-    valid::check_backoff_fits(&config, &mut errors);
+    valid::check_backoff_fits(
+        &config,
+        func.as_ref().is_some_and(|f| f.sig.asyncness.is_some()),
+        &mut errors,
+    );
     valid::check_jitter_reads_strategy(&config, &mut errors);
     valid::check_scale_rounds_to_zero(&config, &mut errors);
     valid::check_backoff_never_waits(&config, &mut errors);

@@ -1183,8 +1183,10 @@ impl Shortest {
 /// first attempt's start) and before its rule's `max_delay` is spent: a rule whose shortest
 /// delay is not below either never retries. Known only for the strategies and jitters whose
 /// shortest delay is (not a `full` or custom jitter, nor a custom strategy), and not where a
-/// `hint` may choose the delay instead.
-pub fn check_backoff_fits(config: &Config, errors: &mut Errors) {
+/// `hint` may choose the delay instead. An async fn's timer (tokio's) fires on whole
+/// milliseconds: it makes no retry whose backoff would end less than a millisecond before the
+/// deadline either.
+pub fn check_backoff_fits(config: &Config, is_async: bool, errors: &mut Errors) {
     let top = &config.settings;
     let deadline = match config.deadline {
         Some(Spanned {
@@ -1216,14 +1218,24 @@ pub fn check_backoff_fits(config: &Config, errors: &mut Errors) {
             own,
             ..
         } = shortest;
+        let resolution = Duration::from_millis(1);
         if let Some(deadline) = deadline
-            && least >= deadline
+            && (least >= deadline || is_async && least.saturating_add(resolution) > deadline)
             && report(is_top, own, &mut deadline_reported)
         {
+            let why = if least >= deadline {
+                format!(
+                    "is not below `deadline` ({deadline:?}), and a retry whose backoff would end at or after the deadline is not made"
+                )
+            } else {
+                format!(
+                    "is less than a millisecond below `deadline` ({deadline:?}), and an async fn makes no retry whose backoff would end that close to the deadline (tokio's timer fires on whole milliseconds: it could fire at the deadline, leaving the attempt no time)"
+                )
+            };
             errors.at(
                 strategy,
                 format!(
-                    "no retry can be made: the shortest delay {} gives ({shown:?}, with its jitter and scale) is not below `deadline` ({deadline:?}), and a retry whose backoff would end at or after the deadline is not made; shorten the backoff, or lengthen the deadline",
+                    "no retry can be made: the shortest delay {} gives ({shown:?}, with its jitter and scale) {why}; shorten the backoff, or lengthen the deadline",
                     shortest.name("this")
                 ),
             );
