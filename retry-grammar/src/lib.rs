@@ -22,6 +22,10 @@ use std::time::Duration;
 /// values are rejected before they reach humantime, which would overflow on some of them.
 pub const MAX_SECS: f64 = 1e18;
 
+/// [`MAX_SECS`] as a [`Duration`]: what an integer or a humantime string is compared with,
+/// exactly (a number with a fraction or an exponent is compared as the nearest `f64`).
+pub(crate) const MAX: Duration = Duration::from_secs(1_000_000_000_000_000_000);
+
 /// The unit suffixes a number may carry, with the nanoseconds in one unit.
 pub const SUFFIXES: &[(&str, u64)] = &[
     ("ns", 1),
@@ -157,10 +161,10 @@ pub fn from_number(digits: &str, suffix: &str) -> Result<Duration, DurationError
         let nanos = n
             .checked_mul(u128::from(unit))
             .ok_or(DurationError::TooLarge)?;
-        let secs = nanos / 1_000_000_000;
-        if secs as f64 > MAX_SECS {
+        if nanos > MAX.as_nanos() {
             return Err(DurationError::TooLarge);
         }
+        let secs = nanos / 1_000_000_000;
         return Ok(Duration::new(secs as u64, (nanos % 1_000_000_000) as u32));
     }
     let v: f64 = digits.parse().map_err(|_| DurationError::Syntax)?;
@@ -252,6 +256,36 @@ mod tests {
         ] {
             assert_eq!(parse_duration(s), Err(DurationError::TooLarge), "{s}");
         }
+    }
+
+    /// The bound is exact for integers and humantime strings, which an `f64` would round to
+    /// it (10^18 + 1 is 10^18 as an `f64`).
+    #[test]
+    fn just_above_the_largest_value_is_an_error() {
+        let max = Duration::from_secs(1_000_000_000_000_000_000);
+        for (digits, suffix) in [
+            ("1000000000000000001", "s"),
+            ("1000000000000000001", ""),
+            ("1000000000000000000000000001", "ns"),
+        ] {
+            assert_eq!(
+                from_number(digits, suffix),
+                Err(DurationError::TooLarge),
+                "{digits}{suffix}"
+            );
+        }
+        assert_eq!(from_number("1000000000000000000", "s"), Ok(max));
+        assert_eq!(from_number("1000000000000000000000000000", "ns"), Ok(max));
+        for s in [
+            "1000000000000000001",
+            "1000000000000000001s",
+            "1000000000000000065s",
+            "1000000000000000000s 1ns",
+        ] {
+            assert_eq!(parse_duration(s), Err(DurationError::TooLarge), "{s}");
+        }
+        assert_eq!(parse_duration("1000000000000000000"), Ok(max));
+        assert_eq!(parse_duration("1000000000000000000s"), Ok(max));
     }
 
     #[test]

@@ -25,6 +25,13 @@ pub(crate) const MALFORMED: DurationError = DurationError::Syntax;
 /// panics.
 pub(crate) fn parse(text: &str) -> Result<Duration, DurationError> {
     let t = text.trim();
+    // An integer is read exactly: as an `f64`, 10^18 + 1 would be 10^18.
+    if let Ok(whole) = t.parse::<u128>() {
+        return match u64::try_from(whole) {
+            Ok(secs) if secs <= crate::MAX.as_secs() => Ok(Duration::from_secs(secs)),
+            _ => Err(TOO_LARGE),
+        };
+    }
     if let Ok(secs) = t.parse::<f64>() {
         return if secs.is_nan() || secs.is_infinite() {
             Err(NOT_FINITE)
@@ -63,6 +70,8 @@ pub(crate) fn parse(text: &str) -> Result<Duration, DurationError> {
     }
     match humantime::parse_duration(unsigned) {
         Ok(d) if negative && !d.is_zero() => Err(NEGATIVE),
+        // (The estimate above is an `f64`: it lets through sums just above the bound.)
+        Ok(d) if d > crate::MAX => Err(TOO_LARGE),
         Ok(d) => Ok(d),
         Err(_) => Err(MALFORMED),
     }

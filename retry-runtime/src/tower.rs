@@ -56,8 +56,10 @@
 //! none, rustc reports that `oneshot` or `ready` "exists but its trait bounds were not
 //! satisfied": map the error first (`ServiceBuilder::new().layer(RobustLayer::new(policy))
 //! .map_err(BoxError::from).service(client)`, a boxed error has `From<Elapsed>`). The same
-//! words come for a request whose body has no [`RetryBody`] (see above) and for an `OkIf`
-//! closure over another response type than the service's; calling the service once as
+//! words come for a request whose body has no [`RetryBody`] (see above), for an `OkIf`
+//! closure over another response type than the service's, and for a wrapped service that is
+//! not `Clone` (tower's `RateLimit` and `BoxService` are not: put a `Buffer` between, or use
+//! `BoxCloneService`); calling the service once as
 //! `tower::Service::call(&mut service, request)` makes rustc name the missing bound. tower's
 //! own `timeout` under the layer fails an attempt with `tower::timeout::error::Elapsed`,
 //! which the [`Timeout`](crate::kind::Timeout) kind matches as it matches this crate's
