@@ -238,6 +238,16 @@ impl Drop for InstallGuard {
 /// [`take_sleeps`](Self::take_sleeps) drains them: a simulation of millions of retries
 /// (`retries = -1`) that reads them as it goes keeps its memory bounded that way.
 ///
+/// It is made for blocking calls, whose attempts it can see take time (an attempt that
+/// [`advance`](Self::advance)s it). In an async call it is the retry loop's clock (a backoff
+/// advances it at once), but the attempts' own work runs on tokio's clock, which it does not
+/// see: a `deadline` or `max_delay` then counts the backoffs and what is `advance`d, not the
+/// time attempts take, and an attempt's timeout (or what is left of the deadline) is timed on
+/// tokio's timer from the attempt's start. A call whose attempts wait on tokio's clock can
+/// then run for many times its deadline (`retries = -1` beside a timeout: for ever). Test
+/// async calls on tokio's paused clock instead (`#[tokio::test(start_paused = true)]`), which
+/// sees both the attempts and the backoffs.
+///
 /// ```
 /// use std::time::Duration;
 /// use retry_runtime::time::{Clock, Sleep, VirtualTime};
