@@ -142,7 +142,7 @@ pub fn chain_has_io(root: Option<&(dyn Error + 'static)>, kinds: &[io::ErrorKind
 
 /// Whether the chain holds an [`Elapsed`], an `std::io::Error` of kind `TimedOut`, or (with
 /// the `tower` feature) tower's own `tower::timeout::error::Elapsed`, which its `timeout`
-/// layer under a [`RobustLayer`](crate::tower::RobustLayer) fails an attempt with.
+/// layer under a `retry_runtime::tower::RobustLayer` fails an attempt with.
 pub fn chain_has_timeout(root: Option<&(dyn Error + 'static)>) -> bool {
     chain(root).any(|e| {
         peeled::<Elapsed>(e).is_some()
