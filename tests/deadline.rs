@@ -133,6 +133,32 @@ async fn an_async_retry_whose_timer_could_fire_at_the_deadline_is_not_made() {
     assert_eq!(took, ms(249));
 }
 
+/// A retry with no backoff makes no timer, so it is made as long as time is left, however
+/// little: here half a millisecond, after a first attempt that took 249.5 ms.
+#[tokio::test(start_paused = true)]
+async fn a_retry_without_backoff_is_made_within_a_millisecond_of_the_deadline() {
+    let policy = Policy::builder()
+        .retries(2)
+        .backoff(NoBackoff)
+        .deadline(ms(250))
+        .build()
+        .unwrap();
+    let start = Instant::now();
+    let attempts = Cell::new(0);
+    let r: io::Result<()> = policy
+        .call_async(|_| async {
+            attempts.set(attempts.get() + 1);
+            if attempts.get() == 1 {
+                tokio::time::advance(Duration::from_micros(249_500)).await;
+            }
+            Err(ErrorKind::ConnectionReset.into())
+        })
+        .await;
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::ConnectionReset);
+    assert_eq!(attempts.get(), 3);
+    assert_eq!(start.elapsed(), Duration::from_micros(249_500));
+}
+
 /// The same with the default backoff and full jitter, over many seeds: a call whose attempts
 /// all fail at once ends with its last failure, never with `Elapsed` (before the timer's
 /// resolution was counted, about 3% of such calls ended with `Elapsed`: those whose last

@@ -1220,7 +1220,8 @@ pub fn check_backoff_fits(config: &Config, is_async: bool, errors: &mut Errors) 
         } = shortest;
         let resolution = Duration::from_millis(1);
         if let Some(deadline) = deadline
-            && (least >= deadline || is_async && least.saturating_add(resolution) > deadline)
+            && (least >= deadline
+                || is_async && !least.is_zero() && least.saturating_add(resolution) > deadline)
             && report(is_top, own, &mut deadline_reported)
         {
             let why = if least >= deadline {

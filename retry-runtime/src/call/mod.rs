@@ -1423,7 +1423,8 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
             let now = now.get();
             let first = self.times.first_or(now);
             if let Some(end) = self.call_deadline(first) {
-                let late = if blocking {
+                // (A retry with no backoff makes no timer: it is not late.)
+                let late = if blocking || delay.is_zero() {
                     Duration::ZERO
                 } else {
                     p.env().async_resolution()

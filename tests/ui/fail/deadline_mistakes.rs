@@ -51,6 +51,8 @@ async fn within_a_millisecond_of_the_deadline() -> std::io::Result<()> { tokio::
 fn fine_blocking_within_a_millisecond() -> std::io::Result<()> { Ok(()) }
 #[robust(deadline = 1s, backoff = constant(base = 999ms), jitter = none)]
 async fn fine_a_millisecond_before_the_deadline() -> std::io::Result<()> { tokio::task::yield_now().await; Ok(()) }
+#[robust(deadline = 500us, backoff = none)]
+async fn fine_no_backoff_makes_no_timer() -> std::io::Result<()> { tokio::task::yield_now().await; Ok(()) }
 // (Fine: a full jitter can draw less, and a hint may choose the delay.)
 #[robust(deadline = 200ms, backoff = constant(base = 500ms), jitter = full)]
 async fn fine_full_jitter() -> std::io::Result<()> { tokio::task::yield_now().await; Ok(()) }
