@@ -701,6 +701,42 @@ fn a_slow_redis_is_not_waited_for() {
     assert_eq!(fleet.fallbacks(), 1);
 }
 
+/// A frozen Redis (it accepts, and answers nothing) fails the round at the first reply that
+/// does not come within the timeout, however many keys the round holds: the fleet falls back
+/// within about `interval + timeout`. (redis-rs's pipeline would wait the timeout again for
+/// each reply still due: 60 keys at 200 ms, twelve seconds.)
+#[test]
+fn a_frozen_redis_is_found_within_one_timeout_whatever_the_keys() {
+    let Some(s) = server("a_frozen_redis_is_found_within_one_timeout_whatever_the_keys") else {
+        return;
+    };
+    let fleet = connect(&s, options().namespace("frozen"));
+    let guards: Vec<_> = (0..30)
+        .map(|i| breaker_and_budget(&fleet, &format!("key{i}")))
+        .collect();
+    synced([&fleet]);
+    s.freeze(true).unwrap();
+    // interval 50 ms + timeout 200 ms, and the round in progress when Redis froze.
+    let took = within(Duration::from_secs(5), || {
+        fleet.status() == FleetStatus::Fallback
+    });
+    s.freeze(false).unwrap();
+    let took = took.expect("the fleet falls back");
+    assert!(
+        took < Duration::from_millis(1500),
+        "fell back after {took:?}"
+    );
+    within(Duration::from_secs(5), || {
+        fleet.status() == FleetStatus::Connected
+    })
+    .expect("the fleet rejoins");
+    assert!(
+        guards
+            .iter()
+            .all(|(b, _)| b.fleet_state(Instant::now()).is_some())
+    );
+}
+
 #[test]
 fn keys_expire() {
     let Some(s) = server("keys_expire") else {

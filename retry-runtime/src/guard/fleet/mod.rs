@@ -24,7 +24,8 @@
 //! key's TTL. The scripts are loaded once per connection (`SCRIPT LOAD` at the head of its
 //! first pipeline, and again if Redis answers `NOSCRIPT`).
 //!
-//! **Fail-safe.** Connecting, writing and reading each have a timeout (100 ms by default).
+//! **Fail-safe.** Connecting, writing and reading each have a timeout (100 ms by default): a
+//! round fails at the first reply that does not come within it, however many keys it holds.
 //! When Redis is slow or gone, or before a guard's first sync, the guard decides with its
 //! local state: the [`CircuitBreaker`] and the fallback [`RetryBudget`] it was made with,
 //! which keep running all along. A guard follows the fleet for `stale_after` (by default

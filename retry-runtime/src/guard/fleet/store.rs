@@ -382,7 +382,6 @@ impl RedisBackend {
         self.connect()?;
         let loading = !self.loaded;
         let mut pipe = redis::pipe();
-        pipe.ignore_errors();
         if loading {
             pipe.load_script(&self.breaker).ignore();
             pipe.load_script(&self.budget).ignore();
@@ -397,8 +396,14 @@ impl RedisBackend {
                 pipe.invoke_script(&budget_invocation(&self.budget, b));
             }
         }
+        // The replies of the commands at the head (`SCRIPT LOAD`, `PING`), not returned.
+        let head = if loading {
+            2
+        } else {
+            usize::from(todo.is_empty())
+        };
         let con = self.connect()?;
-        match pipe.query::<Vec<redis::Value>>(con) {
+        match exchange(con, &pipe.get_packed_pipeline(), head, todo.len()) {
             // (The ignored commands, `SCRIPT LOAD` and `PING`, have no reply here.)
             Ok(v) if !v.is_empty() && v.iter().all(|v| server_wide(v).is_some()) => {
                 let e = v.iter().find_map(server_wide).unwrap_or_default();
@@ -416,6 +421,25 @@ impl RedisBackend {
             }
         }
     }
+}
+
+/// Sends a packed pipeline and reads its replies (`head` of them dropped, then `count`
+/// returned), stopping at the first error of the connection. redis-rs's own `query` would read
+/// on after a timeout, waiting the timeout again for each reply still due: a frozen server
+/// would hold a round of many keys for many timeouts (and the fleet's fall-back with it),
+/// where this one gives up after one. (A server's error for one command is that command's
+/// reply, not an error here.)
+fn exchange(
+    con: &mut redis::Connection,
+    packed: &[u8],
+    head: usize,
+    count: usize,
+) -> redis::RedisResult<Vec<redis::Value>> {
+    con.send_packed_command(packed)?;
+    for _ in 0..head {
+        con.recv_response()?;
+    }
+    (0..count).map(|_| con.recv_response()).collect()
 }
 
 impl Backend for RedisBackend {
