@@ -371,7 +371,7 @@ fn calls_in_one_instance_earn_retries_for_another() {
     let spend_all = |n: &mut u32| {
         within(Duration::from_secs(2), || {
             *n += u32::from(spender.try_withdraw());
-            spender.fleet_tokens() == 0.0 && spender.lease() == 0.0
+            spender.fleet_tokens() == Some(0.0) && spender.lease() == 0.0
         })
     };
     let mut made = 0;
@@ -408,14 +408,14 @@ fn a_lease_holds_whole_retries() {
     synced([&a, &b]);
     within(Duration::from_secs(2), || {
         spender.try_withdraw();
-        spender.fleet_tokens() == 0.0 && spender.lease() == 0.0
+        spender.fleet_tokens() == Some(0.0) && spender.lease() == 0.0
     })
     .expect("the bucket is emptied");
     // Half a token: asked for by the spender, kept in the bucket.
     earner.deposit();
     within(Duration::from_secs(2), || {
         assert!(!spender.try_withdraw(), "no retry paid by half a token");
-        spender.fleet_tokens() == 0.5
+        spender.fleet_tokens() == Some(0.5)
     })
     .expect("the half token reaches the bucket");
     synced([&a, &b]);

@@ -42,10 +42,15 @@ pub(crate) struct BudgetCell {
     /// Idle syncs after which the unspent lease goes back ([`SharedBudget::keep_lease`]);
     /// `u32::MAX`: never, and the lease is kept topped up.
     idle_limit: AtomicU32,
-    /// Retries paid from the lease, and the fleet's free tokens at the last sync.
+    /// Retries paid from the lease, and the fleet's free tokens at the last sync
+    /// ([`NEVER_SYNCED`] before the first).
     spent: AtomicU64,
     fleet_tokens: AtomicU64,
 }
+
+/// `fleet_tokens` before a round has synced the key (a bucket holds at most 10^15
+/// thousandths).
+const NEVER_SYNCED: u64 = u64::MAX;
 
 /// A guard dropped (its last handle gone) gives back what it holds: its unspent lease and the
 /// calls credited since the last round, pushed to its key by the fleet's next round. (Lost,
@@ -102,7 +107,7 @@ impl BudgetCell {
             idle_syncs: AtomicU32::new(0),
             idle_limit: AtomicU32::new(IDLE_SYNCS),
             spent: AtomicU64::new(0),
-            fleet_tokens: AtomicU64::new(capacity),
+            fleet_tokens: AtomicU64::new(NEVER_SYNCED),
         }
     }
 
@@ -336,9 +341,14 @@ impl SharedBudget {
         self.cell.spent.load(Ordering::Relaxed)
     }
 
-    /// The tokens left in the fleet's bucket at the last sync (not counting the leases).
-    pub fn fleet_tokens(&self) -> f64 {
-        self.cell.fleet_tokens.load(Ordering::Relaxed) as f64 / MILLI
+    /// The tokens left in the fleet's bucket at the last sync that reached this guard's key
+    /// (not counting the leases); `None` before the first (Redis not reached since the guard
+    /// was made, or its key failing all along).
+    pub fn fleet_tokens(&self) -> Option<f64> {
+        match self.cell.fleet_tokens.load(Ordering::Relaxed) {
+            NEVER_SYNCED => None,
+            milli => Some(milli as f64 / MILLI),
+        }
     }
 
     /// The fallback budget.

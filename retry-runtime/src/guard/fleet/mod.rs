@@ -1264,7 +1264,7 @@ mod tests {
             // What the bucket holds, what the leases hold and what was spent: the capacity.
             let bucket = budgets
                 .iter()
-                .map(|b| b.fleet_tokens())
+                .map(|b| b.fleet_tokens().expect("synced"))
                 .fold(f64::MAX, f64::min);
             assert!(bucket + leased + spent as f64 >= 7.0 - 1e-9);
             t += Duration::from_millis(100);
@@ -1334,19 +1334,19 @@ mod tests {
         assert!(!a.try_withdraw(), "no lease yet: one is asked for");
         assert!(fleet.sync(t0 + Duration::from_millis(100)));
         assert_eq!(a.lease(), 5.0);
-        assert_eq!(a.fleet_tokens(), 5.0);
+        assert_eq!(a.fleet_tokens(), Some(5.0));
         drop(a);
         assert!(fleet.sync(t0 + Duration::from_millis(200)));
         let b = make();
         assert!(fleet.sync(t0 + Duration::from_millis(300)));
-        assert_eq!(b.fleet_tokens(), 10.0, "the lease went back");
+        assert_eq!(b.fleet_tokens(), Some(10.0), "the lease went back");
         // Once: when `b` has leased half, the next rounds give nothing more back.
         b.set_lease(5);
         assert!(!b.try_withdraw());
         assert!(fleet.sync(t0 + Duration::from_millis(400)));
-        assert_eq!(b.fleet_tokens(), 5.0);
+        assert_eq!(b.fleet_tokens(), Some(5.0));
         assert!(fleet.sync(t0 + Duration::from_millis(500)));
-        assert_eq!(b.fleet_tokens(), 5.0);
+        assert_eq!(b.fleet_tokens(), Some(5.0));
     }
 
     #[test]
@@ -1454,6 +1454,8 @@ mod tests {
             })
             .collect();
         let mut t = Instant::now();
+        // Not known before the first sync (not the capacity it was made with).
+        assert_eq!(budgets[0].fleet_tokens(), None);
         let sync_all = |t: Instant| fleets.iter().for_each(|f| assert!(f.sync(t)));
         for _ in 0..10 {
             sync_all(t);
@@ -1461,13 +1463,13 @@ mod tests {
         }
         // Fifty idle instances: the bucket is untouched.
         assert!(budgets.iter().all(|b| b.lease() == 0.0));
-        assert_eq!(budgets[0].fleet_tokens(), 10.0);
+        assert_eq!(budgets[0].fleet_tokens(), Some(10.0));
         // One needs a retry: refused (no lease yet), leased at the next sync, then paid.
         let b = &budgets[7];
         assert!(!b.try_withdraw());
         sync_all(t);
         assert_eq!(b.lease(), 1.0);
-        assert_eq!(b.fleet_tokens(), 9.0);
+        assert_eq!(b.fleet_tokens(), Some(9.0));
         assert!(b.try_withdraw());
         // It keeps asking: its lease is topped up at each sync.
         t += Duration::from_millis(100);
@@ -1484,7 +1486,7 @@ mod tests {
         sync_all(t);
         assert_eq!(
             budgets[0].fleet_tokens(),
-            9.0,
+            Some(9.0),
             "ten tokens, one retry spent"
         );
         // A retry now, long after the last: refused, its lease given back.
@@ -1513,12 +1515,16 @@ mod tests {
         t += Duration::from_millis(100);
         sync_all(t);
         assert_eq!(keeper.lease(), 3.0);
-        let before = keeper.fleet_tokens();
+        let before = keeper.fleet_tokens().unwrap();
         keeper.set_lease(1);
         t += Duration::from_millis(100);
         sync_all(t);
         assert_eq!(keeper.lease(), 1.0);
-        assert_eq!(keeper.fleet_tokens(), before + 2.0, "the excess is back");
+        assert_eq!(
+            keeper.fleet_tokens(),
+            Some(before + 2.0),
+            "the excess is back"
+        );
         // One that keeps it for 8 idle rounds gives it back after the eighth.
         let longer = &budgets[12];
         longer.keep_lease(8);
