@@ -666,7 +666,7 @@ pub trait AnyValueCheck {
 impl<T: ?Sized> AnyValueCheck for &GuardValue<'_, T> {}
 
 /// `breaker = ...`: checks `E: From<Open>` (the breaker is a `CircuitBreaker` or a fleet's
-/// shared breaker, by value or behind a pointer: [`AsBreaker`]).
+/// shared breaker, itself or behind a pointer: [`AsBreaker`]).
 #[inline(always)]
 pub fn check_breaker<E: FromOpen, G: AsBreaker + ?Sized>(breaker: &G) -> BreakerOf<G::Ref<'_>, E> {
     BreakerOf {

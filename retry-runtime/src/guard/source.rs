@@ -1,7 +1,8 @@
 //! What the `budget =` / `breaker =` keys and [`PolicyBuilder::budget`] /
 //! [`PolicyBuilder::breaker`] accept: a local guard ([`RetryBudget`], [`CircuitBreaker`]), a
 //! guard shared by a fleet (`SharedBudget`, `SharedBreaker`, feature `redis`), or one of them
-//! behind a reference, a `Box`, an `Rc`, an `Arc` or a `LazyLock`.
+//! behind a reference, a `Box`, an `Rc`, an `Arc` or a `LazyLock`. The policy borrows it
+//! (`.breaker(&guard)`): the guard outlives the policy.
 //!
 //! [`PolicyBuilder::budget`]: crate::PolicyBuilder::budget
 //! [`PolicyBuilder::breaker`]: crate::PolicyBuilder::breaker
@@ -11,12 +12,12 @@ use std::sync::{Arc, LazyLock};
 
 use super::{Breaker, Budget, CircuitBreaker, RetryBudget};
 
-/// A retry budget the policy can borrow: [`RetryBudget`] or a fleet's shared budget, by value or
+/// A retry budget the policy can borrow: [`RetryBudget`] or a fleet's shared budget, itself or
 /// behind a reference, `Box`, `Rc`, `Arc` or `LazyLock`.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a retry budget",
     label = "`budget` takes a `RetryBudget` or a fleet's `SharedBudget`",
-    note = "either by value or behind a reference, `Box`, `Rc`, `Arc` or `LazyLock` (a `static`)"
+    note = "either itself or behind a reference, `Box`, `Rc`, `Arc` or `LazyLock` (a `static`)"
 )]
 pub trait AsBudget {
     /// The borrowed budget the retry loop uses.
@@ -27,12 +28,12 @@ pub trait AsBudget {
     fn as_budget(&self) -> Self::Ref<'_>;
 }
 
-/// A circuit breaker the policy can borrow: [`CircuitBreaker`] or a fleet's shared breaker, by
-/// value or behind a reference, `Box`, `Rc`, `Arc` or `LazyLock`.
+/// A circuit breaker the policy can borrow: [`CircuitBreaker`] or a fleet's shared breaker,
+/// itself or behind a reference, `Box`, `Rc`, `Arc` or `LazyLock`.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a circuit breaker",
     label = "`breaker` takes a `CircuitBreaker` or a fleet's `SharedBreaker`",
-    note = "either by value or behind a reference, `Box`, `Rc`, `Arc` or `LazyLock` (a `static`)"
+    note = "either itself or behind a reference, `Box`, `Rc`, `Arc` or `LazyLock` (a `static`)"
 )]
 pub trait AsBreaker {
     /// The borrowed breaker the retry loop uses.

@@ -1479,8 +1479,9 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb, Th, L>
     /// # Ok::<(), retry_runtime::ConfigError>(())
     /// ```
     ///
-    /// `budget` is a [`RetryBudget`] or a fleet's shared budget (feature `redis`), by value or
-    /// behind a reference, `Box`, `Rc`, `Arc` or `LazyLock` ([`AsBudget`]).
+    /// `budget` is a [`RetryBudget`] or a fleet's shared budget (feature `redis`), itself or
+    /// behind a reference, `Box`, `Rc`, `Arc` or `LazyLock` ([`AsBudget`]), borrowed by the
+    /// policy: it outlives the policy (a `static`, or a local declared before it).
     pub fn budget<'a, G: AsBudget + ?Sized>(
         self,
         budget: &'a G,
@@ -1501,8 +1502,9 @@ impl<W, K, B, J, T, S, F, C, Bu, Br, H, R, N, V, Fb, Th, L>
     /// Shares a circuit breaker: while it is open, attempts fail fast with
     /// `E::from(Open)` without running the body.
     ///
-    /// `breaker` is a [`CircuitBreaker`] or a fleet's shared breaker (feature `redis`), by
-    /// value or behind a reference, `Box`, `Rc`, `Arc` or `LazyLock` ([`AsBreaker`]).
+    /// `breaker` is a [`CircuitBreaker`] or a fleet's shared breaker (feature `redis`), itself
+    /// or behind a reference, `Box`, `Rc`, `Arc` or `LazyLock` ([`AsBreaker`]), borrowed by
+    /// the policy: it outlives the policy (a `static`, or a local declared before it).
     pub fn breaker<'a, G: AsBreaker + ?Sized>(
         self,
         breaker: &'a G,
