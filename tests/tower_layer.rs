@@ -2752,6 +2752,71 @@ async fn a_value_rule_that_panics_while_measured_gives_its_probe_back_once() {
     hung.abort();
 }
 
+/// A service that answers `Ok(())` at once, and whose `clone` panics while `PANIC` is set.
+#[derive(Debug)]
+struct PanicsOnClone(&'static std::sync::atomic::AtomicBool);
+
+impl Clone for PanicsOnClone {
+    fn clone(&self) -> Self {
+        if self.0.load(Ordering::SeqCst) {
+            panic!("the service's clone panics");
+        }
+        PanicsOnClone(self.0)
+    }
+}
+
+impl Service<u32> for PanicsOnClone {
+    type Response = u32;
+    type Error = io::Error;
+    type Future = std::future::Ready<io::Result<u32>>;
+    fn poll_ready(&mut self, _: &mut std::task::Context<'_>) -> std::task::Poll<io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+    fn call(&mut self, n: u32) -> Self::Future {
+        std::future::ready(Ok(n))
+    }
+}
+
+/// A request admitted by a half-open breaker that finds no slot of its limit swaps its ready
+/// service for a clone before it waits; a panic in that clone gives the probe back: the next
+/// request probes, and closes the breaker. (Before, the future dropped in that step held the
+/// probe until it went stale, a break later.)
+#[tokio::test(start_paused = true)]
+async fn a_service_clone_that_panics_before_a_wait_for_a_slot_gives_the_probe_back() {
+    use retry_runtime::{BreakerState, ConcurrencyLimit};
+    use std::sync::atomic::AtomicBool;
+
+    static PANIC: AtomicBool = AtomicBool::new(false);
+    static LIMIT: ConcurrencyLimit = match ConcurrencyLimit::new(1, 4) {
+        Ok(l) => l,
+        Err(_) => panic!("invalid limit"),
+    };
+    let breaker = half_open(1).await;
+    let policy = Policy::builder()
+        .retries(0)
+        .breaker(breaker)
+        .limit(&LIMIT)
+        .build()
+        .unwrap();
+    let client = RobustLayer::new(policy).layer(PanicsOnClone(&PANIC));
+    // The only slot is taken: the request must wait for it.
+    let held = LIMIT.try_acquire().expect("a free slot");
+    let mut ready = client.clone();
+    ready.ready().await.unwrap();
+    let request = ready.call(1);
+    PANIC.store(true, Ordering::SeqCst);
+    assert!(tokio::spawn(request).await.unwrap_err().is_panic());
+    PANIC.store(false, Ordering::SeqCst);
+    drop(held);
+    assert_eq!(breaker.state(), BreakerState::HalfOpen);
+    assert_eq!(
+        client.oneshot(2).await.unwrap(),
+        2,
+        "the probe was given back"
+    );
+    assert_eq!(breaker.state(), BreakerState::Closed);
+}
+
 /// A request that cannot be copied.
 struct Once;
 

@@ -1485,6 +1485,13 @@ where
                     if left.is_some_and(|l| l.is_zero()) {
                         slot_missed!({});
                     }
+                    // Admitted, the request holds its breaker permit: a future dropped from
+                    // here on (the service's `clone` may panic) gives it back.
+                    if breaker {
+                        *this.phase = Phase::Queued {
+                            timed: left.is_some(),
+                        };
+                    }
                     let fresh = this.inner.clone();
                     *this.inner = fresh;
                     this.wait
