@@ -107,11 +107,11 @@ fn a_blocking_retry_due_after_the_deadline_is_not_made() {
     assert_eq!(time.slept(), ms(100));
 }
 
-/// An async retry whose backoff would end less than tokio's timer resolution (1 ms) before the
-/// deadline is not made: its timer fires on whole milliseconds (a 249.5 ms backoff before a
-/// 250 ms deadline would wake at 250 ms, with no time left for the attempt), so the failure it
-/// follows is returned unchanged, at once, as for a backoff that ends past the deadline. One
-/// that ends a whole millisecond before it is made.
+/// An async retry whose backoff would end less than tokio's timer resolution (2 ms) before the
+/// deadline is not made: its timer may fire that late (a 249.5 ms backoff before a 250 ms
+/// deadline wakes at 250 ms, with no time left for the attempt), so the failure it follows is
+/// returned unchanged, at once, as for a backoff that ends past the deadline. One that ends
+/// 2 ms before it is made.
 #[tokio::test(start_paused = true)]
 async fn an_async_retry_whose_timer_could_fire_at_the_deadline_is_not_made() {
     let backoff = |d| {
@@ -127,10 +127,54 @@ async fn an_async_retry_whose_timer_could_fire_at_the_deadline_is_not_made() {
     assert_eq!(r.unwrap_err().kind(), ErrorKind::ConnectionReset);
     assert_eq!(attempts, 1);
     assert_eq!(took, ms(0));
-    let (r, attempts, took) = resets(&backoff(ms(249))).await;
+    let (r, attempts, took) = resets(&backoff(Duration::from_micros(248_500))).await;
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::ConnectionReset);
+    assert_eq!(attempts, 1);
+    assert_eq!(took, ms(0));
+    let (r, attempts, took) = resets(&backoff(ms(248))).await;
     assert_eq!(r.unwrap_err().kind(), ErrorKind::ConnectionReset);
     assert_eq!(attempts, 2);
-    assert_eq!(took, ms(249));
+    assert_eq!(took, ms(248));
+}
+
+/// A hedged round decides as the loop does: a failure whose hint would end its backoff within
+/// the timer's resolution of the deadline asks for no retry the loop would make, so the round
+/// goes on and sends its hedge at once, which answers. (Before, the round stopped hedging to keep the
+/// failure for a retry the loop then refused: the call returned the failure.)
+#[tokio::test(start_paused = true)]
+async fn a_hedged_round_sends_its_hedge_when_a_hint_ends_too_close_to_the_deadline() {
+    let run = |hint: Duration| async move {
+        let policy = Policy::builder()
+            .retries(3)
+            .backoff(Constant::new(ms(1)))
+            .jitter(NoJitter)
+            .hint(move |_: &io::Error| Some(hint))
+            .hedge(retry_runtime::hedge::Hedge::after(ms(50), 1).unwrap())
+            .deadline(ms(250))
+            .build()
+            .unwrap();
+        let start = Instant::now();
+        let attempts = Cell::new(0);
+        let r: io::Result<u32> = policy
+            .call_async(|_| {
+                attempts.set(attempts.get() + 1);
+                let first = attempts.get() == 1;
+                async move {
+                    if first {
+                        Err(ErrorKind::ConnectionReset.into())
+                    } else {
+                        Ok(7)
+                    }
+                }
+            })
+            .await;
+        (r.map_err(|e| e.kind()), attempts.get(), start.elapsed())
+    };
+    // Within 2 ms of the deadline: a retryable failure that asks for no delay starts the
+    // round's hedge at once (SPEC 15), and it answers.
+    assert_eq!(run(Duration::from_micros(249_000)).await, (Ok(7), 2, ms(0)));
+    // Well before it: the round keeps the failure, and its retry answers after the hint.
+    assert_eq!(run(ms(200)).await, (Ok(7), 2, ms(200)));
 }
 
 /// A retry with no backoff makes no timer, so it is made as long as time is left, however

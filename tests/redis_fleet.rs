@@ -35,7 +35,11 @@ fn options() -> FleetOptions {
 }
 
 fn connect(s: &RedisServer, options: FleetOptions) -> Fleet {
-    let f = Fleet::connect(&s.url(), options).expect("valid");
+    connect_url(&s.url(), options)
+}
+
+fn connect_url(url: &str, options: FleetOptions) -> Fleet {
+    let f = Fleet::connect(url, options).expect("valid");
     assert!(
         f.wait_connected(Duration::from_secs(5)),
         "the fleet connects"
@@ -735,6 +739,45 @@ fn a_frozen_redis_is_found_within_one_timeout_whatever_the_keys() {
             .iter()
             .all(|(b, _)| b.fleet_state(Instant::now()).is_some())
     );
+}
+
+/// A RESP3 push message sent to the fleet's connection (here a client-tracking invalidation,
+/// redirected to it by another client) answers no command: it is skipped, and each key keeps
+/// its own reply. (Counted as a reply, it shifted every later reply onto the next key, a
+/// breaker's onto a budget, round after round.)
+#[test]
+fn a_push_message_does_not_shift_the_replies() {
+    let Some(s) = server("a_push_message_does_not_shift_the_replies") else {
+        return;
+    };
+    let url = format!("{}?protocol=resp3", s.url());
+    let fleet = connect_url(&url, options().namespace("resp3"));
+    let (breaker, budget) = breaker_and_budget(&fleet, "k");
+    synced([&fleet]);
+    let tokens = budget.fleet_tokens().expect("synced");
+    let mut con = redis(&s);
+    let list: String = redis::cmd("CLIENT").arg("LIST").query(&mut con).unwrap();
+    let id = list
+        .lines()
+        .find(|l| l.contains("cmd=evalsha"))
+        .and_then(|l| l.split(' ').find_map(|f| f.strip_prefix("id=")))
+        .expect("the fleet's connection")
+        .to_owned();
+    let () = redis::cmd("CLIENT")
+        .arg(&["TRACKING", "ON", "REDIRECT", id.as_str(), "BCAST"][..])
+        .query(&mut con)
+        .unwrap();
+    let () = redis::cmd("SET")
+        .arg("unrelated")
+        .arg(1)
+        .query(&mut con)
+        .unwrap();
+    for _ in 0..10 {
+        std::thread::sleep(Duration::from_millis(60));
+        assert_eq!(budget.fleet_tokens(), Some(tokens));
+        assert!(breaker.fleet_state(Instant::now()).is_some());
+        assert_eq!(fleet.status(), FleetStatus::Connected);
+    }
 }
 
 #[test]

@@ -1183,9 +1183,8 @@ impl Shortest {
 /// first attempt's start) and before its rule's `max_delay` is spent: a rule whose shortest
 /// delay is not below either never retries. Known only for the strategies and jitters whose
 /// shortest delay is (not a `full` or custom jitter, nor a custom strategy), and not where a
-/// `hint` may choose the delay instead. An async fn's timer (tokio's) fires on whole
-/// milliseconds: it makes no retry whose backoff would end less than a millisecond before the
-/// deadline either.
+/// `hint` may choose the delay instead. An async fn's timer (tokio's) may fire up to 2 ms
+/// late: it makes no retry whose backoff would end less than 2 ms before the deadline either.
 pub fn check_backoff_fits(config: &Config, is_async: bool, errors: &mut Errors) {
     let top = &config.settings;
     let deadline = match config.deadline {
@@ -1218,7 +1217,8 @@ pub fn check_backoff_fits(config: &Config, is_async: bool, errors: &mut Errors) 
             own,
             ..
         } = shortest;
-        let resolution = Duration::from_millis(1);
+        // (`DefaultEnv::async_resolution`: tokio's timer may fire up to 2 ms late.)
+        let resolution = Duration::from_millis(2);
         if let Some(deadline) = deadline
             && (least >= deadline
                 || is_async && !least.is_zero() && least.saturating_add(resolution) > deadline)
@@ -1230,7 +1230,7 @@ pub fn check_backoff_fits(config: &Config, is_async: bool, errors: &mut Errors) 
                 )
             } else {
                 format!(
-                    "is less than a millisecond below `deadline` ({deadline:?}), and an async fn makes no retry whose backoff would end that close to the deadline (tokio's timer fires on whole milliseconds: it could fire at the deadline, leaving the attempt no time)"
+                    "is less than 2 ms below `deadline` ({deadline:?}), and an async fn makes no retry whose backoff would end that close to the deadline (tokio's timer may fire up to 2 ms late: at the deadline, leaving the attempt no time)"
                 )
             };
             errors.at(

@@ -55,9 +55,10 @@ pub trait Clock {
     /// much late, would end after the deadline: its timer could fire when no time is left for
     /// the attempt, and the call would end with `E::from(Elapsed)` instead of the failure the
     /// retry follows (SPEC section 12). Zero by default, right for a clock whose sleeps end
-    /// when asked (a virtual clock); [`DefaultEnv`] says one millisecond with the `tokio`
-    /// feature (tokio's timer fires on whole milliseconds), zero while a [`VirtualTime`] is
-    /// installed.
+    /// when asked (a virtual clock); [`DefaultEnv`] says two milliseconds with the `tokio`
+    /// feature, zero while a [`VirtualTime`] is installed: tokio's timer rounds a wait up to
+    /// its next millisecond tick, and its driver, which counts the time to that tick from the
+    /// last whole millisecond, may sleep up to one more.
     #[inline]
     fn async_resolution(&self) -> Duration {
         Duration::ZERO
@@ -134,7 +135,7 @@ impl Clock for DefaultEnv {
     #[inline]
     fn async_resolution(&self) -> Duration {
         if cfg!(feature = "tokio") && installed().is_none() {
-            Duration::from_millis(1)
+            Duration::from_millis(2)
         } else {
             Duration::ZERO
         }

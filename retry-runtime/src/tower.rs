@@ -1424,14 +1424,28 @@ where
         // service is not ready in time; at the deadline, `E::from(Elapsed)`, as when the
         // deadline cuts an attempt. `$done` runs before the call ends. (With no error to end
         // it with, the wait goes on.)
+        // While it decides, the call holds the attempt's breaker permit (the future's phase
+        // says so, for its drop): a conversion of the user's (`E::from(Rejected)`,
+        // `E::from(Elapsed)`) that panics before the permit is given back drops the call,
+        // which gives it back, once.
         macro_rules! slot_missed {
             ($done:block) => {{
+                let stored = *this.phase;
                 let mut call = resumed(this.state, policy);
+                if breaker {
+                    call.owns_permit();
+                    *this.phase = Phase::Admit;
+                }
                 let kept = this.backoff.as_mut().and_then(|r| r.kept.as_mut());
                 if let Some(r) = crate::call::missed_slot(&mut call, || kept.and_then(|k| k.failure.take())) {
                     $done
                     to!(Phase::Done);
                     break Poll::Ready(crate::call::finish(policy, r));
+                }
+                // The wait goes on (no error to end it with): the future holds the permit.
+                let _ = call.into_state();
+                if breaker {
+                    *this.phase = stored;
                 }
             }};
         }

@@ -819,8 +819,11 @@ where
         // Whether a rule retries it, and whether it asks for its own delay.
         let retries = self.call.retries;
         // Whether a retry after `delay` could be made, as the loop decides it: it must start
-        // before the rule's `max_delay` is spent and end its backoff before the deadline.
+        // before the rule's `max_delay` is spent and end its backoff, even as late as the
+        // timer may fire ([`Clock::async_resolution`](crate::time::Clock::async_resolution)),
+        // before the deadline.
         let call = &*self.call;
+        let late = policy.env().async_resolution();
         let fits = |delay: Duration, max_delay: Option<Duration>| {
             let now = now.get();
             let first = super::Times::first(&call.times).unwrap_or(now);
@@ -828,7 +831,7 @@ where
             max_delay.is_none_or(|m| elapsed.saturating_add(delay) < m)
                 && call
                     .call_deadline(first)
-                    .is_none_or(|end| now.checked_add(delay).is_some_and(|wake| wake < end))
+                    .is_none_or(|end| super::backoff_ends_in_time(now, delay, late, end))
         };
         let (retryable, matched_value) = match &result {
             Ok(v) => {

@@ -365,6 +365,24 @@ where
     }
 }
 
+/// Whether a backoff of `delay` from `now` ends before the call's deadline `end`, even if its
+/// timer fires as much as `late` after it (an async sleeper's resolution: zero for a blocking
+/// call). A retry with no backoff makes no timer, and is never late.
+pub(crate) fn backoff_ends_in_time(
+    now: Instant,
+    delay: Duration,
+    late: Duration,
+    end: Instant,
+) -> bool {
+    let late = if delay.is_zero() {
+        Duration::ZERO
+    } else {
+        late
+    };
+    now.checked_add(delay)
+        .is_some_and(|wake| wake < end && wake.checked_add(late).is_some_and(|last| last <= end))
+}
+
 /// The result of an attempt the concurrency limit rejected (its queue is full):
 /// `Err(E::from(Rejected))`, not retried.
 #[cold]
@@ -1423,16 +1441,12 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
             let now = now.get();
             let first = self.times.first_or(now);
             if let Some(end) = self.call_deadline(first) {
-                // (A retry with no backoff makes no timer: it is not late.)
-                let late = if blocking || delay.is_zero() {
+                let late = if blocking {
                     Duration::ZERO
                 } else {
                     p.env().async_resolution()
                 };
-                let wake = now.checked_add(delay);
-                if wake.is_none_or(|wake| {
-                    wake >= end || wake.checked_add(late).is_none_or(|last| last > end)
-                }) {
+                if !backoff_ends_in_time(now, delay, late, end) {
                     return Err(GiveUp::Deadline);
                 }
             }

@@ -424,7 +424,7 @@ impl RedisBackend {
 }
 
 /// Sends a packed pipeline and reads its replies (`head` of them dropped, then `count`
-/// returned), stopping at the first error of the connection. redis-rs's own `query` would read
+/// returned; push messages skipped), stopping at the first error of the connection. redis-rs's own `query` would read
 /// on after a timeout, waiting the timeout again for each reply still due: a frozen server
 /// would hold a round of many keys for many timeouts (and the fleet's fall-back with it),
 /// where this one gives up after one. (A server's error for one command is that command's
@@ -437,9 +437,21 @@ fn exchange(
 ) -> redis::RedisResult<Vec<redis::Value>> {
     con.send_packed_command(packed)?;
     for _ in 0..head {
-        con.recv_response()?;
+        reply_to(con)?;
     }
-    (0..count).map(|_| con.recv_response()).collect()
+    (0..count).map(|_| reply_to(con)).collect()
+}
+
+/// The next reply on `con`, past any RESP3 push message (a client-tracking invalidation sent
+/// to this connection, say), which answers no command: counted as a reply, it would shift
+/// every reply after it onto the next key.
+fn reply_to(con: &mut redis::Connection) -> redis::RedisResult<redis::Value> {
+    loop {
+        match con.recv_response()? {
+            redis::Value::Push { .. } => {}
+            v => return Ok(v),
+        }
+    }
 }
 
 impl Backend for RedisBackend {
