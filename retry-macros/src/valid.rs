@@ -1325,28 +1325,24 @@ pub fn check_jitter_reads_strategy(config: &Config, errors: &mut Errors) {
         };
         // A `when` is judged where it wrote its jitter, against its strategy or the one it
         // inherits (of the inherited one, only what makes its own jitter do nothing: the
-        // strategy's parameters are the top level's, read by other rules).
+        // strategy's parameters are the top level's, read by other rules; see below). A
+        // strategy it writes beside an inherited `aws_decorrelated` is judged at the strategy:
+        // that jitter reads only its `base` and `max`.
         if !is_top && o.jitter.is_none() {
+            if o.backoff.is_some()
+                && matches!(jitter.value, JitterSpec::AwsDecorrelated)
+                && let Some(unread) = aws_unread(&strategy.value)
+            {
+                errors.at(
+                    strategy.span,
+                    unread.message(
+                        " (this `when` inherits the top level's `jitter = aws_decorrelated`)",
+                    ),
+                );
+            }
             continue;
         }
         let inherited = !is_top && o.backoff.is_none();
-        let unused = match (&jitter.value, &strategy.value) {
-            (JitterSpec::AwsDecorrelated, Strategy::Exponential { m: Some(_), .. }) => Some("`m`"),
-            (JitterSpec::AwsDecorrelated, Strategy::Linear { base, interval, .. })
-                if interval != base =>
-            {
-                Some("`interval`")
-            }
-            (JitterSpec::AwsDecorrelated, Strategy::Fibonacci { unit: Some(_), .. }) => {
-                Some("`unit`")
-            }
-            (JitterSpec::AwsDecorrelated, Strategy::Polynomial { p, unit, .. })
-                if p.is_some() || unit.is_some() =>
-            {
-                Some(if p.is_some() { "`p`" } else { "`unit`" })
-            }
-            _ => None,
-        };
         // (Reported beside an unused parameter too: every error at once.)
         // (For a `when` beside other rules, the previous delay it starts from may be
         // another rule's; at the top level, every rule reads the same pair.)
@@ -1359,45 +1355,47 @@ pub fn check_jitter_reads_strategy(config: &Config, errors: &mut Errors) {
                 "`jitter = aws_decorrelated` makes every delay 0 here: it draws each delay between the strategy's `base` and three times the previous delay, starting from `base`, and the `base` is 0; give `base` a value above 0, or choose another jitter",
             );
         }
-        if let Some(param) = unused.filter(|_| !inherited) {
-            errors.at(
-                strategy.span,
-                format!(
-                    "{param} has no effect: `jitter = aws_decorrelated` draws each delay from the strategy's `base` and `max` and the previous delay, and reads nothing else of it; leave {param} out, or choose another jitter"
-                ),
-            );
-            continue;
-        }
-        if matches!(jitter.value, JitterSpec::AwsDecorrelated) && !inherited {
-            // A strategy chosen for its growth, which the jitter never reads (with a parameter
-            // of it written, reported above).
-            let growth = match &strategy.value {
-                Strategy::Linear { .. } => Some("linear"),
-                Strategy::Fibonacci { .. } => Some("fibonacci"),
-                Strategy::Polynomial { .. } => Some("polynomial"),
-                _ => None,
+        if matches!(jitter.value, JitterSpec::AwsDecorrelated)
+            && !inherited
+            && let Some(unread) = aws_unread(&strategy.value)
+        {
+            // A custom strategy's error is at the jitter, which reads nothing of it.
+            let span = match unread {
+                AwsUnread::Custom => jitter.span,
+                _ => strategy.span,
             };
-            if let Some(name) = growth {
-                errors.at(
-                    strategy.span,
-                    format!(
-                        "`{name}` has no effect: `jitter = aws_decorrelated` draws each delay from the strategy's `base` and `max` and the previous delay only, so any strategy with the same `base` and `max` gives the same delays; write `exponential(base = .., max = ..)`, or choose another jitter"
-                    ),
-                );
-                continue;
-            }
-            if matches!(strategy.value, Strategy::Custom(_)) {
-                errors.at(
-                    jitter.span,
-                    "`jitter = aws_decorrelated` reads only a strategy's `base()` and `max()`, never its delays, and a `custom` strategy's are 0 and unbounded unless it defines them (every delay 0: a hot loop); for a strategy that defines both, write `jitter = custom(retry_runtime::AwsDecorrelated)`, or choose another jitter",
-                );
-                continue;
-            }
+            errors.at(span, unread.message(""));
+            continue;
         }
         if let Some((name, why)) = dead_jitter(&jitter.value, &strategy.value, all_flat) {
             errors.at(
                 jitter.span,
                 format!("`jitter = {name}` has no effect: {why}; leave it out, or choose another strategy"),
+            );
+        }
+    }
+    // The top level's strategy beside `when`s that set a strategy or a jitter of their own
+    // (the loop above skips the top level then): what `aws_decorrelated` leaves unread of it
+    // is dead when every rule that reads it has that jitter, its own or the top level's.
+    if whens_shape && let Some(strategy) = top.backoff.as_ref() {
+        let mut readers = rules
+            .iter()
+            .map(|(o, _)| *o)
+            .filter(|o| std::ptr::eq(*o, top) || o.backoff.is_none())
+            .peekable();
+        let aws = |o: &Overrides| {
+            matches!(
+                o.jitter.as_ref().or(top.jitter.as_ref()).map(|j| &j.value),
+                Some(JitterSpec::AwsDecorrelated)
+            )
+        };
+        if readers.peek().is_some()
+            && readers.all(aws)
+            && let Some(unread) = aws_unread(&strategy.value)
+        {
+            errors.at(
+                strategy.span,
+                unread.message(" (every rule that reads this strategy has that jitter)"),
             );
         }
     }
@@ -1441,6 +1439,55 @@ pub fn check_jitter_reads_strategy(config: &Config, errors: &mut Errors) {
                 jitter.span,
                 format!("`jitter = {name}` has no effect: {why} for every rule that reads it (the `when`s that set their own jitter do not); leave it out, or choose another strategy"),
             );
+        }
+    }
+}
+
+/// What `jitter = aws_decorrelated`, which draws each delay from a strategy's `base` and
+/// `max` and the previous delay, leaves unread of `strategy`.
+#[derive(Clone, Copy)]
+enum AwsUnread {
+    /// A parameter written (`m`, `interval`, `unit`, `p`).
+    Param(&'static str),
+    /// A strategy chosen for its growth or its draw (`linear`, `fibonacci`, `polynomial`,
+    /// `random`): any strategy with the same `base` and `max` gives the same delays.
+    Growth(&'static str),
+    /// A custom strategy, whose `base()` and `max()` are 0 and unbounded unless it defines
+    /// them: every delay 0.
+    Custom,
+}
+
+fn aws_unread(strategy: &Strategy) -> Option<AwsUnread> {
+    Some(match strategy {
+        Strategy::Exponential { m: Some(_), .. } => AwsUnread::Param("`m`"),
+        Strategy::Linear { base, interval, .. } if interval != base => {
+            AwsUnread::Param("`interval`")
+        }
+        Strategy::Fibonacci { unit: Some(_), .. } => AwsUnread::Param("`unit`"),
+        Strategy::Polynomial { p: Some(_), .. } => AwsUnread::Param("`p`"),
+        Strategy::Polynomial { unit: Some(_), .. } => AwsUnread::Param("`unit`"),
+        Strategy::Linear { .. } => AwsUnread::Growth("linear"),
+        Strategy::Fibonacci { .. } => AwsUnread::Growth("fibonacci"),
+        Strategy::Polynomial { .. } => AwsUnread::Growth("polynomial"),
+        Strategy::Random { .. } => AwsUnread::Growth("random"),
+        Strategy::Custom(_) => AwsUnread::Custom,
+        _ => return None,
+    })
+}
+
+impl AwsUnread {
+    /// The error, with `context` after its first clause.
+    fn message(self, context: &str) -> String {
+        match self {
+            AwsUnread::Param(param) => format!(
+                "{param} has no effect: `jitter = aws_decorrelated` draws each delay from the strategy's `base` and `max` and the previous delay, and reads nothing else of it{context}; leave {param} out, or choose another jitter"
+            ),
+            AwsUnread::Growth(name) => format!(
+                "`{name}` has no effect: `jitter = aws_decorrelated` draws each delay from the strategy's `base` and `max` and the previous delay only, so any strategy with the same `base` and `max` gives the same delays{context}; write `exponential(base = .., max = ..)`, or choose another jitter"
+            ),
+            AwsUnread::Custom => format!(
+                "`jitter = aws_decorrelated` reads only a strategy's `base()` and `max()`, never its delays, and a `custom` strategy's are 0 and unbounded unless it defines them (every delay 0: a hot loop){context}; for a strategy that defines both, write `jitter = custom(retry_runtime::AwsDecorrelated)`, or choose another jitter"
+            ),
         }
     }
 }
@@ -1509,10 +1556,25 @@ fn is_flat(strategy: &Strategy) -> bool {
 /// `custom` one may draw above `max`). An error at the scale.
 pub fn check_scale_rounds_to_zero(config: &Config, errors: &mut Errors) {
     let top = &config.settings;
+    // The top level's `scale` is read by each `when` without its own: judged against the
+    // strategy of each, at the `when`'s strategy when it wrote one (reported once at the
+    // `scale` otherwise).
+    let mut reported_at_top = false;
     for (o, _) in retrying_rules(config) {
-        let Some(scale) = o.scale.as_ref() else {
+        let is_top = std::ptr::eq(o, top);
+        let Some(scale) = o.scale.as_ref().or(top.scale.as_ref()) else {
             continue;
         };
+        let at_when_strategy = (o.scale.is_none() && !is_top)
+            .then_some(o.backoff.as_ref())
+            .flatten()
+            .map(|s| s.span);
+        // Reported at the top level's `scale` (once): the top level's rule, and a `when` that
+        // inherits both its `scale` and its strategy.
+        let at_top_scale = is_top || o.scale.is_none() && at_when_strategy.is_none();
+        if at_top_scale && reported_at_top {
+            continue;
+        }
         let jitter = o.jitter.as_ref().or(top.jitter.as_ref());
         if matches!(jitter.map(|j| &j.value), Some(JitterSpec::Custom(_))) {
             continue;
@@ -1539,7 +1601,36 @@ pub fn check_scale_rounds_to_zero(config: &Config, errors: &mut Errors) {
             Some(_) => continue,
         };
         let scaled = base.as_secs_f64() * scale.value;
-        if scaled > retry_grammar::MAX_SECS {
+        let too_large = scaled > retry_grammar::MAX_SECS;
+        let zero = !longest.is_zero() && longest.as_nanos() as f64 * scale.value < 0.5;
+        if let Some(span) = at_when_strategy {
+            // The `when` wrote its strategy and inherits the top level's `scale`.
+            if too_large {
+                errors.at(
+                    span,
+                    format!(
+                        "this strategy's shortest delay, its `base` ({} s), times the `scale` this `when` inherits from the top level ({:?}) is {scaled:e} s, above the 10^18 s any duration written here may be; give this `when` a `scale` of its own, or lower the top level's",
+                        base.as_secs_f64(),
+                        scale.value
+                    ),
+                );
+            }
+            if zero {
+                errors.at(
+                    span,
+                    format!(
+                        "every delay of this rule is 0: the longest delay this strategy gives ({}) times the `scale` this `when` inherits from the top level ({:?}) is below half a nanosecond, which rounds to 0; give this `when` a `scale` of its own, or write `backoff = none` for retries without a wait",
+                        retry_grammar::format(longest),
+                        scale.value
+                    ),
+                );
+            }
+            continue;
+        }
+        if at_top_scale {
+            reported_at_top |= too_large || zero;
+        }
+        if too_large {
             errors.at(
                 scale.span,
                 format!(
@@ -1548,7 +1639,7 @@ pub fn check_scale_rounds_to_zero(config: &Config, errors: &mut Errors) {
                 ),
             );
         }
-        if !longest.is_zero() && longest.as_nanos() as f64 * scale.value < 0.5 {
+        if zero {
             errors.at(
                 scale.span,
                 format!(
