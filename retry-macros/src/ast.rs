@@ -367,6 +367,19 @@ fn parse_kind_or_err(
                 sp = sp.to(parens);
                 let before = errors.len();
                 kinds = parse_list(&content, errors, |input, errors| {
+                    // A path (`ErrorKind::NotFound`): the kind is named alone.
+                    if input.peek(Ident) && input.peek2(Token![::]) {
+                        let path = collect(errors, input.parse::<syn::Path>())?;
+                        let last = path.segments.last().map(|s| s.ident.to_string());
+                        errors.push(syn::Error::new_spanned(
+                            &path,
+                            format!(
+                                "write the kind's name alone, `{}`: `Io(..)` takes names of `std::io::ErrorKind`, not paths",
+                                last.unwrap_or_default()
+                            ),
+                        ));
+                        return None;
+                    }
                     collect(
                         errors,
                         input.parse::<Ident>().map_err(|e| {
@@ -385,6 +398,14 @@ fn parse_kind_or_err(
                         "`Io()` needs at least one `std::io::ErrorKind`, like `Io(ConnectionRefused)`; write `Io` for any I/O error",
                     ));
                 }
+            }
+            // `Io(A) | Io(B)`: one `Io` takes every kind.
+            if input.peek(Token![|]) && !input.peek(Token![||]) {
+                let bar: Token![|] = input.parse()?;
+                return Err(syn::Error::new(
+                    bar.span,
+                    "`Io` is a kind of its own, not a pattern: write its error kinds in one list, like `Io(NotFound, BrokenPipe)`, or list the kinds separately, like `on = [Timeout, Io]`",
+                ));
             }
             return Ok(Some(Kind::Io { ident, kinds, sp }));
         }
