@@ -2612,8 +2612,13 @@ pub fn validate(items: Vec<Item>, params: &[String], errors: &mut Errors) -> Con
                         errors.at(
                             w.sp,
                             format!(
-                                "a `when` clause needs at least one override: {}",
-                                table::list(table::key_names(true))
+                                "a `when` clause needs at least one override: {}{}",
+                                table::list(table::key_names(true)),
+                                if kind.is_ok() {
+                                    ", or (for an `Ok(..)` kind) `hint`"
+                                } else {
+                                    ""
+                                }
                             ),
                         );
                         ok = false;
@@ -2621,6 +2626,7 @@ pub fn validate(items: Vec<Item>, params: &[String], errors: &mut Errors) -> Con
                 }
                 let mut hint = None;
                 let is_ok = w.kind.as_ref().is_some_and(Kind::is_ok);
+                let with_hint = if is_ok { ", or (for an `Ok(..)` kind) `hint`" } else { "" };
                 for Item { key, value } in w.overrides {
                     if key == "hint" {
                         // `hint` reads as an expression (its type is checked by rustc).
@@ -2653,9 +2659,9 @@ pub fn validate(items: Vec<Item>, params: &[String], errors: &mut Errors) -> Con
                         };
                         let list = table::list(table::key_names(true));
                         let msg = if top_level {
-                            format!("{why}; a `when` clause overrides only: {list}")
+                            format!("{why}; a `when` clause overrides only: {list}{with_hint}")
                         } else {
-                            format!("{why}: expected one of: {list}")
+                            format!("{why}: expected one of: {list}{with_hint}")
                         };
                         errors.at(key.span(), msg);
                         ok = false;
