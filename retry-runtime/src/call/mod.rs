@@ -1433,9 +1433,10 @@ impl<'p, P: PolicyCore, Tm: Times> Call<'p, P, Tm> {
         };
         // The call's deadline: no retry once it has passed, nor one whose backoff would end
         // at or after it (SPEC section 12). An async sleep may end up to its timer's
-        // resolution late (tokio's fires on whole milliseconds): nor is a retry made whose
-        // timer could fire at or after the deadline, which would leave its attempt no time and
-        // end the call with `Elapsed` instead of the failure it follows.
+        // resolution late (`Clock::async_resolution`; tokio's may fire up to 2 ms late): nor
+        // is a retry made whose timer could fire at or after the deadline, which would leave
+        // its attempt no time and end the call with `Elapsed` instead of the failure it
+        // follows.
         if p.timeout_setting().deadline().is_some() {
             let blocking = now.blocking;
             let now = now.get();
