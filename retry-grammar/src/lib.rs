@@ -43,6 +43,13 @@ pub const DEFAULT_BASE: Duration = Duration::from_millis(100);
 /// The default backoff's longest delay: see [`DEFAULT_BASE`].
 pub const DEFAULT_MAX: Duration = Duration::from_secs(20);
 
+/// How late tokio's timer may fire: it rounds a wait up to its next millisecond tick, and its
+/// driver, which counts the time to that tick from the last whole millisecond, may sleep up
+/// to one more. An async call makes no retry whose backoff would end closer than this to its
+/// deadline: the runtime's `DefaultEnv::async_resolution` and the attribute's check of an
+/// async fn's backoff read it here.
+pub const TOKIO_TIMER_LATENESS: Duration = Duration::from_millis(2);
+
 /// The suffixes as the attribute's messages list them: "`ns`, `us`, `ms`, `s`, `m`, `h`".
 pub const SUFFIX_LIST: &str = "`ns`, `us`, `ms`, `s`, `m`, `h`";
 

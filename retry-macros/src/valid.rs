@@ -1217,8 +1217,7 @@ pub fn check_backoff_fits(config: &Config, is_async: bool, errors: &mut Errors) 
             own,
             ..
         } = shortest;
-        // (`DefaultEnv::async_resolution`: tokio's timer may fire up to 2 ms late.)
-        let resolution = Duration::from_millis(2);
+        let resolution = retry_grammar::TOKIO_TIMER_LATENESS;
         if let Some(deadline) = deadline
             && (least >= deadline
                 || is_async && !least.is_zero() && least.saturating_add(resolution) > deadline)
@@ -2597,6 +2596,9 @@ pub fn validate(items: Vec<Item>, params: &[String], errors: &mut Errors) -> Con
             ("when", Value::When(w)) => {
                 let mut o = Overrides::default();
                 let mut ok = w.kind.is_some();
+                let is_ok = w.kind.as_ref().is_some_and(Kind::is_ok);
+                // (A `when` over values takes a `hint` too.)
+                let with_hint = if is_ok { ", or (for an `Ok(..)` kind) `hint`" } else { "" };
                 if let Some(kind) = &w.kind {
                     ok &= check_kind(kind, params, errors);
                     let kk = kind.key();
@@ -2612,21 +2614,14 @@ pub fn validate(items: Vec<Item>, params: &[String], errors: &mut Errors) -> Con
                         errors.at(
                             w.sp,
                             format!(
-                                "a `when` clause needs at least one override: {}{}",
+                                "a `when` clause needs at least one override: {}{with_hint}",
                                 table::list(table::key_names(true)),
-                                if kind.is_ok() {
-                                    ", or (for an `Ok(..)` kind) `hint`"
-                                } else {
-                                    ""
-                                }
                             ),
                         );
                         ok = false;
                     }
                 }
                 let mut hint = None;
-                let is_ok = w.kind.as_ref().is_some_and(Kind::is_ok);
-                let with_hint = if is_ok { ", or (for an `Ok(..)` kind) `hint`" } else { "" };
                 for Item { key, value } in w.overrides {
                     if key == "hint" {
                         // `hint` reads as an expression (its type is checked by rustc).

@@ -135,7 +135,7 @@ impl Clock for DefaultEnv {
     #[inline]
     fn async_resolution(&self) -> Duration {
         if cfg!(feature = "tokio") && installed().is_none() {
-            Duration::from_millis(2)
+            retry_grammar::TOKIO_TIMER_LATENESS
         } else {
             Duration::ZERO
         }

@@ -1424,10 +1424,11 @@ where
         // service is not ready in time; at the deadline, `E::from(Elapsed)`, as when the
         // deadline cuts an attempt. `$done` runs before the call ends. (With no error to end
         // it with, the wait goes on.)
-        // While it decides, the call holds the attempt's breaker permit (the future's phase
-        // says so, for its drop): a conversion of the user's (`E::from(Rejected)`,
-        // `E::from(Elapsed)`) that panics before the permit is given back drops the call,
-        // which gives it back, once.
+        // While it decides, the call holds the attempt's breaker permit, not the future (whose
+        // stored phase is set to one its drop gives nothing back in): a conversion of the
+        // user's (`E::from(Rejected)`, `E::from(Elapsed)`) that panics before the permit is
+        // given back drops the call, which gives it back; one that panics after gives nothing
+        // back twice.
         macro_rules! slot_missed {
             ($done:block) => {{
                 let stored = *this.phase;

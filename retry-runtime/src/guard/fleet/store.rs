@@ -424,10 +424,10 @@ impl RedisBackend {
 }
 
 /// Sends a packed pipeline and reads its replies (`head` of them dropped, then `count`
-/// returned; push messages skipped), stopping at the first error of the connection. redis-rs's own `query` would read
-/// on after a timeout, waiting the timeout again for each reply still due: a frozen server
-/// would hold a round of many keys for many timeouts (and the fleet's fall-back with it),
-/// where this one gives up after one. (A server's error for one command is that command's
+/// returned; push messages skipped), stopping at the first error of the connection.
+/// redis-rs's own `query` would read on after a timeout, waiting the timeout again for each
+/// reply still due: a frozen server would hold a round of many keys for many timeouts (and
+/// the fleet's fall-back with it), where this one gives up after one. (A server's error for one command is that command's
 /// reply, not an error here.)
 fn exchange(
     con: &mut redis::Connection,
